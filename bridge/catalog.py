@@ -1,0 +1,70 @@
+"""The task catalog: native task folders plus, optionally, a RepoGenesis dataset checkout."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bridge.dataset import load_dataset
+from bridge.errors import TaskError
+from bridge.task import Task, load_task
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def default_tasks_dir() -> Path:
+    """The shipped tasks: $RGBRIDGE_TASKS, else the project's `tasks/` folder."""
+    env = os.environ.get("RGBRIDGE_TASKS")
+    return Path(env) if env else PACKAGE_ROOT / "tasks"
+
+
+@dataclass
+class Catalog:
+    tasks: dict[str, Task] = field(default_factory=dict)
+    #: one line per task that could not be loaded (the catalog never holds half-loaded tasks)
+    errors: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_options(cls, tasks_dir: Path | None = None, dataset_dir: Path | None = None) -> Catalog:
+        catalog = cls()
+        if dataset_dir is None or tasks_dir is not None:
+            catalog.add_native_dir(Path(tasks_dir) if tasks_dir else default_tasks_dir())
+        if dataset_dir is not None:
+            tasks, errors = load_dataset(Path(dataset_dir))
+            for task in tasks:
+                catalog._add(task)
+            catalog.errors.extend(errors)
+        return catalog
+
+    def add_native_dir(self, tasks_dir: Path) -> None:
+        if not tasks_dir.is_dir():
+            raise TaskError(f"{tasks_dir}: tasks folder does not exist")
+        if (tasks_dir / "task.toml").is_file():  # a single task folder was named
+            candidates = [tasks_dir]
+        else:
+            candidates = sorted(p for p in tasks_dir.iterdir() if p.is_dir() and (p / "task.toml").exists())
+        for candidate in candidates:
+            try:
+                self._add(load_task(candidate))
+            except TaskError as exc:
+                self.errors.append(str(exc))
+
+    def _add(self, task: Task) -> None:
+        if task.id in self.tasks:
+            self.errors.append(f"{task.root}: duplicate task id {task.id!r} (also {self.tasks[task.id].root})")
+            return
+        self.tasks[task.id] = task
+
+    def get(self, task_id: str) -> Task:
+        try:
+            return self.tasks[task_id]
+        except KeyError:
+            known = ", ".join(sorted(self.tasks)) or "none"
+            raise TaskError(f"unknown task {task_id!r} (known: {known})") from None
+
+    def __iter__(self):
+        return iter(sorted(self.tasks.values(), key=lambda t: t.id))
+
+    def __len__(self) -> int:
+        return len(self.tasks)

@@ -1,0 +1,1 @@
+"""CLI verb groups. Shared argument helpers live in `common`."""

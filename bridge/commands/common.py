@@ -1,0 +1,43 @@
+"""Helpers shared by CLI verb groups: task-source options, JSON output, consoles."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from bridge.catalog import Catalog
+
+
+def add_task_source_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tasks", type=Path, metavar="DIR", help="folder of native tasks (default: the shipped tasks/)")
+    parser.add_argument("--dataset", type=Path, metavar="DIR", help="a RepoGenesis checkout to serve tasks from")
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def load_catalog(args: argparse.Namespace, *, report_errors: bool = True) -> Catalog:
+    catalog = Catalog.from_options(getattr(args, "tasks", None), getattr(args, "dataset", None))
+    if report_errors and catalog.errors:
+        err = stderr_console()
+        for line in catalog.errors:
+            err.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=True)
+    return catalog
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def console() -> Console:
+    return Console()
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True)

@@ -1,0 +1,179 @@
+"""`rgbridge images build|list|rm`, `score`, `evaluate`, `cleanup`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from bridge.commands.common import (
+    add_json_option,
+    add_task_source_options,
+    console,
+    load_catalog,
+    print_json,
+    stderr_console,
+)
+
+PROFILE_CHOICES = ("both", "strict", "compat")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    images = subparsers.add_parser("images", help="build and manage the local scoring images (no registry needed)")
+    iverbs = images.add_subparsers(dest="images_command", metavar="VERB", required=True)
+    build = iverbs.add_parser("build", help="build the base and tester images")
+    build.add_argument("--wheelhouse", type=Path, metavar="DIR", help="install Python packages from this folder")
+    build.add_argument("--force", action="store_true", help="rebuild even when cached")
+    add_json_option(build)
+    build.set_defaults(handler=cmd_images_build)
+    ls = iverbs.add_parser("list", help="list rgbridge images")
+    add_json_option(ls)
+    ls.set_defaults(handler=cmd_images_list)
+
+    score = subparsers.add_parser("score", help="score one repo against a task")
+    score.add_argument("repo", type=Path, metavar="DIR")
+    score.add_argument("--task", required=True, metavar="ID")
+    add_task_source_options(score)
+    score.add_argument("--profile", choices=PROFILE_CHOICES, default="both")
+    score.add_argument("--output-dir", type=Path, metavar="OUT", help="where result.json and logs go")
+    score.add_argument("--wheelhouse", type=Path, metavar="DIR")
+    score.add_argument("--no-cache", action="store_true", help="ignore cached results")
+    add_json_option(score)
+    score.set_defaults(handler=cmd_score)
+
+    ev = subparsers.add_parser("evaluate", help="score a folder of repos (one subfolder per task) in parallel")
+    ev.add_argument("--predictions-dir", type=Path, required=True, metavar="DIR")
+    add_task_source_options(ev)
+    ev.add_argument("--workers", type=int, default=1)
+    ev.add_argument("--run-id", metavar="ID")
+    ev.add_argument("--resume", action="store_true", help="keep earlier results of this output dir")
+    ev.add_argument("--output-dir", type=Path, default=Path("eval_results"), metavar="OUT")
+    ev.add_argument("--profile", choices=PROFILE_CHOICES, default="both")
+    ev.add_argument("--repo-names", nargs="*", metavar="TASK", help="only these tasks")
+    ev.add_argument("--wheelhouse", type=Path, metavar="DIR")
+    ev.add_argument("--model-name")
+    ev.add_argument("--agent-name")
+    add_json_option(ev)
+    ev.set_defaults(handler=cmd_evaluate)
+
+    cl = subparsers.add_parser("cleanup", help="remove rgbridge containers and networks (and images with --images)")
+    cl.add_argument("--run-id", metavar="ID", help="only this run's")
+    cl.add_argument("--images", action="store_true", help="also remove rgbridge images")
+    add_json_option(cl)
+    cl.set_defaults(handler=cmd_cleanup)
+
+
+def cmd_images_build(args: argparse.Namespace) -> int:
+    from bridge.scoring.docker_client import get_client
+    from bridge.scoring.images import build_all
+
+    result = build_all(get_client(), progress=not args.json, wheelhouse=args.wheelhouse, force=args.force,
+                       console=stderr_console())
+    if args.json:
+        print_json(result)
+    else:
+        console().print(f"base image: [bold]{result.get('base')}[/]\ntester image: [bold]{result.get('tester')}[/]\n"
+                        f"timings (s): {result.get('timings')}")
+    return 0
+
+
+def cmd_images_list(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from bridge.scoring.docker_client import get_client
+    from bridge.scoring.images import list_images
+
+    images = [asdict(i) for i in list_images(get_client())]
+    if args.json:
+        print_json(images)
+    else:
+        for image in images:
+            console().print(image)
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from bridge.scoring.engine import score_repo
+    from bridge.scoring.reporting import build_entry, render_table
+
+    task = load_catalog(args, report_errors=False).get(args.task)
+    err = stderr_console()
+    with err.status(f"scoring {args.repo} against {task.id}", spinner="dots") as status:
+
+        def say(message: str) -> None:
+            # Build output streams through here too: keep the status line to one short line.
+            line = message.strip().splitlines()[-1] if message.strip() else ""
+            if line and not args.json:
+                status.update(f"{task.id}: {line[:100]}")
+                if not line.startswith((" ", "---", "Step", "Removing", "Collecting", "Downloading", "Requirement")):
+                    if ": " in line and line.split(": ", 1)[0] in ("strict", "compat"):
+                        err.print(f"[dim]{line}[/]", highlight=False)
+
+        result = score_repo(task, args.repo, profile=args.profile, output_dir=args.output_dir,
+                            wheelhouse=args.wheelhouse, progress=say, use_cache=not args.no_cache)
+    if args.json:
+        print_json(result.model_dump(mode="json"))
+    else:
+        render_table([build_entry(result)], console())
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from bridge.scoring.evaluate import evaluate, plan
+    from bridge.scoring.reporting import render_table
+
+    catalog = load_catalog(args)
+    preview = plan(catalog, args.predictions_dir, output_dir=args.output_dir, resume=args.resume,
+                   only=args.repo_names)
+    if preview.skipped:
+        stderr_console().print(f"[yellow]skipping folders that name no known task:[/] {', '.join(preview.skipped)}")
+    meta = {k: v for k, v in {"model_name": args.model_name, "agent_name": args.agent_name}.items() if v}
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=stderr_console(), disable=args.json, transient=False)
+    with progress:
+        overall = progress.add_task("evaluating", total=len(preview.todo))
+        lines: dict[str, int] = {}
+
+        def on_progress(task_id: str, message: str) -> None:
+            if task_id not in lines:
+                lines[task_id] = progress.add_task(f"{task_id}: {message}", total=None)
+            progress.update(lines[task_id], description=f"{task_id}: {message}")
+
+        def on_done(task_id: str, entry: dict) -> None:
+            progress.advance(overall)
+            if task_id in lines:
+                progress.update(lines[task_id], description=f"{task_id}: done ({entry.get('outcome')})",
+                                total=1, completed=1)
+
+        report_path, writer, _ = evaluate(
+            catalog, args.predictions_dir, output_dir=args.output_dir, run_id=args.run_id, workers=args.workers,
+            resume=args.resume, profile=args.profile, wheelhouse=args.wheelhouse, only=args.repo_names,
+            progress=on_progress, on_done=on_done, metadata=meta,
+        )
+    if args.json:
+        import json
+
+        print_json(json.loads(report_path.read_text(encoding="utf-8")))
+    else:
+        render_table(writer.results, console())
+        console().print(f"report: {report_path}")
+    return 0
+
+
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from bridge.scoring.containers import sweep
+    from bridge.scoring.docker_client import get_client
+
+    report = sweep(get_client(), run_id=args.run_id, include_images=args.images)
+    data = asdict(report)
+    if args.json:
+        print_json(data)
+    else:
+        console().print(f"removed {len(report.containers)} container(s), {len(report.networks)} network(s), "
+                        f"{len(report.images)} image(s)")
+        for error in report.errors:
+            stderr_console().print(f"[yellow]warning:[/] {error}")
+    return 0

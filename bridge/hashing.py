@@ -1,0 +1,187 @@
+"""Content hashing of workspace files and trees, and the shared exclusion rules.
+
+The exclusion rules here are the single source of truth for what a recording contains: the
+recorder's watches, manifests, tree hashes and the shadow store all use them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+# Build, vendor, VCS and IDE folders: never watched, never recorded, never snapshotted.
+# `env` is deliberately absent: it is a plausible source folder name (e.g. `app/env/`).
+EXCLUDED_DIRS: frozenset[str] = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "node_modules",
+        ".venv",
+        "venv",
+        "__pycache__",
+        "dist",
+        "build",
+        "target",
+        ".idea",
+        ".vscode",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".tox",
+        ".nox",
+        ".gradle",
+        ".cursor",
+        ".agents",
+        ".rgbridge",
+    }
+)
+EXCLUDED_DIR_SUFFIXES: tuple[str, ...] = (".egg-info",)
+
+# Our metadata folder inside the workspace; `.rgbridge/SUBMIT` is the completion sentinel.
+METADATA_DIR = ".rgbridge"
+SENTINEL_NAME = "SUBMIT"
+SENTINEL_REL = f"{METADATA_DIR}/{SENTINEL_NAME}"
+
+# Git-compatible modes: the recording only distinguishes plain, executable and symlink.
+MODE_FILE = 0o100644
+MODE_EXEC = 0o100755
+MODE_LINK = 0o120000
+
+_TEMP_RE = re.compile(
+    r"""(
+        .*\.sw[a-px]$           # vim swap files (.swp, .swo, .swx, ...)
+      | .*~$                    # vim/emacs backups
+      | 4913$                   # vim's write-permission probe
+      | .*___jb_(tmp|old)___$   # JetBrains safe-write
+      | \.\#.*                  # emacs lock files
+      | .*\.tmp\.\d+$           # write-temp-then-rename (<name>.tmp.<pid>)
+      | .*\.crswap$             # Chrome/VS Code web swap files
+      | \.~lock\..*\#$          # LibreOffice locks
+    )""",
+    re.VERBOSE,
+)
+
+_CHUNK = 1 << 20
+
+
+def is_excluded_dir(name: str, exclude: frozenset[str] | set[str] = EXCLUDED_DIRS) -> bool:
+    """True when a directory with this base name is never recorded."""
+    return name in exclude or name.endswith(EXCLUDED_DIR_SUFFIXES)
+
+
+def is_temp_file(name: str) -> bool:
+    """True for editor temp/backup/lock names kept out of the log of record."""
+    return _TEMP_RE.fullmatch(name) is not None
+
+
+def is_recorded_rel(rel: str, exclude: frozenset[str] | set[str] = EXCLUDED_DIRS) -> bool:
+    """True when a POSIX relative file path belongs to the record (no excluded dir, no temp name)."""
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        return False
+    if any(is_excluded_dir(p, exclude) for p in parts[:-1]):
+        return False
+    return not is_temp_file(parts[-1])
+
+
+def mode_of(st: os.stat_result) -> int:
+    """Git-style mode of a stat result (exec bit from the owner, as git does)."""
+    if stat.S_ISLNK(st.st_mode):
+        return MODE_LINK
+    return MODE_EXEC if st.st_mode & stat.S_IXUSR else MODE_FILE
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of a regular file's content (does not follow a final symlink's target for links:
+    callers hash links by their target text, see `tree_hash`)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def walk_files(
+    root: str | os.PathLike[str], exclude: frozenset[str] | set[str] = EXCLUDED_DIRS
+) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """Yield (relative POSIX path, DirEntry) for every recorded file or symlink under root.
+
+    Excluded directories are pruned (never listed), temp names skipped, symlinks to
+    directories are yielded as links and not followed; sockets, fifos and devices are skipped.
+    """
+    root_s = os.fspath(root)
+    stack: list[tuple[str, str]] = [(root_s, "")]
+    while stack:
+        abs_dir, rel_dir = stack.pop()
+        try:
+            it = os.scandir(abs_dir)
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            continue
+        with it:
+            for entry in it:
+                rel = f"{rel_dir}{entry.name}"
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if not is_excluded_dir(entry.name, exclude):
+                            stack.append((entry.path, rel + "/"))
+                        continue
+                    if not (entry.is_file(follow_symlinks=False) or entry.is_symlink()):
+                        continue
+                except OSError:
+                    continue
+                if is_temp_file(entry.name):
+                    continue
+                yield rel, entry
+
+
+def tree_hash_from_entries(entries: Iterable[tuple[str, int, str]]) -> str:
+    """Stable hash over (relative POSIX path, git mode, content sha256) triples.
+
+    One line per file, sorted by path bytes: `<mode octal> <sha256> <path>\\n`, hashed with SHA-256.
+    """
+    h = hashlib.sha256()
+    for rel, mode, digest in sorted(entries, key=lambda e: e[0].encode("utf-8", "surrogateescape")):
+        h.update(f"{mode:o} {digest} ".encode())
+        h.update(rel.encode("utf-8", "surrogateescape"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def tree_hash(
+    root: str | os.PathLike[str],
+    exclude: frozenset[str] | set[str] = EXCLUDED_DIRS,
+    *,
+    max_file_bytes: int | None = None,
+) -> str:
+    """Hash of a directory tree as recorded: paths, exec modes and contents (links by target text).
+
+    Files larger than `max_file_bytes` (when given) are left out, as the manifest does.
+    """
+    triples: list[tuple[str, int, str]] = []
+    for rel, entry in walk_files(root, exclude):
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                digest = sha256_bytes(os.fsencode(os.readlink(entry.path)))
+            else:
+                if max_file_bytes is not None and st.st_size > max_file_bytes:
+                    continue
+                digest = sha256_file(entry.path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        triples.append((rel, mode_of(st), digest))
+    return tree_hash_from_entries(triples)
+
+
+def rel_posix(root: Path, path: Path) -> str:
+    """Relative POSIX form of `path` under `root` (raises ValueError when outside)."""
+    return path.relative_to(root).as_posix()

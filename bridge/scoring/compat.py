@@ -1,0 +1,122 @@
+"""The compat profile: one container, as the upstream RepoGenesis Docker harness does it.
+
+Golden tests are merged into the repo's `tests/` (upstream W2: agent-only files survive), our
+own entrypoint reproduces upstream's phases and markers (assets/compat_entrypoint.sh), and the
+log is graded by the upstream parsers (bridge/scoring/upstream.py): its purpose is to reproduce
+upstream numbers, weak points included, so IDE results can sit in the published table.
+
+Deliberate deviations, none of which changes a score on a well-behaved repo (documented in
+README "Scoring profiles"): the container has no network and runs as uid 10001 with caps
+dropped; a failed dependency install is reported as `build_failed` with pip's error instead of
+being ignored (`|| true`); the base image is our Debian rootfs unless `python:3.10-slim` exists.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import docker
+
+from bridge.scoring import coverage, upstream
+from bridge.scoring.containers import create_container, managed, put_directory, read_logs, wait_with_timeout
+from bridge.scoring.docker_client import make_labels
+from bridge.scoring.images import DependencyInstallError, ensure_deps_image
+from bridge.scoring.result import DSRResult, ProfileResult
+from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, requirements_of
+from bridge.task import Task
+
+ProgressFn = Callable[[str], None]
+
+#: installed when the repo has no requirements.txt (upstream Dockerfile.python step 3)
+FALLBACK_PACKAGES = ("flask", "fastapi", "uvicorn", "django", "djangorestframework", "requests",
+                     "sqlalchemy", "pydantic")
+#: always installed after tests/requirements.txt (upstream Dockerfile.python step 5)
+TEST_TOOLS = ("pytest", "pytest-json-report", "requests", "httpx")
+
+
+def merge_golden_tests(task: Task, repo_dir: Path) -> None:
+    """COPY-style merge: golden files overwrite same-named agent files; agent-only files stay."""
+    target = repo_dir / "tests"
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        target.unlink()
+    shutil.copytree(task.tests_dir, target, dirs_exist_ok=True, symlinks=False,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".DS_Store"))
+
+
+def _requirement_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def run_compat(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: ScoreContext,
+               logs: LogSink, progress: ProgressFn) -> ProfileResult:
+    started = time.monotonic()
+    # Upstream computes AC on the host before the build and keeps it even if the build fails.
+    static_ac = coverage.static_api_coverage(task.readme, repo_dir)
+
+    def finish(**fields: object) -> ProfileResult:
+        return ProfileResult(profile="compat", api_coverage=static_ac, logs=logs.names(),
+                             elapsed_seconds=round(time.monotonic() - started, 3), **fields)  # type: ignore[arg-type]
+
+    if task.lang != "python":
+        return finish(outcome="infra_error", dsr=DSRResult(success=False, message="Java scoring is not supported yet"),
+                      error="compat: no Maven/JDK image recipe in this version (Java tasks cannot be scored yet)",
+                      exit_code=upstream.EXIT_UNEXPECTED)
+
+    requirements = requirements_of(repo_dir)
+    extras: list[str] = []
+    if not (repo_dir / "requirements.txt").is_file():
+        extras.extend(FALLBACK_PACKAGES)
+    golden_reqs = task.tests_dir / "requirements.txt"
+    if golden_reqs.is_file():
+        extras.extend(_requirement_lines(golden_reqs.read_text(encoding="utf-8", errors="replace")))
+    extras.extend(TEST_TOOLS)
+
+    progress("compat: building the image")
+    try:
+        image = ensure_deps_image(client, requirements, extra_packages=extras, wheelhouse=ctx.wheelhouse,
+                                  timeout=task.manifest.timeouts.build, progress=ctx.image_progress)
+    except DependencyInstallError as exc:
+        logs.write("build.log", exc.log_tail)
+        return finish(outcome="timeout" if exc.timed_out else "build_failed",
+                      dsr=DSRResult(success=False, message=upstream.NO_DSR_MARKERS_MESSAGE),
+                      build_error=f"Build failed: {exc}", exit_code=upstream.EXIT_BUILD_FAILED)
+    if image.log_tail:
+        logs.write("build.log", image.log_tail)
+
+    merge_golden_tests(task, repo_dir)
+    env = {
+        "REPO_LANG": task.lang,
+        "SERVICE_PORT": str(task.port),
+        "STARTUP_TIMEOUT": str(upstream.STARTUP_TIMEOUTS.get(task.lang, 15)),
+        "TEST_TIMEOUT": str(upstream.TEST_TIMEOUTS.get(task.lang, 300)),
+        "HOME": "/tmp",
+    }
+    labels = make_labels(kind="compat", run_id=ctx.run_id, task=task.id, extra=ctx.extra_labels)
+    container = create_container(
+        client, image.tag, name=ctx.container_name("compat"),
+        command=["bash", "/opt/rgbridge/compat_entrypoint.sh"], labels=labels, env=env, working_dir="/repo",
+        limits=ctx.service_limits,
+    )
+    with managed(container):
+        put_directory(container, repo_dir, "/repo")
+        put_directory(container, ASSETS, "/opt/rgbridge", uid=0, gid=0)
+        progress("compat: deploying and testing (upstream phases)")
+        container.start()
+        outcome = wait_with_timeout(container, upstream.CONTAINER_TIMEOUT)
+        stdout = read_logs(container, stdout=True, stderr=False)
+        stderr = read_logs(container, stdout=False, stderr=True)
+    log = upstream.combine_container_log(stdout, stderr)
+    logs.write("container.log", log)
+    if outcome.timed_out:
+        # Upstream replaces the log and scores the repo from that text: zero tests, no DSR.
+        timeout_log = f"Container timed out after {upstream.CONTAINER_TIMEOUT}s"
+        dsr, p1 = upstream.grade_upstream_log(timeout_log, task.lang)
+        return finish(outcome="timeout", dsr=dsr, pass_at_1=p1, exit_code=upstream.EXIT_TIMEOUT,
+                      oom_killed=outcome.oom_killed)
+    dsr, p1 = upstream.grade_upstream_log(log, task.lang)
+    return finish(outcome="scored" if dsr.success else "deploy_failed", dsr=dsr, pass_at_1=p1,
+                  exit_code=outcome.exit_code, oom_killed=outcome.oom_killed)
+

@@ -1,0 +1,291 @@
+"""The scoring engine: one entry point over both profiles, with a result cache.
+
+`score_repo` stages a copy of the repo, computes its snapshot hash and, for each requested
+profile, either returns the cached result for (snapshot hash, task hash, grader version,
+profile) or runs the profile. Profiles run in parallel threads. Engine or bridge faults become
+the outcome `infra_error` (flagged for re-run), never an exception escaping a worker.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import docker
+from docker.errors import DockerException
+from requests import RequestException
+
+from bridge.errors import ScoringError
+from bridge.hashing import tree_hash
+from bridge.scoring.compat import run_compat
+from bridge.scoring.containers import sweep
+from bridge.scoring.docker_client import get_client
+from bridge.scoring.images import cache_dir
+from bridge.scoring.result import GRADER_VERSION, DSRResult, ProfileResult, ScoreResult
+from bridge.scoring.strict import run_strict
+from bridge.scoring.workdir import LogSink, ScoreContext, stage_repo
+from bridge.task import Task
+
+ProgressFn = Callable[[str], None]
+PROFILES = ("strict", "compat")
+LABEL_PID = "rgbridge.pid"
+
+_RUNNERS = {"strict": run_strict, "compat": run_compat}
+
+
+def profiles_for(profile: str) -> tuple[str, ...]:
+    if profile == "both":
+        return PROFILES
+    if profile not in PROFILES:
+        raise ScoringError(f"unknown profile {profile!r} (choose strict, compat or both)")
+    return (profile,)
+
+
+def cache_key(snapshot_hash: str, task_hash: str, profile: str) -> str:
+    raw = f"{snapshot_hash}\0{task_hash}\0{GRADER_VERSION}\0{profile}".encode()
+    return hashlib.sha256(raw).hexdigest()[:32]
+
+
+class ResultCache:
+    """Profile results by cache key, with their log files, under `<cache>/results/<key>/`."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or cache_dir() / "results"
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def get(self, key: str) -> tuple[ProfileResult, Path] | None:
+        entry = self.root / key
+        try:
+            result = ProfileResult.model_validate_json((entry / "profile.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return result, entry
+
+    def put(self, key: str, result: ProfileResult, log_dir: Path) -> None:
+        if result.outcome == "infra_error":
+            return  # never cache a fault that is not the agent's: it must be re-run
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=self.root))
+        if log_dir.is_dir():
+            shutil.copytree(log_dir, tmp / "logs")
+        (tmp / "profile.json").write_text(result.model_dump_json(indent=2), encoding="utf-8")
+        final = self.root / key
+        if final.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+            return
+        try:
+            os.replace(tmp, final)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+class LiveRuns:
+    """Runs of this process: swept on exit and on SIGTERM, so an interrupted run leaves nothing."""
+
+    _lock = threading.Lock()
+    _runs: set[str] = set()
+    _installed = False
+
+    @classmethod
+    def add(cls, run_id: str) -> None:
+        with cls._lock:
+            cls._runs.add(run_id)
+            if not cls._installed:
+                cls._installed = True
+                atexit.register(cls.sweep_all)
+                if threading.current_thread() is threading.main_thread():
+                    previous = signal.getsignal(signal.SIGTERM)
+
+                    def on_term(signum: int, frame: object) -> None:
+                        cls.sweep_all()
+                        if callable(previous):
+                            previous(signum, frame)
+                        raise SystemExit(128 + signum)
+
+                    signal.signal(signal.SIGTERM, on_term)
+
+    @classmethod
+    def discard(cls, run_id: str) -> None:
+        with cls._lock:
+            cls._runs.discard(run_id)
+
+    @classmethod
+    def sweep_all(cls) -> None:
+        with cls._lock:
+            runs = list(cls._runs)
+            cls._runs.clear()
+        if not runs:
+            return
+        try:
+            client = get_client()
+        except ScoringError:
+            return
+        for run_id in runs:
+            sweep(client, run_id=run_id)
+
+
+def sweep_stale(client: docker.DockerClient) -> int:
+    """Remove labelled containers whose owning bridge process (same host) is gone."""
+    removed = 0
+    host = os.uname().nodename
+    try:
+        containers = client.containers.list(all=True, filters={"label": ["rgbridge.owner=rgbridge"]})
+    except (DockerException, RequestException):
+        return 0
+    for container in containers:
+        labels = container.labels or {}
+        pid_text, owner_host = labels.get(LABEL_PID, ""), labels.get("rgbridge.host", "")
+        if not pid_text.isdigit() or owner_host != host:
+            continue
+        pid = int(pid_text)
+        alive = True
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            alive = False
+        except PermissionError:
+            pass
+        if not alive:
+            try:
+                container.remove(force=True, v=True)
+                removed += 1
+            except (DockerException, RequestException):
+                pass
+    return removed
+
+
+_swept_once = False
+
+
+def _infra_result(profile: str, exc: BaseException, logs: LogSink, started: float) -> ProfileResult:
+    logs.write("infra_error.txt", "".join(traceback.format_exception(exc)))
+    return ProfileResult(
+        profile=profile,  # type: ignore[arg-type]
+        outcome="infra_error",
+        dsr=DSRResult(success=False, message=f"Evaluation error: {exc}"),
+        error=f"{type(exc).__name__}: {exc}",
+        exit_code=-99,
+        logs=logs.names(),
+        elapsed_seconds=round(time.monotonic() - started, 3),
+    )
+
+
+def score_repo(
+    task: Task,
+    repo_dir: Path,
+    *,
+    profile: str = "both",
+    output_dir: Path | None = None,
+    run_id: str | None = None,
+    wheelhouse: Path | None = None,
+    progress: ProgressFn | None = None,
+    use_cache: bool = True,
+    client: docker.DockerClient | None = None,
+    cache: ResultCache | None = None,
+) -> ScoreResult:
+    """Score one repo against one task under the chosen profile(s)."""
+    global _swept_once
+    repo_dir = Path(repo_dir)
+    if not repo_dir.is_dir():
+        raise ScoringError(f"{repo_dir}: not a directory")
+    say = progress or (lambda _msg: None)
+    names = profiles_for(profile)
+    run_id = run_id or f"score-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    client = client or get_client()
+    cache = cache or ResultCache()
+    if not _swept_once:
+        _swept_once = True
+        sweep_stale(client)
+    LiveRuns.add(run_id)
+    ctx = ScoreContext(run_id=run_id, wheelhouse=wheelhouse, image_progress=say,
+                       extra_labels={LABEL_PID: str(os.getpid()), "rgbridge.host": os.uname().nodename})
+    out_root = Path(output_dir) if output_dir else Path(tempfile.mkdtemp(prefix="rgbridge-score-"))
+    out_root.mkdir(parents=True, exist_ok=True)
+    try:
+        with tempfile.TemporaryDirectory(prefix="rgbridge-stage-") as tmp:
+            staged = Path(tmp) / "snapshot"
+            stage_repo(repo_dir, staged)
+            snapshot_hash = tree_hash(staged, frozenset())
+            results: dict[str, ProfileResult] = {}
+            todo: list[str] = []
+            for name in names:
+                hit = cache.get(cache_key(snapshot_hash, task.content_hash, name)) if use_cache else None
+                if hit is None:
+                    todo.append(name)
+                    continue
+                result, entry = hit
+                dest = out_root / "logs" / name
+                if (entry / "logs").is_dir():
+                    shutil.rmtree(dest, ignore_errors=True)
+                    shutil.copytree(entry / "logs", dest)
+                results[name] = result
+                say(f"{name}: cached result")
+
+            def run_one(name: str) -> ProfileResult:
+                started = time.monotonic()
+                log_dir = out_root / "logs" / name
+                logs = LogSink(log_dir)
+                work = Path(tmp) / f"repo-{name}"  # each profile gets its own copy to modify
+                shutil.copytree(staged, work, symlinks=True)
+                try:
+                    result = _RUNNERS[name](client, task, work, ctx=ctx, logs=logs, progress=say)
+                except (DockerException, RequestException, ScoringError, OSError, RuntimeError) as exc:
+                    result = _infra_result(name, exc, logs, started)
+                result = result.model_copy(update={"logs": {k: f"logs/{v}" for k, v in logs.names().items()}})
+                if use_cache:
+                    cache.put(cache_key(snapshot_hash, task.content_hash, name), result, log_dir)
+                return result
+
+            if todo:
+                with ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="rgbridge-profile") as pool:
+                    for name, result in zip(todo, pool.map(run_one, todo)):
+                        results[name] = result
+    finally:
+        sweep(client, run_id=run_id)
+        LiveRuns.discard(run_id)
+    score = ScoreResult(
+        task_id=task.id, task_hash=task.content_hash, snapshot_hash=snapshot_hash, lang=task.lang,
+        port=task.port, framework=task.framework, profiles={n: results[n] for n in names},
+    )
+    (out_root / "result.json").write_text(score.model_dump_json(indent=2), encoding="utf-8")
+    return score
+
+
+def default_scorer(*, wheelhouse: Path | None = None) -> Callable[..., ScoreResult]:
+    """A `bridge.session.Scorer` backed by the Docker engine."""
+
+    def scorer(task: Task, repo_dir: Path, *, profile: str, output_dir: Path, snapshot_hash: str,
+               progress: ProgressFn) -> ScoreResult:
+        result = score_repo(task, repo_dir, profile=profile, output_dir=output_dir, wheelhouse=wheelhouse,
+                            progress=progress, run_id=f"session-{output_dir.parent.parent.name}"[:80])
+        if result.snapshot_hash != snapshot_hash:
+            # Both hash the same tree with the same rules; record a mismatch rather than hide it.
+            (output_dir / "snapshot-hash-note.txt").write_text(
+                f"recorder tree hash {snapshot_hash}\nscoring tree hash {result.snapshot_hash}\n", encoding="utf-8")
+        return result
+
+    return scorer
+
+
+def summary_rows(results: Sequence[ScoreResult]) -> list[dict[str, object]]:
+    rows = []
+    for r in results:
+        for name, p in r.profiles.items():
+            rows.append({"task": r.task_id, "profile": name, "outcome": p.outcome, "dsr": p.dsr.success,
+                         "passed": p.pass_at_1.passed, "total": p.pass_at_1.total, "pass_at_1": p.pass_at_1.score,
+                         "api_coverage": p.api_coverage.score if p.api_coverage else None})
+    return rows
+
+
+def load_result(path: Path) -> ScoreResult:
+    return ScoreResult.model_validate(json.loads(path.read_text(encoding="utf-8")))

@@ -1,0 +1,102 @@
+"""`evaluate`: score a folder of repos from any harness in parallel, upstream-style report out."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bridge.catalog import Catalog
+from bridge.errors import ScoringError
+from bridge.scoring.engine import score_repo
+from bridge.scoring.reporting import RunWriter, load_previous
+from bridge.task import Task
+
+ProgressFn = Callable[[str, str], None]  # (task id, message)
+
+
+@dataclass
+class EvaluationPlan:
+    todo: list[tuple[Task, Path]] = field(default_factory=list)
+    resumed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # folders that name no known task
+
+
+def plan(catalog: Catalog, predictions_dir: Path, *, output_dir: Path, resume: bool,
+         only: list[str] | None = None) -> EvaluationPlan:
+    if not predictions_dir.is_dir():
+        raise ScoringError(f"{predictions_dir}: predictions folder does not exist")
+    result = EvaluationPlan()
+    folders = sorted(p for p in predictions_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    selected: list[tuple[Task, Path]] = []
+    for folder in folders:
+        if folder.name not in catalog.tasks:
+            result.skipped.append(folder.name)
+            continue
+        if only and folder.name not in only:
+            continue
+        selected.append((catalog.tasks[folder.name], folder))
+    if resume:
+        result.resumed = load_previous(output_dir, tasks=[t.id for t, _ in selected])
+    result.todo = [(t, p) for t, p in selected if t.id not in result.resumed]
+    return result
+
+
+def evaluate(
+    catalog: Catalog,
+    predictions_dir: Path,
+    *,
+    output_dir: Path,
+    run_id: str | None = None,
+    workers: int = 1,
+    resume: bool = False,
+    profile: str = "both",
+    wheelhouse: Path | None = None,
+    only: list[str] | None = None,
+    progress: ProgressFn | None = None,
+    on_done: Callable[[str, dict[str, Any]], None] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> tuple[Path, RunWriter, EvaluationPlan]:
+    """Score every repo folder named after a known task; write the run report; return its path."""
+    if workers < 1:
+        raise ScoringError("--workers must be at least 1")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    the_plan = plan(catalog, predictions_dir, output_dir=output_dir, resume=resume, only=only)
+    writer = RunWriter(output_dir, run_id)
+    writer.adopt(the_plan.resumed)
+    started = time.monotonic()
+    lock = threading.Lock()
+    primary = "compat" if profile in ("both", "compat") else "strict"
+
+    def one(task: Task, repo: Path) -> dict[str, Any]:
+        say = (lambda msg: progress(task.id, msg)) if progress else None
+        task_out = output_dir / "tasks" / writer.run_id / task.id
+        t0 = time.monotonic()
+        result = score_repo(task, repo, profile=profile, output_dir=task_out, run_id=f"{writer.run_id}-{task.id}",
+                            wheelhouse=wheelhouse, progress=say)
+        for prof in result.profiles.values():
+            prof.elapsed_seconds = prof.elapsed_seconds or round(time.monotonic() - t0, 3)
+        entry = writer.record(result, primary)
+        entry_out = dict(entry)
+        with lock:
+            if on_done:
+                on_done(task.id, entry_out)
+        return entry_out
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rgbridge-eval") as pool:
+        futures = {pool.submit(one, task, repo): task.id for task, repo in the_plan.todo}
+        try:
+            for future in as_completed(futures):
+                future.result()
+        except KeyboardInterrupt:
+            for f in futures:
+                f.cancel()
+            raise
+    meta = {"predictions_dir": str(predictions_dir), "total_elapsed_seconds": round(time.monotonic() - started, 2),
+            "workers": workers, "profile": profile, "resumed": sorted(the_plan.resumed)}
+    meta.update(metadata or {})
+    return writer.finalize(meta), writer, the_plan

@@ -1,0 +1,180 @@
+"""Strict grading from structured test output (JUnit XML), never from log text.
+
+Rules (SPEC §6, strict profile):
+* the denominator is the number of items collected from the golden suite itself
+  (`pytest --collect-only -q` in the tester container), not what the run reports;
+* a collected item missing from the report is `not_run`; skipped, error and not_run items are
+  not passed;
+* report entries whose nodeid is not in the collected set are ignored, so extra or forged
+  entries cannot inflate the score.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+
+from bridge.errors import ScoringError
+from bridge.scoring.result import PassAt1, TestCaseResult
+
+#: JUnit files larger than this are refused (a golden suite's report is kilobytes).
+MAX_JUNIT_BYTES = 20 * 1024 * 1024
+MAX_MESSAGE_CHARS = 2000
+
+# Worst outcome wins when one nodeid appears several times (e.g. call failure + teardown error).
+_SEVERITY = {"passed": 0, "skipped": 1, "not_run": 2, "failed": 3, "error": 4}
+_DANGEROUS_XML = re.compile(rb"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
+
+
+class JUnitError(ScoringError):
+    """A JUnit XML report is unsafe or unreadable."""
+
+
+def normalize_nodeid(nodeid: str) -> str:
+    """Canonical form of a pytest nodeid: forward slashes, no leading './'."""
+    nodeid = nodeid.strip().replace("\\", "/")
+    while nodeid.startswith("./"):
+        nodeid = nodeid[2:]
+    return nodeid
+
+
+def _candidates(classname: str, name: str) -> list[str]:
+    """Every nodeid a dotted junit classname + name could stand for, longest module first."""
+    parts = [p for p in classname.split(".") if p]
+    out: list[str] = []
+    for k in range(len(parts), 0, -1):
+        module = "/".join(parts[:k]) + ".py"
+        out.append("::".join([module, *parts[k:], name]))
+    return out
+
+
+def nodeid_from_junit(
+    classname: str,
+    name: str,
+    file: str | None = None,
+    known: Iterable[str] | None = None,
+) -> str:
+    """Map a junit `<testcase classname= name= [file=]>` back to a pytest nodeid.
+
+    pytest writes classname as the nodeid's path with '/' -> '.' and '.py' dropped, followed by
+    the class chain (`tests/test_x.py::TestC::test_y` -> `tests.test_x.TestC` / `test_y`);
+    parametrize ids stay in `name` (`test_y[1]`). The split between module and classes is
+    ambiguous from the dotted form alone, so:
+    1. with `file` (junit_family=xunit1), the module is the file and the rest are classes;
+    2. else a candidate present in `known` (the collected nodeids) wins;
+    3. else the module ends at the last dotted part that does not start with an uppercase
+       letter (classes are capitalised by pytest's default `Test*` convention).
+    """
+    classname = classname.strip()
+    if file:
+        module = normalize_nodeid(file)
+        dotted = module[:-3].replace("/", ".") if module.endswith(".py") else module.replace("/", ".")
+        rest = classname[len(dotted) :].lstrip(".") if classname.startswith(dotted) else ""
+        return "::".join([module, *[p for p in rest.split(".") if p], name])
+    if not classname:
+        return name
+    candidates = _candidates(classname, name)
+    if known is not None:
+        known_set = known if isinstance(known, (set, frozenset)) else set(known)
+        for cand in candidates:
+            if cand in known_set:
+                return cand
+    parts = [p for p in classname.split(".") if p]
+    k = len(parts)
+    while k > 1 and parts[k - 1][:1].isupper():
+        k -= 1
+    return candidates[len(parts) - k]
+
+
+def _safe_root(xml_bytes: bytes) -> ET.Element:
+    if len(xml_bytes) > MAX_JUNIT_BYTES:
+        raise JUnitError(f"JUnit report too large ({len(xml_bytes)} bytes)")
+    if _DANGEROUS_XML.search(xml_bytes):
+        raise JUnitError("JUnit report contains a DOCTYPE or ENTITY declaration; refused")
+    try:
+        return ET.fromstring(xml_bytes)
+    except ET.ParseError as exc:
+        raise JUnitError(f"JUnit report is not well-formed XML: {exc}") from None
+
+
+def parse_junit_xml(xml_bytes: bytes | str, known_nodeids: Iterable[str] | None = None) -> list[TestCaseResult]:
+    """All `<testcase>` elements of a JUnit report (root `<testsuites>` or `<testsuite>`).
+
+    Outcome: an `<error>` child -> error, `<failure>` -> failed, `<skipped>` (also pytest's
+    xfail) -> skipped, none -> passed. Pass `known_nodeids` to resolve ambiguous classnames.
+    """
+    if isinstance(xml_bytes, str):
+        xml_bytes = xml_bytes.encode("utf-8")
+    root = _safe_root(xml_bytes)
+    known = set(known_nodeids) if known_nodeids is not None else None
+    results: list[TestCaseResult] = []
+    for case in root.iter("testcase"):
+        nodeid = nodeid_from_junit(
+            case.get("classname", ""), case.get("name", ""), case.get("file"), known
+        )
+        outcome = "passed"
+        message = ""
+        for tag, kind in (("error", "error"), ("failure", "failed"), ("skipped", "skipped")):
+            child = case.find(tag)
+            if child is not None:
+                outcome = kind
+                message = child.get("message") or (child.text or "")
+                break
+        try:
+            duration = float(case.get("time", "0") or 0)
+        except ValueError:
+            duration = 0.0
+        results.append(
+            TestCaseResult(
+                nodeid=nodeid, outcome=outcome, duration=duration, message=message[:MAX_MESSAGE_CHARS]
+            )
+        )
+    return results
+
+
+def parse_collect_only(text: str) -> list[str]:
+    """Nodeids from `pytest --collect-only -q` output, in order, without duplicates."""
+    seen: dict[str, None] = {}
+    for line in text.splitlines():
+        if not line or line[0].isspace() or "::" not in line:
+            continue
+        if re.match(r"(ERROR|FAILED|WARNING|PASSED|SKIPPED)\b", line):
+            continue
+        seen.setdefault(normalize_nodeid(line), None)
+    return list(seen)
+
+
+def merge_results(collected_nodeids: Iterable[str], results: Iterable[TestCaseResult]) -> list[TestCaseResult]:
+    """One result per collected item, in collection order.
+
+    Items absent from `results` become `not_run`; duplicates keep the worst outcome; results
+    for nodeids outside the collected set are dropped.
+    """
+    order = list(dict.fromkeys(normalize_nodeid(n) for n in collected_nodeids))
+    wanted = set(order)
+    by_id: dict[str, TestCaseResult] = {}
+    for r in results:
+        nid = normalize_nodeid(r.nodeid)
+        if nid not in wanted:
+            continue
+        prev = by_id.get(nid)
+        if prev is None or _SEVERITY[r.outcome] > _SEVERITY[prev.outcome]:
+            by_id[nid] = r.model_copy(update={"nodeid": nid})
+    return [by_id.get(nid) or TestCaseResult(nodeid=nid, outcome="not_run") for nid in order]
+
+
+def strict_pass_at_1(collected_nodeids: Iterable[str], results: Iterable[TestCaseResult]) -> PassAt1:
+    """Strict Pass@1: passed collected items / collected items."""
+    merged = merge_results(collected_nodeids, results)
+    counts = {k: 0 for k in _SEVERITY}
+    for r in merged:
+        counts[r.outcome] += 1
+    return PassAt1.from_counts(
+        counts["passed"],
+        counts["failed"],
+        counts["error"],
+        skipped=counts["skipped"],
+        total=len(merged),
+        not_run=counts["not_run"],
+    )

@@ -1,0 +1,831 @@
+"""Scoring images without a registry: base (debootstrap + ``docker import``), tester, deps.
+
+Image family (every image carries ``rgbridge.owner=rgbridge`` and ``rgbridge.kind``):
+
+* ``rgbridge-base:<recipe hash12>`` -- Debian minbase rootfs made with ``debootstrap`` from the
+  mirror in the host's apt sources (override: ``RGBRIDGE_DEBIAN_MIRROR``), with python3, a venv at
+  ``/opt/venv`` first on PATH, curl/procps/netcat, user ``app`` (uid/gid 10001), the directories
+  ``/repo`` ``/tests`` ``/results`` owned by 10001, and the host's extra CA certificates trusted
+  (TLS-intercepting proxies). Imported with ``docker import``; the rootfs tarball is cached.
+* ``rgbridge-tester:<hash12>`` -- base + a separate venv ``/opt/tester`` (``TESTER_PINS``), first
+  on PATH, so golden tests never share an interpreter with agent code.
+* ``rgbridge-deps:<hash12>`` -- a base (or tester) image + ``pip install -r requirements.txt``
+  into the image's active venv (the first ``python`` on PATH: ``/opt/venv`` for the base image).
+
+Builds use docker-py's low-level ``api.build`` (legacy builder on every engine; no BuildKit) on
+the default bridge network, so pip may reach the package index at build time only. When
+containers cannot reach the index, a wheelhouse is downloaded by the host's pip and installed with
+``--no-index --find-links``. Every ``ensure_*`` call returns immediately when its tag exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import io
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+
+from bridge.errors import ScoringError
+from bridge.scoring.docker_client import (
+    LABEL_KIND,
+    LABEL_OWNER,
+    OWNER_VALUE,
+    make_labels,
+    owner_filter,
+)
+
+ProgressFn = Callable[[str], None]
+
+# Bump when the recipe changes in a way the hashed inputs below do not capture.
+RECIPE_VERSION = "1"
+DEPS_RECIPE_VERSION = "1"
+
+DEFAULT_SUITE = "bookworm"
+BASE_PACKAGES: tuple[str, ...] = (
+    "python3", "python3-venv", "python3-pip", "ca-certificates", "curl", "procps",
+    "netcat-openbsd",
+)
+# Pinned once here; the tester image hash covers them.
+TESTER_PINS: tuple[str, ...] = (
+    "pytest==8.3.5", "requests==2.32.3", "httpx==0.28.1", "pytest-timeout==2.3.1",
+)
+
+APP_USER = "app"
+APP_UID = 10001
+APP_GID = 10001
+VENV = "/opt/venv"
+TESTER_VENV = "/opt/tester"
+APP_DIRS: tuple[str, ...] = ("/repo", "/tests", "/results")  # owned by APP_UID in the base image
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BASE_PATH = f"{VENV}/bin:{SYSTEM_PATH}"
+TESTER_PATH = f"{TESTER_VENV}/bin:{BASE_PATH}"
+PIP_DEFAULT_TIMEOUT = 60
+HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
+BASE_REPO, TESTER_REPO, DEPS_REPO = "rgbridge-base", "rgbridge-tester", "rgbridge-deps"
+LABEL_RECIPE = "rgbridge.recipe"
+LABEL_BUILD = "rgbridge.build"  # per-build token: lets a timeout find the build's RUN containers
+
+LOG_TAIL_CHARS = 3000
+INDEX_PROBE_TTL = 3600
+_BUILD_DIR = "/tmp/rgbridge-build"
+
+
+class DependencyInstallError(ScoringError):
+    """pip could not install a requirements file (a deployment failure, never swallowed)."""
+
+    def __init__(self, message: str, *, log_tail: str = "", timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+        self.timed_out = timed_out
+
+
+@dataclass(frozen=True)
+class DepsImage:
+    tag: str
+    cached: bool
+    seconds: float
+    log_tail: str = ""
+
+
+@dataclass
+class BuildResult:
+    ok: bool
+    tag: str
+    seconds: float
+    log_tail: str
+    error: str = ""
+    timed_out: bool = False
+
+
+# ----------------------------------------------------------------------------- small helpers
+
+
+def cache_dir() -> Path:
+    """``$RGBRIDGE_CACHE`` or ``~/.cache/rgbridge`` (created)."""
+    raw = os.environ.get("RGBRIDGE_CACHE")
+    path = Path(raw).expanduser() if raw else Path.home() / ".cache" / "rgbridge"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _hash12(*parts: Any) -> str:
+    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def _say(progress: ProgressFn | None, text: str) -> None:
+    if progress is not None:
+        progress(text)
+
+
+def image_exists(client: docker.DockerClient, tag: str) -> bool:
+    try:
+        client.images.get(tag)
+        return True
+    except ImageNotFound:
+        return False
+
+
+_thread_locks: dict[str, threading.Lock] = {}
+_thread_locks_guard = threading.Lock()
+
+
+@contextlib.contextmanager
+def _build_lock(name: str) -> Iterator[None]:
+    """Serialise builds of one thing across threads (a lock) and processes (flock)."""
+    with _thread_locks_guard:
+        tlock = _thread_locks.setdefault(name, threading.Lock())
+    with tlock:
+        lock_dir = cache_dir() / "locks"
+        lock_dir.mkdir(exist_ok=True)
+        with open(lock_dir / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.lock", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# ----------------------------------------------------------------------------- host facts
+
+
+def _parse_apt_sources() -> list[tuple[str, list[str]]]:
+    """(URI, suites) pairs from the host's apt sources, deb822 and one-line formats."""
+    entries: list[tuple[str, list[str]]] = []
+    src_dir = Path("/etc/apt/sources.list.d")
+    for path in sorted(src_dir.glob("*.sources")) if src_dir.is_dir() else []:
+        for para in re.split(r"\n\s*\n", path.read_text(errors="replace")):
+            fields: dict[str, str] = {}
+            for line in para.splitlines():
+                if line.startswith("#") or ":" not in line or line[:1].isspace():
+                    continue
+                key, _, value = line.partition(":")
+                fields[key.strip().lower()] = value.strip()
+            if "deb" not in fields.get("types", "").split() or fields.get("enabled", "yes") == "no":
+                continue
+            for uri in fields.get("uris", "").split():
+                entries.append((uri, fields.get("suites", "").split()))
+    lists = [Path("/etc/apt/sources.list")]
+    lists += sorted(src_dir.glob("*.list")) if src_dir.is_dir() else []
+    for path in lists:
+        if not path.is_file():
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            line = re.sub(r"\[[^\]]*\]", " ", line.split("#", 1)[0]).split()
+            if len(line) >= 3 and line[0] == "deb":
+                entries.append((line[1], [line[2]]))
+    return entries
+
+
+def debian_source() -> tuple[str, str]:
+    """(mirror URI, suite) for debootstrap: env overrides, else the host's apt sources."""
+    suite = os.environ.get("RGBRIDGE_DEBIAN_SUITE", "").strip() or DEFAULT_SUITE
+    mirror = os.environ.get("RGBRIDGE_DEBIAN_MIRROR", "").strip()
+    if mirror:
+        return mirror.rstrip("/"), suite
+    for uri, suites in _parse_apt_sources():
+        if suite in suites and uri.startswith(("http://", "https://", "file:/")):
+            return uri.rstrip("/"), suite
+    raise ScoringError(
+        f"no apt source for Debian '{suite}' found in /etc/apt/sources.list(.d); "
+        "set RGBRIDGE_DEBIAN_MIRROR to a Debian mirror URI"
+    )
+
+
+def host_extra_cas() -> list[tuple[str, bytes]]:
+    """The host's locally added CA certificates (name, PEM), sorted: trusted in our images."""
+    root = Path(os.environ.get("RGBRIDGE_EXTRA_CA_DIR", "") or HOST_CA_DIR)
+    if os.environ.get("RGBRIDGE_TRUST_HOST_CAS", "1").lower() in ("0", "no", "false"):
+        return []
+    if not root.is_dir():
+        return []
+    out = []
+    for path in sorted(root.rglob("*.crt")):
+        if path.is_file():
+            name = re.sub(r"[^A-Za-z0-9_.-]", "_", str(path.relative_to(root)))
+            out.append((name, path.read_bytes()))
+    return out
+
+
+_pip_settings: dict[str, str] | None = None
+
+
+def host_pip_index_settings() -> dict[str, str]:
+    """Index settings of the host's pip (env wins over ``pip config``), forwarded to builds.
+
+    Only index location settings are forwarded: a custom or mirror index configured for the
+    host is what builds should use too. Certificates are handled by CA trust in the image, and
+    host paths (find-links) mean nothing inside a container.
+    """
+    global _pip_settings
+    if _pip_settings is not None:
+        return dict(_pip_settings)
+    keys = {"index-url": "PIP_INDEX_URL", "extra-index-url": "PIP_EXTRA_INDEX_URL",
+            "trusted-host": "PIP_TRUSTED_HOST"}
+    found: dict[str, str] = {}
+    try:
+        out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
+                             text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        name = key.rsplit(".", 1)[-1]
+        if name in keys and value:
+            found[keys[name]] = value.strip().strip("'\"")
+    for env in keys.values():
+        if os.environ.get(env):
+            found[env] = os.environ[env]
+    _pip_settings = found
+    return dict(found)
+
+
+# ----------------------------------------------------------------------------- base image
+
+
+def base_recipe_hash() -> str:
+    _, suite = debian_source()
+    cas = [(name, hashlib.sha256(pem).hexdigest()) for name, pem in host_extra_cas()]
+    return _hash12("base", RECIPE_VERSION, suite, BASE_PACKAGES, cas, APP_UID, APP_GID, VENV,
+                   APP_DIRS, PIP_DEFAULT_TIMEOUT)
+
+
+def base_image_tag() -> str:
+    return f"{BASE_REPO}:{base_recipe_hash()}"
+
+
+def _run(cmd: Sequence[str], *, timeout: float, what: str,
+         progress: ProgressFn | None = None) -> str:
+    """Run a host command, streaming lines to progress; ScoringError with the output tail."""
+    tail: deque[str] = deque(maxlen=60)
+    try:
+        proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace")
+    except FileNotFoundError as exc:
+        raise ScoringError(f"{what}: command not found: {cmd[0]}") from exc
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            tail.append(line.rstrip())
+            _say(progress, line.rstrip())
+        rc = proc.wait()
+    finally:
+        timer.cancel()
+    if rc != 0:
+        last = " | ".join(x for x in list(tail)[-4:] if x)
+        raise ScoringError(f"{what} failed (exit {rc}): {last[-400:]}")
+    return "\n".join(tail)
+
+
+def _chroot(root: Path, *args: str, progress: ProgressFn | None = None) -> None:
+    env_cmd = ["chroot", str(root), "/usr/bin/env", "-i", f"PATH={SYSTEM_PATH}", "LANG=C.UTF-8",
+               *args]
+    _run(env_cmd, timeout=300, what=f"chroot {' '.join(args)}", progress=progress)
+
+
+def _build_rootfs(dest_tar: Path, progress: ProgressFn | None) -> None:
+    if os.geteuid() != 0:
+        raise ScoringError("building the base image needs root (debootstrap and chroot); "
+                           "run `rgbridge images build` as root once")
+    if shutil.which("debootstrap") is None:
+        raise ScoringError("debootstrap is not installed; run `apt-get install -y debootstrap`")
+    mirror, suite = debian_source()
+    work = Path(tempfile.mkdtemp(prefix="rootfs-", dir=cache_dir()))
+    root = work / "root"
+    try:
+        _say(progress, f"debootstrap {suite} (minbase) from the host's apt mirror")
+        _run(["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}",
+              suite, str(root), mirror], timeout=1800, what="debootstrap", progress=progress)
+        ca_dir = root / "usr/local/share/ca-certificates/rgbridge-host"
+        ca_dir.mkdir(parents=True, exist_ok=True)
+        for name, pem in host_extra_cas():
+            (ca_dir / name).write_bytes(pem)
+        _say(progress, "trusting host CA certificates; creating user and venv")
+        _chroot(root, "update-ca-certificates", progress=progress)
+        _chroot(root, "groupadd", "-g", str(APP_GID), APP_USER)
+        _chroot(root, "useradd", "-u", str(APP_UID), "-g", str(APP_GID), "-m", "-d",
+                f"/home/{APP_USER}", "-s", "/bin/bash", APP_USER)
+        _chroot(root, "/usr/bin/python3", "-m", "venv", VENV, progress=progress)
+        for d in APP_DIRS:
+            p = root / d.lstrip("/")
+            p.mkdir(parents=True, exist_ok=True)
+            os.chown(p, APP_UID, APP_GID)
+            p.chmod(0o755)
+        # Debian's pip reads the system bundle already; a pip upgraded inside a venv would
+        # fall back to certifi and lose the host CAs, so pin the bundle in pip's global config.
+        (root / "etc/pip.conf").write_text("[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n")
+        (root / "etc/rgbridge-release").write_text(f"recipe={base_recipe_hash()}\nsuite={suite}\n")
+        for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
+            for child in (root / junk).glob("*"):
+                if child.is_file():
+                    child.unlink()
+        _say(progress, "packing rootfs")
+        partial = dest_tar.with_suffix(".partial")
+        _run(["tar", "--numeric-owner", "--one-file-system", "-C", str(root), "-cf", str(partial),
+              "."], timeout=600, what="tar rootfs")
+        partial.replace(dest_tar)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _base_changes(recipe: str) -> list[str]:
+    return [
+        f"ENV PATH={BASE_PATH}",
+        f"ENV VIRTUAL_ENV={VENV}",
+        "ENV LANG=C.UTF-8",
+        "ENV PYTHONUNBUFFERED=1",
+        "ENV PIP_DISABLE_PIP_VERSION_CHECK=1",
+        "ENV PIP_NO_INPUT=1",
+        f"ENV PIP_DEFAULT_TIMEOUT={PIP_DEFAULT_TIMEOUT}",
+        "WORKDIR /repo",
+        'CMD ["/bin/bash"]',
+        f"LABEL {LABEL_OWNER}={OWNER_VALUE} {LABEL_KIND}=base {LABEL_RECIPE}={recipe}",
+    ]
+
+
+def ensure_base_image(client: docker.DockerClient, *, progress: ProgressFn | None = None,
+                      force: bool = False) -> str:
+    """Tag of the base image, building it (rootfs cached under the cache dir) if missing."""
+    recipe = base_recipe_hash()
+    tag = f"{BASE_REPO}:{recipe}"
+    if not force and image_exists(client, tag):
+        return tag
+    with _build_lock(f"base-{recipe}"):
+        if not force and image_exists(client, tag):
+            return tag
+        tar_path = cache_dir() / "rootfs" / f"{recipe}.tar"
+        tar_path.parent.mkdir(parents=True, exist_ok=True)
+        if force or not tar_path.is_file():
+            started = time.monotonic()
+            _build_rootfs(tar_path, progress)
+            _say(progress, f"rootfs built in {time.monotonic() - started:.0f}s")
+        _say(progress, f"importing {tag}")
+        try:
+            client.api.import_image(src=str(tar_path), repository=BASE_REPO, tag=recipe,
+                                    changes=_base_changes(recipe))
+        except (APIError, DockerException) as exc:
+            raise ScoringError(f"docker import of {tag} failed: {exc}") from exc
+        if not image_exists(client, tag):
+            raise ScoringError(f"docker import did not produce {tag}")
+        return tag
+
+
+# ----------------------------------------------------------------------------- official image
+
+OFFICIAL_PYTHON = "python:3.10-slim"
+_official_checked: dict[str, str | None] = {}
+
+
+def official_python_image(client: docker.DockerClient, *, ref: str = OFFICIAL_PYTHON,
+                          pull_timeout: int = 20) -> str | None:
+    """``ref`` if present locally or pullable within a short timeout, else None (cached)."""
+    if ref in _official_checked and _official_checked[ref] is not None:
+        if image_exists(client, ref):
+            return ref
+    if image_exists(client, ref):
+        _official_checked[ref] = ref
+        return ref
+    if ref in _official_checked:
+        return _official_checked[ref]
+    result: str | None = None
+    try:
+        quick = docker.DockerClient(base_url=client.api.base_url, timeout=pull_timeout)
+        try:
+            repo, _, tag = ref.rpartition(":")
+            quick.api.pull(repo, tag=tag)
+            result = ref if image_exists(client, ref) else None
+        finally:
+            quick.close()
+    except Exception:  # no registry, DNS failure, read timeout: all mean "not available"
+        result = None
+    _official_checked[ref] = result
+    return result
+
+
+# ----------------------------------------------------------------------------- building
+
+
+def _tar_context(files: dict[str, bytes], dirs: dict[str, Path]) -> tempfile.SpooledTemporaryFile:
+    ctx = tempfile.SpooledTemporaryFile(max_size=32 * 1024 * 1024)
+    with tarfile.open(fileobj=ctx, mode="w") as tar:
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+        for arcdir, src in sorted(dirs.items()):
+            for path in sorted(src.iterdir()):
+                if path.is_file() and not path.is_symlink():
+                    info = tar.gettarinfo(str(path), arcname=f"{arcdir}/{path.name}")
+                    info.uid = info.gid = 0
+                    info.uname = info.gname = ""
+                    info.mtime = 0
+                    with open(path, "rb") as fh:
+                        tar.addfile(info, fh)
+            if not any(src.iterdir()):
+                info = tarfile.TarInfo(arcdir)
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+    ctx.seek(0)
+    return ctx
+
+
+def _kill_build_containers(client: docker.DockerClient, token: str) -> None:
+    try:
+        found = client.containers.list(all=True, filters={"label": f"{LABEL_BUILD}={token}"})
+    except DockerException:
+        return
+    for c in found:
+        with contextlib.suppress(DockerException):
+            c.kill()
+
+
+def docker_build(client: docker.DockerClient, *, dockerfile_body: str, base: str, tag: str,
+                 kind: str, files: dict[str, bytes] | None = None,
+                 dirs: dict[str, Path] | None = None, buildargs: dict[str, str] | None = None,
+                 timeout: float = 600, progress: ProgressFn | None = None) -> BuildResult:
+    """Build ``FROM base`` + body with the legacy builder, with a real wall-clock limit.
+
+    A LABEL with a per-build token comes first, so the RUN step containers carry it; on timeout
+    those containers are killed, which ends the step and the build stream. Intermediate images
+    of a failed build are dangling but labelled, so ``remove_images``/``sweep`` find them.
+    """
+    token = secrets.token_hex(8)
+    args = dict(buildargs or {})
+    arg_lines = "".join(f"ARG {k}\n" for k in sorted(args))
+    # One LABEL step only: every legacy-builder step is a commit, slow on fuse-overlayfs.
+    dockerfile = (f"FROM {base}\nLABEL {LABEL_OWNER}={OWNER_VALUE} {LABEL_KIND}={kind} "
+                  f"{LABEL_BUILD}={token}\n{arg_lines}{dockerfile_body.rstrip()}\n")
+    ctx_files = {"Dockerfile": dockerfile.encode(), **(files or {})}
+    ctx = _tar_context(ctx_files, dirs or {})
+    tail: deque[str] = deque(maxlen=400)
+    state: dict[str, Any] = {"error": "", "image_id": None}
+    started = time.monotonic()
+
+    def consume() -> None:
+        try:
+            stream = client.api.build(
+                fileobj=ctx, custom_context=True, tag=tag, rm=True, forcerm=True, pull=False,
+                decode=True, buildargs=args,
+                timeout=max(int(timeout) + 120, 300))
+            for chunk in stream:
+                if "stream" in chunk:
+                    for line in str(chunk["stream"]).splitlines():
+                        tail.append(line)
+                        if line.strip():
+                            _say(progress, line)
+                if "aux" in chunk and isinstance(chunk["aux"], dict):
+                    state["image_id"] = chunk["aux"].get("ID") or state["image_id"]
+                if "error" in chunk or "errorDetail" in chunk:
+                    msg = chunk.get("error") or chunk.get("errorDetail", {}).get("message", "")
+                    state["error"] = str(msg).strip() or "build failed"
+                    tail.append(state["error"])
+        except Exception as exc:  # socket errors while the engine streams
+            state["error"] = f"{type(exc).__name__}: {exc}"
+            tail.append(state["error"])
+
+    worker = threading.Thread(target=consume, name=f"build-{tag}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    timed_out = worker.is_alive()
+    if timed_out:
+        deadline = time.monotonic() + 60
+        while worker.is_alive() and time.monotonic() < deadline:
+            _kill_build_containers(client, token)
+            worker.join(2)
+    ctx.close()
+    seconds = time.monotonic() - started
+    log_tail = "\n".join(tail)[-LOG_TAIL_CHARS:]
+    if timed_out:
+        return BuildResult(False, tag, seconds, log_tail, f"build timed out after {timeout:.0f}s",
+                           timed_out=True)
+    if state["error"] or not image_exists(client, tag):
+        return BuildResult(False, tag, seconds, log_tail, state["error"] or "no image produced")
+    return BuildResult(True, tag, seconds, log_tail)
+
+
+# ----------------------------------------------------------------------------- index / wheels
+
+_index_probe: dict[str, bool] = {}
+
+
+def index_reachable_from_containers(client: docker.DockerClient, *, base: str | None = None,
+                                    timeout: int = 45) -> bool:
+    """Can pip in a bridge-networked container download from the index? Cached for an hour.
+
+    ``RGBRIDGE_INDEX_FROM_CONTAINERS=1|0`` forces the answer.
+    """
+    forced = os.environ.get("RGBRIDGE_INDEX_FROM_CONTAINERS", "").lower()
+    if forced in ("1", "yes", "true", "0", "no", "false"):
+        return forced in ("1", "yes", "true")
+    base = base or ensure_base_image(client)
+    if base in _index_probe:
+        return _index_probe[base]
+    marker = cache_dir() / "index_probe.json"
+    with contextlib.suppress(OSError, ValueError):
+        saved = json.loads(marker.read_text())
+        if saved.get("base") == base and time.time() - saved.get("checked", 0) < INDEX_PROBE_TTL:
+            _index_probe[base] = bool(saved["reachable"])
+            return _index_probe[base]
+    from bridge.scoring.containers import ContainerLimits, create_container, managed, \
+        wait_with_timeout
+
+    cmd = ["timeout", str(timeout), "python", "-m", "pip", "download", "--no-deps",
+           "--no-cache-dir", "-q", "-d", "/tmp/probe", "six"]
+    name = f"rgbridge-index-probe-{secrets.token_hex(4)}"
+    container = create_container(client, base, name=name, command=cmd,
+                                 labels=make_labels(kind="probe"),
+                                 env=host_pip_index_settings(),
+                                 limits=ContainerLimits(user="0:0"), network_mode="bridge")
+    with managed(container):
+        container.start()
+        outcome = wait_with_timeout(container, timeout + 15)
+    reachable = outcome.exit_code == 0
+    _index_probe[base] = reachable
+    with contextlib.suppress(OSError):
+        marker.write_text(json.dumps({"base": base, "checked": time.time(),
+                                      "reachable": reachable}))
+    return reachable
+
+
+def prepare_wheelhouse(requirements: str, dest: Path, *, timeout: float = 900,
+                       progress: ProgressFn | None = None) -> Path:
+    """Download wheels for ``requirements`` with the host's pip into ``dest``.
+
+    Binary wheels only first (the host is CPython 3.11 x86_64 like the image); if that fails,
+    sdists are allowed and setuptools/wheel are added so ``--no-index`` builds can find them.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
+        fh.write(requirements)
+        req = fh.name
+    pyver: list[str] = []
+    if sys.version_info[:2] != (3, 11):
+        pyver = ["--python-version", "3.11"]
+    base = [sys.executable, "-m", "pip", "download", "--no-input", "-d", str(dest), "-r", req]
+    try:
+        try:
+            _run([*base, "--only-binary=:all:", *pyver], timeout=timeout,
+                 what="pip download (wheels)", progress=progress)
+        except ScoringError as first:
+            if pyver:
+                raise DependencyInstallError(str(first), log_tail=str(first)) from first
+            try:
+                _run(base, timeout=timeout, what="pip download", progress=progress)
+                _run([sys.executable, "-m", "pip", "download", "--no-input", "-d", str(dest),
+                      "setuptools", "wheel"], timeout=timeout, what="pip download (build deps)")
+            except ScoringError as exc:
+                raise DependencyInstallError(str(exc), log_tail=str(exc)) from exc
+    finally:
+        os.unlink(req)
+    return dest
+
+
+def _wheelhouse_digest(path: Path) -> str:
+    entries = sorted((p.name, p.stat().st_size) for p in path.iterdir() if p.is_file())
+    return _hash12("wheelhouse", entries)
+
+
+def _normalise_requirements(text: str) -> str:
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    return "\n".join(lines).strip() + "\n" if any(x.strip() for x in lines) else ""
+
+
+def _resolve_wheelhouse(client: docker.DockerClient, base: str, requirements: str,
+                        wheelhouse: Path | str | None, key: str,
+                        progress: ProgressFn | None) -> Path | None:
+    """None = install from the index; else a directory to install from with --no-index."""
+    if wheelhouse is not None:
+        path = Path(wheelhouse).expanduser()
+        if not path.is_dir():
+            raise ScoringError(f"wheelhouse directory not found: {path}")
+        return path
+    if index_reachable_from_containers(client, base=base):
+        return None
+    _say(progress, "containers cannot reach the package index: downloading wheels on the host")
+    dest = cache_dir() / "wheelhouse" / key
+    return prepare_wheelhouse(requirements, dest, progress=progress)
+
+
+def _install_step(venv_python: str, req_file: str, wheel_dir: str | None) -> str:
+    opts = "--no-cache-dir --progress-bar off"
+    if wheel_dir:
+        opts += f" --no-index --find-links {wheel_dir}"
+    return f"{venv_python} -m pip install {opts} -r {req_file}"
+
+
+# ----------------------------------------------------------------------------- tester image
+
+
+def tester_image_tag(base: str) -> str:
+    return f"{TESTER_REPO}:{_hash12('tester', base, TESTER_PINS, TESTER_VENV)}"
+
+
+def ensure_tester_image(client: docker.DockerClient, *, wheelhouse: Path | str | None = None,
+                        progress: ProgressFn | None = None, timeout: float = 900) -> str:
+    """Base + ``/opt/tester`` venv with ``TESTER_PINS``; /opt/tester/bin first on PATH."""
+    base = ensure_base_image(client, progress=progress)
+    tag = tester_image_tag(base)
+    if image_exists(client, tag):
+        return tag
+    with _build_lock(tag):
+        if image_exists(client, tag):
+            return tag
+        pins = "\n".join(TESTER_PINS) + "\n"
+        wheels = _resolve_wheelhouse(client, base, pins, wheelhouse, f"tester-{tag[-12:]}",
+                                     progress)
+        dirs = {"build/wheels": wheels} if wheels else {}
+        body = (
+            f"COPY build {_BUILD_DIR}\n"
+            f"RUN /usr/bin/python3 -m venv {TESTER_VENV} && "
+            + _install_step(f"{TESTER_VENV}/bin/python", f"{_BUILD_DIR}/requirements.txt",
+                            f"{_BUILD_DIR}/wheels" if wheels else None)
+            + f" && rm -rf {_BUILD_DIR}\n"
+            f"ENV PATH={TESTER_PATH} VIRTUAL_ENV={TESTER_VENV}\n"
+        )
+        _say(progress, f"building {tag}")
+        res = docker_build(client, dockerfile_body=body, base=base, tag=tag, kind="tester",
+                           files={"build/requirements.txt": pins.encode()}, dirs=dirs,
+                           buildargs=None if wheels else host_pip_index_settings(),
+                           timeout=timeout, progress=progress)
+        if not res.ok:
+            raise DependencyInstallError(f"tester image build failed: {res.error}",
+                                         log_tail=res.log_tail, timed_out=res.timed_out)
+        return tag
+
+
+# ----------------------------------------------------------------------------- deps image
+
+
+def deps_image_tag(base: str, requirements: str, extra_packages: Sequence[str] = (),
+                   wheelhouse: Path | str | None = None) -> str:
+    mode = "auto" if wheelhouse is None else f"dir:{_wheelhouse_digest(Path(wheelhouse))}"
+    key = _hash12("deps", DEPS_RECIPE_VERSION, base, _normalise_requirements(requirements),
+                  list(extra_packages), mode)
+    return f"{DEPS_REPO}:{key}"
+
+
+def _last_error_line(log: str) -> str:
+    lines = [x.strip() for x in log.splitlines() if x.strip()]
+    for line in reversed(lines):
+        if line.startswith("ERROR:") or "error:" in line.lower():
+            return line[:300]
+    return lines[-1][:300] if lines else "no output"
+
+
+def ensure_deps_image(client: docker.DockerClient, requirements: str, *,
+                      extra_packages: Sequence[str] = (), base: str | None = None,
+                      wheelhouse: Path | str | None = None, progress: ProgressFn | None = None,
+                      timeout: float = 600) -> DepsImage:
+    """An image with ``requirements`` (then ``extra_packages``) installed in the active venv.
+
+    The active venv is the first ``python`` on the base image's PATH (``/opt/venv`` for the base
+    image). Blank requirements and no extras return the base image itself. Failures raise
+    DependencyInstallError with pip's output tail; the limit is wall-clock over the build.
+    """
+    base = base or ensure_base_image(client, progress=progress)
+    reqs = _normalise_requirements(requirements)
+    extras = [p.strip() for p in extra_packages if p.strip()]
+    if not reqs and not extras:
+        return DepsImage(tag=base, cached=True, seconds=0.0)
+    tag = deps_image_tag(base, requirements, extras, wheelhouse)
+    if image_exists(client, tag):
+        return DepsImage(tag=tag, cached=True, seconds=0.0)
+    started = time.monotonic()
+    with _build_lock(tag):
+        if image_exists(client, tag):
+            return DepsImage(tag=tag, cached=True, seconds=time.monotonic() - started)
+        extras_txt = "".join(f"{p}\n" for p in extras)
+        wheels = _resolve_wheelhouse(client, base, reqs + extras_txt, wheelhouse,
+                                     f"deps-{tag[-12:]}", progress)
+        wheel_dir = f"{_BUILD_DIR}/wheels" if wheels else None
+        steps = []
+        if reqs:
+            steps.append(_install_step("python", f"{_BUILD_DIR}/requirements.txt", wheel_dir))
+        if extras:
+            steps.append(_install_step("python", f"{_BUILD_DIR}/extras.txt", wheel_dir))
+        # One COPY for everything (fewer commits): the context holds build/requirements.txt,
+        # build/extras.txt and build/wheels/.
+        body = (f"COPY build {_BUILD_DIR}\n"
+                + "RUN " + " && ".join(steps) + f" && rm -rf {_BUILD_DIR}\n")
+        remaining = max(5.0, timeout - (time.monotonic() - started))
+        res = docker_build(client, dockerfile_body=body, base=base, tag=tag, kind="deps",
+                           files={"build/requirements.txt": reqs.encode(),
+                                  "build/extras.txt": extras_txt.encode()},
+                           dirs={"build/wheels": wheels} if wheels else {},
+                           buildargs=None if wheels else host_pip_index_settings(),
+                           timeout=remaining, progress=progress)
+        if not res.ok:
+            if res.timed_out:
+                msg = f"dependency install timed out after {timeout:.0f}s"
+            else:
+                msg = f"dependency install failed: {_last_error_line(res.log_tail)}"
+            raise DependencyInstallError(msg, log_tail=res.log_tail, timed_out=res.timed_out)
+        return DepsImage(tag=tag, cached=False, seconds=time.monotonic() - started,
+                         log_tail=res.log_tail)
+
+
+# ----------------------------------------------------------------------------- CLI helpers
+
+
+def build_all(client: docker.DockerClient, *, progress: bool | ProgressFn = True,
+              wheelhouse: Path | str | None = None, force: bool = False,
+              console: Any = None) -> dict[str, Any]:
+    """Build base + tester (``rgbridge images build``). ``progress=True`` shows a rich status."""
+    timings: dict[str, float] = {}
+    result: dict[str, Any] = {"timings": timings}
+
+    def run(say: ProgressFn | None) -> None:
+        t0 = time.monotonic()
+        result["base"] = ensure_base_image(client, progress=say, force=force)
+        timings["base"] = round(time.monotonic() - t0, 1)
+        t1 = time.monotonic()
+        result["tester"] = ensure_tester_image(client, wheelhouse=wheelhouse, progress=say)
+        timings["tester"] = round(time.monotonic() - t1, 1)
+
+    if callable(progress):
+        run(progress)
+    elif progress:
+        from rich.console import Console
+
+        con = console or Console(stderr=True)
+        with con.status("building scoring images...") as status:
+            def say(line: str) -> None:
+                status.update(f"[bold]building scoring images[/] {line[:100]}")
+            run(say)
+        con.print(f"base   {result['base']}  ({timings['base']}s)")
+        con.print(f"tester {result['tester']}  ({timings['tester']}s)")
+    else:
+        run(None)
+    return result
+
+
+@dataclass
+class ImageInfo:
+    tag: str
+    id: str
+    kind: str
+    size_mb: float
+    created: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def list_images(client: docker.DockerClient, *, include_dangling: bool = True) -> list[ImageInfo]:
+    """Images labelled as ours (build intermediates included as ``<none>`` when dangling)."""
+    out = []
+    for img in client.images.list(all=include_dangling, filters={"label": owner_filter()}):
+        labels = img.labels or {}
+        tags = img.tags or ["<none>"]
+        for tag in tags:
+            out.append(ImageInfo(tag=tag, id=img.short_id, kind=labels.get(LABEL_KIND, "?"),
+                                 size_mb=round(img.attrs.get("Size", 0) / 1e6, 1),
+                                 created=str(img.attrs.get("Created", "")), labels=labels))
+    return out
+
+
+def remove_images(client: docker.DockerClient, *, kinds: Sequence[str] | None = None,
+                  keep: Sequence[str] = ()) -> list[str]:
+    """Remove our labelled images (optionally only some kinds); returns removed tags/ids.
+
+    Children go first (deps/tester before base). Images in use by a container are skipped.
+    """
+    order = {"deps": 0, "deps-build": 0, "tester": 1, "tester-build": 1, "base": 2}
+    images = client.images.list(all=True, filters={"label": owner_filter()})
+    images.sort(key=lambda i: order.get((i.labels or {}).get(LABEL_KIND, ""), 0))
+    removed = []
+    for img in images:
+        kind = (img.labels or {}).get(LABEL_KIND, "")
+        if kinds is not None and kind not in kinds and kind.removesuffix("-build") not in kinds:
+            continue
+        if any(t in keep for t in img.tags):
+            continue
+        names = img.tags or [img.id]
+        for name in names:
+            try:
+                client.images.remove(name, force=False, noprune=False)
+                removed.append(name)
+            except NotFound:
+                pass
+            except APIError:
+                pass  # in use or has dependent children still referenced elsewhere
+    return removed

@@ -1,0 +1,393 @@
+"""Run reports: upstream-schema report and aggregates, strict aggregates, resume, rich table.
+
+Layout under an output dir (as upstream, §2.8):
+    intermediate/<run_id>/<Task>.json   one per repo, written atomically as soon as it is done
+    report_<run_id>.json                {metadata, summary, results} + our fields
+
+Each repo entry is the upstream per-repo dict of its primary profile (compat when scored)
+plus our keys `outcome` and `rgbridge` (both profiles in full, hashes, grader version).
+Upstream readers ignore extra keys, so the report still sits in the published schema.
+
+Resume (fixes W16): `load_previous` reads *every* intermediate folder of the output dir
+(and upstream's old flat files directly under `intermediate/`), not only the newest one;
+per task the newest file wins (mtime, then run folder name). `RunWriter.adopt` copies resumed
+entries into the current run folder, so each run folder is complete on its own and chained
+resumes never lose results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bridge.errors import ScoringError
+from bridge.scoring.result import GRADER_VERSION, OUTCOMES, ScoreResult
+from bridge.scoring.upstream import EXIT_BUILD_FAILED, EXIT_TIMEOUT, EXIT_UNEXPECTED, HARNESS_VERSION
+
+LANGS = ("python", "java")
+_TASK_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+
+
+def _r4(x: float) -> float:
+    return round(x, 4)
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+# ----------------------------------------------------------------------------- upstream summary
+
+
+def _up_pass(rows: Sequence[Mapping[str, Any]]) -> float:
+    return _mean([r["pass_at_1"]["score"] for r in rows if r.get("pass_at_1", {}).get("total", 0) > 0])
+
+
+def _up_ac(rows: Sequence[Mapping[str, Any]]) -> float:
+    return _mean(
+        [r["api_coverage"]["score"] for r in rows if r.get("api_coverage") and r["api_coverage"].get("total_apis", 0) > 0]
+    )
+
+
+def _up_dsr(rows: Sequence[Mapping[str, Any]]) -> float:
+    return _mean([1.0 if r.get("dsr", {}).get("success", False) else 0.0 for r in rows])
+
+
+def summarize_upstream(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Upstream's `summary` exactly (§2.8): macro means, zero-total repos excluded from Pass@1,
+    repos without endpoints excluded from AC, DSR over all repos."""
+    if not results:
+        return {
+            "total_repos": 0,
+            "evaluated": 0,
+            "avg_pass_at_1": 0.0,
+            "avg_api_coverage": 0.0,
+            "deployment_success_rate": 0.0,
+        }
+    by_lang = {lang: [r for r in results if r.get("lang") == lang] for lang in LANGS}
+    return {
+        "total_repos": len(results),
+        "python_repos": len(by_lang["python"]),
+        "java_repos": len(by_lang["java"]),
+        "avg_pass_at_1": _r4(_up_pass(results)),
+        "avg_api_coverage": _r4(_up_ac(results)),
+        "deployment_success_rate": _r4(_up_dsr(results)),
+        "pass_at_1_by_lang": {lang: _r4(_up_pass(rows)) for lang, rows in by_lang.items()},
+        "ac_by_lang": {lang: _r4(_up_ac(rows)) for lang, rows in by_lang.items()},
+        "dsr_by_lang": {lang: _r4(_up_dsr(rows)) for lang, rows in by_lang.items()},
+    }
+
+
+# ----------------------------------------------------------------------------- strict summary
+
+
+def infer_outcome(entry: Mapping[str, Any]) -> str:
+    """Outcome of a result dict: our `outcome` key, else derived from upstream's fields."""
+    outcome = entry.get("outcome")
+    if outcome in OUTCOMES:
+        return str(outcome)
+    if entry.get("error") is not None or entry.get("exit_code") == EXIT_UNEXPECTED:
+        return "infra_error"
+    if entry.get("build_error") is not None or entry.get("exit_code") == EXIT_BUILD_FAILED:
+        return "build_failed"
+    if entry.get("exit_code") == EXIT_TIMEOUT:
+        return "timeout"
+    if not entry.get("dsr", {}).get("success", False):
+        return "deploy_failed"
+    return "scored"
+
+
+def profile_rows(entries: Iterable[Mapping[str, Any]], profile: str) -> list[dict[str, Any]]:
+    """Flat per-repo rows of one profile from report entries (uses their `rgbridge` sub-dict).
+
+    An entry without that profile is skipped; a plain upstream dict is used as is for
+    `profile="compat"`.
+    """
+    rows: list[dict[str, Any]] = []
+    for e in entries:
+        prof = (e.get("rgbridge") or {}).get("profiles", {}).get(profile)
+        if prof is not None:
+            rows.append({"repo_name": e.get("repo_name"), "lang": e.get("lang"), **prof})
+        elif profile == "compat" and "rgbridge" not in e:
+            rows.append(dict(e))
+    return rows
+
+
+def summarize_strict(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Strict aggregates over flat rows (lang, outcome?, dsr, pass_at_1, api_coverage?,
+    dynamic_api_coverage?) — see `profile_rows`.
+
+    Every repo whose outcome is scored / deploy_failed / build_failed / timeout counts: a
+    total of 0 scores 0 (nothing is free, unlike W10). infra_error repos are not the agent's
+    fault: they are excluded and counted separately. AC means are over counted repos with
+    endpoints (a README without endpoints says nothing about the repo).
+    """
+    counts = {o: 0 for o in OUTCOMES}
+    for r in results:
+        counts[infer_outcome(r)] += 1
+    counted = [r for r in results if infer_outcome(r) != "infra_error"]
+
+    def pass_score(r: Mapping[str, Any]) -> float:
+        p = r.get("pass_at_1") or {}
+        total = p.get("total", 0) or 0
+        return round(p.get("passed", 0) / total, 4) if total > 0 else 0.0
+
+    def ac_mean(rows: Sequence[Mapping[str, Any]], key: str) -> float | None:
+        vals = [r[key]["score"] for r in rows if r.get(key) and r[key].get("total_apis", 0) > 0]
+        return _r4(_mean(vals)) if vals else None
+
+    def block(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        return {
+            "repos": len(rows),
+            "avg_pass_at_1": _r4(_mean([pass_score(r) for r in rows])),
+            "deployment_success_rate": _r4(_up_dsr(rows)),
+            "avg_api_coverage": ac_mean(rows, "api_coverage"),
+            "avg_dynamic_api_coverage": ac_mean(rows, "dynamic_api_coverage"),
+        }
+
+    overall = block(counted)
+    return {
+        "total_repos": len(results),
+        "counted_repos": len(counted),
+        "infra_errors": counts["infra_error"],
+        **{k: v for k, v in overall.items() if k != "repos"},
+        "outcomes": counts,
+        "by_lang": {lang: block([r for r in counted if r.get("lang") == lang]) for lang in LANGS},
+    }
+
+
+# ----------------------------------------------------------------------------- entries & files
+
+
+def build_entry(result: ScoreResult, primary: str | None = None) -> dict[str, Any]:
+    """Report entry for one scored repo: upstream dict of the primary profile + our fields."""
+    if primary is None:
+        primary = "compat" if "compat" in result.profiles else next(iter(result.profiles), "")
+    entry = result.to_upstream_dict(primary)
+    entry["outcome"] = result.profile(primary).outcome
+    entry["rgbridge"] = {
+        "primary_profile": primary,
+        "task_hash": result.task_hash,
+        "snapshot_hash": result.snapshot_hash,
+        "grader_version": result.grader_version,
+        "created_at": result.created_at.isoformat(),
+        "profiles": {name: p.model_dump(mode="json") for name, p in result.profiles.items()},
+    }
+    return entry
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Write JSON via a temp file in the same folder and os.replace (readers never see halves)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, ensure_ascii=False)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """Upstream's run id format: local time YYYY-MM-DD_HH-MM-SS."""
+    return (now or datetime.now()).strftime("%Y-%m-%d_%H-%M-%S")
+
+
+def _check_name(name: str, what: str) -> str:
+    if not _TASK_NAME.match(name or ""):
+        raise ScoringError(f"invalid {what} for a report file name: {name!r}")
+    return name
+
+
+def load_previous(
+    output_dir: Path | str,
+    run_id: str | None = None,
+    *,
+    tasks: Iterable[str] | None = None,
+    include_infra_errors: bool = False,
+) -> dict[str, dict[str, Any]]:
+    """Earlier per-repo results of an output dir, keyed by task (repo_name).
+
+    Reads every `intermediate/<run>/` folder and upstream's flat `intermediate/*.json`;
+    newest file wins per task (mtime, then folder name). `run_id` is accepted for symmetry
+    and needs no special case: its folder is read like the others. `tasks` restricts the
+    result to the current selection. infra_error results are dropped unless asked for, so
+    resume re-runs them (they were not the agent's fault).
+    """
+    base = Path(output_dir) / "intermediate"
+    if not base.is_dir():
+        return {}
+    candidates: list[tuple[float, str, Path]] = []
+    folders = [base] + sorted(d for d in base.iterdir() if d.is_dir())
+    for folder in folders:
+        for f in folder.glob("*.json"):
+            if f.name.startswith("."):
+                continue
+            try:
+                candidates.append((f.stat().st_mtime, "" if folder == base else folder.name, f))
+            except OSError:
+                continue
+    wanted = set(tasks) if tasks is not None else None
+    out: dict[str, tuple[tuple[float, str], dict[str, Any]]] = {}
+    for mtime, folder_name, f in candidates:
+        try:
+            data = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        name = data.get("repo_name") or f.stem
+        if wanted is not None and name not in wanted:
+            continue
+        if not include_infra_errors and infer_outcome(data) == "infra_error":
+            continue
+        key = (mtime, folder_name)
+        if name not in out or key >= out[name][0]:
+            out[name] = (key, data)
+    return {name: data for name, (_, data) in out.items()}
+
+
+def _entry_outcomes(entry: Mapping[str, Any]) -> dict[str, str]:
+    """Outcome per profile of one entry ({"compat": ...} for a plain upstream dict)."""
+    profiles = (entry.get("rgbridge") or {}).get("profiles") or {}
+    if not profiles:
+        return {"compat": infer_outcome(entry)}
+    return {name: infer_outcome(prof) for name, prof in profiles.items()}
+
+
+class RunWriter:
+    """Writes a run's intermediate files as repos finish, then the final report. Thread-safe."""
+
+    def __init__(self, output_dir: Path | str, run_id: str | None = None) -> None:
+        self.output_dir = Path(output_dir)
+        self.run_id = _check_name(run_id or new_run_id(), "run id")
+        self.intermediate_dir = self.output_dir / "intermediate" / self.run_id
+        self._results: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def report_path(self) -> Path:
+        return self.output_dir / f"report_{self.run_id}.json"
+
+    @property
+    def results(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [self._results[k] for k in sorted(self._results)]
+
+    def record(self, result: ScoreResult | Mapping[str, Any], primary: str | None = None) -> dict[str, Any]:
+        """Store one repo's entry (a ScoreResult or a ready dict) and write it at once."""
+        entry = build_entry(result, primary) if isinstance(result, ScoreResult) else dict(result)
+        name = _check_name(str(entry.get("repo_name", "")), "task name")
+        with self._lock:
+            atomic_write_json(self.intermediate_dir / f"{name}.json", entry)
+            self._results[name] = entry
+        return entry
+
+    def adopt(self, previous: Mapping[str, Mapping[str, Any]]) -> None:
+        """Take over resumed results (from `load_previous`) without overriding newer ones.
+
+        They are also written into this run's folder so the folder is complete by itself.
+        """
+        for name, entry in previous.items():
+            _check_name(name, "task name")
+            with self._lock:
+                if name in self._results:
+                    continue
+                target = self.intermediate_dir / f"{name}.json"
+                if not target.exists():
+                    atomic_write_json(target, dict(entry))
+                self._results[name] = dict(entry)
+
+    def finalize(self, metadata: Mapping[str, Any] | None = None) -> Path:
+        """Write `report_<run_id>.json` = {metadata, summary, results} + our fields."""
+        from bridge import __version__
+
+        results = self.results
+        meta: dict[str, Any] = dict(metadata or {})
+        meta.setdefault("timestamp", datetime.now().isoformat())
+        meta.setdefault("harness_version", HARNESS_VERSION)
+        meta.setdefault("run_id", self.run_id)
+        meta.setdefault("grader_version", GRADER_VERSION)
+        meta.setdefault("rgbridge_version", __version__)
+        report = {
+            "metadata": meta,
+            "summary": summarize_upstream(results),
+            "results": results,
+            "strict_summary": summarize_strict(profile_rows(results, "strict")),
+            "compat_strict_view": summarize_strict(profile_rows(results, "compat")),
+            "outcomes": {e["repo_name"]: _entry_outcomes(e) for e in results},
+        }
+        atomic_write_json(self.report_path, report)
+        return self.report_path
+
+
+# ----------------------------------------------------------------------------- terminal table
+
+
+def _fmt_pass(p: Mapping[str, Any] | None) -> str:
+    if not p:
+        return "-"
+    return f"{p.get('passed', 0)}/{p.get('total', 0)} ({p.get('score', 0.0):.2f})"
+
+
+def _fmt_ac(ac: Mapping[str, Any] | None) -> str:
+    if not ac:
+        return "N/A"
+    return f"{ac.get('implemented_apis', 0)}/{ac.get('total_apis', 0)} ({ac.get('score', 0.0):.2f})"
+
+
+def _fmt_dsr(d: Mapping[str, Any] | None) -> str:
+    if d is None:
+        return "-"
+    return "PASS" if d.get("success") else "FAIL"
+
+
+def render_table(results: Sequence[Mapping[str, Any]], console: Any = None) -> Any:
+    """A rich table of report entries: upstream columns (compat) and strict side by side.
+
+    Prints to `console` (a rich Console) when given; returns the Table either way.
+    """
+    from rich.table import Table
+
+    table = Table(title="RepoGenesis evaluation", show_lines=False)
+    for col in ("Repo", "Lang", "DSR", "Pass@1", "AC", "Outcome", "Strict DSR", "Strict Pass@1", "Dyn AC", "Strict outcome"):
+        table.add_column(col, no_wrap=col in ("Repo",))
+    for e in sorted(results, key=lambda r: str(r.get("repo_name", ""))):
+        profiles = (e.get("rgbridge") or {}).get("profiles", {})
+        compat = profiles.get("compat") or (e if "rgbridge" not in e else None)
+        strict = profiles.get("strict")
+        table.add_row(
+            str(e.get("repo_name", "?")),
+            str(e.get("lang", "?")),
+            _fmt_dsr(compat.get("dsr") if compat else None),
+            _fmt_pass(compat.get("pass_at_1") if compat else None),
+            _fmt_ac(compat.get("api_coverage") if compat else None),
+            infer_outcome(compat) if compat else "-",
+            _fmt_dsr(strict.get("dsr") if strict else None),
+            _fmt_pass(strict.get("pass_at_1") if strict else None),
+            _fmt_ac(strict.get("dynamic_api_coverage")) if strict else "-",
+            str(strict.get("outcome")) if strict else "-",
+        )
+    up = summarize_upstream(profile_rows(results, "compat"))
+    st = summarize_strict(profile_rows(results, "strict"))
+    table.caption = (
+        f"compat (upstream rules): Pass@1 {up['avg_pass_at_1']:.4f}  AC {up['avg_api_coverage']:.4f}  "
+        f"DSR {up['deployment_success_rate']:.4f}  |  strict: Pass@1 {st['avg_pass_at_1']:.4f}  "
+        f"DSR {st['deployment_success_rate']:.4f}  infra errors {st['infra_errors']}"
+    )
+    if console is not None:
+        console.print(table)
+    return table

@@ -1,0 +1,188 @@
+"""Scoring result models shared by both profiles, the engine and the reports.
+
+The models keep our richer view (outcomes, per-test results, logs) while `to_upstream()` /
+`ScoreResult.to_upstream_dict()` give the exact dict shapes of the upstream RepoGenesis harness
+(upstream-scoring.md §2.6) so compat results can sit in the published table.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from bridge.errors import ScoringError
+
+#: Bumped whenever a change can alter a score; part of the result cache key.
+GRADER_VERSION = "1.0.0"
+
+Outcome = Literal["scored", "build_failed", "deploy_failed", "timeout", "infra_error"]
+OUTCOMES: tuple[str, ...] = ("scored", "build_failed", "deploy_failed", "timeout", "infra_error")
+
+TestOutcome = Literal["passed", "failed", "error", "skipped", "not_run"]
+ProfileName = Literal["strict", "compat"]
+
+
+class TestCaseResult(BaseModel):
+    """One golden test item as seen by the grader."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    nodeid: str
+    outcome: TestOutcome
+    duration: float = 0.0
+    message: str = ""
+
+
+class DSRResult(BaseModel):
+    """Deployment success. `time_to_ready` is seconds until the service answered (strict)."""
+
+    success: bool
+    message: str
+    time_to_ready: float | None = None
+
+    def to_upstream(self) -> dict[str, Any]:
+        return {"success": self.success, "message": self.message}
+
+
+class PassAt1(BaseModel):
+    """Test counts for one repo. `not_run` is ours (strict); upstream has no such bucket."""
+
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+    total: int = 0
+    score: float = 0.0
+    not_run: int = 0
+
+    @classmethod
+    def from_counts(
+        cls,
+        passed: int,
+        failed: int,
+        errors: int,
+        skipped: int = 0,
+        total: int | None = None,
+        not_run: int = 0,
+    ) -> PassAt1:
+        """Build with upstream's score rule: round(passed/total, 4), 0.0 when total is 0.
+
+        `total` defaults to passed + failed + errors (the upstream pytest rule).
+        """
+        if total is None:
+            total = passed + failed + errors
+        score = round(passed / total, 4) if total > 0 else 0.0
+        return cls(
+            passed=passed,
+            failed=failed,
+            errors=errors,
+            skipped=skipped,
+            total=total,
+            score=score,
+            not_run=not_run,
+        )
+
+    def to_upstream(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "failed": self.failed,
+            "errors": self.errors,
+            "skipped": self.skipped,
+            "total": self.total,
+            "score": self.score,
+        }
+
+
+class EndpointCoverage(BaseModel):
+    """One README endpoint and whether (and why) it counts as implemented."""
+
+    method: str
+    path: str
+    implemented: bool
+    evidence: str = ""  # static: relative file that matched; dynamic: classification reason
+    status: int | None = None  # dynamic only: HTTP status of the probe
+
+
+class APICoverage(BaseModel):
+    total_apis: int = 0
+    implemented_apis: int = 0
+    score: float = 0.0
+    endpoints: list[EndpointCoverage] = Field(default_factory=list)
+    note: str = ""
+
+    @classmethod
+    def from_endpoints(cls, endpoints: list[EndpointCoverage], note: str = "") -> APICoverage:
+        total = len(endpoints)
+        impl = sum(1 for e in endpoints if e.implemented)
+        score = round(impl / total, 4) if total else 0.0
+        if not total and not note:
+            note = "No API endpoints found in README"
+        return cls(total_apis=total, implemented_apis=impl, score=score, endpoints=endpoints, note=note)
+
+    def to_upstream(self) -> dict[str, Any]:
+        return {"total_apis": self.total_apis, "implemented_apis": self.implemented_apis, "score": self.score}
+
+
+class ProfileResult(BaseModel):
+    """The result of one profile (strict or compat) on one snapshot."""
+
+    profile: ProfileName
+    outcome: Outcome
+    dsr: DSRResult
+    pass_at_1: PassAt1 = Field(default_factory=PassAt1)
+    api_coverage: APICoverage | None = None  # static, upstream rules
+    dynamic_api_coverage: APICoverage | None = None  # strict only
+    tests: list[TestCaseResult] = Field(default_factory=list)
+    exit_code: int | None = None
+    error: str | None = None  # infra / unexpected error (upstream `error`)
+    build_error: str | None = None  # dependency install failure (upstream `build_error`)
+    logs: dict[str, str] = Field(default_factory=dict)  # log name -> file name next to the result
+    elapsed_seconds: float = 0.0
+    oom_killed: bool = False
+
+
+class ScoreResult(BaseModel):
+    """Everything the engine knows about scoring one snapshot of one task."""
+
+    task_id: str
+    task_hash: str
+    snapshot_hash: str
+    grader_version: str = GRADER_VERSION
+    lang: str
+    port: int
+    framework: str
+    profiles: dict[str, ProfileResult] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+
+    def profile(self, name: str) -> ProfileResult:
+        try:
+            return self.profiles[name]
+        except KeyError:
+            raise ScoringError(f"result for {self.task_id} has no {name!r} profile") from None
+
+    def to_upstream_dict(self, profile: str = "compat") -> dict[str, Any]:
+        """The per-repo dict exactly as the upstream harness writes it (§2.6).
+
+        Key order follows upstream. `api_coverage` appears only when AC was computed;
+        `build_error` / `error` only when set.
+        """
+        p = self.profile(profile)
+        out: dict[str, Any] = {
+            "repo_name": self.task_id,
+            "lang": self.lang,
+            "port": self.port,
+            "framework": self.framework,
+            "exit_code": p.exit_code,
+            "dsr": p.dsr.to_upstream(),
+            "pass_at_1": p.pass_at_1.to_upstream(),
+        }
+        if p.api_coverage is not None:
+            out["api_coverage"] = p.api_coverage.to_upstream()
+        out["elapsed_seconds"] = p.elapsed_seconds
+        if p.build_error is not None:
+            out["build_error"] = p.build_error
+        if p.error is not None:
+            out["error"] = p.error
+        return out

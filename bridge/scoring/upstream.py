@@ -1,0 +1,160 @@
+"""The upstream RepoGenesis Docker-harness rules that the compat profile reproduces.
+
+Everything here follows upstream-scoring.md §2.4-2.6 to the letter, quirks included, because
+the compat numbers must equal upstream's on the same repo:
+
+* section extraction uses the *first* index of each marker;
+* the pytest summary parser scans every line and the last matching line wins per count (W9),
+  `error` also matches "errors", skipped is always 0;
+* the Surefire parser sums every `Tests run:` line, per-class and aggregate alike (W11);
+* when the TEST section is empty the whole log is parsed.
+
+The strict profile must not use these parsers (it grades JUnit XML, see `grading.py`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from bridge.scoring.result import DSRResult, PassAt1
+
+# Markers printed by the entrypoint (ours reproduces them: assets/compat_entrypoint.sh).
+DSR_START = ">>>>> DSR_START"
+DSR_END = ">>>>> DSR_END"
+DSR_RESULT_PREFIX = "DSR_RESULT="
+DSR_MESSAGE_PREFIX = "DSR_MESSAGE="
+TEST_START = ">>>>> TEST_START"
+TEST_END = ">>>>> TEST_END"
+TEST_EXIT_CODE_PREFIX = "TEST_EXIT_CODE="
+
+NO_DSR_MARKERS_MESSAGE = "No DSR markers found in container output"
+DSR_TRUE_VALUES = frozenset({"true", "1", "yes"})
+
+# Entrypoint behaviour, as data (the shell script is the executable form; tests cross-check).
+START_SCRIPT_CANDIDATES: tuple[str, ...] = ("./start.sh", "./scripts/start.sh", "./bin/start.sh")
+START_SCRIPT_FIND = "find . -maxdepth 3 -name start.sh -type f"  # first line of output wins
+#: (file that must exist, command) in order; first existing file wins.
+PYTHON_FALLBACKS: tuple[tuple[str, str], ...] = (
+    ("app.py", "python app.py"),
+    ("main.py", "python main.py"),
+    ("run.py", "python run.py"),
+    ("manage.py", "python manage.py runserver 0.0.0.0:$SERVICE_PORT"),
+    ("server.py", "python server.py"),
+)
+#: Then, for each module whose `python -c "import <m>"` succeeds: uvicorn <m>:app.
+PYTHON_UVICORN_MODULES: tuple[str, ...] = ("main", "app", "server", "api")
+JAVA_FALLBACK = ("pom.xml", "mvn spring-boot:run -q")
+HEALTH_PATHS: tuple[str, ...] = ("/", "/health", "/api/health", "/api/v1/health", "/actuator/health")
+
+DSR_MSG_STARTED = "Service started successfully"
+DSR_MSG_NO_ENTRY = "No service entry point found"
+DSR_MSG_FAILED = "Service failed to start within {timeout}s"
+
+# Per-language constants of upstream constants.py.
+STARTUP_TIMEOUTS = {"python": 15, "java": 20}
+TEST_TIMEOUTS = {"python": 300, "java": 600}
+CONTAINER_TIMEOUT = 900
+HARNESS_VERSION = "1.0.0"
+
+# Upstream exit codes added by docker_utils / the orchestrator.
+EXIT_TIMEOUT = -1
+EXIT_CONTAINER_ERROR = -2
+EXIT_BUILD_FAILED = -3
+EXIT_UNEXPECTED = -99
+
+_PASSED_RE = re.compile(r"(\d+)\s+passed")
+_FAILED_RE = re.compile(r"(\d+)\s+failed")
+_ERROR_RE = re.compile(r"(\d+)\s+error")
+_SUREFIRE_RE = re.compile(r"Tests run:\s*(\d+),\s*Failures:\s*(\d+),\s*Errors:\s*(\d+),\s*Skipped:\s*(\d+)")
+
+
+def combine_container_log(stdout: str, stderr: str) -> str:
+    """Upstream's log: container stdout, a newline, then container stderr (§2.4)."""
+    return f"{stdout}\n{stderr}"
+
+
+def extract_section(log: str, start: str, end: str) -> str:
+    """Text between the first `start` and the first `end` marker, stripped.
+
+    Empty when either marker is missing or the first `end` is not after the first `start`.
+    """
+    i = log.find(start)
+    j = log.find(end)
+    if i == -1 or j == -1 or j <= i:
+        return ""
+    return log[i + len(start) : j].strip()
+
+
+def parse_dsr(log: str) -> DSRResult:
+    """DSR from the DSR section; later DSR_RESULT= / DSR_MESSAGE= lines override earlier ones."""
+    section = extract_section(log, DSR_START, DSR_END)
+    if not section:
+        return DSRResult(success=False, message=NO_DSR_MARKERS_MESSAGE)
+    success = False
+    message = "Unknown"
+    for raw in section.splitlines():
+        line = raw.strip()
+        if line.startswith(DSR_RESULT_PREFIX):
+            success = line[len(DSR_RESULT_PREFIX) :].strip().lower() in DSR_TRUE_VALUES
+        elif line.startswith(DSR_MESSAGE_PREFIX):
+            message = line[len(DSR_MESSAGE_PREFIX) :].strip()
+    return DSRResult(success=success, message=message)
+
+
+def parse_pytest_summary(text: str) -> PassAt1:
+    """Upstream's pytest line parser (W9 quirks kept on purpose)."""
+    if not text or text.strip() == "TIMEOUT":
+        return PassAt1.from_counts(0, 0, 0)
+    passed = failed = errors = 0
+    for raw in text.splitlines():
+        line = raw.strip()
+        if m := _PASSED_RE.search(line):
+            passed = int(m.group(1))
+        if m := _FAILED_RE.search(line):
+            failed = int(m.group(1))
+        if m := _ERROR_RE.search(line):
+            errors = int(m.group(1))
+    return PassAt1.from_counts(passed, failed, errors, skipped=0)
+
+
+def parse_surefire_summary(text: str) -> PassAt1:
+    """Upstream's Maven parser: sums every `Tests run:` line (W11), skipped in the total."""
+    if not text or text.strip() == "TIMEOUT":
+        return PassAt1.from_counts(0, 0, 0)
+    run = fail = err = skip = 0
+    for line in text.splitlines():
+        if m := _SUREFIRE_RE.search(line):
+            run += int(m.group(1))
+            fail += int(m.group(2))
+            err += int(m.group(3))
+            skip += int(m.group(4))
+    passed = max(run - fail - err - skip, 0)
+    return PassAt1.from_counts(passed, fail, err, skipped=skip, total=run)
+
+
+def parse_test_exit_code(log: str) -> int | None:
+    """The TEST_EXIT_CODE= value of the TEST section (always 0 upstream, W5); None if absent."""
+    value: int | None = None
+    for raw in extract_section(log, TEST_START, TEST_END).splitlines():
+        line = raw.strip()
+        if line.startswith(TEST_EXIT_CODE_PREFIX):
+            try:
+                value = int(line[len(TEST_EXIT_CODE_PREFIX) :].strip())
+            except ValueError:
+                continue
+    return value
+
+
+def parse_test_section(log: str, lang: str) -> PassAt1:
+    """Pass@1 from the TEST section, falling back to the whole log when it is empty."""
+    section = extract_section(log, TEST_START, TEST_END) or log
+    if lang == "python":
+        return parse_pytest_summary(section)
+    if lang == "java":
+        return parse_surefire_summary(section)
+    return PassAt1.from_counts(0, 0, 0)
+
+
+def grade_upstream_log(log: str, lang: str) -> tuple[DSRResult, PassAt1]:
+    """Grade a combined container log exactly as upstream's grading.py does."""
+    return parse_dsr(log), parse_test_section(log, lang)

@@ -1,0 +1,68 @@
+"""What both profiles share: the scoring context, log files with size caps, repo staging."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bridge.scoring.containers import ContainerLimits
+
+ASSETS = Path(__file__).resolve().parent / "assets"
+LOG_CAP_BYTES = 2_000_000
+#: upstream copies the repo ignoring these at any depth (upstream-scoring.md §2.3)
+STAGE_IGNORE = (".git", "__pycache__", "*.pyc", ".DS_Store", "node_modules", ".venv", "venv")
+
+
+@dataclass
+class ScoreContext:
+    run_id: str
+    wheelhouse: Path | None = None
+    image_progress: Callable[[str], None] | None = None
+    service_limits: ContainerLimits = field(default_factory=ContainerLimits)
+    extra_labels: dict[str, str] = field(default_factory=dict)
+    token: str = field(default_factory=lambda: secrets.token_hex(3))
+
+    def container_name(self, role: str) -> str:
+        # <prefix>.<run>.<role>.<random>: run-scoped, so concurrent evaluations never collide.
+        safe_run = "".join(c if c.isalnum() or c in "_.-" else "-" for c in self.run_id)[:60]
+        return f"rgbridge.{safe_run}.{role}.{self.token}"
+
+
+class LogSink:
+    """Log files of one profile, each capped (head + tail kept)."""
+
+    def __init__(self, directory: Path, cap_bytes: int = LOG_CAP_BYTES) -> None:
+        self.dir = directory
+        self.cap = cap_bytes
+        self._names: dict[str, str] = {}
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def write(self, name: str, text: str) -> None:
+        self.write_bytes(name, text.encode("utf-8", errors="replace"))
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        if len(data) > self.cap:
+            half = self.cap // 2
+            data = data[:half] + f"\n[... {len(data) - 2 * half} bytes truncated ...]\n".encode() + data[-half:]
+        (self.dir / name).write_bytes(data)
+        self._names[Path(name).stem.replace(".", "_")] = f"{self.dir.name}/{name}"
+
+    def names(self) -> dict[str, str]:
+        return dict(self._names)
+
+
+def requirements_of(repo_dir: Path) -> str:
+    path = repo_dir / "requirements.txt"
+    if path.is_file() and not path.is_symlink():
+        return path.read_text(encoding="utf-8", errors="replace")[:200_000]
+    return ""
+
+
+def stage_repo(src: Path, dest: Path) -> None:
+    """Copy an agent repo for scoring with upstream's ignore list (plus our metadata dir); symlinks kept."""
+
+    base_ignore = shutil.ignore_patterns(*STAGE_IGNORE, ".rgbridge")
+    shutil.copytree(src, dest, symlinks=True, ignore=base_ignore)

@@ -1,0 +1,174 @@
+"""CLI verbs contributed by the MCP adapter (`serve`, `ide-config`), via entry points.
+
+`python -m mcp_server ...` is `rgbridge serve ...` (what generated IDE configs launch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from bridge.catalog import PACKAGE_ROOT
+from bridge.errors import BridgeError
+
+DEFAULT_PORT = 8765
+
+
+def default_recordings_dir() -> Path:
+    """$RGBRIDGE_RECORDINGS, else the project's `recordings/` (never the IDE's cwd, which
+    is the home directory under some IDEs)."""
+    env = os.environ.get("RGBRIDGE_RECORDINGS")
+    return Path(env) if env else PACKAGE_ROOT / "recordings"
+
+
+def _abs(path: Path | None) -> Path | None:
+    return None if path is None else Path(os.path.abspath(os.path.expanduser(str(path))))
+
+
+# --------------------------------------------------------------------------- serve
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio",
+                        help="stdio (default; what IDEs spawn) or streamable HTTP")
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT})")
+    parser.add_argument("--token", default=None,
+                        help="HTTP bearer token (default: $RGBRIDGE_TOKEN, else a fresh random token)")
+    parser.add_argument("--allow-remote", action="store_true", help="allow a non-loopback HTTP bind (needs --token)")
+    parser.add_argument("--allowed-host", action="append", default=[], metavar="HOST",
+                        help="extra Host header value accepted over HTTP (DNS-rebinding allow-list)")
+    parser.add_argument("--workspace", type=Path, metavar="DIR",
+                        help="the workspace root sessions work in (default: $RGBRIDGE_WORKSPACE, $CLAUDE_PROJECT_DIR)")
+    parser.add_argument("--tasks", type=Path, metavar="DIR", help="folder of native tasks (default: the shipped tasks/)")
+    parser.add_argument("--dataset", type=Path, metavar="DIR", help="a RepoGenesis checkout to serve tasks from")
+    parser.add_argument("--recordings", type=Path, metavar="DIR",
+                        help="where sessions are recorded (default: $RGBRIDGE_RECORDINGS or the project's recordings/)")
+    parser.add_argument("--profile", choices=("strict", "compat", "both"), default="both",
+                        help="scoring profile(s) (default both)")
+    parser.add_argument("--practice", action="store_true", help="opt-in practice mode (recorded as such)")
+    parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+
+
+def register_serve(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("serve", help="run the MCP server (stdio by default, or streamable HTTP)")
+    add_serve_arguments(parser)
+    parser.set_defaults(handler=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    # Logging first, before anything can touch stdout (stdio: stdout is the protocol).
+    from mcp_server.transport import check_bind, configure_logging, load_or_create_token
+
+    configure_logging(args.log_level)
+    token_given = args.token or os.environ.get("RGBRIDGE_TOKEN") or None
+    if args.transport == "http":
+        check_bind(args.host, allow_remote=args.allow_remote, token_given=bool(token_given))
+
+    from bridge.catalog import Catalog
+    from bridge.session import SessionManager
+    from mcp_server.server import build_server
+    from mcp_server.transport import run_http, run_stdio
+
+    catalog = Catalog.from_options(_abs(args.tasks), _abs(args.dataset))
+    for line in catalog.errors:
+        print(f"rgbridge serve: warning: {line}", file=sys.stderr)
+    recordings = _abs(args.recordings) or default_recordings_dir()
+    manager = SessionManager(catalog, recordings_dir=recordings, profile=args.profile, practice=args.practice)
+    try:
+        server = build_server(manager, default_workspace=_abs(args.workspace))
+        if args.transport == "stdio":
+            run_stdio(server)
+            return 0
+        token, token_path = load_or_create_token(token_given, manager.recordings_dir)
+        url = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{args.port}/mcp"
+        print(f"rgbridge: serving MCP at {url}", file=sys.stderr)
+        print(f"rgbridge: bearer token (also in {token_path}, mode 0600): {token}", file=sys.stderr, flush=True)
+        run_http(server, host=args.host, port=args.port, token=token, allowed_hosts=args.allowed_host)
+        return 0
+    finally:
+        manager.close()
+
+
+# --------------------------------------------------------------------------- ide-config
+def register_ide_config(subparsers: argparse._SubParsersAction) -> None:
+    from mcp_server.ide_config import IDES
+
+    parser = subparsers.add_parser("ide-config", help="print or write an IDE's MCP config for this bridge")
+    parser.add_argument("ide", choices=IDES)
+    parser.add_argument("--workspace", type=Path, metavar="DIR", required=True,
+                        help="the task workspace (absolute path written into the config)")
+    parser.add_argument("--write", action="store_true", help="merge into the IDE's config file (keeps a .bak)")
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    parser.add_argument("--url", default=None, help="HTTP endpoint (default http://127.0.0.1:8765/mcp)")
+    parser.add_argument("--token", default=None,
+                        help="HTTP bearer token for the headers (default: $RGBRIDGE_TOKEN, else the token file "
+                             "in the recordings folder)")
+    parser.add_argument("--tasks", type=Path, metavar="DIR", help="passed through to the server")
+    parser.add_argument("--dataset", type=Path, metavar="DIR", help="passed through to the server")
+    parser.add_argument("--recordings", type=Path, metavar="DIR", help="passed through to the server")
+    parser.add_argument("--profile", choices=("strict", "compat", "both"), default=None,
+                        help="passed through to the server")
+    parser.add_argument("--practice", action="store_true", help="passed through to the server")
+    parser.set_defaults(handler=cmd_ide_config)
+
+
+def passthrough_args(args: argparse.Namespace) -> list[str]:
+    extra: list[str] = []
+    for option in ("tasks", "dataset", "recordings"):
+        value = getattr(args, option, None)
+        if value is not None:
+            extra += [f"--{option}", str(_abs(value))]
+    if getattr(args, "profile", None):
+        extra += ["--profile", args.profile]
+    if getattr(args, "practice", False):
+        extra.append("--practice")
+    return extra
+
+
+def _http_token(args: argparse.Namespace) -> str | None:
+    from mcp_server.transport import TOKEN_FILE
+
+    token = args.token or os.environ.get("RGBRIDGE_TOKEN")
+    if token:
+        return token
+    token_file = (_abs(args.recordings) or default_recordings_dir()) / TOKEN_FILE
+    try:
+        return token_file.read_text(encoding="ascii").strip() or None
+    except OSError:
+        return None
+
+
+def cmd_ide_config(args: argparse.Namespace) -> int:
+    from mcp_server.ide_config import config_path, merge_into, render, server_entry
+
+    workspace = _abs(args.workspace)
+    assert workspace is not None
+    token = _http_token(args) if args.transport == "http" else None
+    entry = server_entry(args.ide, workspace, transport=args.transport, url=args.url, token=token,
+                         extra_args=passthrough_args(args))
+    target = config_path(args.ide, workspace)
+    if not args.write:
+        sys.stdout.write(json.dumps(render(args.ide, entry), indent=2) + "\n")
+        print(f"# merge into {target} (or rerun with --write)", file=sys.stderr)
+        if args.transport == "http" and token is None:
+            print("# no token found: start `rgbridge serve --transport http` first, or pass --token", file=sys.stderr)
+        return 0
+    merge_into(target, args.ide, entry)
+    print(f"wrote server 'rgbridge' into {target}", file=sys.stderr)
+    return 0
+
+
+# --------------------------------------------------------------------------- python -m mcp_server
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mcp_server", description="rgbridge MCP server (= rgbridge serve)")
+    add_serve_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return cmd_serve(args)
+    except BridgeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,419 @@
+"""The MCP surface over `bridge.session.SessionManager`: tools, a resource template, a prompt.
+
+The adapter holds no benchmark logic. It resolves which workspace and session a call means,
+moves blocking manager calls off the event loop, turns bridge errors into tool errors, and
+logs every tool call (ok or not) into the recording through `manager.log_call`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import anyio.to_thread
+from pydantic import BaseModel, Field
+
+from bridge.errors import BridgeError, SessionError
+from bridge.session import (
+    ClientInfo,
+    ResultStatus,
+    SessionManager,
+    SessionStatus,
+    SubmitReceipt,
+    TaskSpec,
+    TaskSummary,
+)
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.types import ToolAnnotations
+from mcp_server.workspace import WorkspaceRoot, find_root, is_inside, resolve_workspace
+
+log = logging.getLogger("mcp_server")
+T = TypeVar("T")
+
+SERVER_NAME = "rgbridge"
+MAX_WAIT_SECONDS = 50.0
+PROGRESS_INTERVAL = 2.0
+
+INSTRUCTIONS = """\
+RepoGenesis bridge: build a whole web microservice from its README, then get it scored.
+Flow:
+1. list_tasks, then get_task(task_id) to read the README and the rules.
+2. start_task(task_id) opens a recorded session in the workspace (the README is copied there).
+3. Work only inside that workspace. Write requirements.txt and a start.sh at the repository
+   root; start.sh runs the service in the foreground bound to 0.0.0.0 on the task's port.
+4. Do not look for the golden tests: they are not available and are never shown.
+5. When done, call submit_task once. It returns at once with a job id while scoring runs
+   in the background (containers: this takes minutes).
+6. Poll get_result (wait_seconds up to 50) until its state is done or failed.
+task_status shows the session; pause_task/resume_task stop/start the working clock;
+add_note records a note; quit_task ends the session without scoring.
+"""
+
+# Set by the call-log middleware for each tools/call; a tool handler marks it as handled so
+# the middleware only logs calls that never reached a handler (bad arguments, unknown tool).
+_CALL: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("rgbridge_call", default=None)
+
+
+# --------------------------------------------------------------------------- output models
+class TaskList(BaseModel):
+    tasks: list[TaskSummary]
+
+
+class StartTaskResult(SessionStatus):
+    workspace_source: str = Field(description="which configuration chose the workspace")
+    rules: str
+    next_step: str
+
+
+class SubmitResult(SubmitReceipt):
+    next_step: str
+
+
+class TaskResult(BaseModel):
+    """Scoring state of a session. Only the per-profile summary is returned to the agent;
+    the full result (with logs) stays in the recording for researchers."""
+
+    session_id: str
+    state: str
+    job_id: str | None = None
+    message: str = ""
+    summary: dict[str, Any] | None = None
+    waited_seconds: float = 0.0
+    next_step: str
+
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+def _annotations(*, idempotent: bool, destructive: bool = False, title: str | None = None) -> ToolAnnotations:
+    return ToolAnnotations(
+        title=title, read_only_hint=False, destructive_hint=destructive, idempotent_hint=idempotent,
+        open_world_hint=False,
+    )
+
+
+def client_info_of(ctx: Context | None) -> ClientInfo:
+    """The calling IDE's name/version from the handshake (or the 2026 envelope), if any."""
+    try:
+        params = ctx.session.client_params if ctx is not None else None
+    except Exception:  # noqa: BLE001 - outside a request, or a transport without a session
+        params = None
+    info = getattr(params, "client_info", None)
+    if info is None:
+        return ClientInfo()
+    return ClientInfo(name=str(getattr(info, "name", "") or "unknown"), version=str(getattr(info, "version", "") or ""))
+
+
+def _protocol_of(ctx: Context | None) -> str | None:
+    try:
+        return ctx.protocol_version if ctx is not None else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+class BridgeTools:
+    """State and helpers shared by the tool functions of one server."""
+
+    def __init__(self, manager: SessionManager, root: WorkspaceRoot | None) -> None:
+        self.manager = manager
+        self.root = root
+        #: the last session started through this server: what a call without session_id means
+        self.current: str | None = None
+
+    # ------------------------------------------------------------------ logging
+    def log(self, session_id: str | None, tool: str, arguments: dict[str, Any], *, ok: bool,
+            error: str | None = None) -> None:
+        try:
+            self.manager.log_call(session_id, tool, arguments, ok=ok, error=error)
+        except Exception:  # noqa: BLE001 - a failing log must never turn a result into an error
+            log.exception("could not log call %s", tool)
+
+    async def run(self, tool: str, arguments: dict[str, Any],
+                  body: Callable[[dict[str, Any]], Awaitable[T]]) -> T:
+        """Run a tool body; log it; map failures to ToolError with a one-line message."""
+        call = _CALL.get()
+        if call is not None:
+            call["handled"] = True
+        box: dict[str, Any] = {"session_id": None}
+        try:
+            result = await body(box)
+        except ToolError as exc:
+            await self._log_async(box["session_id"], tool, arguments, ok=False, error=str(exc))
+            raise
+        except BridgeError as exc:
+            await self._log_async(box["session_id"], tool, arguments, ok=False, error=str(exc))
+            raise ToolError(str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - unexpected: short message out, traceback to stderr
+            log.exception("tool %s failed unexpectedly", tool)
+            await self._log_async(box["session_id"], tool, arguments, ok=False,
+                                  error=f"internal error: {type(exc).__name__}: {exc}")
+            raise ToolError(f"internal error in {tool} ({type(exc).__name__}); see the server log") from None
+        await self._log_async(box["session_id"], tool, arguments, ok=True)
+        return result
+
+    async def _log_async(self, session_id: str | None, tool: str, arguments: dict[str, Any], *, ok: bool,
+                         error: str | None = None) -> None:
+        await anyio.to_thread.run_sync(functools.partial(self.log, session_id, tool, arguments, ok=ok, error=error))
+
+    # ------------------------------------------------------------------ session lookup
+    def session_for(self, session_id: str | None) -> str:
+        """The session a call refers to: the given id, else this server's current session,
+        else the most recent open session inside the configured workspace."""
+        if session_id:
+            sid = self.manager.resolve(session_id)
+            status = self.manager.status(sid)
+            if not is_inside(self.root, status.workspace):
+                raise SessionError(f"session {sid} works in {status.workspace}, outside this server's workspace")
+            return sid
+        statuses = [s for s in self.manager.active() if is_inside(self.root, s.workspace)]
+        ids = {s.session_id for s in statuses}
+        if self.current in ids:
+            return self.current  # type: ignore[return-value]
+        open_ones = [s for s in statuses if s.state in ("active", "paused")]
+        pool = open_ones or statuses
+        if not pool:
+            raise SessionError("no active session: call start_task first")
+        return max(pool, key=lambda s: s.session_id).session_id  # ids start with a UTC timestamp
+
+
+def _thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Awaitable[T]:
+    return anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+
+def _result_next_step(status: ResultStatus) -> str:
+    if status.state == "not_submitted":
+        return "Not submitted yet: finish the work, then call submit_task."
+    if status.state in ("queued", "running"):
+        return "Scoring is still running: call get_result again (wait_seconds up to 50)."
+    if status.state == "failed":
+        return "Scoring failed for a reason outside your work (see message); the session is over."
+    return "Scoring finished; the session is over."
+
+
+class CallLogMiddleware:
+    """Logs tools/call requests that fail before any tool handler runs (schema errors,
+    unknown tool names), so the recording holds every call, not only the well-formed ones."""
+
+    def __init__(self, tools: BridgeTools) -> None:
+        self.tools = tools
+
+    async def __call__(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        if getattr(ctx, "method", None) != "tools/call":
+            return await call_next(ctx)
+        call: dict[str, Any] = {}
+        token = _CALL.set(call)
+        params = ctx.params if isinstance(getattr(ctx, "params", None), dict) else {}
+        name = str(params.get("name", "?"))
+        arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
+        try:
+            result = await call_next(ctx)
+        except Exception as exc:
+            if not call.get("handled"):
+                await self._log(name, arguments, ok=False, error=str(exc).splitlines()[0] if str(exc) else repr(exc))
+            raise
+        finally:
+            _CALL.reset(token)
+        if not call.get("handled"):
+            is_error = bool(result.get("isError")) if isinstance(result, dict) else False
+            error = None
+            if is_error:
+                content = result.get("content") or [{}]
+                error = str(content[0].get("text", "")).splitlines()[0][:500] if content else "error"
+            await self._log(name, arguments, ok=not is_error, error=error)
+        return result
+
+    async def _log(self, name: str, arguments: dict[str, Any], *, ok: bool, error: str | None) -> None:
+        sid = self.tools.current if self.tools.current in {s.session_id for s in self.tools.manager.active()} else None
+        await anyio.to_thread.run_sync(functools.partial(self.tools.log, sid, name, arguments, ok=ok, error=error))
+
+
+def build_server(
+    manager: SessionManager,
+    *,
+    default_workspace: Path | None = None,
+    environ: dict[str, str] | None = None,
+    name: str = SERVER_NAME,
+) -> MCPServer:
+    """The MCP server over `manager`. `default_workspace` is the `--workspace` option."""
+    from bridge import __version__
+
+    root = find_root(default_workspace, environ)
+    tools = BridgeTools(manager, root)
+    server = MCPServer(
+        name=name,
+        title="RepoGenesis bridge",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        middleware=[CallLogMiddleware(tools)],
+    )
+    server.bridge_tools = tools  # type: ignore[attr-defined]  # for tests and the CLI
+
+    # ------------------------------------------------------------------ read-only tools
+    @server.tool(annotations=READ_ONLY)
+    async def list_tasks() -> TaskList:
+        """List the benchmark tasks: id, title, lang, framework, port, difficulty."""
+        async def body(box: dict[str, Any]) -> TaskList:
+            return TaskList(tasks=await _thread(manager.list_tasks))
+        return await tools.run("list_tasks", {}, body)
+
+    @server.tool(annotations=READ_ONLY)
+    async def get_task(task_id: str) -> TaskSpec:
+        """One task's README (the whole specification) and the rules of the exercise."""
+        async def body(box: dict[str, Any]) -> TaskSpec:
+            return await _thread(manager.get_task, task_id)
+        return await tools.run("get_task", {"task_id": task_id}, body)
+
+    @server.tool(annotations=READ_ONLY)
+    async def task_status(session_id: str | None = None) -> SessionStatus:
+        """Session state, working clock, files changed, recorder and submission/scoring state."""
+        async def body(box: dict[str, Any]) -> SessionStatus:
+            box["session_id"] = sid = await _thread(tools.session_for, session_id)
+            return await _thread(manager.status, sid)
+        return await tools.run("task_status", {"session_id": session_id}, body)
+
+    @server.tool(annotations=READ_ONLY)
+    async def get_result(ctx: Context, session_id: str | None = None, wait_seconds: float = 0.0) -> TaskResult:
+        """Scoring state and, when done, the result per profile (outcome, DSR, Pass@1, AC).
+
+        After submit_task, call this until state is 'done' or 'failed'. wait_seconds (0-50)
+        long-polls: the call returns as soon as scoring finishes or the wait runs out."""
+        args = {"session_id": session_id, "wait_seconds": wait_seconds}
+
+        async def body(box: dict[str, Any]) -> TaskResult:
+            box["session_id"] = sid = await _thread(tools.session_for, session_id)
+            try:
+                wait = min(max(float(wait_seconds), 0.0), MAX_WAIT_SECONDS)
+            except (TypeError, ValueError):
+                wait = 0.0
+            started = time.monotonic()
+            status = await _thread(manager.result, sid, wait_seconds=0.0)
+            while status.state in ("queued", "running"):
+                remaining = wait - (time.monotonic() - started)
+                if remaining <= 0:
+                    break
+                await ctx.report_progress(round(time.monotonic() - started, 3), wait,
+                                          status.message or f"scoring {status.state}")
+                # Short slices keep progress flowing and let a cancelled call return promptly.
+                status = await _thread(manager.result, sid, wait_seconds=min(PROGRESS_INTERVAL, remaining))
+            return TaskResult(
+                session_id=status.session_id, state=status.state, job_id=status.job_id, message=status.message,
+                summary=status.summary, waited_seconds=round(time.monotonic() - started, 3),
+                next_step=_result_next_step(status),
+            )
+        return await tools.run("get_result", args, body)
+
+    # ------------------------------------------------------------------ session tools
+    @server.tool(annotations=_annotations(idempotent=False, title="Start a task"))
+    async def start_task(ctx: Context, task_id: str, workspace: str | None = None,
+                         mode: Literal["agent", "human"] = "agent") -> StartTaskResult:
+        """Open a recorded session for a task: seed the workspace with its README, start the
+        recorder and the working clock. `workspace` is optional: the server's configured
+        workspace is used, and an argument may only name it or a folder inside it."""
+        args = {"task_id": task_id, "workspace": workspace, "mode": mode}
+
+        async def body(box: dict[str, Any]) -> StartTaskResult:
+            await _thread(manager.get_task, task_id)  # unknown task: fail before touching any folder
+            resolved = await _thread(resolve_workspace, tools.root, workspace)
+            client = client_info_of(ctx)
+            log.info("start_task %s in %s (workspace from %s; client %s %s; protocol %s)", task_id, resolved.path,
+                     resolved.source, client.name, client.version, _protocol_of(ctx))
+            status = await _thread(manager.start, task_id, resolved.path, mode=mode, client=client)
+            box["session_id"] = tools.current = status.session_id
+            rules = await _thread(manager.rules, task_id)
+            return StartTaskResult(
+                **status.model_dump(), workspace_source=resolved.source, rules=rules,
+                next_step=(f"Build the service in {status.workspace} (README.md there is the spec). "
+                           "When done call submit_task, then poll get_result."),
+            )
+        return await tools.run("start_task", args, body)
+
+    @server.tool(annotations=_annotations(idempotent=True))
+    async def pause_task(session_id: str | None = None) -> SessionStatus:
+        """Stop the working clock (human-in-the-loop breaks). The recorder keeps watching."""
+        async def body(box: dict[str, Any]) -> SessionStatus:
+            box["session_id"] = sid = await _thread(tools.session_for, session_id)
+            return await _thread(manager.pause, sid)
+        return await tools.run("pause_task", {"session_id": session_id}, body)
+
+    @server.tool(annotations=_annotations(idempotent=True))
+    async def resume_task(session_id: str | None = None) -> SessionStatus:
+        """Start the working clock again after pause_task."""
+        async def body(box: dict[str, Any]) -> SessionStatus:
+            box["session_id"] = sid = await _thread(tools.session_for, session_id)
+            return await _thread(manager.resume, sid)
+        return await tools.run("resume_task", {"session_id": session_id}, body)
+
+    @server.tool(annotations=_annotations(idempotent=False))
+    async def add_note(text: str, session_id: str | None = None) -> SessionStatus:
+        """Record a free-text note in the session's recording."""
+        async def body(box: dict[str, Any]) -> SessionStatus:
+            box["session_id"] = sid = await _thread(tools.session_for, session_id)
+            return await _thread(manager.note, sid, text)
+        return await tools.run("add_note", {"text": text, "session_id": session_id}, body)
+
+    @server.tool(annotations=_annotations(idempotent=False, title="Submit for scoring"))
+    async def submit_task(session_id: str | None = None) -> SubmitResult:
+        """The completion signal: seal a snapshot of the workspace and start scoring in the
+        background. Returns at once with a job id; then poll get_result until state is done.
+        Call it once, when the work is finished: there is no second submission."""
+        async def body(box: dict[str, Any]) -> SubmitResult:
+            box["session_id"] = sid = await _thread(tools.session_for, session_id)
+            try:
+                receipt = await _thread(manager.submit, sid, signal="mcp")
+            except SessionError as exc:
+                status = await _thread(manager.status, sid)
+                if status.job_id:
+                    raise SessionError(f"{exc}; its scoring job is {status.job_id}: call get_result") from None
+                raise
+            return SubmitResult(
+                **receipt.model_dump(),
+                next_step=f"Scoring runs in the background (job {receipt.job_id}); it takes minutes. "
+                          "Call get_result with wait_seconds=50 until state is done.",
+            )
+        return await tools.run("submit_task", {"session_id": session_id}, body)
+
+    @server.tool(annotations=_annotations(idempotent=False, destructive=True, title="Quit without scoring"))
+    async def quit_task(reason: str = "", session_id: str | None = None) -> SessionStatus:
+        """End the session without scoring (the recording is kept)."""
+        async def body(box: dict[str, Any]) -> SessionStatus:
+            box["session_id"] = sid = await _thread(tools.session_for, session_id)
+            return await _thread(manager.quit, sid, reason)
+        return await tools.run("quit_task", {"reason": reason, "session_id": session_id}, body)
+
+    # ------------------------------------------------------------------ resource and prompt
+    @server.resource("task://{task_id}/readme", name="task_readme", title="Task README",
+                     description="The README (the whole specification) of a task.", mime_type="text/markdown")
+    def task_readme(task_id: str) -> str:
+        try:
+            return manager.get_task(task_id).readme
+        except BridgeError as exc:
+            raise ResourceNotFoundError(str(exc)) from None
+
+    @server.prompt(name="solve_task", title="Solve a RepoGenesis task")
+    def solve_task(task_id: str) -> str:
+        """Instructions for solving one task through this server."""
+        try:
+            rules = manager.rules(task_id)
+            spec = manager.get_task(task_id)
+        except BridgeError as exc:
+            raise ValueError(str(exc)) from None
+        return (
+            f"Solve the benchmark task '{spec.id}' ({spec.title}).\n\n"
+            f"1. Call start_task with task_id='{spec.id}'. It opens a recorded session and copies the README "
+            "into the workspace; the README is the whole specification (also readable as resource "
+            f"task://{spec.id}/readme).\n"
+            "2. Work only inside that workspace. Write requirements.txt and a start.sh at the repository root; "
+            f"start.sh runs the service in the foreground, bound to 0.0.0.0 on port {spec.port}.\n"
+            "3. Do not look for the golden tests; they are not available to you.\n"
+            "4. When you are done, call submit_task once, then poll get_result (wait_seconds=50) "
+            "until its state is done.\n\n"
+            f"{rules}"
+        )
+
+    return server

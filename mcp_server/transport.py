@@ -1,0 +1,142 @@
+"""Transports: stdio (what IDEs spawn) and streamable HTTP on loopback with a bearer token.
+
+HTTP security (anchors.md §7.4): bind 127.0.0.1 by default; every request must carry
+`Authorization: Bearer <token>` (constant-time compare, 401 otherwise); the SDK's DNS-rebinding
+protection validates Host and Origin (421/403); a non-loopback bind needs `--allow-remote`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import os
+import secrets
+import sys
+from pathlib import Path
+from typing import Any
+
+from bridge.errors import BridgeError
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+
+log = logging.getLogger("mcp_server.transport")
+
+TOKEN_FILE = "http-token"
+LOOPBACK_NAMES = ("localhost",)
+
+
+class TransportError(BridgeError):
+    """The requested transport cannot be served safely."""
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """All logging to stderr: in stdio mode stdout belongs to the protocol. Called before
+    MCPServer is constructed (its constructor calls logging.basicConfig)."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(level)
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def load_or_create_token(given: str | None, token_dir: Path) -> tuple[str, Path]:
+    """The bearer token (given, or a fresh `secrets.token_urlsafe(32)`), written to a 0600 file."""
+    token = given or secrets.token_urlsafe(32)
+    if len(token) < 16:
+        raise TransportError("the HTTP bearer token must be at least 16 characters")
+    token_dir.mkdir(parents=True, exist_ok=True)
+    path = token_dir / TOKEN_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # an older file may have had wider permissions
+        os.write(fd, (token + "\n").encode("ascii"))
+    finally:
+        os.close(fd)
+    return token, path
+
+
+def security_settings(host: str, port: int, allowed_hosts: list[str] | None = None) -> TransportSecuritySettings:
+    """Host/Origin allow-lists: loopback names on our port, plus the bound host and any extras."""
+    hosts = {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
+    origins = {f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://[::1]:{port}"}
+    for extra in [host, *(allowed_hosts or [])]:
+        if extra in ("0.0.0.0", "::", ""):
+            continue
+        name = f"[{extra}]" if ":" in extra and not extra.startswith("[") else extra
+        hosts.add(f"{name}:{port}")
+        origins.add(f"http://{name}:{port}")
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=sorted(hosts), allowed_origins=sorted(origins),
+    )
+
+
+class BearerTokenMiddleware:
+    """Pure ASGI: rejects HTTP requests without the right bearer token; passes lifespan through
+    (the wrapped Starlette app's lifespan runs the SDK session manager)."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        given = b""
+        for key, value in scope.get("headers") or []:
+            if key.lower() == b"authorization":
+                given = value
+                break
+        if not hmac.compare_digest(given, self._expected):
+            body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
+            await send({
+                "type": "http.response.start", "status": 401,
+                "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="rgbridge"'),
+                            (b"content-length", str(len(body)).encode())],
+            })
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
+
+
+def http_app(server: MCPServer, *, host: str, port: int, token: str, allowed_hosts: list[str] | None = None) -> Any:
+    """The ASGI app: bearer check around the SDK's streamable HTTP app (SSE responses kept
+    for progress: json_response=False)."""
+    inner = server.streamable_http_app(
+        streamable_http_path="/mcp", json_response=False, host=host,
+        transport_security=security_settings(host, port, allowed_hosts),
+    )
+    return BearerTokenMiddleware(inner, token)
+
+
+def check_bind(host: str, *, allow_remote: bool, token_given: bool) -> None:
+    if is_loopback(host):
+        return
+    if not allow_remote:
+        raise TransportError(f"refusing to bind {host}: not a loopback address (add --allow-remote to insist)")
+    if not token_given:
+        raise TransportError(f"binding {host} needs an explicit --token (or RGBRIDGE_TOKEN) as well as --allow-remote")
+
+
+def run_http(server: MCPServer, *, host: str, port: int, token: str, allowed_hosts: list[str] | None = None) -> None:
+    import uvicorn
+
+    app = http_app(server, host=host, port=port, token=token, allowed_hosts=allowed_hosts)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    uvicorn.Server(config).run()
+
+
+def run_stdio(server: MCPServer) -> None:
+    server.run("stdio")

@@ -1,0 +1,1 @@
+"""Library catalogue API: reference solution of the `library-api` task."""

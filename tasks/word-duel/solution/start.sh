@@ -1,0 +1,4 @@
+#!/bin/sh
+set -e
+cd "$(dirname "$0")"
+exec python3 app.py

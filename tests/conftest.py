@@ -1,0 +1,41 @@
+"""Shared fixtures. Tests that need the Docker engine take `docker_client`.
+
+Without an engine those tests skip with the reason; with RGBRIDGE_REQUIRE_DOCKER=1 (set by CI)
+a missing engine is a failure instead, so CI can never go green on skipped integration tests.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TASKS_DIR = REPO_ROOT / "tasks"
+
+
+def _require_docker() -> bool:
+    return os.environ.get("RGBRIDGE_REQUIRE_DOCKER", "") not in ("", "0", "false", "no")
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    from bridge.scoring.docker_client import engine_available, get_client
+
+    ok, reason = engine_available()
+    if not ok:
+        if _require_docker():
+            pytest.fail(f"Docker engine required (RGBRIDGE_REQUIRE_DOCKER=1) but unavailable: {reason}")
+        pytest.skip(f"no Docker engine: {reason}")
+    return get_client()
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def tasks_dir() -> Path:
+    return TASKS_DIR

@@ -1,0 +1,227 @@
+"""Scoring images on the real engine: base (cached), tester, deps layers, failures."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from bridge.errors import ScoringError
+from bridge.scoring import images
+from bridge.scoring.containers import (
+    ContainerLimits,
+    create_container,
+    managed,
+    read_logs,
+    wait_with_timeout,
+)
+from bridge.scoring.docker_client import LABEL_KIND, LABEL_OWNER, make_labels
+
+
+def _run(client, image: str, script: str, *, seconds: float = 60) -> tuple[int | None, str]:
+    c = create_container(client, image, name=f"rgbridge-test-img-{time.monotonic_ns()}",
+                         command=["sh", "-c", script], labels=make_labels(kind="test"),
+                         limits=ContainerLimits())
+    with managed(c):
+        c.start()
+        outcome = wait_with_timeout(c, seconds)
+        return outcome.exit_code, read_logs(c)
+
+
+def _forget(client, tag: str) -> None:
+    if images.image_exists(client, tag):
+        client.images.remove(tag, force=True)
+
+
+@pytest.fixture(scope="session")
+def base_image(docker_client) -> str:
+    return images.ensure_base_image(docker_client)
+
+
+@pytest.fixture(scope="session")
+def tester_image(docker_client, base_image) -> str:
+    return images.ensure_tester_image(docker_client)
+
+
+# ---------------------------------------------------------------- pure helpers (no engine)
+
+
+def test_debian_source_env_override(monkeypatch):
+    monkeypatch.setenv("RGBRIDGE_DEBIAN_MIRROR", "http://mirror.invalid/debian/")
+    assert images.debian_source() == ("http://mirror.invalid/debian", "bookworm")
+
+
+def test_debian_source_reads_host_apt_sources(monkeypatch):
+    monkeypatch.delenv("RGBRIDGE_DEBIAN_MIRROR", raising=False)
+    entries = images._parse_apt_sources()
+    if not any("bookworm" in suites for _, suites in entries):
+        pytest.skip("host apt sources do not name bookworm")
+    mirror, suite = images.debian_source()
+    assert suite == "bookworm"
+    assert mirror in {uri.rstrip("/") for uri, suites in entries if "bookworm" in suites}
+
+
+def test_recipe_hash_covers_host_cas(monkeypatch, tmp_path):
+    monkeypatch.setenv("RGBRIDGE_DEBIAN_MIRROR", "http://mirror.invalid/debian")
+    monkeypatch.setenv("RGBRIDGE_EXTRA_CA_DIR", str(tmp_path))
+    empty = images.base_recipe_hash()
+    (tmp_path / "corp.crt").write_text("-----BEGIN CERTIFICATE-----\nx\n")
+    with_ca = images.base_recipe_hash()
+    assert empty != with_ca
+    assert [n for n, _ in images.host_extra_cas()] == ["corp.crt"]
+
+
+def test_deps_tag_depends_on_inputs():
+    a = images.deps_image_tag("b:1", "six==1.16.0\n")
+    assert a == images.deps_image_tag("b:1", "six==1.16.0\r\n\n")  # line endings normalised
+    assert a != images.deps_image_tag("b:2", "six==1.16.0\n")
+    assert a != images.deps_image_tag("b:1", "six==1.16.0\n", ["pytest"])
+    assert a.startswith("rgbridge-deps:") and len(a.split(":")[1]) == 12
+
+
+def test_missing_debootstrap_is_named(monkeypatch, tmp_path):
+    monkeypatch.setenv("RGBRIDGE_CACHE", str(tmp_path))
+    monkeypatch.setattr(images.shutil, "which", lambda name: None)
+    monkeypatch.setattr(images.os, "geteuid", lambda: 0)
+    with pytest.raises(ScoringError, match="apt-get install -y debootstrap"):
+        images._build_rootfs(tmp_path / "x.tar", None)
+
+
+def test_non_root_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setattr(images.os, "geteuid", lambda: 1000)
+    with pytest.raises(ScoringError, match="needs root"):
+        images._build_rootfs(tmp_path / "x.tar", None)
+
+
+# ---------------------------------------------------------------- engine
+
+
+@pytest.mark.docker
+def test_base_image_is_cached_and_fast(docker_client, base_image):
+    started = time.monotonic()
+    assert images.ensure_base_image(docker_client) == base_image
+    assert time.monotonic() - started < 1.0
+    img = docker_client.images.get(base_image)
+    assert img.labels[LABEL_OWNER] == "rgbridge" and img.labels[LABEL_KIND] == "base"
+    assert base_image == images.base_image_tag()
+
+
+@pytest.mark.docker
+def test_base_image_contents(docker_client, base_image):
+    code, out = _run(docker_client, base_image,
+                     "id -u; id -g; command -v python; command -v timeout; command -v nc; "
+                     "command -v curl; stat -c '%u %n' /repo /tests /results; echo $LANG; "
+                     "python -c 'import sys; print(sys.prefix)'")
+    assert code == 0, out
+    lines = out.split()
+    assert lines[:2] == ["10001", "10001"]
+    assert "/opt/venv/bin/python" in out and "/usr/bin/timeout" in out
+    assert "10001 /repo" in out and "10001 /results" in out
+    assert "C.UTF-8" in out and out.strip().endswith("/opt/venv")
+
+
+@pytest.mark.docker
+def test_base_image_trusts_host_cas(docker_client, base_image):
+    cas = images.host_extra_cas()
+    if not cas:
+        pytest.skip("the host has no extra CA certificates")
+    code, out = _run(docker_client, base_image,
+                     "ls /usr/local/share/ca-certificates/rgbridge-host/; "
+                     "grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt")
+    assert code == 0, out
+    for name, _ in cas:
+        assert name in out
+
+
+@pytest.mark.docker
+def test_tester_image_has_pinned_tools(docker_client, tester_image):
+    code, out = _run(docker_client, tester_image,
+                     "command -v python; pytest --version; "
+                     "python -c 'import requests, httpx, pytest_timeout; print(requests.__version__)'")
+    assert code == 0, out
+    assert out.splitlines()[0] == "/opt/tester/bin/python"
+    pins = dict(p.split("==") for p in images.TESTER_PINS)
+    assert f"pytest {pins['pytest']}" in out and pins["requests"] in out
+    assert images.ensure_tester_image(docker_client) == tester_image
+
+
+@pytest.mark.docker
+def test_deps_image_installs_and_is_cached(docker_client, base_image):
+    req = "six==1.16.0\n"
+    _forget(docker_client, images.deps_image_tag(base_image, req))  # exercise a real build
+    first = images.ensure_deps_image(docker_client, req, timeout=300)
+    assert first.tag == images.deps_image_tag(base_image, req) and not first.cached
+    code, out = _run(docker_client, first.tag, "python -c 'import six; print(six.__version__)'")
+    assert code == 0 and "1.16.0" in out, out
+    again = images.ensure_deps_image(docker_client, req)
+    assert again.tag == first.tag and again.cached and again.seconds < 1.0
+
+
+@pytest.mark.docker
+def test_blank_requirements_return_base(docker_client, base_image):
+    res = images.ensure_deps_image(docker_client, " \n\n")
+    assert res.tag == base_image and res.cached
+
+
+@pytest.mark.docker
+def test_bad_requirement_raises_with_pip_output(docker_client, base_image):
+    with pytest.raises(images.DependencyInstallError) as info:
+        images.ensure_deps_image(docker_client, "this-package-does-not-exist-rgbridge==0.0.1\n",
+                                 timeout=300)
+    err = info.value
+    assert "this-package-does-not-exist-rgbridge" in err.log_tail
+    assert "No matching distribution" in err.log_tail or "Could not find" in err.log_tail
+    assert not err.timed_out
+    assert "\n" not in str(err)
+    tag = images.deps_image_tag(base_image, "this-package-does-not-exist-rgbridge==0.0.1\n")
+    assert not images.image_exists(docker_client, tag)
+
+
+@pytest.mark.docker
+def test_deps_build_wall_clock_timeout(docker_client, base_image, tmp_path):
+    # A requirement file that makes pip wait: a find-links dir with a package whose build
+    # never finishes is complex; a RUN sleep via docker_build exercises the same kill path.
+    started = time.monotonic()
+    res = images.docker_build(docker_client, dockerfile_body="RUN sleep 120\n", base=base_image,
+                              tag="rgbridge-deps:timeout-test", kind="deps", timeout=5)
+    assert res.timed_out and not res.ok
+    assert time.monotonic() - started < 60
+    assert not images.image_exists(docker_client, "rgbridge-deps:timeout-test")
+
+
+@pytest.mark.docker
+def test_deps_from_explicit_wheelhouse(docker_client, base_image, tmp_path):
+    wheels = images.prepare_wheelhouse("six==1.16.0\n", tmp_path / "wh")
+    assert any(p.name.startswith("six-1.16.0") for p in wheels.iterdir())
+    _forget(docker_client, images.deps_image_tag(base_image, "six==1.16.0\n", (), wheels))
+    res = images.ensure_deps_image(docker_client, "six==1.16.0\n", wheelhouse=wheels,
+                                   timeout=300)
+    assert res.tag != images.deps_image_tag(base_image, "six==1.16.0\n")  # mode is hashed
+    code, out = _run(docker_client, res.tag, "python -c 'import six; print(six.__version__)'")
+    assert code == 0 and "1.16.0" in out, out
+
+
+@pytest.mark.docker
+def test_index_probe_is_cached(docker_client, base_image):
+    first = images.index_reachable_from_containers(docker_client)
+    started = time.monotonic()
+    assert images.index_reachable_from_containers(docker_client) is first
+    assert time.monotonic() - started < 0.5
+
+
+@pytest.mark.docker
+def test_list_images_shows_ours(docker_client, base_image, tester_image):
+    tags = {i.tag: i.kind for i in images.list_images(docker_client)}
+    assert tags[base_image] == "base" and tags[tester_image] == "tester"
+
+
+@pytest.mark.docker
+def test_official_python_image_never_blocks(docker_client):
+    started = time.monotonic()
+    ref = images.official_python_image(docker_client, pull_timeout=10)
+    assert ref is None or ref == images.OFFICIAL_PYTHON
+    assert time.monotonic() - started < 30
+    started = time.monotonic()
+    assert images.official_python_image(docker_client) == ref  # cached answer
+    assert time.monotonic() - started < 1.0
