@@ -24,6 +24,8 @@ class Catalog:
     tasks: dict[str, Task] = field(default_factory=dict)
     #: one line per task that could not be loaded (the catalog never holds half-loaded tasks)
     errors: list[str] = field(default_factory=list)
+    #: folder name -> its load error, so asking for a broken task shows why it is broken
+    broken: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_options(cls, tasks_dir: Path | None = None, dataset_dir: Path | None = None) -> Catalog:
@@ -34,7 +36,8 @@ class Catalog:
             tasks, errors = load_dataset(Path(dataset_dir))
             for task in tasks:
                 catalog._add(task)
-            catalog.errors.extend(errors)
+            catalog.errors.extend(errors.values())
+            catalog.broken.update(errors)
         return catalog
 
     def add_native_dir(self, tasks_dir: Path) -> None:
@@ -49,6 +52,7 @@ class Catalog:
                 self._add(load_task(candidate))
             except TaskError as exc:
                 self.errors.append(str(exc))
+                self.broken[candidate.name] = str(exc)
 
     def _add(self, task: Task) -> None:
         if task.id in self.tasks:
@@ -60,6 +64,8 @@ class Catalog:
         try:
             return self.tasks[task_id]
         except KeyError:
+            if task_id in self.broken:
+                raise TaskError(self.broken[task_id]) from None
             known = ", ".join(sorted(self.tasks)) or "none"
             raise TaskError(f"unknown task {task_id!r} (known: {known})") from None
 

@@ -136,18 +136,19 @@ def load_dataset_task(root: Path, name: str) -> Task:
     return task
 
 
-def load_dataset(root: Path) -> tuple[list[Task], list[str]]:
-    """All Verified tasks present in the checkout, plus one error line per broken task."""
+def load_dataset(root: Path) -> tuple[list[Task], dict[str, str]]:
+    """All Verified tasks present in the checkout, plus task name -> error line for broken ones."""
     root = Path(root)
     if not is_dataset_checkout(root):
         raise TaskError(f"{root}: not a RepoGenesis checkout (no repo/ folder)")
     tasks: list[Task] = []
-    errors: list[str] = []
+    errors: dict[str, str] = {}
     for entry in sorted((root / "repo").iterdir(), key=lambda p: p.name):
         if not entry.is_dir() or entry.name not in VERIFIED_SPECS:
             continue
         try:
             tasks.append(load_dataset_task(root, entry.name))
         except TaskError as exc:
-            errors.append(str(exc))
+            errors[entry.name] = str(exc)
     return tasks, errors
+

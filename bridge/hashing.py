@@ -11,7 +11,6 @@ import os
 import re
 import stat
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 # Build, vendor, VCS and IDE folders: never watched, never recorded, never snapshotted.
 # `env` is deliberately absent: it is a plausible source folder name (e.g. `app/env/`).
@@ -181,7 +180,3 @@ def tree_hash(
         triples.append((rel, mode_of(st), digest))
     return tree_hash_from_entries(triples)
 
-
-def rel_posix(root: Path, path: Path) -> str:
-    """Relative POSIX form of `path` under `root` (raises ValueError when outside)."""
-    return path.relative_to(root).as_posix()

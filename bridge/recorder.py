@@ -612,8 +612,10 @@ class Recorder:
             try:
                 item = self._q.get_nowait()
             except queue.Empty:
-                return
+                break
             self._ingest(item)
+        if self._raw is not None:
+            self._raw.flush()
 
     def _rel(self, path: str) -> str | None:
         if not path or not path.startswith(self._root_s + os.sep):

@@ -436,10 +436,7 @@ class SessionManager:
             settle_seconds=self.settle_seconds,
             on_sentinel=lambda: self._on_sentinel(sid),
         )
-        session.recorder.start()
-        if session.recorder.degraded:
-            session.events.append("recorder_degraded", reason=session.recorder.degraded)
-        session.recorder.checkpoint("start")
+        session.recorder.start()  # places watches, reconciles against disk, commits "start"
 
     # ------------------------------------------------------------------ lookup
     def active(self, workspace: Path | None = None) -> list[SessionStatus]:
@@ -596,9 +593,9 @@ class SessionManager:
             rec.clock.stop()
             session.events.append("clock_stop", working_seconds=rec.clock.elapsed())
             assert session.recorder is not None
-            seal = session.recorder.seal(quiet_seconds=self.seal_quiet_seconds, max_wait=self.seal_max_wait)
+            seal = session.recorder.seal(quiet_seconds=self.seal_quiet_seconds, max_wait=self.seal_max_wait,
+                                         tag=SUBMISSION_REF)
             session.recorder.stop()
-            session.store.tag(seal.commit, SUBMISSION_REF)
             rec.submission = Submission(
                 signal=signal, at=iso(utcnow()), commit=seal.commit, tree_hash=seal.tree_hash,
                 stable=seal.stable, seal_seconds=round(seal.seconds, 3), files=len(seal.manifest),
@@ -754,17 +751,16 @@ class SessionManager:
         self._closed = True
         for session in list(self.sessions.values()):
             self._disarm_timer(session)
-            if session.recorder is not None:
+            if session.record.state in ("active", "paused") and session.recorder is not None:
                 try:
                     session.recorder.checkpoint("server_stop")
                 except Exception:  # noqa: BLE001 - closing must not fail on a vanished workspace
                     pass
                 session.recorder.stop()
-            if session.record.state in ("active", "paused"):
                 session.events.append("detach", pid=os.getpid())
             if session.job_thread is None or not session.job_thread.is_alive():
                 session.release()
-            session.events.close()
+                session.events.close()  # a running job still writes its score events
 
     def wait_jobs(self, timeout: float | None = None) -> None:
         deadline = None if timeout is None else utcnow().timestamp() + timeout

@@ -7,7 +7,6 @@ import secrets
 import subprocess
 import tarfile
 import time
-from pathlib import Path
 
 import pytest
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
@@ -225,3 +224,85 @@ def test_official_python_image_never_blocks(docker_client):
     started = time.monotonic()
     assert images.official_python_image(docker_client) == ref  # cached answer
     assert time.monotonic() - started < 1.0
+
+
+@pytest.mark.docker
+def test_concurrent_deps_requests_build_once(docker_client, base_image):
+    import threading
+
+    req = f"six==1.16.0\n# nonce {time.time_ns()}\n"  # a new hash: forces one real build
+    results: list[images.DepsImage] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            results.append(images.ensure_deps_image(docker_client, req, timeout=300))
+        except BaseException as exc:  # surfaced by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    try:
+        assert not errors and len(results) == 2
+        assert results[0].tag == results[1].tag
+        assert sorted(r.cached for r in results) == [False, True]
+    finally:
+        _forget(docker_client, images.deps_image_tag(base_image, req))
+
+
+@pytest.mark.docker
+def test_build_all_reports_tags(docker_client, base_image, tester_image):
+    lines: list[str] = []
+    out = images.build_all(docker_client, progress=lines.append)
+    assert out["base"] == base_image and out["tester"] == tester_image
+    assert out["timings"]["base"] < 1.0
+
+
+@pytest.mark.docker
+def test_auto_mode_falls_back_to_host_wheelhouse(docker_client, base_image, monkeypatch,
+                                                 tmp_path):
+    monkeypatch.setenv("RGBRIDGE_INDEX_FROM_CONTAINERS", "0")  # as if builds had no index
+    monkeypatch.setenv("RGBRIDGE_CACHE", str(tmp_path))
+    req = f"six==1.16.0\n# nonce {time.time_ns()}\n"
+    lines: list[str] = []
+    try:
+        res = images.ensure_deps_image(docker_client, req, timeout=300, progress=lines.append)
+        assert not res.cached
+        assert any("downloading wheels on the host" in x for x in lines)
+        assert list((tmp_path / "wheelhouse").glob("*/six-1.16.0*.whl"))
+        assert "--no-index" in res.log_tail or "Looking in links" in res.log_tail
+        code, out = _run(docker_client, res.tag, "python -c 'import six; print(six.__version__)'")
+        assert code == 0 and "1.16.0" in out
+    finally:
+        _forget(docker_client, images.deps_image_tag(base_image, req))
+
+
+def test_host_pip_index_settings_env_wins(monkeypatch):
+    monkeypatch.setattr(images, "_pip_settings", None)
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_TRUSTED_HOST", "127.0.0.1")
+    try:
+        got = images.host_pip_index_settings()
+        assert got["PIP_INDEX_URL"] == "http://127.0.0.1:9/simple"
+        assert got["PIP_TRUSTED_HOST"] == "127.0.0.1"
+        assert "PIP_FIND_LINKS" not in got and "PIP_CERT" not in got  # host-only settings
+    finally:
+        images._pip_settings = None
+
+
+def test_prepare_wheelhouse_failure_carries_pip_output(tmp_path):
+    with pytest.raises(images.DependencyInstallError) as info:
+        images.prepare_wheelhouse("this-package-does-not-exist-rgbridge==0.0.1\n",
+                                  tmp_path / "wh", timeout=120)
+    assert "this-package-does-not-exist-rgbridge" in info.value.log_tail
+
+
+def test_remove_tree_deletes_plain_work_dir(tmp_path):
+    work = tmp_path / "rootfs-x"
+    (work / "root" / "etc").mkdir(parents=True)
+    (work / "root" / "etc" / "f").write_text("x")
+    images._remove_tree(work)
+    assert not work.exists()

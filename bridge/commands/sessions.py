@@ -1,9 +1,332 @@
-"""CLI verbs of the sessions group."""
+"""`rgbridge session start|status|list` and `rgbridge submit`: sessions without an MCP client.
+
+Human-in-the-loop: `session start --human` runs the recorder and clock in this process while
+the person edits in any IDE; a live panel shows the clock and files changed. Keys (on a
+terminal): p pause/resume, n note, s submit, q quit. Without a terminal, the same commands are
+read as lines (`pause`, `resume`, `note TEXT`, `submit`, `quit`) so scripts can drive it. The
+sentinel file `.rgbridge/SUBMIT` and `rgbridge submit --workspace DIR` also submit.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import select
+import sys
+import termios
+import time
+import tty
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+
+from bridge.commands.common import (
+    add_json_option,
+    add_task_source_options,
+    console,
+    load_catalog,
+    print_json,
+    stderr_console,
+)
+from bridge.errors import SessionError
+from bridge.session import (
+    META_DIR,
+    SENTINEL,
+    ClientInfo,
+    ResultStatus,
+    SessionManager,
+    SessionStatus,
+    find_recording_for_workspace,
+    load_record,
+    owned_by_live_process,
+    summarize_result,
+)
+
+DEFAULT_RECORDINGS = Path("recordings")
+PROFILE_CHOICES = ("both", "strict", "compat")
+
+
+def _recordings(args: argparse.Namespace) -> Path:
+    return Path(args.recordings or os.environ.get("RGBRIDGE_RECORDINGS") or DEFAULT_RECORDINGS)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Registered verbs of this group (filled in as capabilities land)."""
+    session = subparsers.add_parser("session", help="run a benchmark session without an MCP client")
+    verbs = session.add_subparsers(dest="session_command", metavar="VERB", required=True)
+
+    start = verbs.add_parser("start", help="start a session in a workspace (--human: live panel)")
+    start.add_argument("--task", required=True, metavar="ID")
+    start.add_argument("--workspace", required=True, type=Path, metavar="DIR")
+    start.add_argument("--human", action="store_true", help="a person works in the workspace (timed, pausable)")
+    start.add_argument("--allow-nonempty", action="store_true", help="accept a workspace that already has files")
+    start.add_argument("--recordings", type=Path, metavar="DIR")
+    start.add_argument("--profile", choices=PROFILE_CHOICES, default="both")
+    add_task_source_options(start)
+    start.set_defaults(handler=cmd_session_start)
+
+    status = verbs.add_parser("status", help="state of the session in a workspace")
+    status.add_argument("--workspace", required=True, type=Path, metavar="DIR")
+    status.add_argument("--recordings", type=Path, metavar="DIR")
+    add_json_option(status)
+    status.set_defaults(handler=cmd_session_status)
+
+    ls = verbs.add_parser("list", help="recorded sessions")
+    ls.add_argument("--recordings", type=Path, metavar="DIR")
+    add_json_option(ls)
+    ls.set_defaults(handler=cmd_session_list)
+
+    submit = subparsers.add_parser("submit", help="submit the open session of a workspace for scoring")
+    submit.add_argument("--workspace", required=True, type=Path, metavar="DIR")
+    submit.add_argument("--recordings", type=Path, metavar="DIR")
+    submit.add_argument("--no-wait", action="store_true", help="do not wait for the score")
+    add_task_source_options(submit)
+    add_json_option(submit)
+    submit.set_defaults(handler=cmd_submit)
+
+
+# ----------------------------------------------------------------------------- panel
+
+
+def _fmt_clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def render_panel(status: SessionStatus, result: ResultStatus | None, keys_hint: str, log: list[str]) -> Panel:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    limit = f" / limit {_fmt_clock(status.time_limit)}" if status.time_limit else ""
+    clock = "running" if status.clock_running else "[yellow]paused[/]"
+    grid.add_row("task", status.task_id)
+    grid.add_row("workspace", status.workspace)
+    grid.add_row("clock", f"{_fmt_clock(status.working_seconds)}{limit} ({clock})")
+    grid.add_row("files changed", str(status.files_changed))
+    recorder = status.recorder_mode + (f" [red](degraded: {status.recorder_degraded})[/]" if status.recorder_degraded else "")
+    grid.add_row("recorder", recorder)
+    grid.add_row("state", status.state)
+    if result is not None and result.state != "not_submitted":
+        grid.add_row("scoring", f"{result.state} {result.message}")
+        for name, row in (result.summary or {}).items():
+            grid.add_row(f"  {name}", f"{row['outcome']}  DSR {row['dsr']}  Pass@1 {row['passed']}/{row['total']} "
+                                      f"({row['pass_at_1']})  AC {row['api_coverage']}")
+    grid.add_row("", "")
+    grid.add_row("how", keys_hint)
+    for line in log[-4:]:
+        grid.add_row("", f"[dim]{line}[/]")
+    return Panel(grid, title="rgbridge session", subtitle=status.session_id)
+
+
+@contextmanager
+def _cbreak(stream):
+    if not stream.isatty():
+        yield False
+        return
+    fd = stream.fileno()
+    old = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+        yield True
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, old)
+
+
+def _read_command(is_tty: bool, timeout: float) -> str | None:
+    ready, _, _ = select.select([sys.stdin], [], [], timeout)
+    if not ready:
+        return None
+    if is_tty:
+        ch = sys.stdin.read(1)
+        return {"p": "toggle", "n": "note", "s": "submit", "q": "quit"}.get(ch.lower(), "")
+    line = sys.stdin.readline()
+    return "eof" if line == "" else line.strip()
+
+
+def cmd_session_start(args: argparse.Namespace) -> int:
+    catalog = load_catalog(args)
+    mgr = SessionManager(catalog, recordings_dir=_recordings(args), profile=args.profile, reattach=False)
+    try:
+        status = mgr.start(args.task, args.workspace, mode="human" if args.human else "agent",
+                           client=ClientInfo(name="rgbridge-cli", version=""), allow_nonempty=args.allow_nonempty)
+        if not args.human:
+            console().print(f"session {status.session_id} started in {status.workspace}; "
+                            "this process records until you submit (Ctrl-C detaches; `rgbridge submit` resumes it).")
+        return _run_live(mgr, status.session_id)
+    finally:
+        mgr.close()
+
+
+def _run_live(mgr: SessionManager, sid: str) -> int:
+    out = console()
+    log: list[str] = []
+    stdin_open = True
+    with _cbreak(sys.stdin) as is_tty:
+        hint = ("[p] pause/resume  [n] note  [s] submit  [q] quit  — or create .rgbridge/SUBMIT"
+                if is_tty else "stdin commands: pause | resume | note TEXT | submit | quit")
+        with Live(render_panel(mgr.status(sid), None, hint, log), console=out, refresh_per_second=4,
+                  transient=False, redirect_stdout=False) as live:
+            while True:
+                status = mgr.status(sid)
+                result = mgr.result(sid) if status.state in ("submitted", "scored") else None
+                live.update(render_panel(status, result, hint, log))
+                if status.state == "quit" or (result is not None and result.state in ("done", "failed")):
+                    break
+                if status.state in ("submitted", "scored") or not stdin_open:
+                    time.sleep(0.5)
+                    continue
+                command = _read_command(is_tty, 0.5)
+                if command is None or command == "":
+                    continue
+                try:
+                    stdin_open = _apply(mgr, sid, command, status, is_tty, live, log) and stdin_open
+                except SessionError as exc:
+                    log.append(f"error: {exc}")
+    final = mgr.status(sid)
+    if final.state == "quit":
+        out.print("session ended without scoring")
+        return 0
+    result = mgr.result(sid)
+    out.print_json(json.dumps({"session": sid, "recording": final.recording, "summary": result.summary,
+                               "state": result.state, "message": result.message}))
+    return 0 if result.state == "done" else 1
+
+
+def _apply(mgr: SessionManager, sid: str, command: str, status: SessionStatus, is_tty: bool, live: Live,
+           log: list[str]) -> bool:
+    """Run one panel command; returns False when input has ended."""
+    verb, _, rest = command.partition(" ")
+    if verb == "eof":
+        return False
+    if verb == "toggle":
+        verb = "resume" if status.state == "paused" else "pause"
+    if verb == "pause":
+        log.append(mgr.pause(sid).message)
+    elif verb == "resume":
+        log.append(mgr.resume(sid).message)
+    elif verb == "note":
+        text = rest
+        if is_tty and not text:
+            live.stop()
+            text = console().input("note: ")
+            live.start()
+        log.append(mgr.note(sid, text).message)
+    elif verb in ("submit", "quit"):
+        if is_tty:
+            live.stop()
+            answer = console().input(f"{verb} the session? This cannot be undone [y/N] ").strip().lower()
+            live.start()
+            if answer != "y":
+                log.append(f"{verb} cancelled")
+                return True
+        if verb == "submit":
+            log.append(mgr.submit(sid, signal="cli").message)
+        else:
+            log.append(mgr.quit(sid, reason="quit from the session panel").message)
+    else:
+        log.append(f"unknown command {command!r}")
+    return True
+
+
+# ----------------------------------------------------------------------------- status / submit
+
+
+def _open_recording(args: argparse.Namespace) -> Path:
+    workspace = args.workspace.resolve()
+    rec = find_recording_for_workspace(_recordings(args).resolve(), workspace)
+    if rec is None:
+        raise SessionError(f"no session recorded for workspace {workspace}")
+    return rec
+
+
+def cmd_session_status(args: argparse.Namespace) -> int:
+    rec_dir = _open_recording(args)
+    record = load_record(rec_dir)
+    data = record.model_dump(mode="json") | {"recording": str(rec_dir), "working_seconds": record.clock.elapsed(),
+                                             "owned_by_live_process": owned_by_live_process(rec_dir)}
+    if args.json:
+        print_json(data)
+    else:
+        console().print(f"{record.session_id}: {record.state}, task {record.task_id}, "
+                        f"working time {_fmt_clock(record.clock.elapsed())}, job "
+                        f"{record.job.state if record.job else 'none'}")
+    return 0
+
+
+def cmd_session_list(args: argparse.Namespace) -> int:
+    root = _recordings(args)
+    rows = []
+    for rec_dir in sorted(root.glob("*/session.json")) if root.is_dir() else []:
+        try:
+            record = load_record(rec_dir.parent)
+        except SessionError as exc:
+            rows.append({"session_id": rec_dir.parent.name, "error": str(exc)})
+            continue
+        rows.append({"session_id": record.session_id, "task": record.task_id, "state": record.state,
+                     "mode": record.mode, "created_at": record.created_at,
+                     "working_seconds": round(record.clock.elapsed(), 1)})
+    if args.json:
+        print_json(rows)
+    else:
+        table = Table(title=f"recordings in {root}")
+        for col in ("session_id", "task", "state", "mode", "created_at", "working_seconds"):
+            table.add_column(col)
+        for row in rows:
+            table.add_row(*(str(row.get(c, row.get("error", ""))) for c in
+                            ("session_id", "task", "state", "mode", "created_at", "working_seconds")))
+        console().print(table)
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    rec_dir = _open_recording(args)
+    record = load_record(rec_dir)
+    if record.state not in ("active", "paused"):
+        raise SessionError(f"session {record.session_id} is already {record.state}")
+    err = stderr_console()
+    if owned_by_live_process(rec_dir):
+        # Another bridge process records this workspace: signal it through the sentinel file.
+        sentinel = Path(record.workspace) / META_DIR / SENTINEL
+        sentinel.parent.mkdir(exist_ok=True)
+        sentinel.write_text(f"submitted by rgbridge submit at {time.time():.0f}\n", encoding="utf-8")
+        err.print(f"signalled the running bridge (pid owns {rec_dir.name}) via {sentinel}")
+        if args.no_wait:
+            return 0
+        return _wait_on_disk(rec_dir, args)
+    catalog = load_catalog(args, report_errors=False)
+    mgr = SessionManager(catalog, recordings_dir=rec_dir.parent, reattach=True)
+    try:
+        receipt = mgr.submit(record.session_id, signal="cli")
+        err.print(receipt.message)
+        if args.no_wait:
+            # the job runs in this process: waiting is the only way it can finish
+            err.print("note: no bridge process owns this session, so scoring runs here; waiting anyway")
+        result = mgr.result(record.session_id, wait_seconds=3600)
+    finally:
+        mgr.close()
+    return _print_result(args, result.model_dump(mode="json"))
+
+
+def _wait_on_disk(rec_dir: Path, args: argparse.Namespace, timeout: float = 3600) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = load_record(rec_dir)
+        if record.job and record.job.state in ("done", "failed"):
+            data: dict = {"session_id": record.session_id, "state": record.job.state, "message": record.job.message}
+            if record.job.state == "done" and record.job.result_dir:
+                result = json.loads((rec_dir / record.job.result_dir / "result.json").read_text(encoding="utf-8"))
+                data["summary"] = summarize_result(result)
+            return _print_result(args, data)
+        time.sleep(1.0)
+    raise SessionError(f"no score after {timeout:.0f}s")
+
+
+def _print_result(args: argparse.Namespace, data: dict) -> int:
+    if args.json:
+        print_json({k: v for k, v in data.items() if k != "result"})
+    else:
+        console().print_json(json.dumps({k: v for k, v in data.items() if k != "result"}))
+    return 0 if data.get("state") == "done" else 1

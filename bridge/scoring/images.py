@@ -273,10 +273,18 @@ def base_image_tag() -> str:
     return f"{BASE_REPO}:{base_recipe_hash()}"
 
 
+class CommandError(ScoringError):
+    """A host command failed; ``output`` holds the tail of what it printed."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output
+
+
 def _run(cmd: Sequence[str], *, timeout: float, what: str,
          progress: ProgressFn | None = None) -> str:
     """Run a host command, streaming lines to progress; ScoringError with the output tail."""
-    tail: deque[str] = deque(maxlen=60)
+    tail: deque[str] = deque(maxlen=200)
     try:
         proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, errors="replace")
@@ -294,7 +302,8 @@ def _run(cmd: Sequence[str], *, timeout: float, what: str,
         timer.cancel()
     if rc != 0:
         last = " | ".join(x for x in list(tail)[-4:] if x)
-        raise ScoringError(f"{what} failed (exit {rc}): {last[-400:]}")
+        why = f"timed out after {timeout:.0f}s" if rc == -9 else f"exit {rc}"
+        raise CommandError(f"{what} failed ({why}): {last[-400:]}", "\n".join(tail))
     return "\n".join(tail)
 
 
@@ -304,6 +313,32 @@ def _chroot(root: Path, *args: str, progress: ProgressFn | None = None) -> None:
     _run(env_cmd, timeout=300, what=f"chroot {' '.join(args)}", progress=progress)
 
 
+def _remove_tree(path: Path) -> None:
+    """Delete a rootfs work dir, unmounting anything debootstrap left mounted inside it first
+    (a killed debootstrap can leave proc/sys mounted; rmtree must never descend into those)."""
+    prefix = str(path.resolve()) + "/"
+    try:
+        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    except OSError:
+        mounts = []
+    for mnt in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
+        subprocess.run(["umount", "-l", mnt], capture_output=True, timeout=30)
+    try:
+        still = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    except OSError:
+        still = []
+    if any(m.startswith(prefix) for m in still):
+        return  # leave it rather than delete through a mount
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_stale_work_dirs(max_age: float = 7200) -> None:
+    for old in cache_dir().glob("rootfs-*"):
+        with contextlib.suppress(OSError):
+            if old.is_dir() and time.time() - old.stat().st_mtime > max_age:
+                _remove_tree(old)
+
+
 def _build_rootfs(dest_tar: Path, progress: ProgressFn | None) -> None:
     if os.geteuid() != 0:
         raise ScoringError("building the base image needs root (debootstrap and chroot); "
@@ -311,6 +346,7 @@ def _build_rootfs(dest_tar: Path, progress: ProgressFn | None) -> None:
     if shutil.which("debootstrap") is None:
         raise ScoringError("debootstrap is not installed; run `apt-get install -y debootstrap`")
     mirror, suite = debian_source()
+    _remove_stale_work_dirs()
     work = Path(tempfile.mkdtemp(prefix="rootfs-", dir=cache_dir()))
     root = work / "root"
     try:
@@ -346,7 +382,7 @@ def _build_rootfs(dest_tar: Path, progress: ProgressFn | None) -> None:
               "."], timeout=600, what="tar rootfs")
         partial.replace(dest_tar)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        _remove_tree(work)
 
 
 def _base_changes(recipe: str) -> list[str]:
@@ -410,10 +446,14 @@ def official_python_image(client: docker.DockerClient, *, ref: str = OFFICIAL_PY
         return _official_checked[ref]
     result: str | None = None
     try:
-        quick = docker.DockerClient(base_url=client.api.base_url, timeout=pull_timeout)
+        # A separate short-timeout client from the same environment as get_client().
+        quick = docker.from_env(timeout=pull_timeout)
         try:
             repo, _, tag = ref.rpartition(":")
-            quick.api.pull(repo, tag=tag)
+            deadline = time.monotonic() + pull_timeout
+            for _chunk in quick.api.pull(repo, tag=tag, stream=True, decode=True):
+                if time.monotonic() > deadline:  # a slow pull counts as unavailable
+                    break
             result = ref if image_exists(client, ref) else None
         finally:
             quick.close()
@@ -587,15 +627,17 @@ def prepare_wheelhouse(requirements: str, dest: Path, *, timeout: float = 900,
         try:
             _run([*base, "--only-binary=:all:", *pyver], timeout=timeout,
                  what="pip download (wheels)", progress=progress)
-        except ScoringError as first:
+        except CommandError as first:
             if pyver:
-                raise DependencyInstallError(str(first), log_tail=str(first)) from first
+                raise DependencyInstallError(str(first), log_tail=first.output[-LOG_TAIL_CHARS:]) \
+                    from first
             try:
                 _run(base, timeout=timeout, what="pip download", progress=progress)
                 _run([sys.executable, "-m", "pip", "download", "--no-input", "-d", str(dest),
                       "setuptools", "wheel"], timeout=timeout, what="pip download (build deps)")
-            except ScoringError as exc:
-                raise DependencyInstallError(str(exc), log_tail=str(exc)) from exc
+            except CommandError as exc:
+                raise DependencyInstallError(str(exc), log_tail=exc.output[-LOG_TAIL_CHARS:]) \
+                    from exc
     finally:
         os.unlink(req)
     return dest
@@ -613,7 +655,7 @@ def _normalise_requirements(text: str) -> str:
 
 def _resolve_wheelhouse(client: docker.DockerClient, base: str, requirements: str,
                         wheelhouse: Path | str | None, key: str,
-                        progress: ProgressFn | None) -> Path | None:
+                        progress: ProgressFn | None, timeout: float = 900) -> Path | None:
     """None = install from the index; else a directory to install from with --no-index."""
     if wheelhouse is not None:
         path = Path(wheelhouse).expanduser()
@@ -624,7 +666,7 @@ def _resolve_wheelhouse(client: docker.DockerClient, base: str, requirements: st
         return None
     _say(progress, "containers cannot reach the package index: downloading wheels on the host")
     dest = cache_dir() / "wheelhouse" / key
-    return prepare_wheelhouse(requirements, dest, progress=progress)
+    return prepare_wheelhouse(requirements, dest, progress=progress, timeout=timeout)
 
 
 def _install_step(venv_python: str, req_file: str, wheel_dir: str | None) -> str:
@@ -717,7 +759,8 @@ def ensure_deps_image(client: docker.DockerClient, requirements: str, *,
             return DepsImage(tag=tag, cached=True, seconds=time.monotonic() - started)
         extras_txt = "".join(f"{p}\n" for p in extras)
         wheels = _resolve_wheelhouse(client, base, reqs + extras_txt, wheelhouse,
-                                     f"deps-{tag[-12:]}", progress)
+                                     f"deps-{tag[-12:]}", progress,
+                                     timeout=max(5.0, timeout - (time.monotonic() - started)))
         wheel_dir = f"{_BUILD_DIR}/wheels" if wheels else None
         steps = []
         if reqs:

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The main job: a scripted MCP client solves a shipped task through the bridge and gets scored.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RGBRIDGE_SKIP_CHROMIUM=1 bash scripts/setup.sh
+PY="${PYTHON:-python3}"
+"$PY" -m bridge.cli images build
+exec "$PY" demo/run_demo.py "$@"
