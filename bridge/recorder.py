@@ -282,6 +282,7 @@ class Recorder:
         checkpoint_max_interval: float = 60.0,
         poll_interval: float = 1.0,
         raw_log: Path | None = None,
+        baseline: Manifest | None = None,
     ) -> None:
         self.root = Path(workspace).resolve()
         self._root_s = str(self.root)
@@ -298,6 +299,9 @@ class Recorder:
         self.checkpoint_max_interval = checkpoint_max_interval
         self.poll_interval = poll_interval
         self._raw_path = raw_log
+        # What was recorded before this recorder (a re-attached session): the start checkpoint
+        # reconciles the disk against it, so changes made while nothing recorded are logged.
+        self._baseline = baseline
         self._raw: Any = None
 
         self.mode: str = "polling" if force_polling else "inotify"
@@ -372,7 +376,12 @@ class Recorder:
                 self._degrade(f"inotify: {exc.strerror or exc}", log_now=False)
                 self._start_polling()
         with self._lock:
-            base = scan(self.root, max_file_bytes=self.max_file_bytes, exclude=self.exclude, on_content=self.store.put_blob)
+            if self._baseline is not None:
+                base = self._baseline
+                self._last_ckpt_files = dict(base.files)
+            else:
+                base = scan(self.root, max_file_bytes=self.max_file_bytes, exclude=self.exclude,
+                            on_content=self.store.put_blob)
             self._files = dict(base.files)
             self._oversized = dict(base.oversized)
         self.log.append(

@@ -427,14 +427,16 @@ class SessionManager:
         _write_json_atomic(meta / "session.json", marker)
         session.events.append("seed", files=seeded)
 
-    def _start_recorder(self, session: Session) -> None:
+    def _start_recorder(self, session: Session, *, resume: bool = False) -> None:
         sid = session.record.session_id
+        head = session.store.head() if resume else None
         session.recorder = Recorder(
             session.workspace,
             event_log=session.events,
             store=session.store,
             settle_seconds=self.settle_seconds,
             on_sentinel=lambda: self._on_sentinel(sid),
+            baseline=session.store.manifest_of(head) if head else None,
         )
         session.recorder.start()  # places watches, reconciles against disk, commits "start"
 
@@ -733,7 +735,7 @@ class SessionManager:
             session.claim()
             session.events.append("reattach", pid=os.getpid(), state=record.state)
             if record.state in ("active", "paused"):
-                self._start_recorder(session)  # its start checkpoint reconciles what changed while down
+                self._start_recorder(session, resume=True)  # reconciles what changed while down
                 if record.state == "active":
                     self._arm_timer(session)
             else:

@@ -365,6 +365,21 @@ class ShadowStore:
             known[oid] = sha256_bytes(data)
         return tree_hash_from_entries((e.path, e.mode, known[e.oid]) for e in entries)
 
+    def manifest_of(self, commit: str) -> Manifest:
+        """The recorded manifest of a commit (hashes from the blobs; stat fields unknown = 0).
+
+        Used to re-attach to a session: a fresh scan compared with it re-hashes every file and
+        yields exactly the changes made while nothing was recording.
+        """
+        entries = self.ls_tree(commit)
+        files: dict[str, FileEntry] = {}
+        blobs = dict(self._cat_blobs(sorted({e.oid for e in entries})))
+        for e in entries:
+            data = blobs[e.oid]
+            files[e.path] = FileEntry(sha256=sha256_bytes(data), size=len(data), mode=e.mode, mtime_ns=0, ino=0,
+                                      is_symlink=e.mode == MODE_LINK)
+        return Manifest(files, {})
+
     def checkout_to(self, commit: str, out_dir: Path) -> int:
         """Materialise a commit's tree into an empty (or new) directory, byte for byte with exec
         modes and symlinks. Symlinks are created last and never followed. Returns files written."""

@@ -500,6 +500,18 @@ def _kill_build_containers(client: docker.DockerClient, token: str) -> None:
             c.kill()
 
 
+def _remove_build_leftovers(client: docker.DockerClient, token: str) -> None:
+    """Drop the intermediate images a failed legacy build keeps (newest first)."""
+    with contextlib.suppress(DockerException):
+        found = client.images.list(all=True, filters={"label": f"{LABEL_BUILD}={token}"})
+        found.sort(key=lambda i: str(i.attrs.get("Created", "")), reverse=True)
+        for img in found:
+            if img.tags:
+                continue
+            with contextlib.suppress(DockerException):
+                client.images.remove(img.id, force=False, noprune=False)
+
+
 def docker_build(client: docker.DockerClient, *, dockerfile_body: str, base: str, tag: str,
                  kind: str, files: dict[str, bytes] | None = None,
                  dirs: dict[str, Path] | None = None, buildargs: dict[str, str] | None = None,
@@ -556,6 +568,8 @@ def docker_build(client: docker.DockerClient, *, dockerfile_body: str, base: str
     ctx.close()
     seconds = time.monotonic() - started
     log_tail = "\n".join(tail)[-LOG_TAIL_CHARS:]
+    if timed_out or state["error"]:
+        _remove_build_leftovers(client, token)
     if timed_out:
         return BuildResult(False, tag, seconds, log_tail, f"build timed out after {timeout:.0f}s",
                            timed_out=True)

@@ -1,0 +1,159 @@
+"""`rgbridge ide-config`: each IDE's format, merging, refusal of unparsable files."""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from bridge.cli import main as rgbridge
+from mcp_server.ide_config import ConfigError, config_path, merge_into, server_entry
+
+EXPECTED_FILES = {
+    "cursor": (False, ".cursor/mcp.json", "mcpServers"),
+    "vscode": (False, ".vscode/mcp.json", "servers"),
+    "claude": (False, ".mcp.json", "mcpServers"),
+    "antigravity": (True, ".gemini/config/mcp_config.json", "mcpServers"),
+    "windsurf": (True, ".codeium/windsurf/mcp_config.json", "mcpServers"),
+}
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("RGBRIDGE_TOKEN", raising=False)
+    return home
+
+
+@pytest.mark.parametrize("ide", sorted(EXPECTED_FILES))
+def test_write_each_ide_stdio(ide: str, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ws = tmp_path / "ws"
+    tasks = tmp_path / "mytasks"
+    assert rgbridge(["ide-config", ide, "--workspace", str(ws), "--write", "--tasks", str(tasks),
+                     "--profile", "strict"]) == 0
+    in_home, rel, top = EXPECTED_FILES[ide]
+    path = (home if in_home else ws) / rel
+    doc = json.loads(path.read_text())
+    entry = doc[top]["rgbridge"]
+    assert entry["command"] == sys.executable and Path(entry["command"]).is_absolute()
+    assert entry["args"] == ["-m", "mcp_server", "--workspace", str(ws.absolute()), "--tasks", str(tasks.absolute()),
+                             "--profile", "strict"]
+    if ide in ("vscode", "claude"):
+        assert entry["type"] == "stdio"
+    else:
+        assert "type" not in entry
+    assert capsys.readouterr().out == ""  # --write prints nothing on stdout
+
+
+@pytest.mark.parametrize("ide,url_key,typed", [
+    ("cursor", "url", False), ("vscode", "url", True), ("claude", "url", True),
+    ("antigravity", "serverUrl", False), ("windsurf", "serverUrl", False),
+])
+def test_print_http_with_token(ide: str, url_key: str, typed: bool, home: Path, tmp_path: Path,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert rgbridge(["ide-config", ide, "--workspace", str(tmp_path / "ws"), "--transport", "http",
+                     "--url", "http://127.0.0.1:9999/mcp", "--token", "t" * 43]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    top = EXPECTED_FILES[ide][2]
+    entry = doc[top]["rgbridge"]
+    assert entry[url_key] == "http://127.0.0.1:9999/mcp"
+    assert entry["headers"] == {"Authorization": "Bearer " + "t" * 43}
+    assert ("type" in entry) == typed and entry.get("type", "http") == "http"
+    assert "command" not in entry
+    assert not (tmp_path / "ws").exists()  # printing writes nothing
+
+
+def test_http_token_read_from_recordings(home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    (rec / "http-token").write_text("from-file-token-0123456789\n")
+    assert rgbridge(["ide-config", "cursor", "--workspace", str(tmp_path), "--transport", "http",
+                     "--recordings", str(rec)]) == 0
+    entry = json.loads(capsys.readouterr().out)["mcpServers"]["rgbridge"]
+    assert entry["headers"]["Authorization"] == "Bearer from-file-token-0123456789"
+    assert entry["url"] == "http://127.0.0.1:8765/mcp"
+
+
+def test_merge_keeps_other_servers_and_keys(home: Path, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    path = ws / ".vscode" / "mcp.json"
+    path.parent.mkdir(parents=True)
+    original = {"inputs": [{"id": "k", "type": "promptString"}],
+                "servers": {"other": {"type": "stdio", "command": "x"}, "rgbridge": {"type": "stdio", "command": "old"}}}
+    path.write_text(json.dumps(original))
+    assert rgbridge(["ide-config", "vscode", "--workspace", str(ws), "--write"]) == 0
+    doc = json.loads(path.read_text())
+    assert doc["inputs"] == original["inputs"]
+    assert doc["servers"]["other"] == {"type": "stdio", "command": "x"}
+    assert doc["servers"]["rgbridge"]["command"] == sys.executable
+    assert json.loads((path.parent / "mcp.json.bak").read_text()) == original
+    # Idempotent: a second write gives the same document.
+    assert rgbridge(["ide-config", "vscode", "--workspace", str(ws), "--write"]) == 0
+    assert json.loads(path.read_text()) == doc
+
+
+def test_invalid_json_is_refused_untouched(home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = home / ".codeium" / "windsurf" / "mcp_config.json"
+    path.parent.mkdir(parents=True)
+    broken = '{"mcpServers": {"a": 1,, }'
+    path.write_text(broken)
+    assert rgbridge(["ide-config", "windsurf", "--workspace", str(tmp_path / "ws"), "--write"]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+    assert path.read_text() == broken
+    assert not (path.parent / "mcp_config.json.bak").exists()
+
+
+@pytest.mark.parametrize("content,match", [("[1, 2]", "not a JSON object"), ('{"mcpServers": []}', "'mcpServers' is not")])
+def test_wrong_shapes_are_refused(tmp_path: Path, content: str, match: str) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(content)
+    with pytest.raises(ConfigError, match=match):
+        merge_into(path, "cursor", {"command": "x"})
+    assert path.read_text() == content
+
+
+def test_empty_file_is_filled(tmp_path: Path) -> None:
+    path = tmp_path / ".mcp.json"
+    path.write_text("")
+    merge_into(path, "claude", server_entry("claude", tmp_path))
+    assert json.loads(path.read_text())["mcpServers"]["rgbridge"]["type"] == "stdio"
+
+
+def test_new_file_with_token_is_private(tmp_path: Path) -> None:
+    path = tmp_path / "cfg" / "mcp.json"
+    merge_into(path, "cursor", server_entry("cursor", tmp_path, transport="http", token="x" * 20))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_home_relative_paths_follow_home(home: Path, tmp_path: Path) -> None:
+    assert config_path("antigravity", tmp_path) == home / ".gemini" / "config" / "mcp_config.json"
+    assert config_path("windsurf", tmp_path) == home / ".codeium" / "windsurf" / "mcp_config.json"
+    assert config_path("cursor", tmp_path) == tmp_path.absolute() / ".cursor" / "mcp.json"
+
+
+def test_unexpanded_workspace_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unexpanded"):
+        server_entry("cursor", Path("${workspaceFolder}"))
+
+
+def test_generated_stdio_config_launches_a_working_server(home: Path, tmp_path: Path) -> None:
+    """Smoke-test the generated entry the way an IDE would: spawn it and list the tools."""
+    import anyio
+
+    from mcp import Client, StdioServerParameters, stdio_client
+
+    entry = server_entry("claude", tmp_path / "ws", extra_args=["--recordings", str(tmp_path / "rec")])
+
+    async def go() -> list[str]:
+        params = StdioServerParameters(command=entry["command"], args=entry["args"], cwd=str(home))
+        with (tmp_path / "server.stderr").open("w") as errlog:  # pytest's captured stderr has no fileno
+            async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
+                return sorted(t.name for t in (await client.list_tools()).tools)
+
+    names = anyio.run(go)
+    assert "start_task" in names and len(names) == 10
