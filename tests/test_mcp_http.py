@@ -1,0 +1,184 @@
+"""`rgbridge serve --transport http`: bearer token, DNS-rebinding protection, bind rules, and
+the full scored flow over streamable HTTP (Docker). Traffic stays on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+import requests
+
+from bridge.cli import main as rgbridge
+from bridge.shadowgit import ShadowStore
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve_command() -> list[str]:
+    script = Path(sys.executable).with_name("rgbridge")
+    return [str(script), "serve"] if script.exists() else [sys.executable, "-m", "bridge.cli", "serve"]
+
+
+class HttpServer:
+    def __init__(self, root: Path) -> None:
+        self.ws, self.rec = root / "ws", root / "rec"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        env = {k: v for k, v in os.environ.items() if k not in ("RGBRIDGE_TOKEN", "RGBRIDGE_WORKSPACE", "CLAUDE_PROJECT_DIR")}
+        self.stderr_path = root / "server.stderr"
+        self._stderr = self.stderr_path.open("w")
+        self.proc = subprocess.Popen(
+            [*serve_command(), "--transport", "http", "--port", str(self.port), "--workspace", str(self.ws),
+             "--recordings", str(self.rec)],
+            stdout=subprocess.DEVNULL, stderr=self._stderr, env=env, cwd=REPO_ROOT,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.stderr_path.read_text()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            raise RuntimeError("server did not start listening")
+        self.token = (self.rec / "http-token").read_text().strip()
+
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self._stderr.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    srv = HttpServer(tmp_path_factory.mktemp("http"))
+    yield srv
+    srv.stop()
+
+
+def post(server: HttpServer, headers: dict[str, str]) -> requests.Response:
+    return requests.post(server.url, data=json.dumps(INIT), headers={**MCP_HEADERS, **headers}, timeout=10)
+
+
+def test_token_file_is_private_and_printed(server: HttpServer) -> None:
+    path = server.rec / "http-token"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert len(server.token) >= 40
+    assert server.token in server.stderr_path.read_text()  # told to the user on stderr
+
+
+def test_requests_without_the_token_are_rejected(server: HttpServer) -> None:
+    assert post(server, {}).status_code == 401
+    assert post(server, {"Authorization": "Bearer wrong-token"}).status_code == 401
+    assert post(server, {"Authorization": server.token}).status_code == 401  # no "Bearer " scheme
+    assert requests.get(server.url, timeout=10).status_code == 401
+    ok = post(server, server.auth())
+    assert ok.status_code == 200 and "rgbridge" in ok.text
+
+
+def test_dns_rebinding_is_rejected(server: HttpServer) -> None:
+    spoofed = post(server, {**server.auth(), "Host": f"evil.example:{server.port}"})
+    assert spoofed.status_code == 421
+    origin = post(server, {**server.auth(), "Origin": "http://evil.example"})
+    assert origin.status_code == 403
+    assert post(server, {**server.auth(), "Origin": f"http://localhost:{server.port}"}).status_code == 200
+
+
+def test_non_loopback_bind_needs_allow_remote_and_token(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RGBRIDGE_TOKEN", raising=False)
+    base = ["serve", "--transport", "http", "--recordings", str(tmp_path), "--host", "0.0.0.0"]
+    assert rgbridge(base) == 2
+    assert "--allow-remote" in capsys.readouterr().err
+    assert rgbridge([*base, "--allow-remote"]) == 2
+    assert "--token" in capsys.readouterr().err
+
+
+def http_client(server: HttpServer, mode: str = "legacy") -> Client:
+    http = httpx2.AsyncClient(headers=server.auth(), timeout=httpx2.Timeout(30, read=120))
+    return Client(streamable_http_client(server.url, http_client=http), mode=mode)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_session_tools_over_http(server: HttpServer, mode: str) -> None:
+    async def go() -> None:
+        async with http_client(server, mode) as c:
+            assert len((await c.list_tools()).tools) == 10
+            assert "unknown task" in (await c.call_tool("start_task", {"task_id": "nope"})).content[0].text
+            escaped = await c.call_tool("start_task", {"task_id": "kv-ledger", "workspace": "../elsewhere"})
+            assert escaped.is_error and "outside" in escaped.content[0].text
+            started = await c.call_tool("start_task", {"task_id": "kv-ledger", "workspace": f"quit-{mode}"})
+            assert not started.is_error, started.content
+            sid = started.structured_content["session_id"]
+            status = await c.call_tool("task_status", {"session_id": sid})
+            assert status.structured_content["state"] == "active"
+            assert (await c.call_tool("quit_task", {"session_id": sid})).structured_content["state"] == "quit"
+            readme = await c.read_resource("task://kv-ledger/readme")
+            assert readme.contents[0].text.startswith("#")
+
+    anyio.run(go)
+
+
+@pytest.mark.docker
+def test_full_flow_over_http(docker_client, server: HttpServer, tasks_dir: Path, tmp_path: Path) -> None:
+    async def go() -> dict[str, Any]:
+        async with http_client(server) as c:
+            started = (await c.call_tool("start_task", {"task_id": "kv-ledger", "workspace": "flow"})).structured_content
+            workspace = Path(started["workspace"])
+            for path in (tasks_dir / "kv-ledger" / "solution").iterdir():
+                if path.is_file():
+                    shutil.copy2(path, workspace / path.name)
+            expected = {p.name: p.read_bytes() for p in workspace.iterdir() if p.is_file()}
+            receipt = await c.call_tool("submit_task", {"session_id": started["session_id"]})
+            assert not receipt.is_error, receipt.content
+            status: dict[str, Any] = {}
+            for _ in range(40):
+                status = (await c.call_tool("get_result", {"session_id": started["session_id"], "wait_seconds": 50})
+                          ).structured_content
+                if status["state"] in ("done", "failed"):
+                    break
+            return {"status": status, "expected": expected, "rec_dir": Path(started["recording"])}
+
+    out = anyio.run(go)
+    status = out["status"]
+    assert status["state"] == "done", status
+    for profile in ("strict", "compat"):
+        assert status["summary"][profile]["pass_at_1"] == 1.0, status["summary"]
+    record = json.loads((out["rec_dir"] / "session.json").read_text())
+    assert record["client"]["name"] == "mcp"
+    replay = tmp_path / "replayed"
+    ShadowStore(out["rec_dir"] / "store", Path(record["workspace"])).checkout_to(record["submission"]["commit"], replay)
+    assert {p.name: p.read_bytes() for p in replay.rglob("*") if p.is_file()} == out["expected"]
+    calls = [json.loads(x) for x in (out["rec_dir"] / "events.jsonl").read_text().splitlines()]
+    assert [c["tool"] for c in calls if c["type"] == "mcp_call"][:2] == ["start_task", "submit_task"]
