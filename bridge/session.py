@@ -63,6 +63,16 @@ class Scorer(Protocol):
 class ClientInfo(BaseModel):
     name: str = "unknown"
     version: str = ""
+    protocol: str = ""  # MCP protocol version the client negotiated, when known
+
+
+def default_recordings_dir() -> Path:
+    """$RGBRIDGE_RECORDINGS, else the project's `recordings/` — never the caller's cwd, which is
+    the home folder under some IDEs. The CLI and the MCP server share this default."""
+    from bridge.catalog import PACKAGE_ROOT
+
+    env = os.environ.get("RGBRIDGE_RECORDINGS")
+    return Path(env) if env else PACKAGE_ROOT / "recordings"
 
 
 class TaskSummary(BaseModel):

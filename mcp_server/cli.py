@@ -11,17 +11,10 @@ import os
 import sys
 from pathlib import Path
 
-from bridge.catalog import PACKAGE_ROOT
+from bridge.session import default_recordings_dir
 from bridge.errors import BridgeError
 
 DEFAULT_PORT = 8765
-
-
-def default_recordings_dir() -> Path:
-    """$RGBRIDGE_RECORDINGS, else the project's `recordings/` (never the IDE's cwd, which
-    is the home directory under some IDEs)."""
-    env = os.environ.get("RGBRIDGE_RECORDINGS")
-    return Path(env) if env else PACKAGE_ROOT / "recordings"
 
 
 def _abs(path: Path | None) -> Path | None:

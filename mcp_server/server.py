@@ -107,7 +107,12 @@ def client_info_of(ctx: Context | None) -> ClientInfo:
     info = getattr(params, "client_info", None)
     if info is None:
         return ClientInfo()
-    return ClientInfo(name=str(getattr(info, "name", "") or "unknown"), version=str(getattr(info, "version", "") or ""))
+    try:
+        protocol = str(ctx.protocol_version or "") if ctx is not None else ""
+    except Exception:  # noqa: BLE001 - not every transport exposes it
+        protocol = ""
+    return ClientInfo(name=str(getattr(info, "name", "") or "unknown"), version=str(getattr(info, "version", "") or ""),
+                      protocol=protocol)
 
 
 def _protocol_of(ctx: Context | None) -> str | None:

@@ -185,7 +185,8 @@ def test_flow_logs_every_call_and_records_client(env, mode: str, canary_tasks: P
     assert [c["ok"] for c in calls] == [True] * 7 + [False, True, False]
     assert "already submitted" in calls[7]["error"]
     record = json.loads((recording / "session.json").read_text())
-    assert record["client"] == {"name": "unit-ide", "version": "3.1"}
+    assert {k: record["client"][k] for k in ("name", "version")} == {"name": "unit-ide", "version": "3.1"}
+    assert record["client"]["protocol"] == ("2025-11-25" if mode == "legacy" else "2026-07-28")
     server_log = (recordings / "server-calls.jsonl").read_text()
     assert "list_tasks" in server_log and "get_task" in server_log  # before any session: server log
     # The canary planted in the golden tests (and carried by the full result) never leaks.

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import select
 import sys
 import termios
@@ -38,6 +37,7 @@ from bridge.session import (
     SENTINEL,
     ClientInfo,
     ResultStatus,
+    default_recordings_dir,
     SessionManager,
     SessionStatus,
     find_recording_for_workspace,
@@ -46,12 +46,11 @@ from bridge.session import (
     summarize_result,
 )
 
-DEFAULT_RECORDINGS = Path("recordings")
 PROFILE_CHOICES = ("both", "strict", "compat")
 
 
 def _recordings(args: argparse.Namespace) -> Path:
-    return Path(args.recordings or os.environ.get("RGBRIDGE_RECORDINGS") or DEFAULT_RECORDINGS)
+    return Path(args.recordings) if args.recordings else default_recordings_dir()
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
