@@ -380,8 +380,7 @@ class Recorder:
                 base = self._baseline
                 self._last_ckpt_files = dict(base.files)
             else:
-                base = scan(self.root, max_file_bytes=self.max_file_bytes, exclude=self.exclude,
-                            on_content=self.store.put_blob)
+                base = self._scan(previous=None)
             self._files = dict(base.files)
             self._oversized = dict(base.oversized)
         self.log.append(
@@ -421,13 +420,7 @@ class Recorder:
         with self._lock:
             self._drain_queue()
             self._process_due(force=True)
-            fresh = scan(
-                self.root,
-                max_file_bytes=self.max_file_bytes,
-                previous=Manifest(self._files, self._oversized),
-                exclude=self.exclude,
-                on_content=self.store.put_blob,
-            )
+            fresh = self._scan()
             return self._commit_locked(fresh, reason)
 
     def seal(self, quiet_seconds: float = 1.0, max_wait: float = 30.0, *, tag: str | None = None) -> Seal:
@@ -473,6 +466,14 @@ class Recorder:
                 reconciled=ckpt.reconciled,
                 left_out=list(res.left_out),
             )
+
+    def _scan(self, previous: Manifest | None | bool = True) -> Manifest:
+        """Scan the workspace, re-hashing only what changed since the recorded manifest
+        (`previous=True`) or everything (`previous=None`); new content goes into the store."""
+        if previous is True:
+            previous = Manifest(self._files, self._oversized)
+        return scan(self.root, max_file_bytes=self.max_file_bytes, previous=previous or None,
+                    exclude=self.exclude, on_content=self.store.put_blob)
 
     # ---- observers ----------------------------------------------------------------------
 
@@ -591,13 +592,7 @@ class Recorder:
                 self._switch_to_polling("inotify reader stopped")
         if self._rescan_every is not None and time.monotonic() - self._last_rescan >= self._rescan_every:
             self._last_rescan = time.monotonic()
-            fresh = scan(
-                self.root,
-                max_file_bytes=self.max_file_bytes,
-                previous=Manifest(self._files, self._oversized),
-                exclude=self.exclude,
-                on_content=self.store.put_blob,
-            )
+            fresh = self._scan()
             if self._reconcile(fresh):
                 self._dirty = True
 
@@ -607,13 +602,7 @@ class Recorder:
         since = now - self._last_ckpt
         quiet = now - self._last_event
         if (quiet >= self.checkpoint_quiet and since >= self.checkpoint_interval) or since >= self.checkpoint_max_interval:
-            fresh = scan(
-                self.root,
-                max_file_bytes=self.max_file_bytes,
-                previous=Manifest(self._files, self._oversized),
-                exclude=self.exclude,
-                on_content=self.store.put_blob,
-            )
+            fresh = self._scan()
             self._commit_locked(fresh, "auto")
 
     def _drain_queue(self) -> None:
@@ -836,13 +825,7 @@ class Recorder:
             except StoreMismatch:
                 if attempt == 3:
                     raise
-                fresh = scan(
-                    self.root,
-                    max_file_bytes=self.max_file_bytes,
-                    previous=None,
-                    exclude=self.exclude,
-                    on_content=self.store.put_blob,
-                )
+                fresh = self._scan(previous=None)
         changes = diff(self._last_ckpt_files, fresh.files)
         self.log.append(
             "checkpoint",

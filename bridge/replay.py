@@ -840,7 +840,8 @@ def latest_result(rec_dir: Path | str) -> dict[str, Any] | None:
     return results[-1] if results else None
 
 
-def _load_task(task_id: str, catalog: Any | None) -> Any:
+def load_task_for(task_id: str, catalog: Any | None) -> Any:
+    """The task a recording names, from `catalog` (default: the shipped tasks)."""
     if catalog is None:
         from bridge.catalog import Catalog
 
@@ -895,7 +896,7 @@ def rescore(
             raise RecordingError(f"{rec_dir}: recording fails verification ({report.problems[0]}); not rescoring")
     rec = open_recording(rec_dir)
     moment = resolve_moment(rec, at)
-    task = _load_task(rec.meta.task_id, catalog)
+    task = load_task_for(rec.meta.task_id, catalog)
     results = rec_dir / "results"
     results.mkdir(exist_ok=True)
     safe_grader = re.sub(r"[^A-Za-z0-9.]+", "_", GRADER_VERSION)

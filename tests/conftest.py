@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+# Fixture repos (hostile conftests, agent test files) are data for the scorer, never our tests.
+collect_ignore = ["fixtures"]
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TASKS_DIR = REPO_ROOT / "tasks"
 

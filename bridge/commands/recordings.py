@@ -1,9 +1,312 @@
-"""CLI verbs of the recordings group."""
+"""Recording verbs: `replay`, `rescore`, `timeline`, `curve`, `report`, `export` and
+`recordings pack|unpack|verify|seal` (formats in docs/recording-format.md)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+from pathlib import Path
+
+from bridge.commands.common import add_json_option, add_task_source_options, console, print_json, stderr_console
+from bridge.errors import RecordingError
+
+DEFAULT_RECORDINGS = Path("recordings")
+
+
+def _rec_path(value: str) -> Path:
+    """A recording folder, or a session id under $RGBRIDGE_RECORDINGS (default ./recordings)."""
+    path = Path(value)
+    if (path / "session.json").is_file():
+        return path
+    base = Path(os.environ.get("RGBRIDGE_RECORDINGS") or DEFAULT_RECORDINGS)
+    if os.sep not in value and (base / value / "session.json").is_file():
+        return base / value
+    raise RecordingError(f"{value}: not a recording (no session.json)")
+
+
+def _catalog(args: argparse.Namespace):  # noqa: ANN202 - Catalog, imported lazily
+    from bridge.commands.common import load_catalog
+
+    return load_catalog(args, report_errors=False)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Registered verbs of this group (filled in as capabilities land)."""
+    rp = subparsers.add_parser("replay", help="rebuild a recorded workspace as it was at a moment")
+    rp.add_argument("recording", metavar="REC")
+    rp.add_argument("--at", default="submission", metavar="T",
+                    help="submission | event:N | +SECONDS (wall-clock since start) | ISO-8601 time | start | end")
+    rp.add_argument("--out", required=True, type=Path, metavar="DIR")
+    rp.add_argument("--force", action="store_true", help="replace the contents of a non-empty --out")
+    add_json_option(rp)
+    rp.set_defaults(handler=cmd_replay)
+
+    rs = subparsers.add_parser("rescore", help="re-score a recorded moment with the current grader")
+    rs.add_argument("recording", metavar="REC")
+    rs.add_argument("--at", default="submission", metavar="T")
+    rs.add_argument("--profile", choices=("both", "strict", "compat"), default="both")
+    rs.add_argument("--cache", action="store_true", help="allow cached results (default: score afresh)")
+    rs.add_argument("--no-verify", action="store_true", help="rescore even if the recording fails verification")
+    add_task_source_options(rs)
+    add_json_option(rs)
+    rs.set_defaults(handler=cmd_rescore)
+
+    tl = subparsers.add_parser("timeline", help="what happened when in a recording")
+    tl.add_argument("recording", metavar="REC")
+    add_json_option(tl)
+    tl.set_defaults(handler=cmd_timeline)
+
+    cv = subparsers.add_parser("curve", help="Pass@1, DSR and AC at N moments of a session")
+    cv.add_argument("recording", metavar="REC")
+    cv.add_argument("--points", type=int, default=5, metavar="N")
+    cv.add_argument("--workers", type=int, default=2, metavar="W")
+    cv.add_argument("--profile", choices=("strict", "compat"), default="strict")
+    cv.add_argument("--no-cache", action="store_true", help="ignore the engine's result cache")
+    cv.add_argument("--no-save", action="store_true", help="do not store the curve in the recording")
+    add_task_source_options(cv)
+    add_json_option(cv)
+    cv.set_defaults(handler=cmd_curve)
+
+    rep = subparsers.add_parser("report", help="report of a run folder or a recording (table, --html, leaderboard rows)")
+    rep.add_argument("target", type=Path, metavar="RUN_DIR|REC")
+    rep.add_argument("--run-id", metavar="ID", help="which report_<ID>.json of a run folder (default: newest)")
+    rep.add_argument("--html", type=Path, metavar="OUT.html", help="write one self-contained HTML file")
+    rep.add_argument("--leaderboard-row", action="store_true", help="print upstream leaderboard results.json rows")
+    rep.add_argument("--ide", metavar="NAME")
+    rep.add_argument("--model", metavar="NAME")
+    rep.add_argument("--org", metavar="NAME", help="row 'org' (default: the IDE's display name)")
+    rep.add_argument("--link", default="", metavar="URL")
+    rep.add_argument("--org-img", default="", metavar="URL")
+    rep.add_argument("--aggregation", choices=("compat", "strict"), default="compat",
+                     help="which summary feeds leaderboard rows (default compat = upstream's rules)")
+    add_json_option(rep)
+    rep.set_defaults(handler=cmd_report)
+
+    ex = subparsers.add_parser("export", help="write submitted repos in the upstream IDE-output layout")
+    ex.add_argument("run_dir", nargs="?", type=Path, metavar="RUN_DIR")
+    ex.add_argument("--recordings", type=Path, metavar="DIR", help="export a folder of recordings instead")
+    ex.add_argument("--layout", choices=("repogenesis-ide",), default="repogenesis-ide")
+    ex.add_argument("--ide", required=True, metavar="NAME")
+    ex.add_argument("--model", required=True, metavar="NAME")
+    ex.add_argument("--run-id", metavar="ID")
+    ex.add_argument("--predictions-dir", type=Path, metavar="DIR", help="override the report's predictions_dir")
+    ex.add_argument("-o", "--output", required=True, type=Path, metavar="DIR")
+    add_task_source_options(ex)
+    add_json_option(ex)
+    ex.set_defaults(handler=cmd_export)
+
+    group = subparsers.add_parser("recordings", help="pack, unpack, verify and seal recordings")
+    verbs = group.add_subparsers(dest="recordings_command", metavar="VERB", required=True)
+    pk = verbs.add_parser("pack", help="pack a recording into a deterministic .tar.gz")
+    pk.add_argument("recording", metavar="REC")
+    pk.add_argument("-o", "--output", required=True, type=Path, metavar="FILE")
+    add_json_option(pk)
+    pk.set_defaults(handler=cmd_pack)
+    up = verbs.add_parser("unpack", help="unpack an archive (treated as untrusted) into a new folder")
+    up.add_argument("archive", type=Path, metavar="FILE")
+    up.add_argument("-o", "--output", required=True, type=Path, metavar="DIR")
+    add_json_option(up)
+    up.set_defaults(handler=cmd_unpack)
+    vf = verbs.add_parser("verify", help="check a recording was not altered and is self-consistent")
+    vf.add_argument("recording", metavar="REC")
+    add_json_option(vf)
+    vf.set_defaults(handler=cmd_verify)
+    sl = verbs.add_parser("seal", help="(re)write a recording's integrity.json")
+    sl.add_argument("recording", metavar="REC")
+    add_json_option(sl)
+    sl.set_defaults(handler=cmd_seal)
+
+
+# ----------------------------------------------------------------------------- handlers
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from bridge.replay import replay
+
+    res = replay(_rec_path(args.recording), args.at, args.out, force=args.force)
+    if args.json:
+        print_json(res.to_dict())
+        return 0
+    m = res.moment
+    how = ("the submission commit" if m.commit else
+           f"checkpoint {str(res.commit)[:12]} (event {res.base_seq}) + {res.applied_events} file event(s)")
+    console().print(f"rebuilt {res.files} file(s) into {res.out_dir}\n  moment {m.spec}: event {m.seq}, {m.t} "
+                    f"(+{m.wall_seconds:.1f}s wall, {m.working_seconds:.1f}s working)\n  from {how}\n"
+                    f"  tree hash {res.tree_hash}", highlight=False)
+    for line in filter(None, [res.note, f"left out (oversized): {', '.join(res.left_out)}" if res.left_out else ""]):
+        stderr_console().print(f"[yellow]note:[/] {line}", highlight=False)
+    return 0
+
+
+def cmd_rescore(args: argparse.Namespace) -> int:
+    from bridge.replay import rescore
+
+    err = stderr_console()
+    with err.status("rescoring", spinner="dots") as status:
+
+        def say(message: str) -> None:
+            line = message.strip().splitlines()[-1] if message.strip() else ""
+            if line and not args.json:
+                status.update(f"rescoring: {line[:100]}")
+
+        path = rescore(_rec_path(args.recording), profile=args.profile, at=args.at, catalog=_catalog(args),
+                       use_cache=args.cache, progress=say, verify_first=not args.no_verify)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if args.json:
+        print_json({"result": str(path), **data})
+        return 0
+    from bridge.scoring.reporting import build_entry, render_table
+    from bridge.scoring.result import ScoreResult
+
+    render_table([build_entry(ScoreResult.model_validate(data))], console())
+    console().print(f"result: {path}", highlight=False)
+    return 0
+
+
+def cmd_timeline(args: argparse.Namespace) -> int:
+    from bridge.timeline import build_timeline, render_timeline
+
+    data = build_timeline(_rec_path(args.recording))
+    if args.json:
+        print_json(data)
+    else:
+        render_timeline(data, console())
+    return 0
+
+
+def cmd_curve(args: argparse.Namespace) -> int:
+    from bridge.curve import compute_curve, render_curve
+
+    err = stderr_console()
+    with err.status("scoring moments", spinner="dots") as status:
+        curve = compute_curve(_rec_path(args.recording), points=args.points, workers=args.workers,
+                              profile=args.profile, catalog=_catalog(args), use_cache=not args.no_cache,
+                              save=not args.no_save, progress=lambda m: status.update(m[:100]))
+    if args.json:
+        print_json(curve)
+    else:
+        render_curve(curve, console())
+        if curve.get("path"):
+            console().print(f"stored: {curve['path']}", highlight=False)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from bridge.report_html import load_run_report, recording_report, write_html
+
+    target: Path = args.target
+    is_rec = (target / "session.json").is_file()
+    if args.leaderboard_row:
+        from bridge.export import leaderboard_rows
+
+        if not args.ide or not args.model:
+            raise RecordingError("--leaderboard-row needs --ide and --model")
+        report = recording_report(target) if is_rec else load_run_report(target, args.run_id)[1]
+        rows = leaderboard_rows(report, ide=args.ide, model=args.model, org=args.org, link=args.link,
+                                org_img=args.org_img, aggregation=args.aggregation)
+        print_json(rows)
+        return 0
+    if args.html:
+        out = write_html(target, args.html, run_id=args.run_id)
+        if args.json:
+            print_json({"html": str(out)})
+        else:
+            console().print(f"wrote {out} ({out.stat().st_size} bytes)", highlight=False)
+        return 0
+    report = recording_report(target) if is_rec else load_run_report(target, args.run_id)[1]
+    if args.json:
+        print_json(report)
+        return 0
+    from bridge.scoring.reporting import render_table
+
+    render_table(report["results"], console())
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from bridge.export import export_recordings, export_run
+
+    if args.recordings and args.run_dir:
+        raise RecordingError("give either RUN_DIR or --recordings DIR, not both")
+    if args.recordings:
+        res = export_recordings(args.recordings, args.output, ide=args.ide, model=args.model, catalog=_catalog(args))
+    elif args.run_dir:
+        res = export_run(args.run_dir, args.output, ide=args.ide, model=args.model, run_id=args.run_id,
+                         predictions_dir=args.predictions_dir)
+    else:
+        raise RecordingError("give RUN_DIR or --recordings DIR")
+    data = {"output": str(res.out_dir), "folders": res.folders, "skipped": res.skipped}
+    if args.json:
+        print_json(data)
+    else:
+        for folder, tasks in sorted(res.folders.items()):
+            console().print(f"{res.out_dir / folder}: {len(tasks)} task(s): {', '.join(tasks)}", highlight=False)
+        if res.skipped:
+            stderr_console().print(f"[yellow]skipped:[/] {', '.join(res.skipped)}", highlight=False)
+    return 0
+
+
+def cmd_pack(args: argparse.Namespace) -> int:
+    import hashlib
+
+    from bridge.packing import pack_recording
+
+    path = pack_recording(_rec_path(args.recording), args.output)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if args.json:
+        print_json({"archive": str(path), "bytes": path.stat().st_size, "sha256": digest})
+    else:
+        console().print(f"{path}: {path.stat().st_size} bytes, sha256 {digest}", highlight=False)
+    return 0
+
+
+def cmd_unpack(args: argparse.Namespace) -> int:
+    from bridge.integrity import verify_recording
+    from bridge.packing import unpack_recording
+
+    res = unpack_recording(args.archive, args.output)
+    report = verify_recording(res.recording)
+    if args.json:
+        print_json({"recording": str(res.recording), "files": res.files, "bytes": res.bytes,
+                    "verify": report.to_dict()})
+    else:
+        console().print(f"unpacked {res.files} file(s), {res.bytes} bytes into {res.recording}", highlight=False)
+        _print_verify(report)
+    return 0 if report.ok else 1
+
+
+def _print_verify(report) -> None:  # noqa: ANN001 - VerifyReport
+    out = console()
+    checked = ", ".join(f"{v} {k}" for k, v in report.checked.items())
+    if report.ok:
+        out.print(f"[green]verified[/] ({'sealed' if report.sealed else 'not sealed'}; checked {checked})", highlight=False)
+    else:
+        out.print(f"[bold red]verification failed[/]: {len(report.problems)} problem(s)", highlight=False)
+        for p in report.problems:
+            out.print(f"  - {p}", highlight=False, markup=False)
+    for w in report.warnings:
+        out.print(f"  [yellow]warning:[/] {w}", highlight=False)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from bridge.integrity import verify_recording
+
+    report = verify_recording(_rec_path(args.recording))
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        _print_verify(report)
+    return 0 if report.ok else 1
+
+
+def cmd_seal(args: argparse.Namespace) -> int:
+    from bridge.integrity import seal_digest, seal_recording
+
+    rec = _rec_path(args.recording)
+    path = seal_recording(rec)
+    digest = seal_digest(rec)
+    if args.json:
+        print_json({"integrity": str(path), "digest": digest})
+    else:
+        console().print(f"sealed {rec}: {path.name} sha256 {digest}", highlight=False)
+    return 0

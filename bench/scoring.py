@@ -1,0 +1,311 @@
+"""Scoring benchmark: cold / cached / warm re-scores, an upstream-style baseline, parallel evaluate.
+
+    python bench/scoring.py [--reps 3] [--cold-reps 1] [--eval-profile both] [--skip-eval] [--json FILE]
+
+On the shipped `library-api` oracle (fastapi, real dependencies):
+
+  (a) cold score, both profiles: no result cache, the repo's deps images removed first;
+  (b) re-score of an unchanged snapshot (result-cache hit), both profiles;
+  (c) re-score after a one-file change (deps image cached, result-cache miss): compat alone —
+      the like-for-like comparison with (d) — and both profiles;
+  (d) the upstream-style flow: one image FROM our base with the repo copied in and requirements +
+      test tools installed (`docker build --no-cache`, separate RUN steps, errors ignored as
+      upstream does), the compat entrypoint run in it, the log graded by the upstream parsers,
+      the image removed — serial, as upstream runs;
+  (e) `evaluate` over 6 repos (oracle copies under 6 task ids, each with a distinct nonce file so
+      nothing hits the cache) with 1 and with 2 workers.
+
+Prints medians and the targets: (c) >= 5x faster than (d) with identical scores; (b) < 1 s;
+2 workers >= 1.6x the throughput of 1; peak RSS of this process < 200 MB. The upstream base
+image (python:3.10-slim) cannot be pulled here, so (d) starts FROM our base image, which already
+has curl/procps/netcat: upstream's apt-get step is left out, which only flatters (d).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import resource
+import shutil
+import statistics
+import sys
+import tarfile
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker.errors import APIError, ImageNotFound
+
+from bridge.catalog import Catalog
+from bridge.scoring import coverage, upstream
+from bridge.scoring.compat import TEST_TOOLS, _requirement_lines
+from bridge.scoring.containers import read_logs, remove_container, wait_with_timeout
+from bridge.scoring.docker_client import get_client
+from bridge.scoring.engine import score_repo
+from bridge.scoring.evaluate import evaluate
+from bridge.scoring.images import deps_image_tag, ensure_base_image, host_pip_index_settings
+from bridge.scoring.result import DSRResult, PassAt1
+from bridge.scoring.workdir import ASSETS, requirements_of
+from bridge.task import Task
+
+ROOT = Path(__file__).resolve().parent.parent
+TASK_ID = "library-api"
+EVAL_TASKS = ("kv-ledger", "library-api", "word-duel")
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+# --------------------------------------------------------------------------- engine runs
+
+
+def timed_score(task: Task, repo: Path, out: Path, *, profile: str, use_cache: bool) -> tuple[float, Any]:
+    started = time.monotonic()
+    result = score_repo(task, repo, profile=profile, use_cache=use_cache, output_dir=out,
+                        run_id=f"bench-{uuid.uuid4().hex[:8]}")
+    return time.monotonic() - started, result
+
+
+def remove_deps_images(client: docker.DockerClient, task: Task, repo: Path) -> list[str]:
+    """Drop the strict and compat deps images of this repo's requirements (nothing else)."""
+    base = ensure_base_image(client)
+    reqs = requirements_of(repo)
+    extras: list[str] = []
+    golden_reqs = task.tests_dir / "requirements.txt"
+    if golden_reqs.is_file():
+        extras.extend(_requirement_lines(golden_reqs.read_text(encoding="utf-8")))
+    extras.extend(TEST_TOOLS)
+    removed = []
+    for tag in (deps_image_tag(base, reqs), deps_image_tag(base, reqs, extras)):
+        try:
+            client.images.remove(tag, force=True)
+            removed.append(tag)
+        except ImageNotFound:
+            pass
+    return removed
+
+
+def summarise(dsr: DSRResult, p1: PassAt1) -> tuple[bool, int, int, float]:
+    return (dsr.success, p1.passed, p1.total, p1.score)
+
+
+def summarise_profile(p: Any) -> tuple[bool, int, int, float]:
+    return summarise(p.dsr, p.pass_at_1)
+
+
+# --------------------------------------------------------------------------- upstream-style baseline
+
+UPSTREAM_DOCKERFILE = """FROM {base}
+LABEL rgbridge.owner=rgbridge rgbridge.kind=bench-upstream
+{args}WORKDIR /repo
+COPY ./generated_repo /repo
+RUN if [ -f requirements.txt ]; then pip install --no-cache-dir -r requirements.txt 2>/dev/null || true; \\
+    else pip install --no-cache-dir flask fastapi uvicorn django djangorestframework requests sqlalchemy pydantic \\
+    2>/dev/null || true; fi
+COPY ./golden_tests /repo/tests
+RUN if [ -f tests/requirements.txt ]; then pip install --no-cache-dir -r tests/requirements.txt 2>/dev/null || true; fi
+RUN pip install --no-cache-dir pytest pytest-json-report requests httpx 2>/dev/null || true
+COPY entrypoint.sh /entrypoint.sh
+EXPOSE 8080
+ENTRYPOINT ["bash", "/entrypoint.sh"]
+"""
+
+
+def _context(task: Task, repo: Path, base: str, buildargs: dict[str, str]) -> io.BytesIO:
+    buf = io.BytesIO()
+    ignore = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".DS_Store", "node_modules", ".venv", "venv")
+    with tempfile.TemporaryDirectory(prefix="bench-ctx-") as tmp:
+        ctx = Path(tmp)
+        shutil.copytree(repo, ctx / "generated_repo", ignore=ignore)
+        shutil.copytree(task.tests_dir, ctx / "golden_tests", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copyfile(ASSETS / "compat_entrypoint.sh", ctx / "entrypoint.sh")
+        args = "".join(f"ARG {k}\n" for k in sorted(buildargs))
+        (ctx / "Dockerfile").write_text(UPSTREAM_DOCKERFILE.format(base=base, args=args), encoding="utf-8")
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            tar.add(ctx, arcname=".")
+    buf.seek(0)
+    return buf
+
+
+def upstream_style(client: docker.DockerClient, task: Task, repo: Path) -> dict[str, Any]:
+    """AC on the host, build --no-cache, run the entrypoint, grade the log, rmi: timed."""
+    base = ensure_base_image(client)
+    tag = f"rgbridge-bench-upstream:{uuid.uuid4().hex[:10]}"
+    t0 = time.monotonic()
+    coverage.static_api_coverage(task.readme, repo)
+    buildargs = host_pip_index_settings()
+    error = ""
+    for chunk in client.api.build(fileobj=_context(task, repo, base, buildargs), custom_context=True, tag=tag,
+                                  nocache=True, rm=True, forcerm=True, pull=False, decode=True,
+                                  buildargs=buildargs, timeout=900):
+        if "error" in chunk:
+            error = str(chunk["error"])
+    t_build = time.monotonic() - t0
+    if error:
+        raise RuntimeError(f"upstream-style build failed: {error}")
+    env = {"REPO_LANG": task.lang, "SERVICE_PORT": str(task.port), "STARTUP_TIMEOUT": "15",
+           "TEST_TIMEOUT": "300"}
+    container = client.containers.create(tag, name=f"rgbridge-bench-upstream-{uuid.uuid4().hex[:8]}",
+                                         environment=env, mem_limit="2g", network_mode="none",
+                                         labels={"rgbridge.owner": "rgbridge", "rgbridge.kind": "bench-upstream"})
+    try:
+        container.start()
+        wait_with_timeout(container, upstream.CONTAINER_TIMEOUT)
+        log = upstream.combine_container_log(read_logs(container, stdout=True, stderr=False),
+                                             read_logs(container, stdout=False, stderr=True))
+    finally:
+        remove_container(container)
+    dsr, p1 = upstream.grade_upstream_log(log, task.lang)
+    t_run = time.monotonic() - t0 - t_build
+    try:
+        client.images.remove(tag, force=True)
+    except APIError:
+        pass
+    total = time.monotonic() - t0
+    return {"seconds": total, "build": t_build, "run": t_run, "dsr": dsr, "pass_at_1": p1}
+
+
+# --------------------------------------------------------------------------- evaluate scaling
+
+
+def make_eval_tree(base: Path, catalog: Catalog) -> tuple[Path, Path]:
+    """6 tasks (the 3 shipped ones and a renamed copy of each) and a predictions dir of oracles."""
+    tasks_dir, preds = base / "tasks", base / "predictions"
+    for tid in EVAL_TASKS:
+        src = catalog.get(tid).root
+        for new_id in (tid, f"{tid}-copy"):
+            dest = tasks_dir / new_id
+            shutil.copytree(src, dest)
+            toml = dest / "task.toml"
+            toml.write_text(toml.read_text(encoding="utf-8").replace(f'id = "{tid}"', f'id = "{new_id}"', 1),
+                            encoding="utf-8")
+            shutil.copytree(src / "solution", preds / new_id)
+    return tasks_dir, preds
+
+
+def time_evaluate(tasks_dir: Path, preds: Path, out: Path, workers: int, profile: str) -> float:
+    for repo in preds.iterdir():  # a distinct snapshot per run: no result-cache hit
+        (repo / ".bench-nonce").write_text(uuid.uuid4().hex, encoding="utf-8")
+    catalog = Catalog.from_options(tasks_dir)
+    started = time.monotonic()
+    report, writer, _plan = evaluate(catalog, preds, output_dir=out, workers=workers, profile=profile)
+    seconds = time.monotonic() - started
+    data = json.loads(report.read_text(encoding="utf-8"))
+    scores = [(r["repo_name"], r["pass_at_1"]["score"]) for r in data["results"]]
+    bad = [s for s in scores if s[1] != 1.0]
+    if len(scores) != 6 or bad:
+        raise RuntimeError(f"evaluate gave unexpected scores: {scores}")
+    return seconds
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=3, help="repetitions of (b) and (c) (default 3)")
+    ap.add_argument("--cold-reps", type=int, default=1, help="repetitions of (a) and (d) (default 1)")
+    ap.add_argument("--eval-profile", default="both", choices=("both", "strict", "compat"))
+    ap.add_argument("--skip-eval", action="store_true", help="leave out (e)")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    args = ap.parse_args(argv)
+
+    client = get_client()
+    catalog = Catalog.from_options(ROOT / "tasks")
+    task = catalog.get(TASK_ID)
+    figures: dict[str, Any] = {}
+    work = Path(tempfile.mkdtemp(prefix="rgbridge-bench-"))
+    try:
+        repo = work / "repo"
+        shutil.copytree(task.solution_dir, repo)
+
+        cold = []
+        for i in range(args.cold_reps):
+            removed = remove_deps_images(client, task, repo)
+            secs, res = timed_score(task, repo, work / f"a{i}", profile="both", use_cache=False)
+            cold.append(secs)
+            say(f"(a) cold score (both, deps images removed: {len(removed)}): {secs:.2f}s "
+                f"strict={summarise_profile(res.profile('strict'))} compat={summarise_profile(res.profile('compat'))}")
+        figures["a_cold_both_s"] = median(cold)
+
+        timed_score(task, repo, work / "b-prime", profile="both", use_cache=True)  # fill the cache
+        cached = [timed_score(task, repo, work / f"b{i}", profile="both", use_cache=True)[0]
+                  for i in range(args.reps)]
+        figures["b_cached_both_s"] = median(cached)
+        say(f"(b) cached re-score (both): median {median(cached):.3f}s  {[round(x, 3) for x in cached]}")
+
+        warm_compat, warm_both, warm_scores = [], [], []
+        target_file = repo / "app" / "main.py"
+        for i in range(args.reps):
+            with target_file.open("a", encoding="utf-8") as fh:
+                fh.write(f"# bench edit {uuid.uuid4().hex}\n")
+            secs, res = timed_score(task, repo, work / f"c{i}", profile="compat", use_cache=True)
+            warm_compat.append(secs)
+            warm_scores.append(summarise_profile(res.profile("compat")))
+            with target_file.open("a", encoding="utf-8") as fh:
+                fh.write(f"# bench edit {uuid.uuid4().hex}\n")
+            warm_both.append(timed_score(task, repo, work / f"cb{i}", profile="both", use_cache=True)[0])
+        figures["c_warm_compat_s"] = median(warm_compat)
+        figures["c_warm_both_s"] = median(warm_both)
+        say(f"(c) one-file change, compat: median {median(warm_compat):.2f}s {[round(x, 2) for x in warm_compat]}")
+        say(f"(c) one-file change, both:   median {median(warm_both):.2f}s {[round(x, 2) for x in warm_both]}")
+
+        ups, up_scores = [], []
+        for _ in range(args.cold_reps):
+            u = upstream_style(client, task, repo)
+            ups.append(u["seconds"])
+            up_scores.append(summarise(u["dsr"], u["pass_at_1"]))
+            say(f"(d) upstream-style fresh build + run: {u['seconds']:.2f}s (build {u['build']:.2f}s, "
+                f"run+grade {u['run']:.2f}s) score={up_scores[-1]}")
+        figures["d_upstream_s"] = median(ups)
+        ratio = figures["d_upstream_s"] / figures["c_warm_compat_s"]
+        identical = len(set(warm_scores + up_scores)) == 1
+        figures["d_over_c"] = ratio
+        figures["scores_identical"] = identical
+        figures["scores"] = {"c_compat": warm_scores, "d_upstream": up_scores}
+        say(f"(d)/(c) = {ratio:.1f}x (target >= 5x); scores identical: {identical} "
+            f"(c={warm_scores[0]}, d={up_scores[0]})")
+
+        if not args.skip_eval:
+            tasks_dir, preds = make_eval_tree(work / "eval", catalog)
+            # One warm-up so every deps image (and the tester extras) exists: we time scoring, not builds.
+            time_evaluate(tasks_dir, preds, work / "eval-out-warm", 2, args.eval_profile)
+            t1 = time_evaluate(tasks_dir, preds, work / "eval-out-1", 1, args.eval_profile)
+            t2 = time_evaluate(tasks_dir, preds, work / "eval-out-2", 2, args.eval_profile)
+            figures.update({"e_profile": args.eval_profile, "e_1_worker_s": t1, "e_2_workers_s": t2,
+                            "e_throughput_ratio": t1 / t2})
+            say(f"(e) evaluate 6 repos ({args.eval_profile}): 1 worker {t1:.1f}s ({6 / t1 * 60:.1f} repos/min), "
+                f"2 workers {t2:.1f}s ({6 / t2 * 60:.1f} repos/min): {t1 / t2:.2f}x (target >= 1.6x)")
+
+        rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        figures["peak_rss_mb"] = rss_mb
+        say(f"peak RSS of the bridge process: {rss_mb:.0f} MB (target < 200 MB)")
+        checks = {
+            "(b) cached < 1 s": figures["b_cached_both_s"] < 1.0,
+            "(c) >= 5x faster than (d)": ratio >= 5.0,
+            "(c)/(d) identical scores": identical,
+            "peak RSS < 200 MB": rss_mb < 200,
+        }
+        if "e_throughput_ratio" in figures:
+            checks["2 workers >= 1.6x"] = figures["e_throughput_ratio"] >= 1.6
+        figures["targets"] = checks
+        for name, ok in checks.items():
+            say(f"  {'MET ' if ok else 'MISS'} {name}")
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2, default=str), encoding="utf-8")
+        return 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
