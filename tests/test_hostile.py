@@ -16,6 +16,7 @@ import os
 import re
 import resource
 import shutil
+import socket
 import subprocess
 import time
 import uuid
@@ -91,6 +92,14 @@ def _prepare_write_through(repo: Path, scratch: Path) -> None:
     (repo / "tests" / "conftest.py").symlink_to(victims / "conftest.txt")  # compat merges golden tests
 
 
+def _prepare_fifo(repo: Path, scratch: Path) -> None:
+    """A named pipe (and a unix socket) in the tree: copying must skip them, never block."""
+    os.mkfifo(repo / "pipe")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(repo / "agent.sock"))
+    sock.close()
+
+
 CASES: dict[str, Case] = {
     "a_conftest_forces_pass": Case("a_conftest_forces_pass"),
     "b_pytest_ini_plugin": Case("b_pytest_ini_plugin"),
@@ -105,6 +114,7 @@ CASES: dict[str, Case] = {
     "j_daemonise": Case("j_daemonise"),
     "k_symlinks": Case("k_symlinks", prepare=_prepare_symlinks),
     "k_write_through": Case(None, profile="both", prepare=_prepare_write_through),
+    "l_special_files": Case(None, prepare=_prepare_fifo),
 }
 
 
@@ -284,6 +294,13 @@ def test_k_engine_never_writes_through_agent_symlinks(hostile) -> None:
     for name in ("strict", "compat"):
         assert o.p(name).outcome == "scored", (name, o.p(name).outcome, o.p(name).error)
         assert o.p(name).pass_at_1.passed == GOLDEN_TOTAL, (name, o.p(name).pass_at_1)
+
+
+def test_l_special_files_are_skipped_not_fatal(hostile) -> None:
+    """A FIFO and a unix socket in the repo: the snapshot copy skips them (as the copy-in tar
+    does) and the oracle still scores; neither a hang nor a raw OSError escaping score_repo."""
+    p = _get(hostile, "l_special_files").p()
+    assert p.outcome == "scored" and p.pass_at_1.passed == GOLDEN_TOTAL
 
 
 def test_host_is_fine_after_all_cases(hostile, docker_client) -> None:

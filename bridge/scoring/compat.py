@@ -23,7 +23,17 @@ import docker
 from bridge.scoring import coverage, upstream
 from bridge.scoring.containers import create_container, managed, put_directory, read_logs, wait_with_timeout
 from bridge.scoring.docker_client import make_labels
-from bridge.scoring.images import DependencyInstallError, ensure_deps_image
+from bridge.errors import ScoringError
+from bridge.scoring.images import (
+    APP_DIRS,
+    APP_GID,
+    APP_UID,
+    DependencyInstallError,
+    docker_build,
+    ensure_deps_image,
+    image_exists,
+    official_python_image,
+)
 from bridge.scoring.result import DSRResult, ProfileResult
 from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, requirements_of
 from bridge.task import Task
@@ -44,6 +54,29 @@ def merge_golden_tests(task: Task, repo_dir: Path) -> None:
         target.unlink()
     shutil.copytree(task.tests_dir, target, dirs_exist_ok=True, symlinks=False,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".DS_Store"))
+
+
+def compat_base_image(client: docker.DockerClient, progress: ProgressFn | None) -> str | None:
+    """Upstream's `python:3.10-slim` plus its apt tools and our non-root user, when that image
+    exists locally or can be pulled quickly; None otherwise (then our Debian base is used)."""
+    official = official_python_image(client)
+    if official is None:
+        return None
+    tag = f"rgbridge-compat-base:{official.replace(':', '-').replace('/', '-')}"
+    if image_exists(client, tag):
+        return tag
+    dirs = " ".join(APP_DIRS)
+    body = (
+        "RUN apt-get update && apt-get install -y --no-install-recommends curl procps netcat-openbsd "
+        "&& rm -rf /var/lib/apt/lists/*"
+        f" && groupadd -g {APP_GID} app && useradd -u {APP_UID} -g {APP_GID} -m app"
+        f" && mkdir -p {dirs} && chown {APP_UID}:{APP_GID} {dirs}\n"
+    )
+    built = docker_build(client, dockerfile_body=body, base=official, tag=tag, kind="compat-base",
+                         timeout=600, progress=progress)
+    if not built.ok:
+        raise ScoringError(f"could not derive the compat base from {official}: {built.error}")
+    return tag
 
 
 def _requirement_lines(text: str) -> list[str]:
@@ -77,6 +110,7 @@ def run_compat(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: 
     progress("compat: building the image")
     try:
         image = ensure_deps_image(client, requirements, extra_packages=extras, wheelhouse=ctx.wheelhouse,
+                                  base=compat_base_image(client, ctx.image_progress),
                                   timeout=task.manifest.timeouts.build, progress=ctx.image_progress)
     except DependencyInstallError as exc:
         logs.write("build.log", exc.log_tail)
