@@ -38,6 +38,9 @@ CHAIN_MARK_EVERY = 64
 _CHAIN_SEED = b"rgbridge-events-chain-v1"
 #: process-local files that are never part of a recording's content
 VOLATILE = frozenset({INTEGRITY_NAME, "owner.pid"})
+#: records a finished session may still append (a client polling get_result, a server stopping);
+#: appended after an intact sealed prefix they are reported as a warning, anything else fails
+APPENDABLE = frozenset({"mcp_call", "log_opened", "detach"})
 #: the engine stages a snapshot without these (bridge.scoring.workdir.STAGE_IGNORE + metadata)
 _STAGE_IGNORE = (".git", "__pycache__", "*.pyc", ".DS_Store", "node_modules", ".venv", "venv", ".rgbridge")
 
@@ -197,7 +200,8 @@ def _compare_seal(rec_dir: Path, sealed: dict[str, Any], problems: list[str], wa
     if ev_path.is_file():
         chain = events_chain(ev_path)
         if chain["head"] != old_chain.get("head") or chain["lines"] != old_chain.get("lines"):
-            problems.append(_locate_event_change(ev_path, old_chain, chain))
+            message, benign = _locate_event_change(ev_path, old_chain, chain)
+            (warnings if benign else problems).append(message)
     elif "events.jsonl" in old_files:
         problems.append("events.jsonl: removed after sealing")
 
@@ -230,28 +234,40 @@ def _compare_seal(rec_dir: Path, sealed: dict[str, Any], problems: list[str], wa
         warnings.append(f"integrity.json version {sealed.get('integrity_version')} is not {INTEGRITY_VERSION}")
 
 
-def _locate_event_change(path: Path, old: dict[str, Any], now: dict[str, Any]) -> str:
+def _locate_event_change(path: Path, old: dict[str, Any], now: dict[str, Any]) -> tuple[str, bool]:
+    """Where events.jsonl differs from its seal, and whether the change is benign (only
+    `APPENDABLE` records appended after an intact sealed prefix: e.g. get_result polls)."""
     every = int(old.get("mark_every") or CHAIN_MARK_EVERY)
     old_marks = old.get("marks") or {}
     old_lines = int(old.get("lines") or 0)
     # Replay the chain; the first mark that differs bounds the first altered line.
     h = hashlib.sha256(_CHAIN_SEED).digest()
     n = 0
+    appended: list[bytes] = []
     with open(path, "rb") as fh:
         for raw in fh:
+            if n >= old_lines:
+                appended.append(raw)
+                continue
             h = hashlib.sha256(h + raw.rstrip(b"\n")).digest()
             n += 1
             if n % every == 0 and str(n) in old_marks and old_marks[str(n)] != h.hex():
-                return f"events.jsonl: altered after sealing (first difference in lines {n - every + 1}–{n})"
-            if n == old_lines:
-                if h.hex() != old.get("head"):
-                    lo = (n - 1) // every * every + 1
-                    return f"events.jsonl: altered after sealing (first difference in lines {lo}–{n})"
-                extra = int(now["lines"]) - old_lines
-                return f"events.jsonl: {extra} line(s) appended after sealing (after line {old_lines})"
+                return f"events.jsonl: altered after sealing (first difference in lines {n - every + 1}–{n})", False
+            if n == old_lines and h.hex() != old.get("head"):
+                lo = (n - 1) // every * every + 1
+                return f"events.jsonl: altered after sealing (first difference in lines {lo}–{n})", False
     if n < old_lines:
-        return f"events.jsonl: truncated after sealing ({old_lines} lines sealed, {n} now)"
-    return "events.jsonl: altered after sealing"
+        return f"events.jsonl: truncated after sealing ({old_lines} lines sealed, {n} now)", False
+    types: list[str] = []
+    for raw in appended:
+        try:
+            types.append(str(json.loads(raw).get("type")))
+        except (ValueError, AttributeError, UnicodeDecodeError):
+            types.append("(unparsable)")
+    kinds = ", ".join(sorted(set(types)))
+    benign = all(t in APPENDABLE for t in types)
+    return (f"events.jsonl: {len(appended)} line(s) appended after sealing (after line {old_lines}: {kinds})",
+            benign)
 
 
 def _staged_hash(entries: list[tuple[str, int, str]]) -> str:
@@ -462,3 +478,12 @@ def verify_recording(rec_dir: Path | str) -> VerifyReport:
     except (OSError, RecordingError) as exc:
         problems.append(f"content check failed: {exc}")
     return VerifyReport(not problems, problems, warnings, sealed, checked)
+
+
+def try_seal(rec_dir: Path | str) -> str | None:
+    """Seal for the live session (session.py hook): never raises; returns the error text, if any."""
+    try:
+        seal_recording(rec_dir)
+    except Exception as exc:  # noqa: BLE001 - a failed seal must never fail a scoring job or a quit
+        return f"{type(exc).__name__}: {exc}"
+    return None

@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from bridge.clock import iso, parse_iso, utcnow
+from bridge.scoring.result import summarize_result
 from bridge.errors import RecordingError
 from bridge.events import ReadStats, read_events
 from bridge.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, sha256_bytes, tree_hash_from_entries
@@ -771,22 +772,6 @@ def _write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def _summary(data: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, prof in (data.get("profiles") or {}).items():
-        p1 = prof.get("pass_at_1") or {}
-        ac = prof.get("api_coverage") or {}
-        out[name] = {
-            "outcome": prof.get("outcome"),
-            "dsr": (prof.get("dsr") or {}).get("success"),
-            "passed": p1.get("passed"),
-            "total": p1.get("total"),
-            "pass_at_1": p1.get("score"),
-            "api_coverage": ac.get("score"),
-        }
-    return out
-
-
 def list_results(rec_dir: Path | str) -> list[dict[str, Any]]:
     """Every scoring result of a recording (submission and rescores), oldest first."""
     rec_dir = Path(rec_dir)
@@ -817,7 +802,7 @@ def list_results(rec_dir: Path | str) -> list[dict[str, Any]]:
                                                             and meta.submission else None),
             "task_hash": data.get("task_hash"),
             "created_at": data.get("created_at"),
-            "summary": _summary(data),
+            "summary": summarize_result(data),
         })
     out.sort(key=lambda r: (str(r.get("created_at") or ""), r["name"]))
     return out

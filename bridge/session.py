@@ -16,19 +16,19 @@ import tempfile
 import threading
 import traceback
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from bridge import __version__
+from bridge import __version__, integrity
 from bridge.catalog import Catalog
 from bridge.clock import Clock, iso, utcnow
 from bridge.errors import BridgeError, PathError, SessionError
 from bridge.events import EventLog
 from bridge.hashing import EXCLUDED_DIRS
 from bridge.recorder import Recorder
+from bridge.scoring.result import summarize_result
 from bridge.shadowgit import ShadowStore
 from bridge.task import Task
 
@@ -370,12 +370,11 @@ class SessionManager:
         raw = str(workspace)
         if "${" in raw:
             raise PathError(f"workspace {raw!r} contains an unexpanded IDE variable")
-        workspace = Path(os.path.abspath(os.path.expanduser(raw)))
+        workspace = Path(os.path.realpath(os.path.expanduser(raw)))
         if workspace.exists() and not workspace.is_dir():
             raise PathError(f"workspace {workspace} is not a directory")
+        self._check_workspace(task, workspace)  # before creating anything
         workspace.mkdir(parents=True, exist_ok=True)
-        workspace = workspace.resolve()
-        self._check_workspace(task, workspace)
         with self._lock:
             for other in self.sessions.values():
                 if other.workspace == workspace and other.record.state in ("active", "paused"):
@@ -685,6 +684,7 @@ class SessionManager:
             self._set_job(session, state="failed", finished_at=iso(utcnow()), message="scoring failed", error=detail)
             session.events.append("score_failed", job_id=job_id, error=detail)
         finally:
+            self._seal(session)
             session.job_done.set()
 
     def result(self, session_id: str, *, wait_seconds: float = 0.0) -> ResultStatus:
@@ -719,7 +719,17 @@ class SessionManager:
             rec.ended_at = iso(utcnow())
             session.events.append("quit", reason=reason, working_seconds=rec.clock.elapsed())
             session.save()
+            self._seal(session)
             return self._status(session, "session ended without scoring")
+
+    @staticmethod
+    def _seal(session: Session) -> None:
+        """Write the recording's integrity file once it is final (scored, failed or quit)."""
+        with session.lock:
+            session.events.sync()
+            error = integrity.try_seal(session.dir)  # never raises; also rewrites results/index.json
+        if error:
+            session.events.append("seal_failed", error=error)
 
     # ------------------------------------------------------------------ persistence
     def reattach_all(self) -> list[str]:
@@ -781,23 +791,3 @@ class SessionManager:
                 remaining = None if deadline is None else max(0.0, deadline - utcnow().timestamp())
                 session.job_thread.join(remaining)
 
-
-def summarize_result(data: dict[str, Any]) -> dict[str, Any]:
-    """Per profile: outcome, DSR, Pass@1 passed/total/score, static AC score."""
-    out: dict[str, Any] = {}
-    for name, prof in (data.get("profiles") or {}).items():
-        p1 = prof.get("pass_at_1") or {}
-        ac = prof.get("api_coverage") or {}
-        out[name] = {
-            "outcome": prof.get("outcome"),
-            "dsr": (prof.get("dsr") or {}).get("success"),
-            "passed": p1.get("passed"),
-            "total": p1.get("total"),
-            "pass_at_1": p1.get("score"),
-            "api_coverage": ac.get("score"),
-        }
-    return out
-
-
-def started_at(record: SessionRecord) -> datetime:
-    return datetime.fromisoformat(record.created_at.replace("Z", "+00:00"))

@@ -304,8 +304,8 @@ def test_l_special_files_are_skipped_not_fatal(hostile) -> None:
 
 
 def test_host_is_fine_after_all_cases(hostile, docker_client) -> None:
-    for name in CASES:
-        _get(hostile, name)
+    for future in hostile.values():
+        future.exception(timeout=900)  # wait for every case, whatever its own test says
     assert subprocess.run(["true"], timeout=10).returncode == 0
     with open("/proc/meminfo", encoding="ascii") as fh:
         available_kb = next(int(line.split()[1]) for line in fh if line.startswith("MemAvailable:"))

@@ -248,3 +248,43 @@ def test_cli_verify_and_pack(rec: Path, tmp_path: Path, capsys: pytest.CaptureFi
     (rec / "results" / "index.json").write_text("{}")
     assert main(["recordings", "verify", str(rec)]) == 1
     assert "results/index.json: changed after sealing" in capsys.readouterr().out
+
+
+def test_polls_after_the_seal_are_only_a_warning(rec: Path) -> None:
+    """A client polling get_result after scoring appends mcp_call records to a sealed log."""
+    last = json.loads((rec / "events.jsonl").read_text().splitlines()[-1])
+    with open(rec / "events.jsonl", "a") as fh:
+        fh.write(json.dumps({"seq": last["seq"] + 1, "t": "2099-01-01T00:00:00.000000Z", "mono": 0,
+                             "type": "mcp_call", "tool": "get_result", "arguments": {}, "ok": True,
+                             "error": None}, separators=(",", ":")) + "\n")
+    report = verify_recording(rec)
+    assert report.ok, report.problems
+    assert any("appended after sealing" in w and "mcp_call" in w for w in report.warnings)
+
+
+def test_live_quit_session_seals_and_verifies(tmp_path: Path) -> None:
+    """A real (quit) session sealed at the point where session.py's hook goes verifies, and
+    its replayed end state equals the workspace."""
+    from bridge.catalog import Catalog
+    from bridge.hashing import tree_hash
+    from bridge.integrity import try_seal
+    from bridge.replay import replay
+    from bridge.session import SessionManager
+
+    mgr = SessionManager(Catalog.from_options(), recordings_dir=tmp_path / "recs", settle_seconds=0.05)
+    try:
+        st = mgr.start("kv-ledger", tmp_path / "ws")
+        (tmp_path / "ws" / "app.py").write_text("print('hi')\n")
+        (tmp_path / "ws" / "run.sh").write_text("#!/bin/sh\n")
+        os.chmod(tmp_path / "ws" / "run.sh", 0o755)
+        mgr.note(st.session_id, "bye")
+        mgr.quit(st.session_id, "test")
+        rec = Path(st.recording)
+        assert try_seal(rec) is None
+        mgr.log_call(st.session_id, "get_result", {}, ok=True)
+    finally:
+        mgr.close()
+    report = verify_recording(rec)
+    assert report.ok, report.problems
+    res = replay(rec, "end", tmp_path / "out")
+    assert res.tree_hash == tree_hash(tmp_path / "ws") and os.access(tmp_path / "out" / "run.sh", os.X_OK)

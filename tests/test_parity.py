@@ -152,12 +152,16 @@ def test_stray_passed_text_from_the_service(parity) -> None:
 
 
 def test_start_script_that_daemonises(parity) -> None:
-    """W7: upstream's readiness loop fails as soon as the start.sh PID is gone, so a start.sh
-    that backgrounds the server and exits is a false negative: compat DSR false (deploy_failed)
-    although the tests, which always run (§2.5 phase 2), pass 5/5. Strict asks whether the port
-    answers: DSR true, 5/5, scored."""
+    """W7: upstream's readiness loop (§2.5 step 4a) fails as soon as the start.sh PID is gone,
+    so a start.sh that backgrounds the server and exits is a false negative: compat DSR false,
+    deploy_failed. The daemon here listens only after 2.5 s, which makes this deterministic; with
+    a daemon that binds at once the upstream outcome is a race (the exited start.sh can still be
+    an unreaped zombie that `kill -0` sees while iteration 1's curls find the port). The tests
+    still run (phase 2) against a service that is still starting, so compat's count is not
+    pinned beyond its total. Strict asks whether the port answers: DSR true, 5/5, scored."""
     strict, compat = _both(parity, "daemonise")
     assert not compat.dsr.success and compat.outcome == "deploy_failed"
-    assert (compat.pass_at_1.passed, compat.pass_at_1.total) == (N, N)
+    assert compat.dsr.message == "Service failed to start within 15s"
+    assert compat.pass_at_1.total == N
     assert strict.dsr.success and strict.outcome == "scored"
     assert (strict.pass_at_1.passed, strict.pass_at_1.total) == (N, N)

@@ -86,6 +86,7 @@ def test_start_seeds_readme_only_and_refuses_bad_workspaces(env, tasks_dir: Path
         mgr.start("kv-ledger", other)
     with pytest.raises(PathError, match="overlaps"):
         mgr.start("kv-ledger", tasks_dir / "kv-ledger" / "ws")
+    assert not (tasks_dir / "kv-ledger" / "ws").exists()  # refused before anything was created
     with pytest.raises(PathError, match="unexpanded"):
         mgr.start("kv-ledger", "${workspaceFolder}")
     with pytest.raises(Exception, match="unknown task"):

@@ -186,3 +186,20 @@ class ScoreResult(BaseModel):
         if p.error is not None:
             out["error"] = p.error
         return out
+
+
+def summarize_result(data: dict[str, Any]) -> dict[str, Any]:
+    """Per profile: outcome, DSR, Pass@1 passed/total/score, static AC score."""
+    out: dict[str, Any] = {}
+    for name, prof in (data.get("profiles") or {}).items():
+        p1 = prof.get("pass_at_1") or {}
+        ac = prof.get("api_coverage") or {}
+        out[name] = {
+            "outcome": prof.get("outcome"),
+            "dsr": (prof.get("dsr") or {}).get("success"),
+            "passed": p1.get("passed"),
+            "total": p1.get("total"),
+            "pass_at_1": p1.get("score"),
+            "api_coverage": ac.get("score"),
+        }
+    return out
