@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+from bridge.commands.common import PROFILE_CHOICES
 from bridge.session import default_recordings_dir
 from bridge.errors import BridgeError
 
@@ -38,7 +39,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", type=Path, metavar="DIR", help="a RepoGenesis checkout to serve tasks from")
     parser.add_argument("--recordings", type=Path, metavar="DIR",
                         help="where sessions are recorded (default: $RGBRIDGE_RECORDINGS or the project's recordings/)")
-    parser.add_argument("--profile", choices=("strict", "compat", "both"), default="both",
+    parser.add_argument("--profile", choices=PROFILE_CHOICES, default="both",
                         help="scoring profile(s) (default both)")
     parser.add_argument("--practice", action="store_true", help="opt-in practice mode (recorded as such)")
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
@@ -101,7 +102,7 @@ def register_ide_config(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--tasks", type=Path, metavar="DIR", help="passed through to the server")
     parser.add_argument("--dataset", type=Path, metavar="DIR", help="passed through to the server")
     parser.add_argument("--recordings", type=Path, metavar="DIR", help="passed through to the server")
-    parser.add_argument("--profile", choices=("strict", "compat", "both"), default=None,
+    parser.add_argument("--profile", choices=PROFILE_CHOICES, default=None,
                         help="passed through to the server")
     parser.add_argument("--practice", action="store_true", help="passed through to the server")
     parser.set_defaults(handler=cmd_ide_config)

@@ -18,6 +18,14 @@ def add_task_source_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", type=Path, metavar="DIR", help="a RepoGenesis checkout to serve tasks from")
 
 
+PROFILE_CHOICES = ("both", "strict", "compat")
+
+
+def add_profile_option(parser: argparse.ArgumentParser, default: str | None = "both") -> None:
+    parser.add_argument("--profile", choices=PROFILE_CHOICES, default=default,
+                        help="scoring profile(s): both (default), strict or compat")
+
+
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
 

@@ -11,15 +11,14 @@ from pathlib import Path
 from bridge.commands.common import add_json_option, add_task_source_options, console, print_json, stderr_console
 from bridge.errors import RecordingError
 
-DEFAULT_RECORDINGS = Path("recordings")
-
-
 def _rec_path(value: str) -> Path:
-    """A recording folder, or a session id under $RGBRIDGE_RECORDINGS (default ./recordings)."""
+    """A recording folder, or a session id under the recordings dir ($RGBRIDGE_RECORDINGS or the project's)."""
     path = Path(value)
     if (path / "session.json").is_file():
         return path
-    base = Path(os.environ.get("RGBRIDGE_RECORDINGS") or DEFAULT_RECORDINGS)
+    from bridge.session import default_recordings_dir
+
+    base = default_recordings_dir()
     if os.sep not in value and (base / value / "session.json").is_file():
         return base / value
     raise RecordingError(f"{value}: not a recording (no session.json)")

@@ -9,14 +9,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from bridge.commands.common import (
     add_json_option,
+    add_profile_option,
     add_task_source_options,
     console,
     load_catalog,
     print_json,
     stderr_console,
 )
-
-PROFILE_CHOICES = ("both", "strict", "compat")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     score.add_argument("repo", type=Path, metavar="DIR")
     score.add_argument("--task", required=True, metavar="ID")
     add_task_source_options(score)
-    score.add_argument("--profile", choices=PROFILE_CHOICES, default="both")
+    add_profile_option(score)
     score.add_argument("--output-dir", type=Path, metavar="OUT", help="where result.json and logs go")
     score.add_argument("--wheelhouse", type=Path, metavar="DIR")
     score.add_argument("--no-cache", action="store_true", help="ignore cached results")
@@ -49,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--run-id", metavar="ID")
     ev.add_argument("--resume", action="store_true", help="keep earlier results of this output dir")
     ev.add_argument("--output-dir", type=Path, default=Path("eval_results"), metavar="OUT")
-    ev.add_argument("--profile", choices=PROFILE_CHOICES, default="both")
+    add_profile_option(ev)
     ev.add_argument("--repo-names", nargs="*", metavar="TASK", help="only these tasks")
     ev.add_argument("--wheelhouse", type=Path, metavar="DIR")
     ev.add_argument("--model-name")

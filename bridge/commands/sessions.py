@@ -25,6 +25,7 @@ from rich.table import Table
 
 from bridge.commands.common import (
     add_json_option,
+    add_profile_option,
     add_task_source_options,
     console,
     load_catalog,
@@ -46,8 +47,6 @@ from bridge.session import (
     summarize_result,
 )
 
-PROFILE_CHOICES = ("both", "strict", "compat")
-
 
 def _recordings(args: argparse.Namespace) -> Path:
     return Path(args.recordings) if args.recordings else default_recordings_dir()
@@ -63,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     start.add_argument("--human", action="store_true", help="a person works in the workspace (timed, pausable)")
     start.add_argument("--allow-nonempty", action="store_true", help="accept a workspace that already has files")
     start.add_argument("--recordings", type=Path, metavar="DIR")
-    start.add_argument("--profile", choices=PROFILE_CHOICES, default="both")
+    add_profile_option(start)
     add_task_source_options(start)
     start.set_defaults(handler=cmd_session_start)
 
