@@ -310,3 +310,28 @@ def test_entrypoint_python_fallback_app_py(tmp_path: Path) -> None:
     out, _, _ = _run_entrypoint(repo, tmp_path, port, startup=10, test_timeout=20)
     assert "Launching service: python app.py" in out
     assert parse_dsr(out).success is True
+
+
+def test_log_digest_grades_like_the_full_log() -> None:
+    """The bounded digest compat grades on must give upstream's numbers for any log."""
+    import random
+
+    from bridge.scoring.upstream import LogDigest, grade_upstream_log
+
+    rng = random.Random(7)
+    pieces = [">>>>> DSR_START", "DSR_RESULT=true", "DSR_MESSAGE=ok", ">>>>> DSR_END", ">>>>> TEST_START",
+              ">>>>> TEST_END", "3 passed", "2 failed, 1 error", "got 500 errors", "hello", "", "TIMEOUT",
+              "12 passed in 3s", "  ", "TEST_EXIT_CODE=0", "x >>>>> TEST_START y", " DSR_RESULT=yes"]
+    for _ in range(5000):
+        log = "\n".join(rng.choice(pieces) for _ in range(rng.randint(0, 14))) + rng.choice(["", "\n"])
+        digest = LogDigest()
+        pos = 0
+        while pos < len(log):
+            step = rng.randint(1, 40)
+            digest.feed(log[pos:pos + step].encode())
+            pos += step
+        assert grade_upstream_log(digest.text(), "python") == grade_upstream_log(log, "python"), log
+    flood = LogDigest()
+    for _ in range(20000):
+        flood.feed(b"noise line that does not matter\n" * 50)
+    assert len(flood.text()) < 1000

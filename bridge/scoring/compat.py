@@ -13,12 +13,15 @@ being ignored (`|| true`); the base image is our Debian rootfs unless `python:3.
 
 from __future__ import annotations
 
-import shutil
+import contextlib
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import docker
+from docker.errors import DockerException
+from requests import RequestException
 
 from bridge.scoring import coverage, upstream
 from bridge.scoring.containers import create_container, managed, put_directory, read_logs, wait_with_timeout
@@ -35,7 +38,7 @@ from bridge.scoring.images import (
     official_python_image,
 )
 from bridge.scoring.result import DSRResult, ProfileResult
-from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, requirements_of
+from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, merge_tree, requirements_of
 from bridge.task import Task
 
 ProgressFn = Callable[[str], None]
@@ -49,11 +52,7 @@ TEST_TOOLS = ("pytest", "pytest-json-report", "requests", "httpx")
 
 def merge_golden_tests(task: Task, repo_dir: Path) -> None:
     """COPY-style merge: golden files overwrite same-named agent files; agent-only files stay."""
-    target = repo_dir / "tests"
-    if target.is_symlink() or (target.exists() and not target.is_dir()):
-        target.unlink()
-    shutil.copytree(task.tests_dir, target, dirs_exist_ok=True, symlinks=False,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".DS_Store"))
+    merge_tree(task.tests_dir, repo_dir, "tests", ignore=("__pycache__", "*.pyc", ".DS_Store"))
 
 
 def compat_base_image(client: docker.DockerClient, progress: ProgressFn | None) -> str | None:
@@ -77,6 +76,28 @@ def compat_base_image(client: docker.DockerClient, progress: ProgressFn | None) 
     if not built.ok:
         raise ScoringError(f"could not derive the compat base from {official}: {built.error}")
     return tag
+
+
+def _follow_digests(container) -> list[tuple[threading.Thread, upstream.LogDigest]]:
+    """Attach to stdout and stderr (one stream each) and digest them live for grading.
+
+    Attaching reads the container's stdio directly: `logs(follow=True)` reads the engine's log
+    file and stops early when a flood makes the json-file driver rotate it (seen on 20.10).
+    """
+    out = []
+    for is_stdout in (True, False):
+        digest = upstream.LogDigest()
+        stream = container.attach(stdout=is_stdout, stderr=not is_stdout, stream=True, logs=False)
+
+        def pump(digest: upstream.LogDigest = digest, stream=stream) -> None:
+            with contextlib.suppress(DockerException, RequestException, OSError):
+                for chunk in stream:
+                    digest.feed(chunk)
+
+        thread = threading.Thread(target=pump, daemon=True, name="rgbridge-compat-log")
+        thread.start()
+        out.append((thread, digest))
+    return out
 
 
 def _requirement_lines(text: str) -> list[str]:
@@ -138,12 +159,16 @@ def run_compat(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: 
         put_directory(container, repo_dir, "/repo")
         put_directory(container, ASSETS, "/opt/rgbridge", uid=0, gid=0)
         progress("compat: deploying and testing (upstream phases)")
+        digests = _follow_digests(container)  # attached before start: no output is missed
         container.start()
         outcome = wait_with_timeout(container, upstream.CONTAINER_TIMEOUT)
+        for thread, _ in digests:
+            thread.join(timeout=30)
         stdout = read_logs(container, stdout=True, stderr=False)
         stderr = read_logs(container, stdout=False, stderr=True)
-    log = upstream.combine_container_log(stdout, stderr)
-    logs.write("container.log", log)
+    logs.write("container.log", upstream.combine_container_log(stdout, stderr))
+    # Grade on the digests of the complete streams (the kept log file is capped).
+    log = upstream.combine_container_log(digests[0][1].text(), digests[1][1].text())
     if outcome.timed_out:
         # Upstream replaces the log and scores the repo from that text: zero tests, no DSR.
         timeout_log = f"Container timed out after {upstream.CONTAINER_TIMEOUT}s"

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 import time
@@ -35,7 +36,7 @@ from bridge.scoring.containers import (
 from bridge.scoring.docker_client import make_labels
 from bridge.scoring.images import DependencyInstallError, ensure_deps_image, ensure_tester_image
 from bridge.scoring.result import APICoverage, DSRResult, PassAt1, ProfileResult, TestCaseResult
-from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, requirements_of
+from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, place_file, requirements_of
 from bridge.task import Task
 
 ProgressFn = Callable[[str], None]
@@ -86,7 +87,7 @@ def run_strict(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: 
     started = time.monotonic()
     static_ac = coverage.static_api_coverage(task.readme, repo_dir)
     # The original README is restored before scoring (synapse's tests read it; agents may edit it).
-    shutil.copyfile(task.readme_path, repo_dir / "README.md")
+    place_file(task.readme_path, repo_dir, "README.md")
 
     def finish(**fields: object) -> ProfileResult:
         return ProfileResult(profile="strict", api_coverage=static_ac, logs=logs.names(),
@@ -146,10 +147,24 @@ def _launcher_entry(service: Container, wait_seconds: float = 3.0) -> str | None
     return None
 
 
+_OOM_KILL_RE = re.compile(r"^oom_kill (\d+)", re.MULTILINE)
+
+
 def _service_state(service: Container) -> tuple[bool, int | None, bool]:
+    """(running, exit code, OOM kill seen). The engine sets OOMKilled only when the container's
+    init exits, and our launcher outlives a killed service, so the cgroup's own counter is read
+    too (v2 memory.events, v1 memory.oom_control)."""
     service.reload()
     state = service.attrs.get("State", {}) or {}
-    return bool(state.get("Running")), state.get("ExitCode"), bool(state.get("OOMKilled"))
+    running = bool(state.get("Running"))
+    oom = bool(state.get("OOMKilled"))
+    if running and not oom:
+        probe = exec_with_timeout(
+            service, ["sh", "-c", "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"],
+            10, user="10001",
+        )
+        oom = any(int(n) > 0 for n in _OOM_KILL_RE.findall(probe.output))
+    return running, state.get("ExitCode"), oom
 
 
 def _grade(task: Task, service: Container, tester: Container, ini: str, *, static_ac: APICoverage,

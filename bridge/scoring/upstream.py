@@ -158,3 +158,69 @@ def parse_test_section(log: str, lang: str) -> PassAt1:
 def grade_upstream_log(log: str, lang: str) -> tuple[DSRResult, PassAt1]:
     """Grade a combined container log exactly as upstream's grading.py does."""
     return parse_dsr(log), parse_test_section(log, lang)
+
+
+_MARKERS = (DSR_START, DSR_END, DSR_RESULT_PREFIX, DSR_MESSAGE_PREFIX, TEST_START, TEST_END, TEST_EXIT_CODE_PREFIX)
+_COUNT_RES = (_PASSED_RE, _FAILED_RE, _ERROR_RE)
+
+
+class LogDigest:
+    """A grading-equivalent digest of a Python container log, of bounded size.
+
+    Upstream grades the whole log; a hostile service can print gigabytes, more than we keep.
+    The pytest parser only reads marker lines and, between markers, the *last* line matching
+    each count regex (last-wins), so per run of non-marker lines we keep exactly those lines
+    (in order) plus one placeholder when anything was dropped, which keeps empty sections
+    empty and non-empty sections non-empty. `grade_upstream_log(digest)` then equals
+    `grade_upstream_log(full log)` for Python. (Java's parser sums every line; not digested.)
+    """
+
+    PLACEHOLDER = "[rgbridge: lines dropped]"
+
+    def __init__(self) -> None:
+        self._out: list[str] = []
+        self._run: dict[int, tuple[int, str]] = {}  # regex index -> (line number, line)
+        self._dropped = False
+        self._partial = ""
+        self._n = 0
+
+    def feed(self, chunk: bytes | str) -> None:
+        text = chunk.decode("utf-8", errors="replace") if isinstance(chunk, bytes) else chunk
+        lines = (self._partial + text).split("\n")
+        self._partial = lines.pop()
+        if len(self._partial) > 1_000_000:  # one endless line: keep its matching head only
+            self._line(self._partial[:1_000_000])
+            self._partial = ""
+        for line in lines:
+            self._line(line)
+
+    def _line(self, line: str) -> None:
+        self._n += 1
+        if any(marker in line for marker in _MARKERS):
+            self._flush()
+            self._out.append(line)
+            return
+        matched = False
+        for index, regex in enumerate(_COUNT_RES):
+            if regex.search(line.strip()):
+                self._run[index] = (self._n, line)
+                matched = True
+        if not matched and line.strip():
+            self._dropped = True  # blank lines do not matter: sections are stripped
+
+    def _flush(self) -> None:
+        kept = sorted(set(self._run.values()))
+        if self._dropped:
+            # Dropped lines (and superseded matches) leave a placeholder, so a section that had
+            # text still has some: an empty TEST section makes upstream parse the whole log.
+            self._out.append(self.PLACEHOLDER)
+        self._out.extend(line for _, line in kept)
+        self._run.clear()
+        self._dropped = False
+
+    def text(self) -> str:
+        if self._partial:
+            self._line(self._partial)
+            self._partial = ""
+        self._flush()
+        return "\n".join(self._out)

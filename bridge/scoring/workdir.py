@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,8 +63,60 @@ def requirements_of(repo_dir: Path) -> str:
     return ""
 
 
+def place_file(source: Path, root: Path, relative: str) -> None:
+    """Copy `source` to `root/relative` without ever following a link the agent planted.
+
+    Staged repos keep the agent's symlinks; a write through one (`README.md -> /etc/passwd`)
+    would land on the host. Every existing component on the way that is a symlink or a file
+    is replaced by a real directory, and whatever sits at the destination is removed first.
+    """
+    target = root
+    for part in Path(relative).parts[:-1]:
+        target = target / part
+        if target.is_symlink() or (target.exists() and not target.is_dir()):
+            target.unlink()
+        target.mkdir(exist_ok=True)
+    dest = target / Path(relative).name
+    if dest.is_symlink() or dest.is_file():
+        dest.unlink()
+    elif dest.is_dir():
+        shutil.rmtree(dest)
+    shutil.copyfile(source, dest)
+
+
+def merge_tree(source: Path, root: Path, relative: str, ignore: tuple[str, ...] = ("__pycache__", "*.pyc")) -> None:
+    """COPY-style merge of the `source` tree into `root/relative` (same-named files replaced,
+    others kept), safely: see `place_file`."""
+    skip = shutil.ignore_patterns(*ignore)
+    for directory, dirs, files in os.walk(source):
+        dropped = skip(directory, dirs + files)
+        dirs[:] = [d for d in dirs if d not in dropped]
+        rel_dir = Path(directory).relative_to(source)
+        for name in files:
+            if name not in dropped and Path(directory, name).is_file():
+                place_file(Path(directory, name), root, str(Path(relative) / rel_dir / name))
+
+
+def _special_files(directory: str, names: list[str]) -> set[str]:
+    """Sockets, FIFOs and devices: never copied (like the container copy-in)."""
+    out = set()
+    for name in names:
+        try:
+            mode = os.lstat(os.path.join(directory, name)).st_mode
+        except OSError:
+            out.add(name)
+            continue
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+            out.add(name)
+    return out
+
+
 def stage_repo(src: Path, dest: Path) -> None:
     """Copy an agent repo for scoring with upstream's ignore list (plus our metadata dir); symlinks kept."""
 
     base_ignore = shutil.ignore_patterns(*STAGE_IGNORE, ".rgbridge")
-    shutil.copytree(src, dest, symlinks=True, ignore=base_ignore)
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        return set(base_ignore(directory, names)) | _special_files(directory, names)
+
+    shutil.copytree(src, dest, symlinks=True, ignore=ignore)
