@@ -12,8 +12,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import threading
 import shutil
 import tempfile
 import time
@@ -34,7 +37,7 @@ from bridge.scoring.containers import (
     read_logs,
 )
 from bridge.scoring.docker_client import make_labels
-from bridge.scoring.images import DependencyInstallError, ensure_deps_image, ensure_tester_image
+from bridge.scoring.images import DependencyInstallError, cache_dir, ensure_deps_image, ensure_tester_image
 from bridge.scoring.result import APICoverage, DSRResult, PassAt1, ProfileResult, TestCaseResult
 from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, place_file, requirements_of
 from bridge.task import Task
@@ -136,6 +139,35 @@ def run_strict(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: 
                               progress=progress, finish=finish)
 
 
+def _collect(task: Task, tester: Container, ini: str, logs: LogSink) -> list[str]:
+    """Item ids collected from the golden suite alone: Pass@1's denominator.
+
+    The tester holds only golden files, so the collection depends on the task and the tester
+    image, never on the repo: it is cached on (task hash, tester image id).
+    """
+    key = hashlib.sha256(f"{task.content_hash}\0{tester.image.id}\0{ini}".encode()).hexdigest()[:24]
+    cache = cache_dir() / "collections" / f"{key}.json"
+    try:
+        cached = json.loads(cache.read_text(encoding="utf-8"))
+        if isinstance(cached, list) and cached and all(isinstance(n, str) for n in cached):
+            logs.write("collect.log", f"(cached collection of the golden suite: {len(cached)} items)\n"
+                       + "\n".join(cached) + "\n")
+            return cached
+    except (OSError, ValueError):
+        pass
+    collect = exec_with_timeout(tester, [*_pytest_args(ini), "--collect-only", "-q"], 120, workdir=TESTER_ROOT,
+                                env=task.test_environment())
+    logs.write("collect.log", collect.output)
+    collected = grading.parse_collect_only(collect.output)
+    if not collected:
+        raise RuntimeError(f"the golden suite of {task.id} collected no items (exit {collect.exit_code})")
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_name(f".{cache.name}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(collected), encoding="utf-8")
+    os.replace(tmp, cache)
+    return collected
+
+
 def _launcher_entry(service: Container, wait_seconds: float = 3.0) -> str | None:
     """What the launcher started ("none" when it found no entry point), read from its state file."""
     deadline = time.monotonic() + wait_seconds
@@ -170,13 +202,7 @@ def _service_state(service: Container) -> tuple[bool, int | None, bool]:
 def _grade(task: Task, service: Container, tester: Container, ini: str, *, static_ac: APICoverage,
            logs: LogSink, progress: ProgressFn, finish: Callable[..., ProfileResult]) -> ProfileResult:
     timeouts = task.manifest.timeouts
-    # Collect from the golden suite alone: this is Pass@1's denominator.
-    collect = exec_with_timeout(tester, [*_pytest_args(ini), "--collect-only", "-q"], 120, workdir=TESTER_ROOT,
-                                env=task.test_environment())
-    logs.write("collect.log", collect.output)
-    collected = grading.parse_collect_only(collect.output)
-    if not collected:
-        raise RuntimeError(f"the golden suite of {task.id} collected no items (exit {collect.exit_code})")
+    collected = _collect(task, tester, ini, logs)
 
     progress("strict: waiting for the service to answer")
     entry = _launcher_entry(service)
