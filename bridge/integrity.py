@@ -208,23 +208,11 @@ def _compare_seal(rec_dir: Path, sealed: dict[str, Any], problems: list[str], wa
     old_store = sealed.get("store") or {}
     now_store = store_digest(rec_dir / "store")
     old_refs, now_refs = old_store.get("refs") or {}, now_store["refs"]
-    for ref in sorted(set(old_refs) | set(now_refs)):
-        if ref not in now_refs:
-            problems.append(f"store/{ref}: ref removed after sealing")
-        elif ref not in old_refs:
-            problems.append(f"store/{ref}: ref added after sealing")
-        elif old_refs[ref] != now_refs[ref]:
-            problems.append(f"store/{ref}: ref changed after sealing ({old_refs[ref][:12]} → {now_refs[ref][:12]})")
+    problems.extend(_compare_digests(old_refs, now_refs, "ref ", show_values=True))
     old_sf, now_sf = old_store.get("files") or {}, now_store["files"]
-    for rel in sorted(set(old_sf) | set(now_sf)):
-        if rel.startswith("refs/") or rel == "packed-refs":
-            continue  # reported as refs
-        if rel not in now_sf:
-            problems.append(f"store/{rel}: removed after sealing")
-        elif rel not in old_sf:
-            problems.append(f"store/{rel}: added after sealing")
-        elif old_sf[rel] != now_sf[rel]:
-            problems.append(f"store/{rel}: changed after sealing")
+    problems.extend(_compare_digests(
+        {k: v for k, v in old_sf.items() if not _is_ref_file(k)},  # refs are reported above
+        {k: v for k, v in now_sf.items() if not _is_ref_file(k)}, ""))
     old_obj, now_obj = old_store.get("objects") or {}, now_store["objects"]
     if old_obj.get("digest") != now_obj["digest"]:
         problems.append(
@@ -487,3 +475,21 @@ def try_seal(rec_dir: Path | str) -> str | None:
     except Exception as exc:  # noqa: BLE001 - a failed seal must never fail a scoring job or a quit
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
+def _is_ref_file(rel: str) -> bool:
+    return rel.startswith("refs/") or rel == "packed-refs"
+
+
+def _compare_digests(old: dict[str, str], now: dict[str, str], what: str, *, show_values: bool = False) -> list[str]:
+    """One problem line per store entry removed, added or changed since sealing."""
+    out = []
+    for key in sorted(set(old) | set(now)):
+        if key not in now:
+            out.append(f"store/{key}: {what}removed after sealing")
+        elif key not in old:
+            out.append(f"store/{key}: {what}added after sealing")
+        elif old[key] != now[key]:
+            detail = f" ({old[key][:12]} → {now[key][:12]})" if show_values else ""
+            out.append(f"store/{key}: {what}changed after sealing{detail}")
+    return out

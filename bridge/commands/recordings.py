@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from bridge.commands.common import add_json_option, add_task_source_options, console, print_json, stderr_console
+from bridge.commands.common import add_json_option, add_profile_option, add_task_source_options, console, print_json, stderr_console
 from bridge.errors import RecordingError
 
 def _rec_path(value: str) -> Path:
@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rs = subparsers.add_parser("rescore", help="re-score a recorded moment with the current grader")
     rs.add_argument("recording", metavar="REC")
     rs.add_argument("--at", default="submission", metavar="T")
-    rs.add_argument("--profile", choices=("both", "strict", "compat"), default="both")
+    add_profile_option(rs)
     rs.add_argument("--cache", action="store_true", help="allow cached results (default: score afresh)")
     rs.add_argument("--no-verify", action="store_true", help="rescore even if the recording fails verification")
     add_task_source_options(rs)
