@@ -287,6 +287,6 @@ def test_render_table_side_by_side() -> None:
     console = Console(record=True, width=220)
     render_table(entries, console)
     text = console.export_text()
-    for needle in ("Repo", "Strict Pass@1", "alpha", "2/4 (0.50)", "1/4 (0.25)", "1/2 (0.50)", "timeout",
+    for needle in ("Repo", "Profile", "strict", "compat", "alpha", "2/4 (0.50)", "1/4 (0.25)", "1/2 (0.50)", "timeout",
                    "eve", "FAIL", "0/2 (0.00)", "deploy_failed"):
         assert needle in text, needle

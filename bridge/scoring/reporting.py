@@ -356,31 +356,37 @@ def _fmt_dsr(d: Mapping[str, Any] | None) -> str:
 
 
 def render_table(results: Sequence[Mapping[str, Any]], console: Any = None) -> Any:
-    """A rich table of report entries: upstream columns (compat) and strict side by side.
+    """A rich table of report entries: one row per repo and profile, compat (upstream rules)
+    next to strict, narrow enough for an 80-column terminal.
 
     Prints to `console` (a rich Console) when given; returns the Table either way.
     """
+    from rich import box
     from rich.table import Table
 
-    table = Table(title="RepoGenesis evaluation", show_lines=False)
-    for col in ("Repo", "Lang", "DSR", "Pass@1", "AC", "Outcome", "Strict DSR", "Strict Pass@1", "Dyn AC", "Strict outcome"):
-        table.add_column(col, no_wrap=col in ("Repo",))
+    table = Table(title="RepoGenesis evaluation", box=box.SIMPLE_HEAD, show_lines=False, pad_edge=False,
+                  padding=(0, 1, 0, 0))
+    for col in ("Repo", "Profile", "Outcome", "DSR", "Pass@1", "AC", "Dyn AC"):
+        table.add_column(col, overflow="fold")
     for e in sorted(results, key=lambda r: str(r.get("repo_name", ""))):
         profiles = (e.get("rgbridge") or {}).get("profiles", {})
         compat = profiles.get("compat") or (e if "rgbridge" not in e else None)
         strict = profiles.get("strict")
-        table.add_row(
-            str(e.get("repo_name", "?")),
-            str(e.get("lang", "?")),
-            _fmt_dsr(compat.get("dsr") if compat else None),
-            _fmt_pass(compat.get("pass_at_1") if compat else None),
-            _fmt_ac(compat.get("api_coverage") if compat else None),
-            infer_outcome(compat) if compat else "-",
-            _fmt_dsr(strict.get("dsr") if strict else None),
-            _fmt_pass(strict.get("pass_at_1") if strict else None),
-            _fmt_ac(strict.get("dynamic_api_coverage")) if strict else "-",
-            str(strict.get("outcome")) if strict else "-",
-        )
+        first = True
+        for name, prof in (("compat", compat), ("strict", strict)):
+            if prof is None:
+                continue
+            table.add_row(
+                f"{e.get('repo_name', '?')}" if first else "",
+                name,
+                infer_outcome(prof) if name == "compat" else str(prof.get("outcome")),
+                _fmt_dsr(prof.get("dsr")),
+                _fmt_pass(prof.get("pass_at_1")),
+                _fmt_ac(prof.get("api_coverage")),
+                _fmt_ac(prof.get("dynamic_api_coverage")) if name == "strict" else "-",
+                end_section=name == "strict" or strict is None,
+            )
+            first = False
     up = summarize_upstream(profile_rows(results, "compat"))
     st = summarize_strict(profile_rows(results, "strict"))
     table.caption = (
