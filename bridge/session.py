@@ -556,6 +556,34 @@ class SessionManager:
             return
         target.events.append("mcp_call", tool=tool, arguments=safe_args, ok=ok, error=error)
 
+    # ------------------------------------------------------------------ practice mode
+    def practice_check(self, session_id: str) -> dict[str, Any]:
+        """Opt-in (practice mode only): deploy-only check of the current workspace state.
+
+        It checkpoints the workspace, deploys that commit and reports DSR only; no golden test
+        runs. It is recorded as a `practice_check` event so a reviewer sees it was used.
+        """
+        if not self.practice:
+            raise SessionError("practice checks are off: start the server with --practice to allow deploy-only checks")
+        session = self._get(session_id)
+        with session.lock:
+            self._require_open(session, "run a practice check")
+            assert session.recorder is not None
+            ckpt = session.recorder.checkpoint("practice")
+        from bridge.scoring.engine import deploy_check  # lazy: docker only when used
+
+        out_dir = session.dir / "results" / f"practice-{utcnow().strftime('%Y%m%dT%H%M%S%f')}"
+        with tempfile.TemporaryDirectory(prefix="rgbridge-practice-") as tmp:
+            repo = Path(tmp) / "repo"
+            session.store.checkout_to(ckpt.commit, repo)
+            result = deploy_check(session.task, repo, output_dir=out_dir)
+        summary = {"commit": ckpt.commit, "deployed": result.dsr.success, "message": result.dsr.message,
+                   "outcome": result.outcome, "time_to_ready": result.dsr.time_to_ready}
+        out_dir.mkdir(parents=True, exist_ok=True)
+        _write_json_atomic(out_dir / "practice.json", summary)
+        session.events.append("practice_check", **summary)
+        return summary
+
     # ------------------------------------------------------------------ time limit
     def _arm_timer(self, session: Session) -> None:
         self._disarm_timer(session)

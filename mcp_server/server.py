@@ -71,6 +71,16 @@ class StartTaskResult(SessionStatus):
     next_step: str
 
 
+class PracticeCheck(BaseModel):
+    """A practice-mode deploy-only check (no golden test runs)."""
+
+    commit: str
+    deployed: bool
+    message: str
+    outcome: str
+    time_to_ready: float | None = None
+
+
 class SubmitResult(SubmitReceipt):
     next_step: str
 
@@ -390,6 +400,17 @@ def build_server(
             box["session_id"] = sid = await _thread(tools.session_for, session_id)
             return await _thread(manager.quit, sid, reason)
         return await tools.run("quit_task", {"reason": reason, "session_id": session_id}, body)
+
+    if manager.practice:
+        # Practice mode only (`rgbridge serve --practice`): a deploy-only check, recorded as such.
+        @server.tool(annotations=_annotations(idempotent=False, title="Practice: does it deploy?"))
+        async def check_deployment(session_id: str | None = None) -> PracticeCheck:
+            """Practice mode: build and start the current workspace and report whether the service
+            answers HTTP on its port. No golden test runs; the check is recorded in the session."""
+            async def body(box: dict[str, Any]) -> PracticeCheck:
+                box["session_id"] = sid = await _thread(tools.session_for, session_id)
+                return PracticeCheck(**await _thread(manager.practice_check, sid))
+            return await tools.run("check_deployment", {"session_id": session_id}, body)
 
     # ------------------------------------------------------------------ resource and prompt
     @server.resource("task://{task_id}/readme", name="task_readme", title="Task README",

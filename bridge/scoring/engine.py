@@ -261,6 +261,32 @@ def score_repo(
     return score
 
 
+def deploy_check(task: Task, repo_dir: Path, *, output_dir: Path, wheelhouse: Path | None = None,
+                 progress: ProgressFn | None = None, client: docker.DockerClient | None = None) -> ProfileResult:
+    """Practice mode: does the repo deploy (strict DSR)? No golden file enters any container and
+    no test runs, so a practice check cannot contaminate Pass@1; never cached with scores."""
+    client = client or get_client()
+    run_id = f"practice-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    LiveRuns.add(run_id)
+    ctx = ScoreContext(run_id=run_id, wheelhouse=wheelhouse, image_progress=progress,
+                       extra_labels={LABEL_PID: str(os.getpid()), "rgbridge.host": os.uname().nodename})
+    logs = LogSink(Path(output_dir) / "logs" / "practice")
+    started = time.monotonic()
+    try:
+        with tempfile.TemporaryDirectory(prefix="rgbridge-practice-") as tmp:
+            staged = Path(tmp) / "snapshot"
+            stage_repo(Path(repo_dir), staged)
+            try:
+                result = run_strict(client, task, staged, ctx=ctx, logs=logs, progress=progress or (lambda _m: None),
+                                    deploy_only=True)
+            except (DockerException, RequestException, ScoringError, OSError, RuntimeError) as exc:
+                result = _infra_result("strict", exc, logs, started)
+    finally:
+        sweep(client, run_id=run_id)
+        LiveRuns.discard(run_id)
+    return result
+
+
 def default_scorer(*, wheelhouse: Path | None = None) -> Callable[..., ScoreResult]:
     """A `bridge.session.Scorer` backed by the Docker engine."""
 

@@ -86,7 +86,9 @@ def _pytest_args(ini: str) -> list[str]:
 
 
 def run_strict(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: ScoreContext,
-               logs: LogSink, progress: ProgressFn) -> ProfileResult:
+               logs: LogSink, progress: ProgressFn, deploy_only: bool = False) -> ProfileResult:
+    """Score `repo_dir`; with `deploy_only` (practice mode) only DSR is measured and the tester
+    holds no golden file at all, so nothing about the tests can leak into a practice check."""
     started = time.monotonic()
     static_ac = coverage.static_api_coverage(task.readme, repo_dir)
     # The original README is restored before scoring (synapse's tests read it; agents may edit it).
@@ -108,7 +110,7 @@ def run_strict(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: 
     if deps.log_tail:
         logs.write("build.log", deps.log_tail)
     tester_image = ensure_tester_image(client, wheelhouse=ctx.wheelhouse, progress=ctx.image_progress)
-    extra_test_reqs = test_requirements(task)
+    extra_test_reqs = "" if deploy_only else test_requirements(task)
     if extra_test_reqs.strip():
         tester_image = ensure_deps_image(client, extra_test_reqs, base=tester_image, wheelhouse=ctx.wheelhouse,
                                          progress=ctx.image_progress).tag
@@ -125,7 +127,7 @@ def run_strict(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: 
         progress("strict: starting the service")
         service.start()
         with tempfile.TemporaryDirectory(prefix="rgbridge-golden-") as tmp:
-            ini = stage_golden_suite(task, Path(tmp))
+            ini = "" if deploy_only else stage_golden_suite(task, Path(tmp))
             tester = create_container(
                 client, tester_image, name=ctx.container_name("tst"), command=["sleep", "infinity"],
                 labels=labels | {"rgbridge.kind": "tester"}, env={"HOME": "/tmp"}, working_dir=TESTER_ROOT,
@@ -135,6 +137,9 @@ def run_strict(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: 
                 put_directory(tester, Path(tmp), TESTER_ROOT)
                 put_directory(tester, ASSETS, PROBE_DIR)
                 tester.start()
+                if deploy_only:
+                    dsr, oom = _wait_deployed(task, service, tester, logs, progress)
+                    return finish(outcome="scored" if dsr.success else "deploy_failed", dsr=dsr, oom_killed=oom)
                 return _grade(task, service, tester, ini, static_ac=static_ac, logs=logs,
                               progress=progress, finish=finish)
 
@@ -166,6 +171,35 @@ def _collect(task: Task, tester: Container, ini: str, logs: LogSink) -> list[str
     tmp.write_text(json.dumps(collected), encoding="utf-8")
     os.replace(tmp, cache)
     return collected
+
+
+def _wait_deployed(task: Task, service: Container, tester: Container, logs: LogSink,
+                   progress: ProgressFn) -> tuple[DSRResult, bool]:
+    """Strict DSR: does the service answer HTTP on the task port within the startup timeout?
+    Returns (DSR, OOM kill seen); the service log is saved when it did not deploy."""
+    timeouts = task.manifest.timeouts
+    progress("strict: waiting for the service to answer")
+    if _launcher_entry(service) == "none":
+        logs.write("service.log", read_logs(service))
+        return DSRResult(success=False, message="No service entry point found"), False
+    ready = exec_with_timeout(tester, ["python", f"{PROBE_DIR}/wait_ready.py", str(task.port), str(timeouts.startup)],
+                              timeouts.startup + 10, workdir=TESTER_ROOT)
+    try:
+        probe = json.loads(ready.output.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        probe = {"ready": False, "error": f"readiness probe failed: {ready.output[-300:]}"}
+    if probe.get("ready"):
+        return DSRResult(success=True, message=f"service answered HTTP {probe.get('status')} on port {task.port}",
+                         time_to_ready=probe.get("seconds")), False
+    running, exit_code, oom = _service_state(service)
+    logs.write("service.log", read_logs(service))
+    if oom:
+        message = "service was killed: out of memory"
+    elif not running:
+        message = f"service container exited (code {exit_code}) before answering on port {task.port}"
+    else:
+        message = f"service did not answer HTTP on port {task.port} within {timeouts.startup}s"
+    return DSRResult(success=False, message=message), oom
 
 
 def _launcher_entry(service: Container, wait_seconds: float = 3.0) -> str | None:
@@ -204,34 +238,11 @@ def _grade(task: Task, service: Container, tester: Container, ini: str, *, stati
     timeouts = task.manifest.timeouts
     collected = _collect(task, tester, ini, logs)
 
-    progress("strict: waiting for the service to answer")
-    entry = _launcher_entry(service)
-    if entry == "none":
-        logs.write("service.log", read_logs(service))
+    dsr, oom = _wait_deployed(task, service, tester, logs, progress)
+    if not dsr.success:
         not_run = [TestCaseResult(nodeid=n, outcome="not_run") for n in collected]
-        return finish(outcome="deploy_failed", dsr=DSRResult(success=False, message="No service entry point found"),
-                      pass_at_1=grading.strict_pass_at_1(collected, []), tests=not_run)
-    ready = exec_with_timeout(tester, ["python", f"{PROBE_DIR}/wait_ready.py", str(task.port), str(timeouts.startup)],
-                              timeouts.startup + 10, workdir=TESTER_ROOT)
-    try:
-        probe = json.loads(ready.output.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        probe = {"ready": False, "error": f"readiness probe failed: {ready.output[-300:]}"}
-    running, exit_code, oom = _service_state(service)
-
-    if not probe.get("ready"):
-        logs.write("service.log", read_logs(service))
-        if oom:
-            message = "service was killed: out of memory"
-        elif not running:
-            message = f"service container exited (code {exit_code}) before answering on port {task.port}"
-        else:
-            message = f"service did not answer HTTP on port {task.port} within {timeouts.startup}s"
-        not_run = [TestCaseResult(nodeid=n, outcome="not_run") for n in collected]
-        return finish(outcome="deploy_failed", dsr=DSRResult(success=False, message=message),
-                      pass_at_1=grading.strict_pass_at_1(collected, []), tests=not_run, oom_killed=oom)
-    dsr = DSRResult(success=True, message=f"service answered HTTP {probe.get('status')} on port {task.port}",
-                    time_to_ready=probe.get("seconds"))
+        return finish(outcome="deploy_failed", dsr=dsr, pass_at_1=grading.strict_pass_at_1(collected, []),
+                      tests=not_run, oom_killed=oom)
 
     progress(f"strict: running {len(collected)} golden tests")
     run = exec_with_timeout(
