@@ -10,7 +10,6 @@ hash, makes re-runs cheap). The curve is stored as `results/curve-<stamp>-<grade
 from __future__ import annotations
 
 import json
-import os
 import re
 import tempfile
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from typing import Any
 
 from bridge.clock import iso, parse_iso, utcnow
 from bridge.errors import RecordingError
+from bridge.files import write_json_atomic
 from bridge.replay import (
     Moment,
     load_task_for,
@@ -130,9 +130,7 @@ def save_curve(rec_dir: Path, curve: dict[str, Any]) -> Path:
     sealed = (rec_dir / integrity.INTEGRITY_NAME).is_file()
     grader = re.sub(r"[^A-Za-z0-9.]+", "_", str(curve["grader_version"]))
     path = results / f"curve-{utcnow().strftime('%Y%m%dT%H%M%S%fZ')}-{grader}-{curve['profile']}.json"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(curve, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_json_atomic(path, curve)
     write_index(rec_dir)
     if sealed:
         integrity.seal_recording(rec_dir)

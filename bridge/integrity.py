@@ -30,6 +30,7 @@ from typing import Any
 from bridge import __version__
 from bridge.clock import iso, parse_iso, utcnow
 from bridge.errors import BridgeError, RecordingError
+from bridge.files import write_json_atomic
 from bridge.hashing import sha256_bytes, tree_hash_from_entries
 
 INTEGRITY_NAME = "integrity.json"
@@ -156,9 +157,7 @@ def seal_recording(rec_dir: Path | str, *, index: bool = True) -> Path:
     data = compute_seal(rec_dir)
     data["sealed_at"] = iso(utcnow())
     path = rec_dir / INTEGRITY_NAME
-    tmp = path.with_name(f".{INTEGRITY_NAME}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_json_atomic(path, data)
     return path
 
 

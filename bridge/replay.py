@@ -33,6 +33,7 @@ from bridge.clock import iso, parse_iso, utcnow
 from bridge.scoring.result import summarize_result
 from bridge.errors import RecordingError
 from bridge.events import ReadStats, read_events
+from bridge.files import write_json_atomic
 from bridge.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, sha256_bytes, tree_hash_from_entries
 
 #: The newest recording format this reader understands (equals bridge.session.FORMAT_VERSION).
@@ -766,11 +767,6 @@ def _read_json(path: Path) -> Any:
         return None
 
 
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
 
 def list_results(rec_dir: Path | str) -> list[dict[str, Any]]:
     """Every scoring result of a recording (submission and rescores), oldest first."""
@@ -814,7 +810,7 @@ def write_index(rec_dir: Path | str) -> Path:
     (rec_dir / "results").mkdir(exist_ok=True)
     path = rec_dir / "results" / INDEX_NAME
     curves = sorted(p.name for p in (rec_dir / "results").glob("curve-*.json"))
-    _write_json(path, {"format_version": READER_FORMAT_VERSION, "results": list_results(rec_dir),
+    write_json_atomic(path, {"format_version": READER_FORMAT_VERSION, "results": list_results(rec_dir),
                        "curves": [f"results/{c}" for c in curves]})
     return path
 
@@ -906,7 +902,7 @@ def rescore(
             "use_cache": use_cache,
             "created_at": iso(utcnow()),
         }
-        _write_json(tmp_out / "label.json", label)
+        write_json_atomic(tmp_out / "label.json", label)
         final = results / name
         os.replace(tmp_out, final)
     except BaseException:

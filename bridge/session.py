@@ -26,6 +26,7 @@ from bridge.catalog import Catalog
 from bridge.clock import Clock, iso, utcnow
 from bridge.errors import BridgeError, PathError, SessionError
 from bridge.events import EventLog
+from bridge.files import pid_alive, write_json_atomic
 from bridge.hashing import EXCLUDED_DIRS
 from bridge.recorder import Recorder
 from bridge.scoring.result import summarize_result
@@ -196,28 +197,12 @@ def _new_session_id(task_id: str) -> str:
     return f"{stamp}-{safe}-{secrets.token_hex(3)}"
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def workspace_is_empty(workspace: Path) -> bool:
     for entry in workspace.iterdir():
         if entry.name in IDE_FILES or entry.name == META_DIR or entry.name in EXCLUDED_DIRS:
             continue
         return False
     return True
-
-
-def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 class Session:
@@ -240,7 +225,7 @@ class Session:
         return Path(self.record.workspace)
 
     def save(self) -> None:
-        _write_json_atomic(self.dir / "session.json", self.record.model_dump(mode="json"))
+        write_json_atomic(self.dir / "session.json", self.record.model_dump(mode="json"))
 
     def claim(self) -> None:
         (self.dir / "owner.pid").write_text(str(os.getpid()), encoding="ascii")
@@ -259,7 +244,7 @@ def owned_by_live_process(recording_dir: Path) -> bool:
         pid = int((recording_dir / "owner.pid").read_text(encoding="ascii").strip())
     except (OSError, ValueError):
         return False
-    return pid != os.getpid() and _pid_alive(pid)
+    return pid != os.getpid() and pid_alive(pid)
 
 
 def load_record(recording_dir: Path) -> SessionRecord:
@@ -433,7 +418,7 @@ class SessionManager:
         meta = ws / META_DIR
         meta.mkdir(exist_ok=True)
         marker = {"session_id": session.record.session_id, "task_id": task.id, "recording": str(session.dir)}
-        _write_json_atomic(meta / "session.json", marker)
+        write_json_atomic(meta / "session.json", marker)
         session.events.append("seed", files=seeded)
 
     def _start_recorder(self, session: Session, *, resume: bool = False) -> None:
@@ -580,7 +565,7 @@ class SessionManager:
         summary = {"commit": ckpt.commit, "deployed": result.dsr.success, "message": result.dsr.message,
                    "outcome": result.outcome, "time_to_ready": result.dsr.time_to_ready}
         out_dir.mkdir(parents=True, exist_ok=True)
-        _write_json_atomic(out_dir / "practice.json", summary)
+        write_json_atomic(out_dir / "practice.json", summary)
         session.events.append("practice_check", **summary)
         return summary
 

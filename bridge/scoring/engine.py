@@ -27,6 +27,7 @@ from docker.errors import DockerException
 from requests import RequestException
 
 from bridge.errors import ScoringError
+from bridge.files import pid_alive
 from bridge.hashing import tree_hash
 from bridge.scoring.compat import run_compat
 from bridge.scoring.containers import sweep
@@ -147,15 +148,7 @@ def sweep_stale(client: docker.DockerClient) -> int:
         pid_text, owner_host = labels.get(LABEL_PID, ""), labels.get("rgbridge.host", "")
         if not pid_text.isdigit() or owner_host != host:
             continue
-        pid = int(pid_text)
-        alive = True
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            alive = False
-        except PermissionError:
-            pass
-        if not alive:
+        if not pid_alive(int(pid_text)):
             try:
                 container.remove(force=True, v=True)
                 removed += 1

@@ -18,9 +18,7 @@ resumes never lose results.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -28,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.errors import ScoringError
+from bridge.files import write_json_atomic
 from bridge.scoring.result import GRADER_VERSION, OUTCOMES, ScoreResult
 from bridge.scoring.upstream import EXIT_BUILD_FAILED, EXIT_TIMEOUT, EXIT_UNEXPECTED, HARNESS_VERSION
 
@@ -183,24 +182,6 @@ def build_entry(result: ScoreResult, primary: str | None = None) -> dict[str, An
     return entry
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
-    """Write JSON via a temp file in the same folder and os.replace (readers never see halves)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, ensure_ascii=False)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def new_run_id(now: datetime | None = None) -> str:
     """Upstream's run id format: local time YYYY-MM-DD_HH-MM-SS."""
     return (now or datetime.now()).strftime("%Y-%m-%d_%H-%M-%S")
@@ -292,7 +273,7 @@ class RunWriter:
         entry = build_entry(result, primary) if isinstance(result, ScoreResult) else dict(result)
         name = _check_name(str(entry.get("repo_name", "")), "task name")
         with self._lock:
-            atomic_write_json(self.intermediate_dir / f"{name}.json", entry)
+            write_json_atomic(self.intermediate_dir / f"{name}.json", entry)
             self._results[name] = entry
         return entry
 
@@ -308,7 +289,7 @@ class RunWriter:
                     continue
                 target = self.intermediate_dir / f"{name}.json"
                 if not target.exists():
-                    atomic_write_json(target, dict(entry))
+                    write_json_atomic(target, dict(entry))
                 self._results[name] = dict(entry)
 
     def finalize(self, metadata: Mapping[str, Any] | None = None) -> Path:
@@ -330,7 +311,7 @@ class RunWriter:
             "compat_strict_view": summarize_strict(profile_rows(results, "compat")),
             "outcomes": {e["repo_name"]: _entry_outcomes(e) for e in results},
         }
-        atomic_write_json(self.report_path, report)
+        write_json_atomic(self.report_path, report)
         return self.report_path
 
 

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import threading
 import shutil
 import tempfile
 import time
@@ -26,6 +24,7 @@ from pathlib import Path
 import docker
 from docker.models.containers import Container
 
+from bridge.files import write_json_atomic
 from bridge.scoring import coverage, grading
 from bridge.scoring.containers import (
     ContainerLimits,
@@ -166,10 +165,7 @@ def _collect(task: Task, tester: Container, ini: str, logs: LogSink) -> list[str
     collected = grading.parse_collect_only(collect.output)
     if not collected:
         raise RuntimeError(f"the golden suite of {task.id} collected no items (exit {collect.exit_code})")
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache.with_name(f".{cache.name}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(collected), encoding="utf-8")
-    os.replace(tmp, cache)
+    write_json_atomic(cache, collected, indent=None)
     return collected
 
 
