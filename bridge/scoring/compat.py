@@ -78,7 +78,8 @@ def compat_base_image(client: docker.DockerClient, progress: ProgressFn | None) 
     return tag
 
 
-def _follow_digests(container) -> list[tuple[threading.Thread, upstream.LogDigest]]:
+def _follow_digests(container, digest_factory: Callable[[], upstream.LogDigest] = upstream.LogDigest
+                    ) -> list[tuple[threading.Thread, upstream.LogDigest]]:
     """Attach to stdout and stderr (one stream each) and digest them live for grading.
 
     Attaching reads the container's stdio directly: `logs(follow=True)` reads the engine's log
@@ -86,7 +87,7 @@ def _follow_digests(container) -> list[tuple[threading.Thread, upstream.LogDiges
     """
     out = []
     for is_stdout in (True, False):
-        digest = upstream.LogDigest()
+        digest = digest_factory()
         stream = container.attach(stdout=is_stdout, stderr=not is_stdout, stream=True, logs=False)
 
         def pump(digest: upstream.LogDigest = digest, stream=stream) -> None:

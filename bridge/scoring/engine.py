@@ -33,6 +33,9 @@ from bridge.scoring.compat import run_compat
 from bridge.scoring.containers import sweep
 from bridge.scoring.docker_client import get_client
 from bridge.scoring.images import cache_dir
+from bridge.scoring.java.compat import run_java_compat
+from bridge.scoring.java.layers import MavenSources
+from bridge.scoring.java.strict import run_java_strict
 from bridge.scoring.result import GRADER_VERSION, DSRResult, ProfileResult, ScoreResult
 from bridge.scoring.strict import run_strict
 from bridge.scoring.workdir import LogSink, ScoreContext, stage_repo
@@ -43,6 +46,15 @@ PROFILES = ("strict", "compat")
 LABEL_PID = "rgbridge.pid"
 
 _RUNNERS = {"strict": run_strict, "compat": run_compat}
+_JAVA_RUNNERS = {"strict": run_java_strict, "compat": run_java_compat}
+
+
+def _runner(task: Task, name: str, maven: MavenSources | None) -> Callable[..., ProfileResult]:
+    """The profile's runner for the task's language (Java runners also get the Maven sources)."""
+    if task.lang == "java":
+        java = _JAVA_RUNNERS[name]
+        return lambda *args, **kwargs: java(*args, maven=maven, **kwargs)
+    return _RUNNERS[name]
 
 
 def profiles_for(profile: str) -> tuple[str, ...]:
@@ -181,6 +193,7 @@ def score_repo(
     output_dir: Path | None = None,
     run_id: str | None = None,
     wheelhouse: Path | None = None,
+    maven: MavenSources | None = None,
     progress: ProgressFn | None = None,
     use_cache: bool = True,
     client: docker.DockerClient | None = None,
@@ -231,7 +244,7 @@ def score_repo(
                 work = Path(tmp) / f"repo-{name}"  # each profile gets its own copy to modify
                 shutil.copytree(staged, work, symlinks=True)
                 try:
-                    result = _RUNNERS[name](client, task, work, ctx=ctx, logs=logs, progress=say)
+                    result = _runner(task, name, maven)(client, task, work, ctx=ctx, logs=logs, progress=say)
                 except (DockerException, RequestException, ScoringError, OSError, RuntimeError) as exc:
                     result = _infra_result(name, exc, logs, started)
                 result = result.model_copy(update={"logs": {k: f"logs/{v}" for k, v in logs.names().items()}})
@@ -255,7 +268,8 @@ def score_repo(
 
 
 def deploy_check(task: Task, repo_dir: Path, *, output_dir: Path, wheelhouse: Path | None = None,
-                 progress: ProgressFn | None = None, client: docker.DockerClient | None = None) -> ProfileResult:
+                 progress: ProgressFn | None = None, client: docker.DockerClient | None = None,
+                 maven: MavenSources | None = None) -> ProfileResult:
     """Practice mode: does the repo deploy (strict DSR)? No golden file enters any container and
     no test runs, so a practice check cannot contaminate Pass@1; never cached with scores."""
     client = client or get_client()
@@ -270,8 +284,9 @@ def deploy_check(task: Task, repo_dir: Path, *, output_dir: Path, wheelhouse: Pa
             staged = Path(tmp) / "snapshot"
             stage_repo(Path(repo_dir), staged)
             try:
-                result = run_strict(client, task, staged, ctx=ctx, logs=logs, progress=progress or (lambda _m: None),
-                                    deploy_only=True)
+                strict = _runner(task, "strict", maven)
+                result = strict(client, task, staged, ctx=ctx, logs=logs, progress=progress or (lambda _m: None),
+                                deploy_only=True)
             except (DockerException, RequestException, ScoringError, OSError, RuntimeError) as exc:
                 result = _infra_result("strict", exc, logs, started)
     finally:
@@ -280,13 +295,13 @@ def deploy_check(task: Task, repo_dir: Path, *, output_dir: Path, wheelhouse: Pa
     return result
 
 
-def default_scorer(*, wheelhouse: Path | None = None) -> Callable[..., ScoreResult]:
+def default_scorer(*, wheelhouse: Path | None = None, maven: MavenSources | None = None) -> Callable[..., ScoreResult]:
     """A `bridge.session.Scorer` backed by the Docker engine."""
 
     def scorer(task: Task, repo_dir: Path, *, profile: str, output_dir: Path, snapshot_hash: str,
                progress: ProgressFn) -> ScoreResult:
         result = score_repo(task, repo_dir, profile=profile, output_dir=output_dir, wheelhouse=wheelhouse,
-                            progress=progress, run_id=f"session-{output_dir.parent.parent.name}"[:80])
+                            maven=maven, progress=progress, run_id=f"session-{output_dir.parent.parent.name}"[:80])
         if result.snapshot_hash != snapshot_hash:
             # Both hash the same tree with the same rules; record a mismatch rather than hide it.
             (output_dir / "snapshot-hash-note.txt").write_text(

@@ -28,12 +28,17 @@ if [ -n "$script" ]; then
   bash "$script" &
 else
   entry=""
-  for f in app.py main.py run.py; do
-    if [ -f "$f" ]; then entry="$PY $f"; break; fi
-  done
-  if [ -z "$entry" ] && [ -f manage.py ]; then entry="$PY manage.py runserver 0.0.0.0:$PORT"; fi
-  if [ -z "$entry" ] && [ -f server.py ]; then entry="$PY server.py"; fi
-  if [ -z "$entry" ]; then
+  if [ "${REPO_LANG:-python}" = "java" ]; then
+    # upstream's Java fallback, for every framework
+    if [ -f pom.xml ]; then entry="mvn spring-boot:run -q"; fi
+  else
+    for f in app.py main.py run.py; do
+      if [ -f "$f" ]; then entry="$PY $f"; break; fi
+    done
+    if [ -z "$entry" ] && [ -f manage.py ]; then entry="$PY manage.py runserver 0.0.0.0:$PORT"; fi
+    if [ -z "$entry" ] && [ -f server.py ]; then entry="$PY server.py"; fi
+  fi
+  if [ -z "$entry" ] && [ "${REPO_LANG:-python}" != "java" ]; then
     for m in main app server api; do
       if $PY -c "import $m" >/dev/null 2>&1; then
         entry="$PY -m uvicorn $m:app --host 0.0.0.0 --port $PORT"; break

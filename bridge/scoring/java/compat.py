@@ -1,0 +1,127 @@
+"""compat for Java: upstream's Dockerfile.java + entrypoint flow in one container.
+
+Upstream (reference: upstream-scoring.md §2.3-2.6): `mvn dependency:go-offline` (errors
+swallowed), `sed` Java 11 -> 17 in pom.xml, the golden `src/test` replaces the agent's,
+`mvn clean compile -DskipTests` (errors swallowed), then the entrypoint: start.sh else
+`mvn spring-boot:run`, the readiness loop with the 20 s Java limit, `timeout 600 mvn test`, and
+grading by summing every Surefire `Tests run:` line of the log (bridge/scoring/upstream.py).
+
+Deviations (docs/java-scoring.md): no network in the container (dependencies come from the
+pom-keyed layer, resolved before; an unreachable repository is `infra_error` instead of a silent
+0); uid 10001, capabilities dropped; JVMs sized by JAVA_TOOL_OPTIONS; the pom edit and test
+replacement happen before the copy-in; the build steps' output is kept in compat-build.log.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import docker
+
+from bridge.scoring import coverage, upstream
+from bridge.scoring.compat import _follow_digests
+from bridge.scoring.containers import strip_ansi, create_container, fetch_file, managed, put_directory, read_logs, wait_with_timeout
+from bridge.scoring.docker_client import make_labels
+from bridge.scoring.java.common import JAVA_ENV, ensure_layer, layer_failure, replace_golden_tests
+from bridge.scoring.java.images import ensure_java_image
+from bridge.scoring.java.layers import JavaDependencyError, MavenSources
+from bridge.scoring.java.pom import java11_to_17
+from bridge.scoring.result import ProfileResult
+from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext
+from bridge.task import Task
+
+ProgressFn = Callable[[str], None]
+BUILD_LOG_MAX = 2_000_000
+
+
+class MavenLogDigest(upstream.LogDigest):
+    """The Java twin of upstream.LogDigest: upstream's Maven parser sums *every* `Tests run:`
+    line, so all of them are kept (with the markers); other lines collapse to a placeholder."""
+
+    def _line(self, line: str) -> None:
+        # Maven 3.8 colours failure lines even without a terminal; upstream's Maven 3.9 does not
+        # (style.color=auto), and its regex would not match coloured text.
+        line = strip_ansi(line)
+        self._n += 1
+        if any(marker in line for marker in upstream._MARKERS) or upstream._SUREFIRE_RE.search(line):
+            if self._dropped:
+                self._out.append(self.PLACEHOLDER)
+                self._dropped = False
+            self._out.append(line)
+        elif line.strip():
+            self._dropped = True
+
+
+def prepare_compat_repo(task: Task, repo: Path) -> None:
+    """Upstream's pre-run edits: Java 11 -> 17 in pom.xml, golden src/test replacing the agent's."""
+    pom = repo / "pom.xml"
+    if pom.is_file() and not pom.is_symlink():
+        text = pom.read_text(encoding="utf-8", errors="replace")
+        rewritten = java11_to_17(text)
+        if rewritten != text:
+            pom.unlink()
+            pom.write_text(rewritten, encoding="utf-8")
+    replace_golden_tests(task, repo)
+
+
+def run_java_compat(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: ScoreContext,
+                    logs: LogSink, progress: ProgressFn, maven: MavenSources | None = None) -> ProfileResult:
+    started = time.monotonic()
+    static_ac = coverage.static_api_coverage(task.readme, repo_dir)
+
+    def finish(**fields: object) -> ProfileResult:
+        return ProfileResult(profile="compat", api_coverage=static_ac, logs=logs.names(),
+                             elapsed_seconds=round(time.monotonic() - started, 3), **fields)  # type: ignore[arg-type]
+
+    prepare_compat_repo(task, repo_dir)
+    progress("compat: resolving Maven dependencies")
+    image = ensure_java_image(client, progress=ctx.image_progress)
+    try:
+        layer = ensure_layer(client, repo_dir, timeout=task.manifest.timeouts.build,
+                             sources=maven or MavenSources.from_env(), progress=ctx.image_progress)
+        image = layer.tag
+        if layer.log_tail:
+            logs.write("build.log", layer.log_tail)
+    except JavaDependencyError as exc:
+        if exc.kind in ("unreachable", "timeout"):
+            return layer_failure(exc, logs, finish, exit_code=upstream.EXIT_BUILD_FAILED,
+                                 dsr_message=upstream.NO_DSR_MARKERS_MESSAGE)
+        # Upstream swallows go-offline failures and carries on: Maven fails inside the run.
+        logs.write("build.log", exc.log_tail)
+
+    env = {
+        "REPO_LANG": "java",
+        "SERVICE_PORT": str(task.port),
+        "STARTUP_TIMEOUT": str(upstream.STARTUP_TIMEOUTS["java"]),
+        "TEST_TIMEOUT": str(upstream.TEST_TIMEOUTS["java"]),
+        **JAVA_ENV,
+    }
+    labels = make_labels(kind="compat", run_id=ctx.run_id, task=task.id, extra=ctx.extra_labels)
+    container = create_container(client, image, name=ctx.container_name("compat"),
+                                 command=["bash", "/opt/rgbridge/java_compat.sh"], labels=labels, env=env,
+                                 working_dir="/repo", limits=ctx.service_limits)
+    with managed(container):
+        put_directory(container, repo_dir, "/repo")
+        put_directory(container, ASSETS, "/opt/rgbridge", uid=0, gid=0)
+        progress("compat: building, deploying and testing (upstream phases)")
+        digests = _follow_digests(container, MavenLogDigest)
+        container.start()
+        outcome = wait_with_timeout(container, upstream.CONTAINER_TIMEOUT)
+        for thread, _ in digests:
+            thread.join(timeout=30)
+        stdout = read_logs(container, stdout=True, stderr=False)
+        stderr = read_logs(container, stdout=False, stderr=True)
+        build_log = fetch_file(container, "/results/compat-build.log", max_bytes=BUILD_LOG_MAX)
+    if build_log:
+        logs.write_bytes("compat-build.log", build_log)
+    logs.write("container.log", upstream.combine_container_log(stdout, stderr))
+    log = upstream.combine_container_log(digests[0][1].text(), digests[1][1].text())
+    if outcome.timed_out:
+        dsr, p1 = upstream.grade_upstream_log(f"Container timed out after {upstream.CONTAINER_TIMEOUT}s", "java")
+        return finish(outcome="timeout", dsr=dsr, pass_at_1=p1, exit_code=upstream.EXIT_TIMEOUT,
+                      oom_killed=outcome.oom_killed)
+    dsr, p1 = upstream.grade_upstream_log(log, "java")
+    return finish(outcome="scored" if dsr.success else "deploy_failed", dsr=dsr, pass_at_1=p1,
+                  exit_code=outcome.exit_code, oom_killed=outcome.oom_killed)

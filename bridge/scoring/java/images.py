@@ -1,0 +1,169 @@
+"""The Java scoring image, built without a registry like the Python base image.
+
+``rgbridge-java:<recipe hash12>`` is the Python base rootfs (debootstrap minbase, user ``app``,
+``/repo``, CA trust, python3 for our probe scripts) plus Debian's JDK 17, Maven 3.8 and the
+Maven plugins and JUnit 5 artifacts that Debian packages into ``/usr/share/maven-repo``: enough
+to build and test a JDK-only project with no repository reachable. The packages are installed
+with ``apt-get`` in a chroot of the extracted base rootfs (the host's Debian mirror, as for
+debootstrap), then the tree is imported with ``docker import``; the tarball is cached by recipe.
+
+A writable Maven local repository ``/opt/m2/repository`` (owned by uid 10001) starts as a copy of
+Debian's repository (its symlinks point into ``/usr/share/java``); dependency layers add to it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import docker
+from docker.errors import APIError, DockerException
+
+from bridge.errors import ScoringError
+from bridge.scoring.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE
+from bridge.scoring.images import (
+    APP_GID,
+    APP_UID,
+    BASE_PATH,
+    LABEL_RECIPE,
+    ProgressFn,
+    _build_lock,
+    _build_rootfs,
+    _chroot,
+    _hash12,
+    _remove_tree,
+    _say,
+    _run,
+    base_recipe_hash,
+    cache_dir,
+    image_exists,
+)
+
+JAVA_RECIPE_VERSION = "3"
+JAVA_REPO = "rgbridge-java"
+#: Debian bookworm packages: the JDK, Maven, and the plugins of the default lifecycle (their
+#: Debian versions plus the aliases Maven 3.8.7's default bindings ask for), JUnit 5.
+JAVA_PACKAGES: tuple[str, ...] = (
+    "openjdk-17-jdk-headless", "maven", "junit5", "junit4", "libhamcrest-java",
+    "libsurefire-java", "libmaven-compiler-plugin-java", "libmaven-resources-plugin-java",
+    "libmaven-jar-plugin-java", "libmaven-install-plugin-java", "libmaven-clean-plugin-java",
+    "libmaven-dependency-plugin-java",
+)
+JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
+M2_HOME_DIR = "/opt/m2"
+LOCAL_REPO = f"{M2_HOME_DIR}/repository"
+DEBIAN_REPO = "/usr/share/maven-repo"
+#: Every JVM in a scoring container is sized from the container's memory limit (JDK 17 is
+#: cgroup-aware): a third each leaves room for Maven, the forked test JVM and the service.
+GLOBAL_SETTINGS = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n'
+    '<settings xmlns="http://maven.apache.org/SETTINGS/1.0.0">\n'
+    f"  <localRepository>{LOCAL_REPO}</localRepository>\n"
+    "  <interactiveMode>false</interactiveMode>\n"
+    "</settings>\n"
+)
+JVM_OPTIONS = "-XX:MaxRAMPercentage=30 -XX:+UseSerialGC -Xss512k"
+
+
+def java_recipe_hash() -> str:
+    return _hash12("java", JAVA_RECIPE_VERSION, base_recipe_hash(), JAVA_PACKAGES, JAVA_HOME,
+                   LOCAL_REPO, APP_UID, GLOBAL_SETTINGS, JVM_OPTIONS)
+
+
+def java_image_tag() -> str:
+    return f"{JAVA_REPO}:{java_recipe_hash()}"
+
+
+def _java_changes(recipe: str) -> list[str]:
+    return [
+        f"ENV PATH={BASE_PATH}",
+        f"ENV JAVA_HOME={JAVA_HOME}",
+        "ENV LANG=C.UTF-8",
+        f'ENV MAVEN_OPTS="{JVM_OPTIONS}"',
+        "WORKDIR /repo",
+        'CMD ["/bin/bash"]',
+        f"LABEL {LABEL_OWNER}={OWNER_VALUE} {LABEL_KIND}=java {LABEL_RECIPE}={recipe}",
+    ]
+
+
+def _build_java_rootfs(base_tar: Path, dest_tar: Path, progress: ProgressFn | None) -> None:
+    work = Path(tempfile.mkdtemp(prefix="rootfs-java-", dir=cache_dir()))
+    root = work / "root"
+    root.mkdir()
+    proc = root / "proc"
+    try:
+        _say(progress, "extracting the base rootfs")
+        _run(["tar", "--numeric-owner", "-xpf", str(base_tar), "-C", str(root)], timeout=600,
+             what="untar base rootfs")
+        resolv = root / "etc/resolv.conf"
+        saved = resolv.read_bytes() if resolv.is_file() and not resolv.is_symlink() else None
+        if resolv.is_symlink():
+            resolv.unlink()
+        resolv.write_bytes(Path("/etc/resolv.conf").read_bytes())
+        proc.mkdir(exist_ok=True)
+        # ca-certificates-java runs java in its postinst, and java needs /proc.
+        subprocess.run(["mount", "-t", "proc", "proc", str(proc)], check=True, timeout=30)
+        try:
+            _say(progress, "apt-get install: JDK 17, Maven and Debian's Maven repository")
+            _chroot(root, "apt-get", "update", progress=progress)
+            _chroot(root, "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y",
+                    "--no-install-recommends", *JAVA_PACKAGES, progress=progress)
+            _chroot(root, "apt-get", "clean")
+        finally:
+            subprocess.run(["umount", "-l", str(proc)], capture_output=True, timeout=30)
+        _chroot(root, "mkdir", "-p", LOCAL_REPO)
+        _chroot(root, "cp", "-a", f"{DEBIAN_REPO}/.", f"{LOCAL_REPO}/")
+        # Debian's repository links its jars relatively (``../../java/x.jar`` from the repo's
+        # parent): the same link beside the copy keeps them resolving.
+        _chroot(root, "ln", "-s", "/usr/share/java", f"{M2_HOME_DIR}/java")
+        _chroot(root, "chown", "-R", f"{APP_UID}:{APP_GID}", M2_HOME_DIR)
+        # Plain `mvn` (an agent's start.sh, upstream's flow) must find the shared local repo.
+        (root / "etc/maven/settings.xml").write_text(GLOBAL_SETTINGS, encoding="utf-8")
+        if saved is not None:
+            resolv.write_bytes(saved)
+        else:
+            resolv.unlink()
+        for child in (root / "var/lib/apt/lists").glob("*"):
+            if child.is_file():
+                child.unlink()
+        (root / "etc/rgbridge-release").write_text(f"recipe={java_recipe_hash()}\nkind=java\n")
+        _say(progress, "packing the Java rootfs")
+        partial = dest_tar.with_suffix(".partial")
+        _run(["tar", "--numeric-owner", "--one-file-system", "-C", str(root), "-cf",
+              str(partial), "."], timeout=900, what="tar java rootfs")
+        partial.replace(dest_tar)
+    finally:
+        _remove_tree(work)
+
+
+def ensure_java_image(client: docker.DockerClient, *, progress: ProgressFn | None = None,
+                      force: bool = False) -> str:
+    """Tag of the Java image, building it (rootfs cached under the cache dir) if missing."""
+    recipe = java_recipe_hash()
+    tag = f"{JAVA_REPO}:{recipe}"
+    if not force and image_exists(client, tag):
+        return tag
+    with _build_lock(f"java-{recipe}"):
+        if not force and image_exists(client, tag):
+            return tag
+        tar_path = cache_dir() / "rootfs" / f"java-{recipe}.tar"
+        tar_path.parent.mkdir(parents=True, exist_ok=True)
+        if force or not tar_path.is_file():
+            base_tar = cache_dir() / "rootfs" / f"{base_recipe_hash()}.tar"
+            with _build_lock(f"base-{base_recipe_hash()}"):
+                if not base_tar.is_file():
+                    _build_rootfs(base_tar, progress)
+            started = time.monotonic()
+            _build_java_rootfs(base_tar, tar_path, progress)
+            _say(progress, f"Java rootfs built in {time.monotonic() - started:.0f}s")
+        _say(progress, f"importing {tag}")
+        try:
+            client.api.import_image(src=str(tar_path), repository=JAVA_REPO, tag=recipe,
+                                    changes=_java_changes(recipe))
+        except (APIError, DockerException) as exc:
+            raise ScoringError(f"docker import of {tag} failed: {exc}") from exc
+        if not image_exists(client, tag):
+            raise ScoringError(f"docker import did not produce {tag}")
+        return tag

@@ -1,0 +1,172 @@
+"""strict for Java: upstream's deploy-and-test job done right.
+
+* The tester's copy of the repo: the golden `src/test` *replaces* the agent's, `target/`,
+  `.mvn/` (maven.config, jvm.config, extensions) and Maven wrappers are dropped, and every pom is
+  rewritten so no test gate remains (pom.py); the gate properties are pinned on the command
+  line as well. Maven runs offline (`-o`) from the dependency layer; no container has a network.
+* The agent's main code is compiled first: a compile error is `build_failed` with the compiler
+  output. A golden class that fails to compile counts all its methods as not passed.
+* Pass@1 = golden methods passed / golden methods counted from the golden sources (golden.py),
+  from Surefire's XML reports only (never Maven's console text); unreported = not run.
+* DSR: the agent's service (start.sh, else `mvn spring-boot:run`) answers HTTP on the task port
+  in its own container (same security profile and limits as Python); the tester joins its
+  network namespace to probe it. Java golden tests start the app in-process, so they run
+  whatever DSR says; a repo that does not deploy is reported `deploy_failed` with the in-process
+  Pass@1 kept.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import docker
+
+from bridge.scoring import coverage, grading
+from bridge.scoring.containers import create_container, exec_with_timeout, managed, put_directory, read_logs
+from bridge.scoring.docker_client import make_labels
+from bridge.scoring.java import golden, surefire
+from bridge.scoring.java.common import (
+    JAVA_ENV,
+    ensure_layer,
+    fetch_reports,
+    layer_failure,
+    maven_errors,
+    replace_golden_tests,
+)
+from bridge.scoring.java.images import ensure_java_image
+from bridge.scoring.java.layers import JavaDependencyError, MavenSources
+from bridge.scoring.java.pom import PomError, forced_property_args, sanitize_repo_poms
+from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, TestCaseResult
+from bridge.scoring.strict import PROBE_DIR, TESTER_ROOT, _dynamic_coverage, _service_state, _wait_deployed
+from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, place_file
+from bridge.task import Task
+
+ProgressFn = Callable[[str], None]
+#: dropped from the tester's copy: build output (stale or forged reports), Maven's per-project
+#: configuration (extra CLI flags, JVM flags, build extensions) and wrappers.
+TESTER_DROP = ("target", ".mvn", "mvnw", "mvnw.cmd")
+MAVEN_FLAGS = ["-o", "-B", "-Dstyle.color=never"]
+
+
+def _tester_copy(task: Task, repo_dir: Path, dest: Path) -> list[str]:
+    shutil.copytree(repo_dir, dest, symlinks=True)
+    for name in TESTER_DROP:
+        path = dest / name
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.is_dir():
+            shutil.rmtree(path)
+    replace_golden_tests(task, dest)
+    return sanitize_repo_poms(dest)
+
+
+def run_java_strict(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: ScoreContext,
+                    logs: LogSink, progress: ProgressFn, deploy_only: bool = False,
+                    maven: MavenSources | None = None) -> ProfileResult:
+    started = time.monotonic()
+    static_ac = coverage.static_api_coverage(task.readme, repo_dir)
+    place_file(task.readme_path, repo_dir, "README.md")
+    items = [] if deploy_only else golden.golden_items(task.tests_dir)
+    if not deploy_only and not items:
+        raise RuntimeError(f"the golden suite of {task.id} has no test methods")
+
+    def finish(**fields: object) -> ProfileResult:
+        return ProfileResult(profile="strict", api_coverage=static_ac, logs=logs.names(),
+                             elapsed_seconds=round(time.monotonic() - started, 3), **fields)  # type: ignore[arg-type]
+
+    def not_passed(results: list[TestCaseResult] | None = None) -> tuple[PassAt1, list[TestCaseResult]]:
+        got = results or []
+        return grading.strict_pass_at_1(items, got), grading.merge_results(items, got)
+
+    tester_dir = repo_dir.parent / f"{repo_dir.name}-tester"
+    has_pom = (repo_dir / "pom.xml").is_file() and not (repo_dir / "pom.xml").is_symlink()
+    image = ensure_java_image(client, progress=ctx.image_progress)
+    if has_pom:
+        try:
+            changes = _tester_copy(task, repo_dir, tester_dir)
+        except PomError as exc:
+            p1, tests = not_passed()
+            return finish(outcome="build_failed", dsr=DSRResult(success=False, message=str(exc)),
+                          build_error=str(exc), exit_code=-3, pass_at_1=p1, tests=tests)
+        if changes:
+            logs.write("pom-rewrite.log", "\n".join(changes) + "\n")
+        progress("strict: resolving Maven dependencies")
+        try:
+            layer = ensure_layer(client, tester_dir, timeout=task.manifest.timeouts.build,
+                                 sources=maven or MavenSources.from_env(), progress=ctx.image_progress)
+        except JavaDependencyError as exc:
+            return layer_failure(exc, logs, finish, exit_code=-3)
+        if layer.log_tail:
+            logs.write("build.log", layer.log_tail)
+        image = layer.tag
+
+    labels = make_labels(kind="strict", run_id=ctx.run_id, task=task.id, extra=ctx.extra_labels)
+    env = {"SERVICE_PORT": str(task.port), "PORT": str(task.port), "REPO_LANG": "java", **JAVA_ENV}
+    service = create_container(client, image, name=ctx.container_name("svc"),
+                               command=["bash", "/opt/rgbridge/strict_service.sh"], labels=labels, env=env,
+                               working_dir="/repo", limits=ctx.service_limits)
+    with managed(service):
+        put_directory(service, repo_dir, "/repo")
+        put_directory(service, ASSETS, "/opt/rgbridge", uid=0, gid=0)
+        progress("strict: starting the service")
+        service.start()
+        # The tester runs agent code too (golden tests start the app in-process): the service's
+        # security profile and limits, its network namespace (no network), none of its files.
+        tester = create_container(client, image, name=ctx.container_name("tst"), command=["sleep", "infinity"],
+                                  labels=labels | {"rgbridge.kind": "tester"}, env=JAVA_ENV,
+                                  working_dir=TESTER_ROOT, network_mode=f"container:{service.id}",
+                                  limits=ctx.service_limits)
+        with managed(tester):
+            if has_pom and not deploy_only:
+                put_directory(tester, tester_dir, TESTER_ROOT)
+            put_directory(tester, ASSETS, PROBE_DIR)
+            tester.start()
+            if deploy_only or not has_pom:
+                dsr, oom = _wait_deployed(task, service, tester, logs, progress)
+                if deploy_only:
+                    return finish(outcome="scored" if dsr.success else "deploy_failed", dsr=dsr, oom_killed=oom)
+                p1, tests = not_passed()
+                message = "no pom.xml: the golden tests cannot be built"
+                return finish(outcome="build_failed" if dsr.success else "deploy_failed", dsr=dsr,
+                              pass_at_1=p1, tests=tests, build_error=message, oom_killed=oom)
+            return _build_and_test(task, service, tester, items, logs=logs, progress=progress,
+                                   finish=finish, not_passed=not_passed)
+
+
+def _build_and_test(task: Task, service, tester, items: list[str], *, logs: LogSink, progress: ProgressFn,
+                    finish: Callable[..., ProfileResult],
+                    not_passed: Callable[..., tuple[PassAt1, list[TestCaseResult]]]) -> ProfileResult:
+    timeouts = task.manifest.timeouts
+    progress("strict: compiling the repo (offline)")
+    forced = forced_property_args()
+    build = exec_with_timeout(tester, ["mvn", *MAVEN_FLAGS, *forced, "compile"], timeouts.build, workdir=TESTER_ROOT)
+    logs.write("compile.log", build.output)
+    dsr, oom = _wait_deployed(task, service, tester, logs, progress)
+    if build.exit_code != 0:
+        p1, tests = not_passed()
+        outcome = "timeout" if build.timed_out else "build_failed"
+        return finish(outcome=outcome, dsr=dsr, pass_at_1=p1, tests=tests, exit_code=build.exit_code,
+                      build_error="Maven compile failed:\n" + maven_errors(build.output), oom_killed=oom)
+
+    progress(f"strict: running {len(items)} golden tests")
+    run = exec_with_timeout(tester, ["mvn", *MAVEN_FLAGS, *forced, "test"], timeouts.tests, workdir=TESTER_ROOT)
+    logs.write("tests.log", run.output)
+    reports = fetch_reports(tester, TESTER_ROOT)
+    results, bad = surefire.parse_reports(reports)
+    if bad:
+        logs.write("reports-refused.log", "\n".join(bad) + "\n")
+    p1, tests = not_passed(results)
+    error = None
+    if run.timed_out:
+        error = f"golden tests exceeded {timeouts.tests}s"
+    elif "COMPILATION ERROR" in run.output and not reports:
+        error = "golden tests did not compile against the repo:\n" + maven_errors(run.output)
+    dynamic = _dynamic_coverage(task, tester) if dsr.success else None
+    _, _, oom_now = _service_state(service)
+    logs.write("service.log", read_logs(service))
+    outcome = "timeout" if run.timed_out else ("scored" if dsr.success else "deploy_failed")
+    return finish(outcome=outcome, dsr=dsr, pass_at_1=p1, tests=tests, exit_code=run.exit_code,
+                  dynamic_api_coverage=dynamic, oom_killed=oom or oom_now, error=error)

@@ -1,0 +1,52 @@
+"""Surefire XML reports -> per-test results keyed like the golden items (`pkg.Class::method`).
+
+Reports are untrusted (written in a container that runs agent code): size-capped, DOCTYPE and
+ENTITY declarations refused (bridge.scoring.grading), and only golden items count. Invocation
+suffixes are dropped from names (`m(String)[1]`, `m()`, `[2] m`), so a parameterized or repeated
+method is one item whose worst invocation decides it; nested classes (`Outer$Inner`) map to their
+top-level class.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from bridge.scoring.grading import JUnitError, _safe_root
+from bridge.scoring.result import TestCaseResult
+
+MAX_MESSAGE_CHARS = 2000
+_INVOCATION = re.compile(r"^\[\d+\]\s*|\s*[\[(].*$")
+
+
+def _method(name: str) -> str:
+    return _INVOCATION.sub("", name.strip()).strip()
+
+
+def parse_reports(reports: Iterable[bytes]) -> tuple[list[TestCaseResult], list[str]]:
+    """(results, errors) over the `TEST-*.xml` contents; unreadable reports are listed."""
+    results: list[TestCaseResult] = []
+    errors: list[str] = []
+    for data in reports:
+        try:
+            root = _safe_root(data)
+        except JUnitError as exc:
+            errors.append(str(exc))
+            continue
+        for case in root.iter("testcase"):
+            classname = case.get("classname", "").split("$", 1)[0]
+            outcome = "passed"
+            message = ""
+            for tag, kind in (("error", "error"), ("failure", "failed"), ("skipped", "skipped")):
+                child = case.find(tag)
+                if child is not None:
+                    outcome, message = kind, child.get("message") or (child.text or "")
+                    break
+            try:
+                duration = float(case.get("time", "0") or 0)
+            except ValueError:
+                duration = 0.0
+            results.append(TestCaseResult(nodeid=f"{classname}::{_method(case.get('name', ''))}",
+                                          outcome=outcome, duration=duration,  # type: ignore[arg-type]
+                                          message=message[:MAX_MESSAGE_CHARS]))
+    return results, errors
