@@ -24,6 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build = iverbs.add_parser("build", help="build the base and tester images")
     build.add_argument("--wheelhouse", type=Path, metavar="DIR", help="install Python packages from this folder")
     build.add_argument("--force", action="store_true", help="rebuild even when cached")
+    build.add_argument("--python-only", action="store_true", help="skip the Java (JDK 17 + Maven) image")
     add_json_option(build)
     build.set_defaults(handler=cmd_images_build)
     ls = iverbs.add_parser("list", help="list rgbridge images")
@@ -37,6 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_profile_option(score)
     score.add_argument("--output-dir", type=Path, metavar="OUT", help="where result.json and logs go")
     score.add_argument("--wheelhouse", type=Path, metavar="DIR")
+    add_maven_options(score)
     score.add_argument("--no-cache", action="store_true", help="ignore cached results")
     add_json_option(score)
     score.set_defaults(handler=cmd_score)
@@ -51,6 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_profile_option(ev)
     ev.add_argument("--repo-names", nargs="*", metavar="TASK", help="only these tasks")
     ev.add_argument("--wheelhouse", type=Path, metavar="DIR")
+    add_maven_options(ev)
     ev.add_argument("--model-name")
     ev.add_argument("--agent-name")
     add_json_option(ev)
@@ -63,17 +66,48 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cl.set_defaults(handler=cmd_cleanup)
 
 
+def add_maven_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--maven-repo", type=Path, metavar="DIR",
+                        help="Java: a Maven local repository folder to resolve dependencies from (offline)")
+    parser.add_argument("--maven-settings", type=Path, metavar="FILE",
+                        help="Java: a Maven settings.xml (e.g. a mirror) used when dependency layers are built")
+
+
+def maven_sources(args: argparse.Namespace):  # -> MavenSources
+    """The Maven sources of the command line (validated), also exported to the environment so
+    every scoring path of this process (sessions, rescoring) resolves from the same places."""
+    import os
+
+    from bridge.scoring.java.layers import MavenSources
+
+    sources = MavenSources.from_env(getattr(args, "maven_repo", None), getattr(args, "maven_settings", None))
+    if sources.repo_dir:
+        os.environ["RGBRIDGE_MAVEN_REPO"] = str(sources.repo_dir.resolve())
+    if sources.settings:
+        os.environ["RGBRIDGE_MAVEN_SETTINGS"] = str(sources.settings.resolve())
+    return sources
+
+
 def cmd_images_build(args: argparse.Namespace) -> int:
+    import time
+
     from bridge.scoring.docker_client import get_client
     from bridge.scoring.images import build_all
+    from bridge.scoring.java.images import ensure_java_image
 
-    result = build_all(get_client(), progress=not args.json, wheelhouse=args.wheelhouse, force=args.force,
+    client = get_client()
+    result = build_all(client, progress=not args.json, wheelhouse=args.wheelhouse, force=args.force,
                        console=stderr_console())
+    if not args.python_only:
+        started = time.monotonic()
+        with stderr_console().status("building the Java image (JDK 17 + Maven)", spinner="dots"):
+            result["java"] = ensure_java_image(client, force=args.force)
+        result["timings"]["java"] = round(time.monotonic() - started, 1)
     if args.json:
         print_json(result)
     else:
         console().print(f"base image: [bold]{result.get('base')}[/]\ntester image: [bold]{result.get('tester')}[/]\n"
-                        f"timings (s): {result.get('timings')}")
+                        f"java image: [bold]{result.get('java', '-')}[/]\ntimings (s): {result.get('timings')}")
     return 0
 
 
@@ -110,7 +144,8 @@ def cmd_score(args: argparse.Namespace) -> int:
                         err.print(f"[dim]{line}[/]", highlight=False)
 
         result = score_repo(task, args.repo, profile=args.profile, output_dir=args.output_dir,
-                            wheelhouse=args.wheelhouse, progress=say, use_cache=not args.no_cache)
+                            wheelhouse=args.wheelhouse, maven=maven_sources(args), progress=say,
+                            use_cache=not args.no_cache)
     if args.json:
         print_json(result.model_dump(mode="json"))
     else:
@@ -123,6 +158,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from bridge.scoring.reporting import render_table
 
     catalog = load_catalog(args)
+    maven = maven_sources(args)
     preview = plan(catalog, args.predictions_dir, output_dir=args.output_dir, resume=args.resume,
                    only=args.repo_names)
     if preview.skipped:
@@ -147,7 +183,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         report_path, writer, _ = evaluate(
             catalog, args.predictions_dir, output_dir=args.output_dir, run_id=args.run_id, workers=args.workers,
-            resume=args.resume, profile=args.profile, wheelhouse=args.wheelhouse, only=args.repo_names,
+            resume=args.resume, profile=args.profile, wheelhouse=args.wheelhouse, maven=maven, only=args.repo_names,
             progress=on_progress, on_done=on_done, metadata=meta,
         )
     if args.json:

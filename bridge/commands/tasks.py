@@ -29,15 +29,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def cmd_list(args: argparse.Namespace) -> int:
     catalog = load_catalog(args)
-    rows = [task.summary() for task in catalog]
+    from bridge.scoring.engine import SCORABLE_LANGS
+
+    rows = [task.summary() | {"scorable": task.lang in SCORABLE_LANGS} for task in catalog]
     if args.json:
         print_json({"tasks": rows, "errors": catalog.errors})
     else:
         table = Table(title=f"{len(rows)} task(s)")
-        for column in ("id", "title", "lang", "framework", "port", "difficulty", "source"):
+        columns = ("id", "title", "lang", "framework", "port", "difficulty", "source", "scorable")
+        for column in columns:
             table.add_column(column)
         for row in rows:
-            table.add_row(*(str(row[c]) for c in ("id", "title", "lang", "framework", "port", "difficulty", "source")))
+            table.add_row(*("yes" if row[c] is True else "no" if row[c] is False else str(row[c]) for c in columns))
         console().print(table)
     return 1 if catalog.errors else 0
 

@@ -43,6 +43,8 @@ from bridge.task import Task
 
 ProgressFn = Callable[[str], None]
 PROFILES = ("strict", "compat")
+#: Languages both profiles can score (Python: bridge/scoring/{strict,compat}.py; Java: bridge/scoring/java/).
+SCORABLE_LANGS = ("python", "java")
 LABEL_PID = "rgbridge.pid"
 
 _RUNNERS = {"strict": run_strict, "compat": run_compat}

@@ -13,6 +13,7 @@ from typing import Any
 from bridge.catalog import Catalog
 from bridge.errors import ScoringError
 from bridge.scoring.engine import score_repo
+from bridge.scoring.java.layers import MavenSources
 from bridge.scoring.reporting import RunWriter, load_previous
 from bridge.task import Task
 
@@ -56,6 +57,7 @@ def evaluate(
     resume: bool = False,
     profile: str = "both",
     wheelhouse: Path | None = None,
+    maven: MavenSources | None = None,
     only: list[str] | None = None,
     progress: ProgressFn | None = None,
     on_done: Callable[[str, dict[str, Any]], None] | None = None,
@@ -77,7 +79,7 @@ def evaluate(
         task_out = output_dir / "tasks" / writer.run_id / task.id
         t0 = time.monotonic()
         result = score_repo(task, repo, profile=profile, output_dir=task_out, run_id=f"{writer.run_id}-{task.id}",
-                            wheelhouse=wheelhouse, progress=say)
+                            wheelhouse=wheelhouse, maven=maven, progress=say)
         for prof in result.profiles.values():
             prof.elapsed_seconds = prof.elapsed_seconds or round(time.monotonic() - t0, 3)
         entry = writer.record(result, primary)

@@ -146,12 +146,14 @@ def _pack_repo(src: Path, dest: Path) -> None:
 
 
 def missing_artifacts(log: str) -> list[str]:
+    """Coordinates named by resolve.sh's RGBRIDGE_MISSING line (artifacts and plugins), else
+    any coordinates in Maven's errors."""
     marker = re.findall(r"RGBRIDGE_MISSING=(.*)", log)
-    found = _COORD.findall(marker[-1]) if marker else []
-    found += re.findall(r"RGBRIDGE_MISSING=.*?([\w.-]+:[\w.-]+:[\w.-]+)\s", marker[-1] + " ") if marker else []
-    if not found:
+    if marker and marker[-1].split():
+        found = [tok for tok in marker[-1].split() if tok.count(":") >= 2]
+    else:
         found = _COORD.findall(log)
-    return sorted(dict.fromkeys(x for x in found if x))
+    return sorted(dict.fromkeys(found))
 
 
 def ensure_java_deps_image(client: docker.DockerClient, poms: dict[str, str], *,

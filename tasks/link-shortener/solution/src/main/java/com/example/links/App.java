@@ -35,6 +35,21 @@ public final class App {
         }
     }
 
+    /** HTTP method tests, named like the methods they accept. */
+    private static final class Http {
+        static boolean get(String method) {
+            return method.equals("GET");
+        }
+
+        static boolean post(String method) {
+            return method.equals("POST");
+        }
+
+        static boolean delete(String method) {
+            return method.equals("DELETE");
+        }
+    }
+
     private final Map<String, Link> links = new TreeMap<>();
 
     private App() {
@@ -72,22 +87,22 @@ public final class App {
         String path = ex.getRequestURI().getPath();
         String method = ex.getRequestMethod();
         if (path.equals("/health")) {
-            if (!method.equals("GET")) {
+            if (!Http.get(method)) {
                 send(ex, 405, error("method_not_allowed", "use GET"));
                 return;
             }
             send(ex, 200, "{\"status\": \"ok\"}");
         } else if (path.equals("/api/links")) {
-            if (method.equals("GET")) {
+            if (Http.get(method)) {
                 list(ex);
-            } else if (method.equals("POST")) {
+            } else if (Http.post(method)) {
                 create(ex);
             } else {
                 send(ex, 405, error("method_not_allowed", "use GET or POST"));
             }
         } else if (path.startsWith("/api/links/") && path.indexOf('/', 11) < 0 && path.length() > 11) {
             String code = path.substring(11);
-            if (method.equals("GET")) {
+            if (Http.get(method)) {
                 Link link;
                 synchronized (links) {
                     link = links.get(code);
@@ -97,7 +112,7 @@ public final class App {
                     }
                 }
                 send(ex, 404, error("not_found", "no link " + code));
-            } else if (method.equals("DELETE")) {
+            } else if (Http.delete(method)) {
                 boolean removed;
                 synchronized (links) {
                     removed = links.remove(code) != null;
@@ -111,7 +126,8 @@ public final class App {
                 send(ex, 405, error("method_not_allowed", "use GET or DELETE"));
             }
         } else if (path.startsWith("/r/") && path.indexOf('/', 3) < 0 && path.length() > 3) {
-            if (!method.equals("GET")) {
+            // GET /r/{code}: follow a link
+            if (!Http.get(method)) {
                 send(ex, 405, error("method_not_allowed", "use GET"));
                 return;
             }
