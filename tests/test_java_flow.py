@@ -13,12 +13,12 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import Client, stdio_client
 
 from bridge.catalog import Catalog
 from bridge.export import leaderboard_rows
 from bridge.replay import rescore
 from bridge.scoring.evaluate import evaluate
-from mcp import Client, stdio_client
 from tests.test_mcp_stdio import stdio_params
 
 pytestmark = pytest.mark.docker

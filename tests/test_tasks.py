@@ -15,7 +15,7 @@ from bridge.dataset import VERIFIED_SPECS, load_dataset, load_dataset_task
 from bridge.errors import TaskError
 from bridge.task import load_task
 
-SHIPPED = ("kv-ledger", "library-api", "word-duel")
+SHIPPED = ("kv-ledger", "library-api", "link-shortener", "word-duel")
 
 GOOD_TOML = """\
 id = "demo"
@@ -53,9 +53,12 @@ def test_shipped_tasks_load(tasks_dir: Path) -> None:
     assert sorted(catalog.tasks) == sorted(SHIPPED)
     for task in catalog:
         assert task.solution_dir is not None and (task.solution_dir / "start.sh").is_file()
-        assert (task.solution_dir / "requirements.txt").is_file()
         assert task.content_hash.startswith("sha256:")
-        assert len(list(task.tests_dir.rglob("test_*.py"))) >= 1
+        if task.lang == "java":  # golden src/test tree; the agent gets the pom seed
+            assert len(list(task.tests_dir.rglob("*Test.java"))) >= 1 and "pom.xml" in task.seed_files
+        else:
+            assert (task.solution_dir / "requirements.txt").is_file()
+            assert len(list(task.tests_dir.rglob("test_*.py"))) >= 1
 
 
 def test_good_manifest(tmp_path: Path) -> None:
@@ -202,6 +205,9 @@ def test_cli_tasks_list_json(tasks_dir: Path, dataset: Path) -> None:
     data = json.loads(out.stdout)
     ports = {t["id"]: t["port"] for t in data["tasks"]}
     assert ports == {"GameBackend": 8080, "SimpleFastPyAPI": 8000, "Tic-Tac-Toe": 8082, "javalin-task-manager": 7000}
+    # Java tasks are scorable like Python ones (issue 11).
+    assert {t["id"]: (t["lang"], t["scorable"]) for t in data["tasks"]}["javalin-task-manager"] == ("java", True)
+    assert all(t["scorable"] for t in data["tasks"])
     assert out.returncode == 1 and any("eve" in e for e in data["errors"])  # broken task reported, not hidden
 
 

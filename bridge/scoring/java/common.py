@@ -64,10 +64,9 @@ def layer_failure(exc: JavaDependencyError, logs: LogSink, finish: Callable[...,
 def fetch_reports(container: Container, project: str) -> list[bytes]:
     """The `TEST-*.xml` files of `<project>/target/surefire-reports`, read through one tar
     made in the container (regular files only, count and size capped)."""
-    made = exec_with_timeout(container, ["sh", "-c",
-                                         f"cd {project}/target 2>/dev/null && tar -cf {REPORTS_TAR} "
-                                         "--no-recursion surefire-reports surefire-reports/TEST-*.xml"],
-                             60)
+    script = (f"cd {project}/target 2>/dev/null && tar -cf {REPORTS_TAR} "
+              "--no-recursion surefire-reports surefire-reports/TEST-*.xml")
+    made = exec_with_timeout(container, ["sh", "-c", script], 60)
     if made.exit_code != 0:
         return []
     data = fetch_file(container, REPORTS_TAR, max_bytes=REPORTS_MAX_BYTES)

@@ -34,8 +34,8 @@ from bridge.scoring.images import (
     _chroot,
     _hash12,
     _remove_tree,
-    _say,
     _run,
+    _say,
     base_recipe_hash,
     cache_dir,
     image_exists,
@@ -112,7 +112,7 @@ def _build_java_rootfs(base_tar: Path, dest_tar: Path, progress: ProgressFn | No
                     "--no-install-recommends", *JAVA_PACKAGES, progress=progress)
             _chroot(root, "apt-get", "clean")
         finally:
-            subprocess.run(["umount", "-l", str(proc)], capture_output=True, timeout=30)
+            subprocess.run(["umount", "-l", str(proc)], check=False, capture_output=True, timeout=30)
         _chroot(root, "mkdir", "-p", LOCAL_REPO)
         _chroot(root, "cp", "-a", f"{DEBIAN_REPO}/.", f"{LOCAL_REPO}/")
         # Debian's repository links its jars relatively (``../../java/x.jar`` from the repo's
