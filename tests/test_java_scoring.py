@@ -10,8 +10,11 @@ resolution is disabled (RGBRIDGE_MAVEN_ONLINE=0): no test sends traffic off the 
 
 from __future__ import annotations
 
+import http.server
+import ipaddress
 import os
 import shutil
+import threading
 import zipfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -199,3 +202,49 @@ def test_maven_repo_folder_provides_the_missing_artifact(scored) -> None:
     s = _get(scored, "ghost-with-repo")
     for name, p in s.result.profiles.items():
         assert p.outcome == "scored" and p.pass_at_1.score == 1.0, (name, p.outcome, p.error, p.pass_at_1)
+
+
+def _bridge_gateway(client) -> str:
+    """The host's address on the engine's default bridge (where build containers run)."""
+    config = (client.networks.get("bridge").attrs.get("IPAM") or {}).get("Config") or [{}]
+    gateway = config[0].get("Gateway")
+    if gateway:
+        return gateway.split("/")[0]
+    subnet = ipaddress.ip_network(config[0]["Subnet"])
+    return str(next(subnet.hosts()))
+
+
+def test_maven_settings_mirror_resolves_at_layer_build(docker_client, java_image, tasks_dir: Path,
+                                                       tmp_path: Path) -> None:
+    """--maven-settings: a mirror (served on this machine) provides what Debian lacks; the online
+    step runs at layer build time only, and the score is the oracle's."""
+    repo_root = _ghost_repo(tmp_path / "mirror")
+    requests: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, directory=str(repo_root), **kwargs)
+
+        def log_message(self, fmt: str, *args) -> None:
+            requests.append(self.path)
+
+    server = http.server.ThreadingHTTPServer(("0.0.0.0", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        settings = tmp_path / "settings.xml"
+        settings.write_text(
+            "<settings><mirrors><mirror><id>test-mirror</id><mirrorOf>*</mirrorOf>"
+            f"<url>http://{_bridge_gateway(docker_client)}:{server.server_address[1]}/</url>"
+            "</mirror></mirrors></settings>\n")
+        task = Catalog.from_options(tasks_dir).get(TASK_ID)
+        repo = tmp_path / "repo"
+        shutil.copytree(task.solution_dir, repo)
+        _edit(repo / "pom.xml", "<dependency>", GHOST)
+        result = score_repo(task, repo, profile="strict", use_cache=False, output_dir=tmp_path / "out",
+                            client=docker_client, maven=MavenSources(settings=settings, online=True),
+                            run_id="test-java-mirror")
+    finally:
+        server.shutdown()
+    strict = result.profile("strict")
+    assert strict.outcome == "scored" and strict.pass_at_1.score == 1.0, (strict.outcome, strict.error)
+    assert any("ghost-1.0.pom" in path for path in requests), requests

@@ -40,6 +40,10 @@ mvn -B -Dmaven.repo.local="$REPO_LOCAL" "${SETTINGS[@]}" "${FORCED[@]}" \
     -Daether.connector.connectTimeout=15000 -Daether.connector.requestTimeout=30000 \
     test > "$B/online.log" 2>&1
 if [ $? -eq 0 ]; then
+  # Scoring runs offline with Maven's default repositories only: artifacts must not stay tied
+  # to the repository id they came from (a mirror's), nor keep cached failures.
+  find "$REPO_LOCAL" \( -name _remote.repositories -o -name '*.lastUpdated' -o -name 'resolver-status.properties' \) \
+       -type f -delete 2>/dev/null
   echo "RGBRIDGE_RESOLVED=online"
   exit 0
 fi

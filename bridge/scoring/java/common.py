@@ -51,14 +51,15 @@ def ensure_layer(client: docker.DockerClient, repo: Path, *, timeout: float, sou
 
 
 def layer_failure(exc: JavaDependencyError, logs: LogSink, finish: Callable[..., ProfileResult],
-                  *, exit_code: int, dsr_message: str | None = None) -> ProfileResult:
+                  *, exit_code: int, dsr_message: str | None = None, pass_at_1: PassAt1 | None = None,
+                  **extra: object) -> ProfileResult:
     """unreachable repositories are the bridge's problem (infra_error, flagged for re-run); a
     pom naming artifacts nowhere to be found, or broken, is the agent's (build_failed)."""
     logs.write("build.log", exc.log_tail)
     outcome = {"unreachable": "infra_error", "timeout": "timeout"}.get(exc.kind, "build_failed")
     return finish(outcome=outcome, dsr=DSRResult(success=False, message=dsr_message or str(exc)),
                   build_error=str(exc), error=str(exc) if outcome == "infra_error" else None,
-                  exit_code=exit_code, pass_at_1=PassAt1())
+                  exit_code=exit_code, pass_at_1=pass_at_1 or PassAt1(), **extra)
 
 
 def fetch_reports(container: Container, project: str) -> list[bytes]:

@@ -38,7 +38,7 @@ from bridge.scoring.java.images import LOCAL_REPO, ensure_java_image
 from bridge.scoring.workdir import ASSETS
 
 JDEPS_REPO = "rgbridge-jdeps"
-JDEPS_RECIPE_VERSION = "1"
+JDEPS_RECIPE_VERSION = "2"
 BUILD_DIR = "/tmp/rgbridge-build"
 MAX_POMS = 200
 MAX_POM_BYTES = 1_000_000
@@ -75,6 +75,14 @@ class MavenSources:
 
     repo_dir: Path | None = None
     settings: Path | None = None
+    #: may the layer build resolve online when the local repository misses artifacts?
+    #: None = the RGBRIDGE_MAVEN_ONLINE environment variable (default yes)
+    online: bool | None = None
+
+    def allows_online(self) -> bool:
+        if self.online is not None:
+            return self.online
+        return os.environ.get("RGBRIDGE_MAVEN_ONLINE", "1").lower() not in ("0", "no", "false")
 
     @classmethod
     def from_env(cls, repo_dir: Path | None = None, settings: Path | None = None) -> MavenSources:
@@ -123,9 +131,8 @@ def _repo_digest(path: Path) -> str:
 def jdeps_tag(base: str, poms: dict[str, str], sources: MavenSources) -> str:
     repo = _repo_digest(sources.repo_dir) if sources.repo_dir else None
     settings = hashlib.sha256(sources.settings.read_bytes()).hexdigest()[:12] if sources.settings else None
-    online = os.environ.get("RGBRIDGE_MAVEN_ONLINE", "1")
     key = _hash12("jdeps", JDEPS_RECIPE_VERSION, base, sorted(poms.items()), stub_kind(poms), repo,
-                  settings, online)
+                  settings, sources.allows_online())
     return f"{JDEPS_REPO}:{key}"
 
 
@@ -184,7 +191,7 @@ def ensure_java_deps_image(client: docker.DockerClient, poms: dict[str, str], *,
             if sources.repo_dir:
                 _pack_repo(sources.repo_dir, Path(tmp) / "maven-repo.tar")
                 dirs["build/repo"] = Path(tmp)
-            env = f"RGBRIDGE_MAVEN_ONLINE={os.environ.get('RGBRIDGE_MAVEN_ONLINE', '1')} HOME=/tmp"
+            env = f"RGBRIDGE_MAVEN_ONLINE={1 if sources.allows_online() else 0} HOME=/tmp"
             # The build copy and the resolution's target/ go; only the local repository stays.
             body = (f"COPY --chown={APP_UID}:{APP_GID} build {BUILD_DIR}\n"
                     f"USER {APP_UID}:{APP_GID}\n"

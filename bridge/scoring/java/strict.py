@@ -98,7 +98,8 @@ def run_java_strict(client: docker.DockerClient, task: Task, repo_dir: Path, *, 
             layer = ensure_layer(client, tester_dir, timeout=task.manifest.timeouts.build,
                                  sources=maven or MavenSources.from_env(), progress=ctx.image_progress)
         except JavaDependencyError as exc:
-            return layer_failure(exc, logs, finish, exit_code=-3)
+            p1, tests = not_passed()
+            return layer_failure(exc, logs, finish, exit_code=-3, pass_at_1=p1, tests=tests)
         if layer.log_tail:
             logs.write("build.log", layer.log_tail)
         image = layer.tag
