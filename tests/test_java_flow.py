@@ -92,3 +92,12 @@ def test_evaluate_reports_java_by_language(docker_client, tasks_dir: Path, tmp_p
     assert [r["language"] for r in rows] == ["Java"] and rows[0]["pass_at_1"] == 100.0
     strict_rows = leaderboard_rows(report, ide="cursor", model="m", aggregation="strict")
     assert strict_rows[0]["pass_at_1"] == 100.0 and strict_rows[0]["dsr"] == 100.0
+
+
+def test_java_practice_check_deploys_without_golden_files(docker_client, tasks_dir: Path, tmp_path: Path) -> None:
+    from bridge.scoring.engine import deploy_check
+
+    task = Catalog.from_options(tasks_dir).get(TASK_ID)
+    result = deploy_check(task, task.solution_dir, output_dir=tmp_path, client=docker_client)
+    assert result.outcome == "scored" and result.dsr.success, (result.outcome, result.dsr.message, result.error)
+    assert result.pass_at_1.total == 0 and result.tests == []  # deploy-only: no golden test involved
