@@ -128,3 +128,24 @@ def test_missing_artifacts_and_stub_kind() -> None:
     assert stub_kind({"pom.xml": "<artifactId>junit-jupiter-api</artifactId>"}) == "junit5"
     assert stub_kind({"pom.xml": "<groupId>junit</groupId>"}) == "junit4"
     assert stub_kind({"pom.xml": "<project/>"}) == "none"
+
+
+def test_result_table_has_a_line_per_language() -> None:
+    from rich.console import Console
+
+    from bridge.scoring.reporting import build_entry, render_table
+    from bridge.scoring.result import APICoverage, DSRResult, PassAt1, ProfileResult, ScoreResult
+
+    def score(task: str, lang: str, passed: int) -> ScoreResult:
+        def prof(name: str) -> ProfileResult:
+            return ProfileResult(profile=name, outcome="scored", dsr=DSRResult(success=True, message="ok"),
+                                 pass_at_1=PassAt1.from_counts(passed, 4 - passed, 0),
+                                 api_coverage=APICoverage(total_apis=2, implemented_apis=2, score=1.0))
+        return ScoreResult(task_id=task, task_hash="t", snapshot_hash="s", lang=lang, port=1, framework="x",
+                           profiles={"compat": prof("compat"), "strict": prof("strict")})
+
+    console = Console(record=True, width=200)
+    render_table([build_entry(score("py-task", "python", 4)), build_entry(score("java-task", "java", 1))], console)
+    text = console.export_text()
+    assert "python (1 scored): compat Pass@1 1.0000" in text
+    assert "java (1 scored): compat Pass@1 0.2500" in text and "strict: Pass@1 0.2500" in text

@@ -375,6 +375,15 @@ def render_table(results: Sequence[Mapping[str, Any]], console: Any = None) -> A
         f"DSR {up['deployment_success_rate']:.4f}  |  strict: Pass@1 {st['avg_pass_at_1']:.4f}  "
         f"DSR {st['deployment_success_rate']:.4f}  infra errors {st['infra_errors']}"
     )
+    # Per-language lines, as upstream's table ends (the leaderboard is split by language too).
+    present = [lang for lang in LANGS if any(e.get("lang") == lang for e in results)]
+    for lang in present:
+        by = st["by_lang"][lang]
+        table.caption += (
+            f"\n{lang} ({by['repos']} scored): compat Pass@1 {up['pass_at_1_by_lang'][lang]:.4f}  "
+            f"AC {up['ac_by_lang'][lang]:.4f}  DSR {up['dsr_by_lang'][lang]:.4f}  |  strict: Pass@1 "
+            f"{by['avg_pass_at_1']:.4f}  DSR {by['deployment_success_rate']:.4f}"
+        )
     if console is not None:
         console.print(table)
     return table
