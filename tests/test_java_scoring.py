@@ -36,6 +36,17 @@ GHOST = ("<dependency><groupId>com.rgbridge.fixture</groupId><artifactId>ghost</
 HACKED_SUREFIRE = ("<version>2.22.3</version><configuration><skipTests>true</skipTests>"
                    "<testFailureIgnore>true</testFailureIgnore><excludes><exclude>**/RedirectTest.java</exclude>"
                    "</excludes></configuration>")
+SWALLOW = """package com.example.links;
+
+import org.junit.jupiter.api.extension.ExtensionContext;
+import org.junit.jupiter.api.extension.TestExecutionExceptionHandler;
+
+public class Swallow implements TestExecutionExceptionHandler {
+    @Override
+    public void handleTestExecutionException(ExtensionContext context, Throwable throwable) {
+    }
+}
+"""
 FAKE_REPORT = ('<?xml version="1.0"?><testsuite name="com.example.links.RedirectTest" tests="3">'
                '<testcase name="redirectsAndCountsHits" classname="com.example.links.RedirectTest"/>'
                '<testcase name="unknownCodeIs404" classname="com.example.links.RedirectTest"/>'
@@ -94,6 +105,15 @@ def scored(docker_client, java_image, tasks_dir: Path, tmp_path_factory):
     _edit(hacked / APP, "ex.sendResponseHeaders(302, -1);", "ex.sendResponseHeaders(301, -1);")
     _edit(hacked / "pom.xml", "<version>2.22.3</version>", HACKED_SUREFIRE)
     _edit(hacked / "pom.xml", "<properties>", "<properties><maven.test.skip>true</maven.test.skip>")
+    # A JUnit extension planted in main code, auto-registered through main resources, that
+    # swallows every failure (the pom moves junit-jupiter-api to compile scope for it).
+    _edit(hacked / "pom.xml", "<scope>test</scope>", "<scope>compile</scope>")
+    services = hacked / "src" / "main" / "resources" / "META-INF" / "services"
+    services.mkdir(parents=True)
+    (services / "org.junit.jupiter.api.extension.Extension").write_text("com.example.links.Swallow\n")
+    (services.parent.parent / "junit-platform.properties").write_text(
+        "junit.jupiter.extensions.autodetection.enabled=true\n")
+    (hacked / APP).with_name("Swallow.java").write_text(SWALLOW)
     (hacked / ".mvn").mkdir()
     (hacked / ".mvn" / "maven.config").write_text("-DskipTests=true -Dmaven.test.failure.ignore=true\n")
     (hacked / "target" / "surefire-reports").mkdir(parents=True)

@@ -49,6 +49,12 @@ ProgressFn = Callable[[str], None]
 #: configuration (extra CLI flags, JVM flags, build extensions) and wrappers.
 TESTER_DROP = ("target", ".mvn", "mvnw", "mvnw.cmd")
 MAVEN_FLAGS = ["-o", "-B", "-Dstyle.color=never"]
+#: JVM system properties beat `junit-platform.properties`: the agent's main resources are on the
+#: test classpath and could otherwise switch on ServiceLoader registration of a JUnit extension
+#: (e.g. a TestExecutionExceptionHandler that swallows every golden failure).
+TESTER_JAVA_ENV = JAVA_ENV | {
+    "JAVA_TOOL_OPTIONS": f"{JAVA_ENV['JAVA_TOOL_OPTIONS']} -Djunit.jupiter.extensions.autodetection.enabled=false",
+}
 
 
 def _tester_copy(task: Task, repo_dir: Path, dest: Path, *, with_golden: bool = True) -> list[str]:
@@ -118,7 +124,7 @@ def run_java_strict(client: docker.DockerClient, task: Task, repo_dir: Path, *, 
         # The tester runs agent code too (golden tests start the app in-process): the service's
         # security profile and limits, its network namespace (no network), none of its files.
         tester = create_container(client, image, name=ctx.container_name("tst"), command=["sleep", "infinity"],
-                                  labels=labels | {"rgbridge.kind": "tester"}, env=JAVA_ENV,
+                                  labels=labels | {"rgbridge.kind": "tester"}, env=TESTER_JAVA_ENV,
                                   working_dir=TESTER_ROOT, network_mode=f"container:{service.id}",
                                   limits=ctx.service_limits)
         with managed(tester):
