@@ -24,7 +24,8 @@ import pytest
 from bridge.catalog import Catalog
 from bridge.scoring.engine import score_repo
 from bridge.scoring.java.images import ensure_java_image
-from bridge.scoring.java.layers import MavenSources
+from bridge.scoring.java.layers import MavenSources, ensure_java_deps_image, repo_poms
+from bridge.scoring.java.mavencache import cache_root
 from bridge.scoring.result import ScoreResult
 
 pytestmark = pytest.mark.docker
@@ -235,9 +236,11 @@ def _bridge_gateway(client) -> str:
 
 
 def test_maven_settings_mirror_resolves_at_layer_build(docker_client, java_image, tasks_dir: Path,
-                                                       tmp_path: Path) -> None:
+                                                       tmp_path: Path, monkeypatch) -> None:
     """--maven-settings: a mirror (served on this machine) provides what Debian lacks; the online
-    step runs at layer build time only, and the score is the oracle's."""
+    step runs at layer build time only, and the score is the oracle's. What it downloaded lands in
+    the shared Maven cache, from which a layer for another pom then resolves with no network."""
+    monkeypatch.setenv("RGBRIDGE_CACHE", str(tmp_path / "cache"))  # an empty shared cache
     repo_root = _ghost_repo(tmp_path / "mirror")
     requests: list[str] = []
 
@@ -268,3 +271,10 @@ def test_maven_settings_mirror_resolves_at_layer_build(docker_client, java_image
     strict = result.profile("strict")
     assert strict.outcome == "scored" and strict.pass_at_1.score == 1.0, (strict.outcome, strict.error)
     assert any("ghost-1.0.pom" in path for path in requests), requests
+    cached = cache_root() / "com" / "rgbridge" / "fixture" / "ghost" / "1.0" / "ghost-1.0.jar"
+    assert cached.is_file()
+
+    # Another pom needing the same artifact: no settings, online resolution off, no user repo.
+    _edit(repo / "pom.xml", "<version>1.0.0</version>", "<version>1.0.1</version>")
+    layer = ensure_java_deps_image(docker_client, repo_poms(repo), sources=MavenSources(online=False))
+    assert not layer.cached and "RGBRIDGE_RESOLVED=cache" in layer.log_tail, layer.log_tail[-2000:]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import docker
+from docker.errors import DockerException
 
 from bridge.errors import ScoringError
 from bridge.scoring.images import (
@@ -31,14 +32,16 @@ from bridge.scoring.images import (
     ProgressFn,
     _build_lock,
     _hash12,
+    _say,
     docker_build,
     image_exists,
 )
 from bridge.scoring.java.images import LOCAL_REPO, ensure_java_image
+from bridge.scoring.java.mavencache import cache_settings, export_downloads, serve_cache
 from bridge.scoring.workdir import ASSETS
 
 JDEPS_REPO = "rgbridge-jdeps"
-JDEPS_RECIPE_VERSION = "2"
+JDEPS_RECIPE_VERSION = "3"
 BUILD_DIR = "/tmp/rgbridge-build"
 MAX_POMS = 200
 MAX_POM_BYTES = 1_000_000
@@ -186,7 +189,9 @@ def ensure_java_deps_image(client: docker.DockerClient, poms: dict[str, str], *,
         files["build/resolve.sh"] = (ASSETS / "java_resolve.sh").read_bytes()
         if sources.settings:
             files["build/settings.xml"] = sources.settings.read_bytes()
-        with tempfile.TemporaryDirectory(prefix="rgbridge-mvnrepo-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="rgbridge-mvnrepo-") as tmp, serve_cache(client) as cache_url:
+            if cache_url:
+                files["build/cache-settings.xml"] = cache_settings(cache_url, LOCAL_REPO).encode()
             dirs: dict[str, Path] = {}
             if sources.repo_dir:
                 _pack_repo(sources.repo_dir, Path(tmp) / "maven-repo.tar")
@@ -201,6 +206,12 @@ def ensure_java_deps_image(client: docker.DockerClient, poms: dict[str, str], *,
             res = docker_build(client, dockerfile_body=body, base=base, tag=tag, kind="jdeps",
                                files=files, dirs=dirs, timeout=timeout, progress=progress)
         if res.ok:
+            if "RGBRIDGE_RESOLVED=online" in res.log_tail:
+                try:
+                    added = export_downloads(client, tag, LOCAL_REPO)
+                    _say(progress, f"{added} downloaded Maven file(s) added to the shared cache")
+                except (DockerException, OSError, tarfile.TarError) as exc:  # the cache is only a speed-up
+                    _say(progress, f"shared Maven cache not updated: {exc}")
             return DepsImage(tag=tag, cached=False, seconds=time.monotonic() - started,
                              log_tail=res.log_tail)
         if res.timed_out:
