@@ -128,6 +128,11 @@ def test_missing_artifacts_and_stub_kind() -> None:
     assert stub_kind({"pom.xml": "<artifactId>junit-jupiter-api</artifactId>"}) == "junit5"
     assert stub_kind({"pom.xml": "<groupId>junit</groupId>"}) == "junit4"
     assert stub_kind({"pom.xml": "<project/>"}) == "none"
+    # JUnit 5 through a starter: the golden tests' imports decide (their needs key the layer too)
+    starter = {"pom.xml": "<artifactId>spring-boot-starter-test</artifactId>"}
+    assert stub_kind(starter) == "none"
+    assert stub_kind(starter, "import org.junit.jupiter.api.Test;") == "junit5"
+    assert stub_kind({"pom.xml": "<project/>"}, "import org.junit.jupiter.api.Test;") == "none"
 
 
 def test_result_table_has_a_line_per_language() -> None:

@@ -15,7 +15,13 @@ from docker.models.containers import Container
 from bridge.scoring.containers import exec_with_timeout, fetch_file
 from bridge.scoring.images import DepsImage
 from bridge.scoring.java.images import JVM_OPTIONS
-from bridge.scoring.java.layers import JavaDependencyError, MavenSources, ensure_java_deps_image, repo_poms
+from bridge.scoring.java.layers import (
+    JavaDependencyError,
+    MavenSources,
+    ensure_java_deps_image,
+    repo_poms,
+    test_sources_text,
+)
 from bridge.scoring.result import DSRResult, PassAt1, ProfileResult
 from bridge.scoring.workdir import LogSink
 from bridge.task import Task
@@ -46,8 +52,8 @@ def replace_golden_tests(task: Task, repo: Path) -> None:
 
 def ensure_layer(client: docker.DockerClient, repo: Path, *, timeout: float, sources: MavenSources,
                  progress: Callable[[str], None] | None) -> DepsImage:
-    return ensure_java_deps_image(client, repo_poms(repo), sources=sources, timeout=timeout,
-                                  progress=progress)
+    return ensure_java_deps_image(client, repo_poms(repo), sources=sources, tests_text=test_sources_text(repo),
+                                  timeout=timeout, progress=progress)
 
 
 def layer_failure(exc: JavaDependencyError, logs: LogSink, finish: Callable[..., ProfileResult],

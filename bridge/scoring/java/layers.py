@@ -112,12 +112,28 @@ def repo_poms(repo: Path) -> dict[str, str]:
     return out
 
 
-def stub_kind(poms: dict[str, str]) -> str:
-    """Which stub test exercises the test runtime the pom declares (JUnit 5, 4 or none)."""
+def test_sources_text(repo: Path, limit: int = 2_000_000) -> str:
+    """The repo's `src/test` Java sources (the golden ones, in a scoring copy), concatenated."""
+    out: list[str] = []
+    size = 0
+    test_dir = repo / "src" / "test"
+    for path in sorted(test_dir.rglob("*.java")) if test_dir.is_dir() and not test_dir.is_symlink() else []:
+        if path.is_file() and not path.is_symlink() and size < limit:
+            text = path.read_bytes()[: limit - size].decode("utf-8", errors="replace")
+            out.append(text)
+            size += len(text)
+    return "\n".join(out)
+
+
+def stub_kind(poms: dict[str, str], tests_text: str = "") -> str:
+    """Which stub test exercises the test runtime the build will need (JUnit 5, 4 or none):
+    the pom's own test dependencies, or the golden tests' imports when the pom brings JUnit in
+    through a starter or BOM (spring-boot-starter-test, quarkus-junit5, ...)."""
     root = poms.get("pom.xml", "")
-    if "junit-jupiter" in root:
+    via_starter = re.search(r"starter-test|junit5|junit-bom|test-junit", root) is not None
+    if "junit-jupiter" in root or ("org.junit.jupiter" in tests_text and via_starter):
         return "junit5"
-    if re.search(r"<groupId>\s*junit\s*</groupId>", root):
+    if re.search(r"<groupId>\s*junit\s*</groupId>", root) or ("org.junit." in tests_text and via_starter):
         return "junit4"
     return "none"
 
@@ -131,10 +147,10 @@ def _repo_digest(path: Path) -> str:
     return h.hexdigest()[:12]
 
 
-def jdeps_tag(base: str, poms: dict[str, str], sources: MavenSources) -> str:
+def jdeps_tag(base: str, poms: dict[str, str], sources: MavenSources, kind: str | None = None) -> str:
     repo = _repo_digest(sources.repo_dir) if sources.repo_dir else None
     settings = hashlib.sha256(sources.settings.read_bytes()).hexdigest()[:12] if sources.settings else None
-    key = _hash12("jdeps", JDEPS_RECIPE_VERSION, base, sorted(poms.items()), stub_kind(poms), repo,
+    key = _hash12("jdeps", JDEPS_RECIPE_VERSION, base, sorted(poms.items()), kind or stub_kind(poms), repo,
                   settings, sources.allows_online())
     return f"{JDEPS_REPO}:{key}"
 
@@ -167,14 +183,16 @@ def missing_artifacts(log: str) -> list[str]:
 
 
 def ensure_java_deps_image(client: docker.DockerClient, poms: dict[str, str], *,
-                           sources: MavenSources | None = None, timeout: float = 900,
+                           sources: MavenSources | None = None, tests_text: str = "", timeout: float = 900,
                            progress: ProgressFn | None = None) -> DepsImage:
-    """The layer for these poms (built if missing). Raises JavaDependencyError."""
+    """The layer for these poms (built if missing); `tests_text` = the test sources the build will
+    compile (their JUnit flavour picks the stub test). Raises JavaDependencyError."""
     sources = sources or MavenSources()
     base = ensure_java_image(client, progress=progress)
     if "pom.xml" not in poms:
         return DepsImage(tag=base, cached=True, seconds=0.0)
-    tag = jdeps_tag(base, poms, sources)
+    kind = stub_kind(poms, tests_text)
+    tag = jdeps_tag(base, poms, sources, kind)
     if image_exists(client, tag):
         return DepsImage(tag=tag, cached=True, seconds=0.0)
     started = time.monotonic()
@@ -183,7 +201,6 @@ def ensure_java_deps_image(client: docker.DockerClient, poms: dict[str, str], *,
             return DepsImage(tag=tag, cached=True, seconds=time.monotonic() - started)
         files: dict[str, bytes] = {f"build/project/{rel}": text.encode() for rel, text in poms.items()}
         files["build/project/src/main/java/RgbridgeStubMain.java"] = STUB_MAIN.encode()
-        kind = stub_kind(poms)
         if kind in STUB_TESTS:
             files["build/project/src/test/java/RgbridgeStubTest.java"] = STUB_TESTS[kind].encode()
         files["build/resolve.sh"] = (ASSETS / "java_resolve.sh").read_bytes()
