@@ -154,3 +154,14 @@ def test_result_table_has_a_line_per_language() -> None:
     text = console.export_text()
     assert "python (1 scored): compat Pass@1 1.0000" in text
     assert "java (1 scored): compat Pass@1 0.2500" in text and "strict: Pass@1 0.2500" in text
+
+
+def test_cli_refuses_missing_maven_sources(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    for flag, message in (("--maven-repo", "Maven repository folder not found"),
+                          ("--maven-settings", "Maven settings file not found")):
+        out = subprocess.run([sys.executable, "-m", "bridge.cli", "score", str(tmp_path), "--task", "link-shortener",
+                              flag, str(tmp_path / "missing")], capture_output=True, text=True, timeout=60)
+        assert out.returncode != 0 and message in out.stderr, out.stderr
