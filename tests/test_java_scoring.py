@@ -10,11 +10,13 @@ resolution is disabled (RGBRIDGE_MAVEN_ONLINE=0): no test sends traffic off the 
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import ipaddress
 import os
 import shutil
 import threading
+import uuid
 import zipfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -241,6 +243,18 @@ def test_maven_settings_mirror_resolves_at_layer_build(docker_client, java_image
     step runs at layer build time only, and the score is the oracle's. What it downloaded lands in
     the shared Maven cache, from which a layer for another pom then resolves with no network."""
     monkeypatch.setenv("RGBRIDGE_CACHE", str(tmp_path / "cache"))  # an empty shared cache
+    before = {i.id for i in docker_client.images.list(filters={"label": "rgbridge.kind=jdeps"})}
+    try:
+        _mirror_then_cache(docker_client, tasks_dir, tmp_path)
+    finally:  # these layers have one-off keys (random mirror port, nonce version): drop them
+        for image in docker_client.images.list(filters={"label": "rgbridge.kind=jdeps"}):
+            if image.id not in before:
+                for tag in image.tags:
+                    with contextlib.suppress(Exception):
+                        docker_client.images.remove(tag)
+
+
+def _mirror_then_cache(docker_client, tasks_dir: Path, tmp_path: Path) -> None:
     repo_root = _ghost_repo(tmp_path / "mirror")
     requests: list[str] = []
 
@@ -275,6 +289,6 @@ def test_maven_settings_mirror_resolves_at_layer_build(docker_client, java_image
     assert cached.is_file()
 
     # Another pom needing the same artifact: no settings, online resolution off, no user repo.
-    _edit(repo / "pom.xml", "<version>1.0.0</version>", "<version>1.0.1</version>")
+    _edit(repo / "pom.xml", "<version>1.0.0</version>", f"<version>1.0.1-{uuid.uuid4().hex[:8]}</version>")
     layer = ensure_java_deps_image(docker_client, repo_poms(repo), sources=MavenSources(online=False))
     assert not layer.cached and "RGBRIDGE_RESOLVED=cache" in layer.log_tail, layer.log_tail[-2000:]
