@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from rich import box
 from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.table import Table
@@ -32,14 +33,35 @@ def cmd_list(args: argparse.Namespace) -> int:
     rows = [task.summary() for task in catalog]
     if args.json:
         print_json({"tasks": rows, "errors": catalog.errors})
-    else:
-        table = Table(title=f"{len(rows)} task(s)")
-        for column in ("id", "title", "lang", "framework", "port", "difficulty", "source"):
-            table.add_column(column)
-        for row in rows:
-            table.add_row(*(str(row[c]) for c in ("id", "title", "lang", "framework", "port", "difficulty", "source")))
-        console().print(table)
+        return 1 if catalog.errors else 0
+    out = console()
+    out.print(task_table(rows, out.width))
+    if getattr(args, "dataset", None) is not None and getattr(args, "tasks", None) is None:
+        # Intended: --dataset serves the checkout's tasks under their upstream names, alone.
+        out.print("[dim]shipped tasks are not listed with --dataset; add --tasks DIR to serve both[/]")
     return 1 if catalog.errors else 0
+
+
+def task_table(rows: list[dict], width: int) -> Table:
+    """Ids are what users type: their column never wraps or truncates. The title is the last
+    column and only shown when the terminal is wide enough for it (`tasks show ID` has it);
+    it is dropped anyway when every title is the id, as for dataset tasks."""
+    columns = ["id", "lang", "framework", "port", "difficulty", "source", "title"]
+    id_width = max([len(str(r["id"])) for r in rows] + [2])
+    fixed = id_width + 6 + 10 + 5 + 10 + 7 + 2 * 6
+    if (rows and all(r["title"] == r["id"] for r in rows)) or width - fixed < 12:
+        columns.remove("title")
+    table = Table(title=f"{len(rows)} task(s)", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in columns:
+        if column == "id":
+            table.add_column("id", no_wrap=True, min_width=id_width)
+        elif column == "title":
+            table.add_column("title", overflow="fold")
+        else:
+            table.add_column(column, no_wrap=True)
+    for row in rows:
+        table.add_row(*(str(row[c]) for c in columns))
+    return table
 
 
 def cmd_show(args: argparse.Namespace) -> int:
