@@ -201,7 +201,7 @@ def detect_quirks(tests_dir: Path, extras: dict[str, Path] | None = None, *, por
         quirks.append("skips")
     if re.search(r"\b(404|409)\b[^\n]*\n?[^\n]*pytest\.skip\(", text):
         quirks.append("skip-on-404/409")
-    if re.search(r"range\(\s*(30|60)\s*\)|timeout\s*=\s*30\b|max_wait\w*\s*=\s*30\b|\b30\s*\)\s*:", text) \
+    if re.search(r"\b\w*(retries|retry|attempts|wait|timeout)\w*\s*=\s*30\b|range\(\s*30\s*\)", text) \
             and "sleep(" in text:
         quirks.append("polls-30s")
     white = agent_imports(tests_dir)

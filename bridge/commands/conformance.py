@@ -8,6 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
 from bridge.commands.common import add_json_option, add_profile_option, console, load_catalog, print_json, \
@@ -77,5 +78,5 @@ def render(rows: list, seconds: float) -> None:
         compat_n = "/".join(str(r.compat_totals.get(c, "-")) for c in ("empty", "404"))
         cells = [" | ".join(r.outcomes.get(c, {}).get(p, "-") for p in ("strict", "compat")) for c in ("empty", "404")]
         quirks = ", ".join(r.quirks + (["TASK ERROR: " + r.task_error] if r.task_error else []))
-        table.add_row(r.task, items, compat_n, *cells, quirks)
+        table.add_row(r.task, items, compat_n, *cells, escape(quirks))
     out.print(table)

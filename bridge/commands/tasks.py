@@ -6,10 +6,12 @@ import argparse
 
 from rich import box
 from rich.markdown import Markdown
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from bridge.commands.common import add_json_option, add_task_source_options, console, load_catalog, print_json
+from bridge.commands.common import add_json_option, add_task_source_options, console, load_catalog, print_json, \
+    stderr_console
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,9 +34,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     catalog = load_catalog(args)
     rows = [task.summary() for task in catalog]
     if args.json:
-        print_json({"tasks": rows, "errors": catalog.errors})
+        print_json({"tasks": rows, "errors": catalog.errors, "warnings": catalog.warnings})
         return 1 if catalog.errors else 0
     out = console()
+    for line in catalog.warnings:
+        stderr_console().print(f"[yellow]note:[/] {escape(line)}", highlight=False, soft_wrap=True)
     out.print(task_table(rows, out.width))
     if getattr(args, "dataset", None) is not None and getattr(args, "tasks", None) is None:
         # Intended: --dataset serves the checkout's tasks under their upstream names, alone.

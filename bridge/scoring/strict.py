@@ -56,7 +56,7 @@ JUNIT_MAX_BYTES = 20_000_000
 PLUGIN = "rgbridge_pytest_report"  # assets/rgbridge_pytest_report.py, installed in the tester venv
 COLLECT_TIMEOUT = 120
 #: bump when the collection rules change (part of the collection cache key)
-COLLECTION_RULES = "2"
+COLLECTION_RULES = "3"
 # Tester limits: generous but bounded; the tester runs our code only, yet shares the pid budget
 # of nothing else and must not be starved by a hostile service's output.
 TESTER_LIMITS = ContainerLimits(pids_limit=512, mem_limit="2g", nano_cpus=1_000_000_000)
@@ -222,6 +222,14 @@ def _error_items(task: Task, errors: list[dict[str, str]]) -> dict[str, str]:
     return out
 
 
+def _last_error_line(message: str) -> str:
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("E ") or "Error" in line:
+            return line.removeprefix("E").strip()[:200]
+    return lines[-1][:200] if lines else "collection error"
+
+
 def collection_cache_key(task: Task, tester_image_id: str, args: list[str]) -> str:
     raw = "\0".join([COLLECTION_RULES, task.content_hash, tester_image_id, *args])
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
@@ -258,7 +266,14 @@ def collect_suite(task: Task, tester: Container, ini: str, ini_opts: list[str], 
     else:
         collection.items = report.collected
         collection.error_items = _error_items(task, report.collect_errors)
-        if not collection.nodeids:
+        if not collection.items and report.collect_errors:
+            # Nothing importable in the tester (e.g. the suite imports a package its task never
+            # declares): a defect of the task, not of any submission.
+            why = _last_error_line(report.collect_errors[0]["message"])
+            collection.error_items = {}
+            collection.task_error = (f"no golden test module can be imported in the tester ({why}); "
+                                     "declare the suite's packages in tests/requirements.txt")
+        elif not collection.nodeids:
             collection.task_error = (f"the golden suite collects no test items (pytest exit {report.exitstatus}); "
                                      "see docs/strict-rules.md")
     if not task.white_box:
