@@ -14,7 +14,15 @@ from pathlib import Path
 
 from bridge.errors import TaskError
 from bridge.suite import agent_imports
-from bridge.task import TEST_EXTRA_NAMES, Manifest, Seed, Task, Timeouts, compute_task_hash, has_test_files
+from bridge.task import (
+    TEST_EXTRA_NAMES,
+    Manifest,
+    Seed,
+    Task,
+    Timeouts,
+    compute_task_hash,
+    has_test_files,
+)
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,14 @@ from bridge.scoring import grading
 from bridge.scoring.conformance import make_control_repos
 from bridge.scoring.result import ProfileResult, ScoreResult
 from bridge.scoring.strict import suite_timing, white_box_denominator
-from bridge.suite import agent_imports, detect_quirks, filter_addopts, pinned_ini_options, read_ini_section, \
-    static_test_ids
+from bridge.suite import (
+    agent_imports,
+    detect_quirks,
+    filter_addopts,
+    pinned_ini_options,
+    read_ini_section,
+    static_test_ids,
+)
 from bridge.task import load_task
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "strict_quirks"
@@ -122,7 +128,7 @@ def _run_plugin(tmp_path: Path, files: dict[str, str], *args: str, budget: str =
            "-p", "rgbridge_pytest_report", *pinned_ini_options(ini if ini.exists() else None), *args]
     if ini.exists():
         cmd[4:4] = ["-c", str(ini)]
-    subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True, timeout=120)
+    subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True, timeout=120, check=False)
     parsed = grading.parse_plugin_report(report.read_bytes())
     assert parsed is not None
     return parsed
@@ -284,7 +290,6 @@ def test_session_exit_counts_every_collected_item(quirks) -> None:
 @pytest.mark.docker
 def test_autouse_poll_is_bounded_by_the_suite_deadline(quirks) -> None:
     strict, compat = _both(quirks, "autouse_poll")
-    per_test, budget, hard = suite_timing(40)
     assert strict.outcome == "scored" and _counts(strict) == (0, 10)
     assert strict.pass_at_1.not_run >= 5 and any("deadline" in n for n in strict.notes)
     assert compat.outcome != "infra_error" and compat.pass_at_1.passed == 0

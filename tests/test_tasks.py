@@ -219,7 +219,7 @@ def test_cli_tasks_list_never_truncates_ids_in_80_columns(dataset: Path) -> None
     env = {**os.environ, "COLUMNS": "80"}
     for args in (("--dataset", str(dataset)), ("--dataset", str(dataset), "--tasks", str(TASKS_DIR))):
         out = subprocess.run([sys.executable, "-m", "bridge.cli", "tasks", "list", *args], capture_output=True,
-                             text=True, timeout=60, env=env)
+                             text=True, timeout=60, env=env, check=False)
         lines = out.stdout.splitlines()
         assert all(len(line) <= 80 for line in lines), out.stdout
         for name in (*long_ids, "SimpleFastPyAPI", "javalin-task-manager"):
@@ -227,7 +227,7 @@ def test_cli_tasks_list_never_truncates_ids_in_80_columns(dataset: Path) -> None
         assert "…" not in out.stdout
     # --dataset alone serves only the checkout (intended, and said so); --tasks adds the shipped ones
     only = subprocess.run([sys.executable, "-m", "bridge.cli", "tasks", "list", "--dataset", str(dataset)],
-                          capture_output=True, text=True, timeout=60, env=env)
+                          capture_output=True, text=True, timeout=60, env=env, check=False)
     assert "kv-ledger" not in only.stdout and "add --tasks DIR to serve both" in only.stdout
     both = json.loads(rgbridge("tasks", "list", "--dataset", str(dataset), "--tasks", str(TASKS_DIR), "--json").stdout)
     assert {"kv-ledger", "SimpleFastPyAPI"} <= {t["id"] for t in both["tasks"]}

@@ -8,11 +8,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from bridge.commands.common import add_json_option, add_profile_option, console, load_catalog, print_json, \
-    stderr_console
+from bridge.commands.common import (
+    add_json_option,
+    add_profile_option,
+    console,
+    load_catalog,
+    print_json,
+    stderr_console,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -63,20 +70,25 @@ def cmd_conformance(args: argparse.Namespace) -> int:
 
 
 def render(rows: list, seconds: float) -> None:
+    """One table row per task (ids never truncated), then each task's quirks and task errors on
+    their own lines, so the table stays readable in 80 columns."""
     out = console()
-    table = Table(title=f"conformance: {len(rows)} task(s) in {seconds:.0f}s", show_lines=False)
+    table = Table(title=f"conformance: {len(rows)} task(s) in {seconds:.0f}s", box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("task", no_wrap=True, min_width=max([len(r.task) for r in rows] + [4]))
-    table.add_column("items\nstrict", justify="right")
+    table.add_column("items", justify="right")
     table.add_column("compat n\nempty/404", justify="right")
     table.add_column("empty repo\nstrict | compat")
     table.add_column("all-404 repo\nstrict | compat")
-    table.add_column("quirks", overflow="fold")
     for r in rows:
         items = "-" if r.strict_items is None else str(r.strict_items)
         if r.collection_errors:
             items += f" ({r.collection_errors} err)"
         compat_n = "/".join(str(r.compat_totals.get(c, "-")) for c in ("empty", "404"))
         cells = [" | ".join(r.outcomes.get(c, {}).get(p, "-") for p in ("strict", "compat")) for c in ("empty", "404")]
-        quirks = ", ".join(r.quirks + (["TASK ERROR: " + r.task_error] if r.task_error else []))
-        table.add_row(r.task, items, compat_n, *cells, escape(quirks))
+        table.add_row(r.task, items, compat_n, *cells)
     out.print(table)
+    for r in rows:
+        line = ", ".join(r.quirks) or "none"
+        out.print(f"[bold]{escape(r.task)}[/] quirks: {escape(line)}", highlight=False, soft_wrap=True)
+        if r.task_error:
+            out.print(f"  [yellow]task error:[/] {escape(r.task_error)}", highlight=False, soft_wrap=True)

@@ -10,8 +10,14 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from bridge.commands.common import add_json_option, add_task_source_options, console, load_catalog, print_json, \
-    stderr_console
+from bridge.commands.common import (
+    add_json_option,
+    add_task_source_options,
+    console,
+    load_catalog,
+    print_json,
+    stderr_console,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import docker
 
-from bridge.suite import detect_quirks
 from bridge.scoring.engine import score_repo
 from bridge.scoring.result import ProfileResult, ScoreResult
+from bridge.suite import detect_quirks
 from bridge.task import Task
 
 ProgressFn = Callable[[str, str], None]
@@ -101,9 +101,13 @@ def check_task(task: Task, controls: dict[str, Path], *, profile: str, out_dir: 
     for name in CONTROLS:
         if progress:
             progress(task.id, f"scoring the {name} repo")
+        say = None
+        if progress is not None:
+            def say(message: str, _task: str = task.id, _progress: ProgressFn = progress) -> None:
+                _progress(_task, message)
         result: ScoreResult = score_repo(task, controls[name], profile=profile, output_dir=out_dir / task.id / name,
                                          run_id=f"conformance-{task.id}-{name}"[:60], use_cache=use_cache,
-                                         client=client, progress=(lambda m, _t=task.id: progress(_t, m)) if progress else None)
+                                         client=client, progress=say)
         row.outcomes[name] = {p: _cell(r) for p, r in result.profiles.items()}
         compat = result.profiles.get("compat")
         if compat is not None:

@@ -38,9 +38,26 @@ from bridge.scoring.containers import (
     read_logs,
 )
 from bridge.scoring.docker_client import make_labels
-from bridge.scoring.images import DependencyInstallError, cache_dir, ensure_deps_image, ensure_tester_image
-from bridge.scoring.result import APICoverage, DSRResult, PassAt1, ProfileResult, TestCaseResult
-from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, place_file, requirements_of
+from bridge.scoring.images import (
+    DependencyInstallError,
+    cache_dir,
+    ensure_deps_image,
+    ensure_tester_image,
+)
+from bridge.scoring.result import (
+    APICoverage,
+    DSRResult,
+    PassAt1,
+    ProfileResult,
+    TestCaseResult,
+)
+from bridge.scoring.workdir import (
+    ASSETS,
+    LogSink,
+    ScoreContext,
+    place_file,
+    requirements_of,
+)
 from bridge.suite import DEFAULT_PER_TEST_TIMEOUT, pinned_ini_options, static_test_ids
 from bridge.task import Task
 
@@ -374,9 +391,9 @@ def _grade(task: Task, service: Container, tester: Container, ini: str, ini_opts
 
     dsr, oom = _wait_deployed(task, service, tester, logs, progress)
     if not dsr.success:
-        results = collection_errors
-        return finish(outcome="deploy_failed", dsr=dsr, pass_at_1=grading.strict_pass_at_1(collected, results),
-                      tests=grading.merge_results(collected, results), oom_killed=oom, white_box=white_box,
+        return finish(outcome="deploy_failed", dsr=dsr,
+                      pass_at_1=grading.strict_pass_at_1(collected, collection_errors),
+                      tests=grading.merge_results(collected, collection_errors), oom_killed=oom, white_box=white_box,
                       dynamic_api_coverage=coverage.dynamic_api_coverage(
                           coverage.extract_endpoints(task.readme), [], unreachable="service did not deploy"))
 
