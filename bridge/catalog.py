@@ -8,6 +8,7 @@ from pathlib import Path
 
 from bridge.dataset import load_dataset
 from bridge.errors import TaskError
+from bridge.suite import static_test_ids
 from bridge.task import Task, load_task
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -26,6 +27,9 @@ class Catalog:
     errors: list[str] = field(default_factory=list)
     #: folder name -> its load error, so asking for a broken task shows why it is broken
     broken: dict[str, str] = field(default_factory=dict)
+    #: loaded tasks whose golden suite looks ungradable (read statically at load time; strict
+    #: confirms it once, by collecting in the tester, and then reports `task_error`)
+    warnings: list[str] = field(default_factory=list)
 
     @classmethod
     def from_options(cls, tasks_dir: Path | None = None, dataset_dir: Path | None = None) -> Catalog:
@@ -36,6 +40,10 @@ class Catalog:
             tasks, errors = load_dataset(Path(dataset_dir))
             for task in tasks:
                 catalog._add(task)
+                if task.lang == "python" and not task.white_box and not any(static_test_ids(task.tests_dir).values()):
+                    catalog.warnings.append(
+                        f"{task.id}: its golden suite has no pytest-collectable test (runner classes or no "
+                        "test functions): strict reports task_error for it; see docs/strict-rules.md")
             catalog.errors.extend(errors.values())
             catalog.broken.update(errors)
         return catalog

@@ -14,10 +14,10 @@ from importlib import metadata
 from rich.console import Console
 
 from bridge import __version__
-from bridge.commands import recordings, scoring, sessions, tasks
+from bridge.commands import conformance, recordings, scoring, sessions, tasks
 from bridge.errors import BridgeError
 
-BUILTIN_GROUPS = (tasks, scoring, sessions, recordings)
+BUILTIN_GROUPS = (tasks, scoring, sessions, recordings, conformance)
 
 
 def build_parser() -> argparse.ArgumentParser:

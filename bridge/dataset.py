@@ -13,7 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.errors import TaskError
-from bridge.task import Manifest, Seed, Task, Timeouts, compute_task_hash, has_test_files
+from bridge.suite import agent_imports
+from bridge.task import (
+    TEST_EXTRA_NAMES,
+    Manifest,
+    Seed,
+    Task,
+    Timeouts,
+    compute_task_hash,
+    has_test_files,
+)
 
 
 @dataclass(frozen=True)
@@ -61,8 +70,6 @@ README_DIRS = {
     "python": "repo_readme_verified_python_no_t",
     "java": "repo_readme_verified_java_no_t_with_p",
 }
-#: Task-root files the golden tests rely on (upstream W3 drops them; we carry them for strict).
-TEST_EXTRA_NAMES = ("pytest.ini", "requirements.txt", "conftest.py", "setup.cfg", "tox.ini")
 
 
 def upstream_test_env(port: int) -> dict[str, str]:
@@ -121,6 +128,8 @@ def load_dataset_task(root: Path, name: str) -> Task:
         timeouts=Timeouts(build=600, startup=15 if is_python else 20, tests=300 if is_python else 600),
         seed=Seed(files=sorted(seeds)),
         test_env=upstream_test_env(spec.port),
+        # Declared from the golden files: a suite importing `app...` it does not ship (Blog).
+        white_box=is_python and bool(agent_imports(tests_dir)),
     )
     task = Task(
         manifest=manifest,

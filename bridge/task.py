@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from bridge.errors import TaskError
 
+#: Task-root files the golden tests rely on (upstream W3 drops them; strict carries them).
+TEST_EXTRA_NAMES = ("pytest.ini", "requirements.txt", "conftest.py", "setup.cfg", "tox.ini")
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -53,6 +55,9 @@ class Manifest(BaseModel):
     timeouts: Timeouts = Field(default_factory=Timeouts)
     seed: Seed = Field(default_factory=Seed)
     test_env: dict[str, str] = Field(default_factory=dict)
+    #: the golden suite imports the agent's code (`import app...`) instead of only calling the
+    #: service over HTTP: strict then runs it with the agent's code importable (docs/strict-rules.md)
+    white_box: bool = False
 
     @field_validator("id")
     @classmethod
@@ -118,6 +123,10 @@ class Task(BaseModel):
         env.update(self.manifest.test_env)
         return env
 
+    @property
+    def white_box(self) -> bool:
+        return self.manifest.white_box
+
     def summary(self) -> dict[str, object]:
         m = self.manifest
         return {
@@ -171,7 +180,10 @@ def _iter_tree(root: Path) -> list[Path]:
 def compute_task_hash(manifest: Manifest, readme: Path, tests_dir: Path, extras: dict[str, Path]) -> str:
     """Content hash over manifest, README, golden tests and test extras (not the solution)."""
     h = hashlib.sha256()
-    h.update(b"manifest\0" + json.dumps(manifest.model_dump(mode="json"), sort_keys=True).encode())
+    dump = manifest.model_dump(mode="json")
+    if not dump.get("white_box"):
+        dump.pop("white_box", None)  # added later: leaves the hashes of existing tasks unchanged
+    h.update(b"manifest\0" + json.dumps(dump, sort_keys=True).encode())
     h.update(b"\0readme\0" + readme.read_bytes())
     for file in _iter_tree(tests_dir):
         rel = file.relative_to(tests_dir).as_posix()
@@ -212,6 +224,8 @@ def load_task(task_dir: Path) -> Task:
             raise TaskError(f"{manifest_path}: field 'seed.files.{index}': {name!r} does not exist")
         seeds[Path(name).name if "/" not in name else name] = source
     solution = task_dir / "solution"
+    extras = {name: (task_dir / name).resolve() for name in TEST_EXTRA_NAMES
+              if (task_dir / name).is_file() and not (task_dir / name).is_symlink()}
     task = Task(
         manifest=manifest,
         root=task_dir.resolve(),
@@ -219,6 +233,7 @@ def load_task(task_dir: Path) -> Task:
         tests_dir=tests_dir.resolve(),
         solution_dir=solution.resolve() if solution.is_dir() else None,
         seed_files=seeds,
+        test_extras=extras,
         source="native",
     )
     task.content_hash = compute_task_hash(manifest, readme, tests_dir, task.test_extras)

@@ -349,4 +349,20 @@ def test_probe_script_usage_error() -> None:
 
 def test_dynamic_without_probe_result() -> None:
     ac = dynamic_api_coverage([Endpoint("GET", "/a"), Endpoint("FEATURE", "X Login")], [])
-    assert (ac.total_apis, ac.implemented_apis) == (1, 0) and ac.endpoints[0].evidence == "not probed"
+    assert (ac.total_apis, ac.implemented_apis) == (2, 0) and ac.endpoints[0].evidence == "not probed"
+    assert "not probeable" in ac.endpoints[1].evidence
+
+
+def test_dynamic_and_static_agree_on_what_the_readme_lists(tmp_path) -> None:
+    """Issue 9: a README listing 2 items (feature bullets, no `METHOD /path` line) gave static
+    AC 2/2 but dynamic AC 0/0. Both denominators are now the README's item count."""
+    readme = "# Svc\n\n## Features\n- User Login\n- Report Upload\n"
+    (tmp_path / "app.py").write_text("def user_login():\n    pass\ndef report_upload():\n    pass\n")
+    static = static_api_coverage(readme, tmp_path)
+    endpoints = extract_endpoints(readme)
+    dynamic = dynamic_api_coverage(endpoints, [])
+    assert (static.total_apis, static.implemented_apis) == (2, 2)
+    assert dynamic.total_apis == static.total_apis == 2
+    assert [e.path for e in dynamic.endpoints] == [e.path for e in static.endpoints]
+    down = dynamic_api_coverage(extract_endpoints("GET /a - x\nPOST /b - y\n"), [], unreachable="service did not deploy")
+    assert (down.total_apis, down.implemented_apis) == (2, 0)

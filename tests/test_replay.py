@@ -186,7 +186,9 @@ def test_rescore_reproduces_stored_score(docker_client, sample: Path, tmp_path: 
         "the kv-ledger task changed since the sample was made: regenerate it with recordings/samples/make_sample.py")
     stored = json.loads((rec / meta["job"]["result_dir"] / "result.json").read_text())
     path = rescore(rec, profile="both", catalog=catalog, use_cache=False)
-    assert path.parent.name.startswith("rescore-") and path.parent.name.endswith("-1.0.0-both")
+    from bridge.scoring.result import GRADER_VERSION
+
+    assert path.parent.name.startswith("rescore-") and path.parent.name.endswith(f"-{GRADER_VERSION}-both")
     new = json.loads(path.read_text())
     assert _summary(new) == _summary(stored)
     assert new["snapshot_hash"] == meta["submission"]["tree_hash"]

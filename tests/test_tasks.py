@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,8 @@ from bridge.catalog import Catalog
 from bridge.dataset import VERIFIED_SPECS, load_dataset, load_dataset_task
 from bridge.errors import TaskError
 from bridge.task import load_task
+
+TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
 
 SHIPPED = ("kv-ledger", "library-api", "link-shortener", "word-duel")
 
@@ -209,6 +212,48 @@ def test_cli_tasks_list_json(tasks_dir: Path, dataset: Path) -> None:
     assert {t["id"]: (t["lang"], t["scorable"]) for t in data["tasks"]}["javalin-task-manager"] == ("java", True)
     assert all(t["scorable"] for t in data["tasks"])
     assert out.returncode == 1 and any("eve" in e for e in data["errors"])  # broken task reported, not hidden
+
+
+def test_cli_tasks_list_never_truncates_ids_in_80_columns(dataset: Path) -> None:
+    """Issue 9: ids such as `django-rest-framework-crud` were cut to `django-res…` at 80 columns."""
+    long_ids = ("django-rest-framework-crud", "rock-paper-scissors-flask")
+    for name in long_ids:
+        d = dataset / "repo" / name / "tests"
+        d.mkdir(parents=True)
+        (d / "test_api.py").write_text("def test_x():\n    assert True\n")
+        (d.parent / "README.md").write_text(f"# {name}\n")
+    env = {**os.environ, "COLUMNS": "80"}
+    for args in (("--dataset", str(dataset)), ("--dataset", str(dataset), "--tasks", str(TASKS_DIR))):
+        out = subprocess.run([sys.executable, "-m", "bridge.cli", "tasks", "list", *args], capture_output=True,
+                             text=True, timeout=60, env=env, check=False)
+        lines = out.stdout.splitlines()
+        assert all(len(line) <= 80 for line in lines), out.stdout
+        for name in (*long_ids, "SimpleFastPyAPI", "javalin-task-manager"):
+            assert any(line.split() and line.split()[0] == name for line in lines), (name, out.stdout)
+        assert "…" not in out.stdout
+    # --dataset alone serves only the checkout (intended, and said so); --tasks adds the shipped ones
+    only = subprocess.run([sys.executable, "-m", "bridge.cli", "tasks", "list", "--dataset", str(dataset)],
+                          capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert "kv-ledger" not in only.stdout and "add --tasks DIR to serve both" in only.stdout
+    both = json.loads(rgbridge("tasks", "list", "--dataset", str(dataset), "--tasks", str(TASKS_DIR), "--json").stdout)
+    assert {"kv-ledger", "SimpleFastPyAPI"} <= {t["id"] for t in both["tasks"]}
+
+
+def test_dataset_declares_white_box_and_flags_uncollectable_suites(dataset: Path) -> None:
+    blog = dataset / "repo" / "Blog" / "tests"
+    blog.mkdir(parents=True)
+    (blog.parent / "README.md").write_text("# Blog\n")
+    (blog / "conftest.py").write_text("from app.main import app\n")
+    (blog / "test_cases.py").write_text("def test_x():\n    assert True\n")
+    rbac = dataset / "repo" / "simple-rbac-service" / "tests"
+    rbac.mkdir(parents=True)
+    (rbac.parent / "README.md").write_text("# rbac\n")
+    (rbac / "test_rbac.py").write_text("class Checker:\n    def __init__(self):\n        pass\n\n"
+                                       "    def test_a(self):\n        pass\n")
+    catalog = Catalog.from_options(dataset_dir=dataset)
+    assert catalog.get("Blog").white_box and not catalog.get("Tic-Tac-Toe").white_box
+    assert [w.split(":")[0] for w in catalog.warnings] == ["simple-rbac-service"]
+    assert "simple-rbac-service" in catalog.tasks  # still served: compat scores it as upstream does
 
 
 def test_cli_broken_task_one_line_error(tmp_path: Path) -> None:

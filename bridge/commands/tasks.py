@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import argparse
 
+from rich import box
 from rich.markdown import Markdown
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from bridge.commands.common import add_json_option, add_task_source_options, console, load_catalog, print_json
+from bridge.commands.common import (
+    add_json_option,
+    add_task_source_options,
+    console,
+    load_catalog,
+    print_json,
+    stderr_console,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,16 +42,38 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     rows = [task.summary() | {"scorable": task.lang in SCORABLE_LANGS} for task in catalog]
     if args.json:
-        print_json({"tasks": rows, "errors": catalog.errors})
-    else:
-        table = Table(title=f"{len(rows)} task(s)")
-        columns = ("id", "title", "lang", "framework", "port", "difficulty", "source", "scorable")
-        for column in columns:
-            table.add_column(column)
-        for row in rows:
-            table.add_row(*("yes" if row[c] is True else "no" if row[c] is False else str(row[c]) for c in columns))
-        console().print(table)
+        print_json({"tasks": rows, "errors": catalog.errors, "warnings": catalog.warnings})
+        return 1 if catalog.errors else 0
+    out = console()
+    for line in catalog.warnings:
+        stderr_console().print(f"[yellow]note:[/] {escape(line)}", highlight=False, soft_wrap=True)
+    out.print(task_table(rows, out.width))
+    if getattr(args, "dataset", None) is not None and getattr(args, "tasks", None) is None:
+        # Intended: --dataset serves the checkout's tasks under their upstream names, alone.
+        out.print("[dim]shipped tasks are not listed with --dataset; add --tasks DIR to serve both[/]")
     return 1 if catalog.errors else 0
+
+
+def task_table(rows: list[dict], width: int) -> Table:
+    """Ids are what users type: their column never wraps or truncates. The title is the last
+    column and only shown when the terminal is wide enough for it (`tasks show ID` has it);
+    it is dropped anyway when every title is the id, as for dataset tasks."""
+    columns = ["id", "lang", "framework", "port", "difficulty", "source", "title"]
+    id_width = max([len(str(r["id"])) for r in rows] + [2])
+    fixed = id_width + 6 + 10 + 5 + 10 + 7 + 2 * 6
+    if (rows and all(r["title"] == r["id"] for r in rows)) or width - fixed < 12:
+        columns.remove("title")
+    table = Table(title=f"{len(rows)} task(s)", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in columns:
+        if column == "id":
+            table.add_column("id", no_wrap=True, min_width=id_width)
+        elif column == "title":
+            table.add_column("title", overflow="fold")
+        else:
+            table.add_column(column, no_wrap=True)
+    for row in rows:
+        table.add_row(*(str(row[c]) for c in columns))
+    return table
 
 
 def cmd_show(args: argparse.Namespace) -> int:

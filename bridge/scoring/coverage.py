@@ -284,16 +284,27 @@ def probeable_endpoints(endpoints: Iterable[Endpoint]) -> list[dict[str, str]]:
     return [{"method": e.method, "path": e.path} for e in endpoints if e.method in HTTP_METHODS]
 
 
-def dynamic_api_coverage(endpoints: Iterable[Endpoint], probes: Iterable[Mapping[str, Any]]) -> APICoverage:
+def dynamic_api_coverage(endpoints: Iterable[Endpoint], probes: Iterable[Mapping[str, Any]], *,
+                         unreachable: str = "") -> APICoverage:
     """Dynamic AC from probe results (the JSON list printed by probe_endpoints.py).
 
-    The denominator is the README's HTTP endpoints; an endpoint without a probe result counts
-    as not implemented.
+    The denominator is exactly static AC's: every item the README lists, so the two always
+    agree on what the README asks for. FEATURE items (upstream's fallback when a README has no
+    `METHOD /path` lines) name no URL and cannot be probed: they count as not implemented,
+    with that reason. An endpoint without a probe result counts as not implemented; with
+    `unreachable` (the service never deployed) nothing is probed and every item says why.
     """
     by_key = {f"{str(p.get('method', '')).upper()}:{p.get('path', '')}": p for p in probes}
     rows: list[EndpointCoverage] = []
+    features = 0
     for ep in endpoints:
         if ep.method not in HTTP_METHODS:
+            features += 1
+            rows.append(EndpointCoverage(method=ep.method, path=ep.path, implemented=False,
+                                         evidence="not probeable: a feature bullet, not an HTTP route"))
+            continue
+        if unreachable:
+            rows.append(EndpointCoverage(method=ep.method, path=ep.path, implemented=False, evidence=unreachable))
             continue
         probe = by_key.get(ep.key)
         if probe is None:
@@ -311,5 +322,7 @@ def dynamic_api_coverage(endpoints: Iterable[Endpoint], probes: Iterable[Mapping
         if status is None and probe.get("error"):
             reason = f"no response: {probe['error']}"
         rows.append(EndpointCoverage(method=ep.method, path=ep.path, implemented=ok, evidence=reason, status=status))
-    note = "" if rows else "No HTTP endpoints found in README"
+    note = ""
+    if features:
+        note = f"{features} README item(s) are feature bullets without an HTTP route: not probeable"
     return APICoverage.from_endpoints(rows, note=note)

@@ -1,8 +1,10 @@
-"""Strict grading from structured test output (JUnit XML), never from log text.
+"""Strict grading from structured test output, never from log text.
 
-Rules (SPEC §6, strict profile):
-* the denominator is the number of items collected from the golden suite itself
-  (`pytest --collect-only -q` in the tester container), not what the run reports;
+The source of truth is the JSON report of our pytest plugin (assets/rgbridge_pytest_report.py:
+collected node ids, each item's setup/call/teardown outcome); JUnit XML is kept as a
+cross-check. Rules (SPEC §6, strict profile; docs/strict-rules.md):
+* the denominator is the set of items collected from the golden suite itself (the plugin's
+  record of a `--collect-only` run in the tester), not what the run reports;
 * a collected item missing from the report is `not_run`; skipped, error and not_run items are
   not passed;
 * report entries whose nodeid is not in the collected set are ignored, so extra or forged
@@ -11,9 +13,12 @@ Rules (SPEC §6, strict profile):
 
 from __future__ import annotations
 
+import json
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
 from bridge.errors import ScoringError
 from bridge.scoring.result import PassAt1, TestCaseResult
@@ -131,6 +136,92 @@ def parse_junit_xml(xml_bytes: bytes | str, known_nodeids: Iterable[str] | None 
             )
         )
     return results
+
+
+@dataclass
+class PluginReport:
+    """What the plugin wrote (see its docstring for the JSON shape)."""
+
+    collected: list[str] = field(default_factory=list)
+    collect_errors: list[dict[str, str]] = field(default_factory=list)
+    tests: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    exitstatus: int | None = None
+    exit_reason: str | None = None
+    deadline_hit: bool = False
+    finished: bool = False
+
+
+def parse_plugin_report(raw: bytes | str | None) -> PluginReport | None:
+    """The plugin's JSON report, validated field by field; None when absent or unreadable."""
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict) or data.get("version") != 1:
+        return None
+    collected = [normalize_nodeid(n) for n in data.get("collected") or [] if isinstance(n, str)]
+    errors = [{"nodeid": str(e.get("nodeid", "")), "message": str(e.get("message", ""))[:MAX_MESSAGE_CHARS]}
+              for e in data.get("collect_errors") or [] if isinstance(e, dict)]
+    tests: dict[str, dict[str, dict[str, Any]]] = {}
+    for nodeid, phases in (data.get("tests") or {}).items():
+        if isinstance(nodeid, str) and isinstance(phases, dict):
+            tests[normalize_nodeid(nodeid)] = {w: p for w, p in phases.items()
+                                               if w in ("setup", "call", "teardown") and isinstance(p, dict)}
+    status = data.get("exitstatus")
+    reason = data.get("exit_reason")
+    return PluginReport(collected=list(dict.fromkeys(collected)), collect_errors=errors, tests=tests,
+                        exitstatus=status if isinstance(status, int) else None,
+                        exit_reason=str(reason)[:MAX_MESSAGE_CHARS] if reason else None,
+                        deadline_hit=bool(data.get("deadline_hit")), finished=bool(data.get("finished")))
+
+
+def item_outcome(phases: dict[str, dict[str, Any]]) -> tuple[str, str, float]:
+    """(outcome, message, duration) of one item from its setup/call/teardown reports.
+
+    setup failed -> error; setup skipped -> skipped; call passed (an xpass included) -> passed;
+    call failed -> failed; call skipped (skip or xfail) -> skipped; a failing teardown turns
+    anything better into error; no call report after a passed setup -> not_run (interrupted).
+    """
+    setup, call, teardown = phases.get("setup"), phases.get("call"), phases.get("teardown")
+    duration = sum(float(p.get("duration", 0) or 0) for p in phases.values())
+    if setup is None:
+        return "not_run", "", duration
+    if setup.get("outcome") == "failed":
+        return "error", str(setup.get("message", "")), duration
+    if setup.get("outcome") == "skipped":
+        outcome, message = "skipped", str(setup.get("message", ""))
+    elif call is None:
+        outcome, message = "not_run", ""
+    elif call.get("outcome") == "passed":
+        outcome, message = "passed", ""
+    elif call.get("outcome") == "failed":
+        outcome, message = "failed", str(call.get("message", ""))
+    else:
+        outcome, message = "skipped", str(call.get("message", ""))
+    if teardown is not None and teardown.get("outcome") == "failed" and _SEVERITY[outcome] < _SEVERITY["error"]:
+        outcome, message = "error", str(teardown.get("message", ""))
+    return outcome, message, duration
+
+
+def results_from_plugin(report: PluginReport) -> list[TestCaseResult]:
+    """One TestCaseResult per item the plugin saw run."""
+    out = []
+    for nodeid, phases in report.tests.items():
+        outcome, message, duration = item_outcome(phases)
+        out.append(TestCaseResult(nodeid=nodeid, outcome=outcome, duration=round(duration, 3),  # type: ignore[arg-type]
+                                  message=message[:MAX_MESSAGE_CHARS]))
+    return out
+
+
+def junit_disagreements(primary: Iterable[TestCaseResult], junit: Iterable[TestCaseResult]) -> list[str]:
+    """Node ids whose passed/not-passed verdict differs between the plugin and JUnit XML."""
+    a = {r.nodeid: r.outcome == "passed" for r in primary}
+    b: dict[str, bool] = {}
+    for r in junit:
+        b[r.nodeid] = b.get(r.nodeid, True) and r.outcome == "passed"
+    return sorted(n for n in a.keys() & b.keys() if a[n] != b[n])
 
 
 def parse_collect_only(text: str) -> list[str]:

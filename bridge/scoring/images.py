@@ -693,8 +693,14 @@ def _install_step(venv_python: str, req_file: str, wheel_dir: str | None) -> str
 # ----------------------------------------------------------------------------- tester image
 
 
+#: strict's pytest plugin (bridge/scoring/assets), installed into the tester venv: its content
+#: is part of the tester recipe hash, so changing it builds a new tester image.
+TESTER_PLUGIN = Path(__file__).resolve().parent / "assets" / "rgbridge_pytest_report.py"
+
+
 def tester_image_tag(base: str) -> str:
-    return f"{TESTER_REPO}:{_hash12('tester', base, TESTER_PINS, TESTER_VENV)}"
+    plugin = hashlib.sha256(TESTER_PLUGIN.read_bytes()).hexdigest()
+    return f"{TESTER_REPO}:{_hash12('tester', base, TESTER_PINS, TESTER_VENV, plugin)}"
 
 
 def ensure_tester_image(client: docker.DockerClient, *, wheelhouse: Path | str | None = None,
@@ -716,12 +722,15 @@ def ensure_tester_image(client: docker.DockerClient, *, wheelhouse: Path | str |
             f"RUN /usr/bin/python3 -m venv {TESTER_VENV} && "
             + _install_step(f"{TESTER_VENV}/bin/python", f"{_BUILD_DIR}/requirements.txt",
                             f"{_BUILD_DIR}/wheels" if wheels else None)
+            + f" && {TESTER_VENV}/bin/python -c \"import shutil, sysconfig; shutil.copy("
+            f"'{_BUILD_DIR}/{TESTER_PLUGIN.name}', sysconfig.get_path('purelib'))\""
             + f" && rm -rf {_BUILD_DIR}\n"
             f"ENV PATH={TESTER_PATH} VIRTUAL_ENV={TESTER_VENV}\n"
         )
         _say(progress, f"building {tag}")
         res = docker_build(client, dockerfile_body=body, base=base, tag=tag, kind="tester",
-                           files={"build/requirements.txt": pins.encode()}, dirs=dirs,
+                           files={"build/requirements.txt": pins.encode(),
+                                  f"build/{TESTER_PLUGIN.name}": TESTER_PLUGIN.read_bytes()}, dirs=dirs,
                            buildargs=None if wheels else host_pip_index_settings(),
                            timeout=timeout, progress=progress)
         if not res.ok:

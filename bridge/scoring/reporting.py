@@ -131,7 +131,8 @@ def summarize_strict(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     counts = {o: 0 for o in OUTCOMES}
     for r in results:
         counts[infer_outcome(r)] += 1
-    counted = [r for r in results if infer_outcome(r) != "infra_error"]
+    # infra_error (engine fault) and task_error (ungradable task) are nobody's score
+    counted = [r for r in results if infer_outcome(r) not in ("infra_error", "task_error")]
 
     def pass_score(r: Mapping[str, Any]) -> float:
         p = r.get("pass_at_1") or {}

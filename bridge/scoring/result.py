@@ -15,10 +15,12 @@ from pydantic import BaseModel, Field
 from bridge.errors import ScoringError
 
 #: Bumped whenever a change can alter a score; part of the result cache key.
-GRADER_VERSION = "1.0.0"
+GRADER_VERSION = "1.1.0"
 
-Outcome = Literal["scored", "build_failed", "deploy_failed", "timeout", "infra_error"]
-OUTCOMES: tuple[str, ...] = ("scored", "build_failed", "deploy_failed", "timeout", "infra_error")
+#: `task_error`: the task itself cannot be graded (e.g. a golden suite pytest collects nothing
+#: from): not the agent's fault and not the engine's; excluded from aggregates, never re-run.
+Outcome = Literal["scored", "build_failed", "deploy_failed", "timeout", "infra_error", "task_error"]
+OUTCOMES: tuple[str, ...] = ("scored", "build_failed", "deploy_failed", "timeout", "infra_error", "task_error")
 
 TestOutcome = Literal["passed", "failed", "error", "skipped", "not_run"]
 ProfileName = Literal["strict", "compat"]
@@ -141,6 +143,8 @@ class ProfileResult(BaseModel):
     logs: dict[str, str] = Field(default_factory=dict)  # log name -> file name next to the result
     elapsed_seconds: float = 0.0
     oom_killed: bool = False
+    white_box: bool = False  # strict: the golden suite imported the agent's code (docs/strict-rules.md)
+    notes: list[str] = Field(default_factory=list)  # strict: rules applied (session exit, deadline, ...)
 
 
 class ScoreResult(BaseModel):
