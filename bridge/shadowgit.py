@@ -177,7 +177,7 @@ class ShadowStore:
             oid = self._by_sha256.get(entry.sha256)
         if oid is not None:
             return oid
-        got = read_entry(self.work_tree / path, max_file_bytes=self.max_file_bytes)
+        got = read_entry(path, root=self.work_tree, max_file_bytes=self.max_file_bytes)
         if isinstance(got, Oversized) or got is None or got[0].sha256 != entry.sha256:
             return None
         return self.put_blob(entry.sha256, got[1])
