@@ -66,6 +66,8 @@ class Manifest(Mapping[str, FileEntry]):
 
     files: dict[str, FileEntry] = field(default_factory=dict)
     oversized: dict[str, int] = field(default_factory=dict)
+    # Subtrees left out because they could not be read (too deep/long, unreadable): dir -> reason.
+    skipped: dict[str, str] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> FileEntry:
         return self.files[key]
@@ -207,7 +209,8 @@ def scan(
     files: dict[str, FileEntry] = {}
     oversized: dict[str, int] = {}
     prev = previous.files if previous is not None else {}
-    for rel, dirent in walk_files(root, exclude):
+    skipped: dict[str, str] = {}
+    for rel, dirent in walk_files(root, exclude, skipped):
         try:
             st = dirent.stat(follow_symlinks=False)
         except OSError:
@@ -229,7 +232,7 @@ def scan(
         if on_content is not None:
             on_content(entry.sha256, data)
         files[rel] = entry
-    return Manifest(files, oversized)
+    return Manifest(files, oversized, skipped)
 
 
 def diff(old: Mapping[str, FileEntry], new: Mapping[str, FileEntry]) -> list[Change]:
