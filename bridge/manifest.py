@@ -222,7 +222,7 @@ def scan(
         if stat.S_ISREG(st.st_mode) and st.st_size > max_file_bytes:
             oversized[rel] = st.st_size
             continue
-        got = read_entry(dirent.path, max_file_bytes=max_file_bytes)
+        got = read_entry(rel, root=root, max_file_bytes=max_file_bytes)
         if got is None:
             continue
         if isinstance(got, Oversized):
@@ -270,7 +270,7 @@ def _unsettled(root: str, m: Manifest, exclude: frozenset[str] | set[str], max_f
             continue
         seen.add(rel)
         if e.racy:
-            got = read_entry(dirent.path, max_file_bytes=max_file_bytes)
+            got = read_entry(rel, root=root, max_file_bytes=max_file_bytes)
             if not isinstance(got, tuple) or got[0].sha256 != e.sha256:
                 bad += 1
     missing = (len(m.files) + len(m.oversized)) - len(seen)
