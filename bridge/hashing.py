@@ -109,21 +109,41 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
+# A subtree whose paths would not fit in PATH_MAX (4096 on Linux, root included) cannot be read
+# by path at all; it is skipped and reported instead of raising ENAMETOOLONG mid-submit.
+MAX_REL_PATH_BYTES = 3000
+MAX_DEPTH = 256
+
+
 def walk_files(
-    root: str | os.PathLike[str], exclude: frozenset[str] | set[str] = EXCLUDED_DIRS
+    root: str | os.PathLike[str],
+    exclude: frozenset[str] | set[str] = EXCLUDED_DIRS,
+    skipped: dict[str, str] | None = None,
 ) -> Iterator[tuple[str, os.DirEntry[str]]]:
     """Yield (relative POSIX path, DirEntry) for every recorded file or symlink under root.
 
     Excluded directories are pruned (never listed), temp names skipped, symlinks to
     directories are yielded as links and not followed; sockets, fifos and devices are skipped.
+    Subtrees too deep or too long to read, or unreadable, are left out and, when `skipped` is
+    given, reported there (relative dir -> reason).
     """
     root_s = os.fspath(root)
     stack: list[tuple[str, str]] = [(root_s, "")]
     while stack:
         abs_dir, rel_dir = stack.pop()
+        if rel_dir and (
+            len(rel_dir.encode("utf-8", "surrogateescape")) > MAX_REL_PATH_BYTES or rel_dir.count("/") > MAX_DEPTH
+        ):
+            if skipped is not None:
+                skipped[rel_dir.rstrip("/")] = "path too long or too deep (limit PATH_MAX)"
+            continue
         try:
             it = os.scandir(abs_dir)
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:  # ENAMETOOLONG, EACCES, ELOOP...: report, never crash a submit
+            if skipped is not None:
+                skipped[rel_dir.rstrip("/") or "."] = exc.strerror or type(exc).__name__
             continue
         with it:
             for entry in it:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 import stat
 import time
+
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
+from bridge.fs.walk import open_parent
 from bridge.hashing import (
     EXCLUDED_DIRS,
     MODE_LINK,
@@ -64,6 +66,8 @@ class Manifest(Mapping[str, FileEntry]):
 
     files: dict[str, FileEntry] = field(default_factory=dict)
     oversized: dict[str, int] = field(default_factory=dict)
+    # Subtrees left out because they could not be read (too deep/long, unreadable): dir -> reason.
+    skipped: dict[str, str] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> FileEntry:
         return self.files[key]
@@ -120,24 +124,36 @@ def read_entry(
     *,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     retries: int = 3,
+    root: str | os.PathLike[str] | None = None,
 ) -> tuple[FileEntry, bytes, bool] | Oversized | None:
     """Read one file with a stat before and after; retry while it changes under us.
 
     Returns (entry, content, stable), `Oversized`, or None when the path is gone or is not a
     regular file/symlink. Symlinks are read by target text and never followed.
     """
-    p = os.fspath(path)
+    if root is not None:  # `path` is relative to `root`: no symlink component is ever followed
+        try:
+            with open_parent(root, os.fspath(path)) as (dir_fd, name):
+                return _read_entry_at(dir_fd, name, max_file_bytes=max_file_bytes, retries=retries)
+        except (OSError, ValueError):  # a component is a symlink / not a directory / gone
+            return None
+    return _read_entry_at(None, os.fspath(path), max_file_bytes=max_file_bytes, retries=retries)
+
+
+def _read_entry_at(
+    dir_fd: int | None, p: str, *, max_file_bytes: int, retries: int
+) -> tuple[FileEntry, bytes, bool] | Oversized | None:
     last: tuple[FileEntry, bytes, bool] | None = None
     for _ in range(max(1, retries)):
         try:
-            st1 = os.lstat(p)
+            st1 = os.stat(p, dir_fd=dir_fd, follow_symlinks=False)
             if stat.S_ISLNK(st1.st_mode):
-                data = os.fsencode(os.readlink(p))
+                data = os.fsencode(os.readlink(p, dir_fd=dir_fd))
                 is_link = True
             elif stat.S_ISREG(st1.st_mode):
                 if st1.st_size > max_file_bytes:
                     return Oversized(st1.st_size)
-                fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+                fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
                 try:
                     chunks = []
                     while chunk := os.read(fd, 1 << 20):
@@ -153,7 +169,7 @@ def read_entry(
             else:
                 return None
             hashed_ns = time.time_ns()
-            st2 = os.lstat(p)
+            st2 = os.stat(p, dir_fd=dir_fd, follow_symlinks=False)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError:  # ELOOP (replaced by a link mid-open), EACCES...: treat as absent for now
@@ -193,7 +209,8 @@ def scan(
     files: dict[str, FileEntry] = {}
     oversized: dict[str, int] = {}
     prev = previous.files if previous is not None else {}
-    for rel, dirent in walk_files(root, exclude):
+    skipped: dict[str, str] = {}
+    for rel, dirent in walk_files(root, exclude, skipped):
         try:
             st = dirent.stat(follow_symlinks=False)
         except OSError:
@@ -205,7 +222,7 @@ def scan(
         if stat.S_ISREG(st.st_mode) and st.st_size > max_file_bytes:
             oversized[rel] = st.st_size
             continue
-        got = read_entry(dirent.path, max_file_bytes=max_file_bytes)
+        got = read_entry(rel, root=root, max_file_bytes=max_file_bytes)
         if got is None:
             continue
         if isinstance(got, Oversized):
@@ -215,7 +232,7 @@ def scan(
         if on_content is not None:
             on_content(entry.sha256, data)
         files[rel] = entry
-    return Manifest(files, oversized)
+    return Manifest(files, oversized, skipped)
 
 
 def diff(old: Mapping[str, FileEntry], new: Mapping[str, FileEntry]) -> list[Change]:
@@ -253,7 +270,7 @@ def _unsettled(root: str, m: Manifest, exclude: frozenset[str] | set[str], max_f
             continue
         seen.add(rel)
         if e.racy:
-            got = read_entry(dirent.path, max_file_bytes=max_file_bytes)
+            got = read_entry(rel, root=root, max_file_bytes=max_file_bytes)
             if not isinstance(got, tuple) or got[0].sha256 != e.sha256:
                 bad += 1
     missing = (len(m.files) + len(m.oversized)) - len(seen)

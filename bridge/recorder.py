@@ -720,6 +720,9 @@ class Recorder:
 
     def _scan_dir_into_pending(self, rel_dir: str, t: float) -> None:
         top = os.path.join(self._root_s, *rel_dir.split("/"))
+        if os.path.islink(top):  # a directory swapped for a link: the link is the entry, never its target
+            self._pending.setdefault(rel_dir, _Pending(t - self.settle, "created"))
+            return
         for sub, _entry in walk_files(top, self.exclude):
             rel = f"{rel_dir}/{sub}"
             if rel not in self._pending:
@@ -727,7 +730,7 @@ class Recorder:
 
     def _settle_path(self, rel: str, pend: _Pending, *, force: bool) -> None:
         now = time.monotonic()
-        got = read_entry(os.path.join(self._root_s, *rel.split("/")), max_file_bytes=self.max_file_bytes)
+        got = read_entry(rel, root=self._root_s, max_file_bytes=self.max_file_bytes)
         old = self._files.get(rel)
         if got is None:
             self._moves.pop(rel, None)

@@ -34,6 +34,7 @@ from bridge.scoring.result import summarize_result
 from bridge.errors import RecordingError
 from bridge.events import ReadStats, read_events
 from bridge.files import write_json_atomic
+from bridge.gitsafe import HARDENING_ARGS, check_store_layout, isolated_git_env
 from bridge.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, sha256_bytes, tree_hash_from_entries
 
 #: The newest recording format this reader understands (equals bridge.session.FORMAT_VERSION).
@@ -160,8 +161,7 @@ class StoreReader:
         self.git_dir = Path(git_dir)
         if not (self.git_dir / "objects").is_dir():
             raise RecordingError(f"{self.git_dir}: shadow store missing (no objects/)")
-        if (self.git_dir / "objects" / "info" / "alternates").exists():
-            raise RecordingError(f"{self.git_dir}: store refers to other object stores (alternates): refused")
+        check_store_layout(self.git_dir)
         self._trees: dict[str, list[tuple[int, str, str]]] = {}
         self._lock = threading.Lock()
         self._blobmap: dict[str, str] | None = None
@@ -212,12 +212,9 @@ class StoreReader:
     def _read_packed(self, oid: str) -> tuple[str, bytes]:
         if not any((self.git_dir / "objects" / "pack").glob("*.pack")):
             raise RecordingError(f"store object {oid} is missing")
-        env = {
-            "GIT_DIR": str(self.git_dir), "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-            "HOME": str(self.git_dir), "XDG_CONFIG_HOME": str(self.git_dir), "LC_ALL": "C",
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_TERMINAL_PROMPT": "0",
-        }
-        argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "cat-file", "--batch"]
+        check_store_layout(self.git_dir)  # again: the store may have changed since it was opened
+        env = isolated_git_env(self.git_dir)
+        argv = ["git", *HARDENING_ARGS, "cat-file", "--batch"]
         try:
             proc = subprocess.run(argv, input=oid.encode() + b"\n", env=env, cwd=self.git_dir,
                                   capture_output=True, check=False, timeout=60)

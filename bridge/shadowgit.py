@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bridge.errors import RecordingError
+from bridge.gitsafe import HARDENING_ARGS, check_store_layout, isolated_git_env
 from bridge.hashing import EXCLUDED_DIRS, EXCLUDED_DIR_SUFFIXES, MODE_EXEC, MODE_LINK, sha256_bytes, tree_hash_from_entries
 from bridge.manifest import FileEntry, Manifest, Oversized, read_entry
 
@@ -88,6 +89,7 @@ class ShadowStore:
         if not (self.git_dir / "objects").is_dir():
             self.git_dir.mkdir(parents=True, exist_ok=True)
             self._git("init", "--quiet", "--bare", "--object-format=sha1", str(self.git_dir), bare_init=True)
+        check_store_layout(self.git_dir)
         self._meta.mkdir(exist_ok=True)
         if not self._excludes.exists():
             lines = [f"{d}/" for d in sorted(EXCLUDED_DIRS)] + [f"*{s}/" for s in EXCLUDED_DIR_SUFFIXES]
@@ -100,27 +102,16 @@ class ShadowStore:
                     self._sha256_by_oid[parts[1]] = parts[0]
 
     def _env(self, index_file: Path | None = None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        env.update(
-            GIT_DIR=str(self.git_dir),
+        return isolated_git_env(
+            self.git_dir,
             GIT_WORK_TREE=str(self.work_tree),
             GIT_INDEX_FILE=str(index_file or (self._meta / "index.unused")),
-            GIT_CONFIG_NOSYSTEM="1",
-            GIT_CONFIG_GLOBAL="/dev/null",
-            GIT_ATTR_NOSYSTEM="1",
-            GIT_TERMINAL_PROMPT="0",
-            GIT_OPTIONAL_LOCKS="0",
-            HOME=str(self.git_dir),
-            XDG_CONFIG_HOME=str(self.git_dir),
-            LC_ALL="C",
         )
-        return env
 
     def _argv(self, *args: str) -> list[str]:
         return [
             "git",
-            "-c", "core.hooksPath=/dev/null",
-            "-c", "core.fsmonitor=false",
+            *HARDENING_ARGS,
             "-c", "core.autocrlf=false",
             "-c", "core.symlinks=true",
             "-c", f"core.excludesFile={self._excludes}",
@@ -186,7 +177,7 @@ class ShadowStore:
             oid = self._by_sha256.get(entry.sha256)
         if oid is not None:
             return oid
-        got = read_entry(self.work_tree / path, max_file_bytes=self.max_file_bytes)
+        got = read_entry(path, root=self.work_tree, max_file_bytes=self.max_file_bytes)
         if isinstance(got, Oversized) or got is None or got[0].sha256 != entry.sha256:
             return None
         return self.put_blob(entry.sha256, got[1])

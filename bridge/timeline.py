@@ -185,6 +185,9 @@ def render_timeline(data: dict[str, Any], console: Any) -> None:
     from rich.panel import Panel
     from rich.table import Table
 
+    from bridge.textsafe import sanitize_data
+
+    data = sanitize_data(data)  # notes and file names come from the agent: no raw escapes
     s, d = data["session"], data["duration"]
     head = (f"[bold]{escape(s['session_id'])}[/]  task [bold]{escape(s['task_id'])}[/]  mode {escape(s['mode'])}  "
             f"client {escape(str(s['client'].get('name')))} {escape(str(s['client'].get('version')))}\n"

@@ -148,3 +148,23 @@ def test_stable_scan_reports_unstable_under_constant_writes(tmp_path: Path) -> N
     res2 = stable_scan(tmp_path, quiet=0.05, max_wait=5, previous=res.manifest)
     assert res2.stable
     assert res2.manifest["hot.txt"].sha256 == manifest_mod.sha256_bytes((tmp_path / "hot.txt").read_bytes())
+
+
+def test_directory_chain_deeper_than_path_max_is_skipped_and_reported(tmp_path: Path) -> None:
+    """Issue 8: a chain longer than PATH_MAX made scan (submit/quit/time-limit seal) raise OSError."""
+    from bridge.manifest import scan
+
+    (tmp_path / "ok.txt").write_text("kept")
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        for _ in range(100):  # 100 * 61 bytes > PATH_MAX
+            os.mkdir("d" * 60, dir_fd=fd)
+            nfd = os.open("d" * 60, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        os.close(os.open("deep.txt", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+    finally:
+        os.close(fd)
+    m = scan(tmp_path)
+    assert "ok.txt" in m and not any(p.endswith("deep.txt") for p in m)
+    assert m.skipped and all(k.startswith("d" * 60 + "/") for k in m.skipped)

@@ -351,3 +351,27 @@ def test_root_deleted_is_logged_and_degrades(rig: Rig) -> None:
     assert rig.wait_for(lambda: rig.rec.degraded is not None)
     assert "root deleted" in (rig.rec.degraded or "")
     assert rig.wait_for(lambda: rig.last_state("x.py") is None)
+
+
+def test_directory_swapped_for_symlink_is_never_read_through(rig: Rig, tmp_path: Path) -> None:
+    """Issue 8, opening 4: `mkdir e && mv e e2 && ln -s /etc e` made the recorder record /etc."""
+    outside = tmp_path / "etc"
+    outside.mkdir()
+    (outside / "shadow").write_text("SECRET-root-hash")
+    (outside / "passwd").write_text("SECRET-passwd")
+    secrets = {sha("SECRET-root-hash"), sha("SECRET-passwd")}
+    started(rig)
+    (rig.ws / "e").mkdir()
+    (rig.ws / "e" / "shadow").write_text("mine")
+    (rig.ws / "e" / "passwd").write_text("mine too")
+    os.rename(rig.ws / "e", rig.ws / "e2")
+    os.symlink(outside, rig.ws / "e")
+    (rig.ws / "after.txt").write_text("x")
+    assert rig.wait_for(lambda: rig.last_state("after.txt") is not None)
+    s = rig.rec.seal(quiet_seconds=0.3)
+    recorded = {e.get("sha256") for e in rig.file_events()} | {entry.sha256 for entry in s.manifest.values()}
+    assert not recorded & secrets, "the recorder read through a symlinked directory"
+    assert not any(p.startswith("e/") for p in s.manifest)
+    link = s.manifest.get("e")
+    assert link is None or link.is_symlink
+    assert rig.store.has_content(sha("mine")) and not any(rig.store.has_content(x) for x in secrets)

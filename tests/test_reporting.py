@@ -290,3 +290,23 @@ def test_render_table_side_by_side() -> None:
     for needle in ("Repo", "Profile", "strict", "compat", "alpha", "2/4 (0.50)", "1/4 (0.25)", "1/2 (0.50)", "timeout",
                    "eve", "FAIL", "0/2 (0.00)", "deploy_failed"):
         assert needle in text, needle
+
+
+def test_non_numeric_ac_in_earlier_report_is_invalid_not_a_crash(tmp_path: Path) -> None:
+    """Issue 8: an upstream-schema intermediate file with `"score": "n/a"` crashed resume/summary."""
+    w1 = RunWriter(tmp_path, "run1")
+    w1.record(make_score("A"))
+    w1.record(make_score("B"))
+    f = tmp_path / "intermediate" / "run1" / "B.json"
+    data = json.loads(f.read_text())
+    (data.get("profiles", {}).get("compat") or data).setdefault("api_coverage", {})
+    target = data.get("profiles", {}).get("compat") or data
+    target["api_coverage"] = {"score": "n/a", "total_apis": 3, "implemented_apis": "x"}
+    f.write_text(json.dumps(data))
+    w2 = RunWriter(tmp_path, "run2")
+    prev = load_previous(tmp_path, "run2")
+    assert set(prev) == {"A"}  # B is invalid: it runs again
+    w2.adopt(prev)
+    w2.record(make_score("C"))
+    report = json.loads(w2.finalize().read_text())
+    assert [r["repo_name"] for r in report["results"]] == ["A", "C"]

@@ -91,3 +91,26 @@ def test_curve_scores_moments(docker_client, tmp_path: Path) -> None:
     from bridge.integrity import verify_recording
 
     assert verify_recording(rec).ok
+
+
+def test_timeline_strips_terminal_escapes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 8: notes and file names are the agent's text; `rgbridge timeline` must not print escapes raw."""
+    rec = tmp_path / SAMPLE.name
+    shutil.copytree(SAMPLE, rec)
+    evil = "\x1b]0;owned\x07\x1b[2J\x9b31m\u202eevil"
+    lines = (rec / "events.jsonl").read_text().splitlines()
+    out_lines = []
+    for line in lines:
+        ev = json.loads(line)
+        if ev.get("type") == "note":
+            ev["text"] = "note " + evil
+        if isinstance(ev.get("path"), str):
+            ev["path"] = ev["path"] + evil
+        out_lines.append(json.dumps(ev))
+    (rec / "events.jsonl").write_text("\n".join(out_lines) + "\n")
+    from bridge.cli import main
+
+    assert main(["timeline", str(rec)]) == 0
+    out = capsys.readouterr().out
+    assert "note" in out and "\\x1b]0;owned" in out
+    assert not any(ch in out for ch in ("\x1b", "\x07", "\x9b", "\u202e"))

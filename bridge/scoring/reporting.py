@@ -18,6 +18,8 @@ resumes never lose results.
 from __future__ import annotations
 
 import json
+import logging
+import math
 import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,6 +29,10 @@ from typing import Any
 
 from bridge.errors import ScoringError
 from bridge.files import write_json_atomic
+
+log = logging.getLogger(__name__)
+
+_NUMERIC_KEYS = frozenset({"score", "total", "passed", "failed", "total_apis", "implemented_apis"})
 from bridge.scoring.result import GRADER_VERSION, OUTCOMES, ScoreResult
 from bridge.scoring.upstream import EXIT_BUILD_FAILED, EXIT_TIMEOUT, EXIT_UNEXPECTED, HARNESS_VERSION
 
@@ -194,6 +200,30 @@ def _check_name(name: str, what: str) -> str:
     return name
 
 
+def bad_number(data: Any, where: str = "") -> str | None:
+    """Where a score field of a (possibly upstream-schema) report is not a finite number, or None.
+
+    Reports on disk are input like any other: a hand-edited `"score": "n/a"` must make the entry
+    invalid with a message, not crash a resume or a summary with a TypeError.
+    """
+    if isinstance(data, Mapping):
+        for k, v in data.items():
+            here = f"{where}.{k}" if where else str(k)
+            if k in _NUMERIC_KEYS and v is not None and (
+                isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)
+            ):
+                return f"{here} = {v!r}"
+            found = bad_number(v, here)
+            if found:
+                return found
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            found = bad_number(v, f"{where}[{i}]")
+            if found:
+                return found
+    return None
+
+
 def load_previous(
     output_dir: Path | str,
     run_id: str | None = None,
@@ -230,6 +260,10 @@ def load_previous(
         except (OSError, ValueError):
             continue
         if not isinstance(data, dict):
+            continue
+        problem = bad_number(data)
+        if problem:  # treated as invalid: the task runs again
+            log.warning("ignoring earlier result %s: %s is not a number", f, problem)
             continue
         name = data.get("repo_name") or f.stem
         if wanted is not None and name not in wanted:
