@@ -59,18 +59,21 @@ def task_table(rows: list[dict], width: int) -> Table:
     column and only shown when the terminal is wide enough for it (`tasks show ID` has it);
     it is dropped anyway when every title is the id, as for dataset tasks."""
     columns = ["id", "lang", "framework", "port", "difficulty", "source", "title"]
-    id_width = max([len(str(r["id"])) for r in rows] + [2])
-    fixed = id_width + 6 + 10 + 5 + 10 + 7 + 2 * 6
+    natural = {c: max([len(str(r[c])) for r in rows] + [len(c)]) for c in columns}
+    # Widths come from the data (a new framework name must not push the table past the terminal);
+    # two spaces of padding between columns in SIMPLE_HEAD without edges.
+    fixed = sum(natural[c] for c in columns if c != "title") + 2 * (len(columns) - 1)
     if (rows and all(r["title"] == r["id"] for r in rows)) or width - fixed < 12:
         columns.remove("title")
     table = Table(title=f"{len(rows)} task(s)", box=box.SIMPLE_HEAD, pad_edge=False)
     for column in columns:
         if column == "id":
-            table.add_column("id", no_wrap=True, min_width=id_width)
+            table.add_column("id", no_wrap=True, min_width=natural["id"])
         elif column == "title":
             table.add_column("title", overflow="fold")
         else:
-            table.add_column(column, no_wrap=True)
+            # Folded (never cut with an ellipsis) only when even the natural widths do not fit.
+            table.add_column(column, min_width=natural[column], overflow="fold")
     for row in rows:
         table.add_row(*(str(row[c]) for c in columns))
     return table
