@@ -61,9 +61,9 @@ def task_table(rows: list[dict], width: int) -> Table:
     columns = ["id", "lang", "framework", "port", "difficulty", "source", "title"]
     natural = {c: max([len(str(r[c])) for r in rows] + [len(c)]) for c in columns}
     # Widths come from the data (a new framework name must not push the table past the terminal);
-    # two spaces of padding between columns in SIMPLE_HEAD without edges.
-    fixed = sum(natural[c] for c in columns if c != "title") + 2 * (len(columns) - 1)
-    if (rows and all(r["title"] == r["id"] for r in rows)) or width - fixed < 12:
+    # one space of padding on each side of every column.
+    fixed = sum(natural[c] for c in columns if c != "title") + 2 * len(columns)
+    if (rows and all(r["title"] == r["id"] for r in rows)) or width - fixed < 20:
         columns.remove("title")
     table = Table(title=f"{len(rows)} task(s)", box=box.SIMPLE_HEAD, pad_edge=False)
     for column in columns:
