@@ -12,6 +12,7 @@ import sys
 from importlib import metadata
 
 from rich.console import Console
+from rich.markup import escape
 
 from bridge import __version__
 from bridge.commands import conformance, recordings, scoring, sessions, tasks
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = handler(args)
     except BridgeError as exc:
-        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+        Console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         Console(stderr=True).print("interrupted")

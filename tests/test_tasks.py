@@ -282,3 +282,12 @@ def test_cli_show_never_prints_tests_or_solution(tasks_dir: Path) -> None:
 def test_version() -> None:
     out = rgbridge("--version")
     assert out.returncode == 0 and out.stdout.startswith("rgbridge ")
+
+
+def test_cli_error_text_is_never_rich_markup() -> None:
+    """Issue 8: `rgbridge tasks show '[/x]'` crashed with a rich MarkupError instead of an error line."""
+    out = subprocess.run([sys.executable, "-m", "bridge.cli", "tasks", "show", "[/x]"], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert out.returncode == 2, out.stderr
+    assert "MarkupError" not in out.stderr and "Traceback" not in out.stderr
+    assert "unknown task '[/x]'" in out.stderr

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from bridge.catalog import Catalog
 
@@ -35,7 +36,7 @@ def load_catalog(args: argparse.Namespace, *, report_errors: bool = True) -> Cat
     if report_errors and catalog.errors:
         err = stderr_console()
         for line in catalog.errors:
-            err.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=True)
+            err.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
     return catalog
 
 
