@@ -310,3 +310,20 @@ def test_non_numeric_ac_in_earlier_report_is_invalid_not_a_crash(tmp_path: Path)
     w2.record(make_score("C"))
     report = json.loads(w2.finalize().read_text())
     assert [r["repo_name"] for r in report["results"]] == ["A", "C"]
+
+
+def test_table_never_reads_repo_names_as_markup() -> None:
+    """Issue 8: a repo named `repo[/x]` (e.g. from a run report being resumed) crashed the table."""
+    import io
+
+    from rich.console import Console
+
+    from bridge.scoring.reporting import render_table
+
+    entry = {"repo_name": "repo[/x]", "lang": "python",
+             "pass_at_1": {"score": 0.0, "passed": 0, "total": 2},
+             "api_coverage": {"score": 0.0, "implemented_apis": 0, "total_apis": 2},
+             "dsr": {"success": False}}
+    buf = io.StringIO()
+    render_table([entry], console=Console(file=buf, width=120))
+    assert "repo[/x]" in buf.getvalue()

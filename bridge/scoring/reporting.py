@@ -379,6 +379,7 @@ def render_table(results: Sequence[Mapping[str, Any]], console: Any = None) -> A
     """
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title="RepoGenesis evaluation", box=box.SIMPLE_HEAD, show_lines=False, pad_edge=False,
                   padding=(0, 1, 0, 0))
@@ -393,9 +394,10 @@ def render_table(results: Sequence[Mapping[str, Any]], console: Any = None) -> A
             if prof is None:
                 continue
             table.add_row(
-                f"{e.get('repo_name', '?')}" if first else "",
+                # Repo names and outcomes come from folders and reports: plain text, never markup.
+                Text(str(e.get("repo_name", "?"))) if first else "",
                 name,
-                infer_outcome(prof) if name == "compat" else str(prof.get("outcome")),
+                Text(infer_outcome(prof) if name == "compat" else str(prof.get("outcome"))),
                 _fmt_dsr(prof.get("dsr")),
                 _fmt_pass(prof.get("pass_at_1")),
                 _fmt_ac(prof.get("api_coverage")),
