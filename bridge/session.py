@@ -271,6 +271,30 @@ def find_recording_for_workspace(recordings_dir: Path, workspace: Path) -> Path 
     return by_id if (by_id / "session.json").is_file() else None
 
 
+# Tool-call logging keeps what a reviewer needs and no more: every key, value and error is
+# capped, and so is the number of keys, so a client cannot grow events.jsonl without bound.
+MAX_LOGGED_CHARS = 2000
+MAX_LOGGED_KEY_CHARS = 200
+MAX_LOGGED_KEYS = 50
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def capped_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Tool arguments as logged: keys and values capped, at most MAX_LOGGED_KEYS of them."""
+    out: dict[str, Any] = {}
+    for i, (key, value) in enumerate(arguments.items()):
+        if i == MAX_LOGGED_KEYS:
+            out["…"] = f"{len(arguments) - MAX_LOGGED_KEYS} more argument(s) not logged"
+            break
+        text = value if isinstance(value, (bool, int, float, type(None))) else str(value)
+        out[_clip(str(key), MAX_LOGGED_KEY_CHARS)] = (
+            text if not isinstance(text, str) else _clip(text, MAX_LOGGED_CHARS))
+    return out
+
+
 class SessionManager:
     """The core API behind the MCP tools and the session CLI verbs."""
 
@@ -532,7 +556,8 @@ class SessionManager:
     def log_call(self, session_id: str | None, tool: str, arguments: dict[str, Any], *,
                  ok: bool, error: str | None = None) -> None:
         """Log an MCP call into its session's recording (or the server log when there is none)."""
-        safe_args = {k: (v if len(str(v)) <= 2000 else str(v)[:2000] + "…") for k, v in arguments.items()}
+        safe_args = capped_arguments(arguments)
+        error = _clip(error, MAX_LOGGED_CHARS) if error is not None else None
         target = self.sessions.get(session_id) if session_id else None
         if target is None:
             log = EventLog(self.recordings_dir / "server-calls.jsonl")

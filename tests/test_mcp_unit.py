@@ -328,3 +328,19 @@ def test_no_stdout_from_building_the_server(env, capfd: pytest.CaptureFixture[st
         assert out == ""
     finally:
         manager.close()
+
+
+def test_logged_tool_arguments_are_capped_keys_included(tmp_path: Path, canary_tasks: Path) -> None:
+    """Issue 8: a 3 MB argument key went into the call log uncapped."""
+    recordings = tmp_path / "rec"
+    manager = SessionManager(Catalog.from_options(canary_tasks, None), recordings_dir=recordings, scorer=fake_scorer)
+    try:
+        huge = "k" * 3_000_000
+        args = {huge: "v" * 3_000_000, **{f"a{i}": i for i in range(500)}}
+        manager.log_call(None, "get_task", args, ok=False, error="e" * 3_000_000)
+    finally:
+        manager.close()
+    log_file = recordings / "server-calls.jsonl"
+    assert log_file.stat().st_size < 64_000
+    event = json.loads(log_file.read_text().splitlines()[-1])
+    assert len(event["arguments"]) <= 51 and all(len(k) <= 201 for k in event["arguments"])
