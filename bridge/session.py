@@ -9,6 +9,7 @@ their workspaces, and resumes scoring jobs that were interrupted.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -22,6 +23,16 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, Field
 
 from bridge import __version__, integrity
+from bridge.attach import (
+    MARKER,
+    META_DIR,
+    check_confined,
+    check_recorded_workspace,
+    is_session_id,
+    marker_bytes,
+    read_marker,
+    recording_dir_for,
+)
 from bridge.catalog import Catalog
 from bridge.clock import Clock, iso, utcnow
 from bridge.errors import BridgeError, PathError, SessionError
@@ -29,12 +40,14 @@ from bridge.events import EventLog
 from bridge.files import pid_alive, write_json_atomic
 from bridge.hashing import EXCLUDED_DIRS
 from bridge.recorder import Recorder
+from bridge.recovery import settle_orphaned_clock
 from bridge.scoring.result import summarize_result
 from bridge.shadowgit import ShadowStore
 from bridge.task import Task
 
+log = logging.getLogger("bridge.session")
+
 FORMAT_VERSION = 1
-META_DIR = ".rgbridge"  # bridge metadata inside the workspace (never recorded)
 SENTINEL = "SUBMIT"
 SUBMISSION_REF = "refs/rgbridge/submission"
 #: files an IDE may put in a fresh workspace that do not make it "non-empty"
@@ -258,17 +271,19 @@ def load_record(recording_dir: Path) -> SessionRecord:
 
 
 def find_recording_for_workspace(recordings_dir: Path, workspace: Path) -> Path | None:
-    """The recording of the open (active/paused) session in `workspace`, via its marker file."""
-    marker = workspace / META_DIR / "session.json"
-    try:
-        data = json.loads(marker.read_text(encoding="utf-8"))
-        candidate = Path(data["recording"])
-    except (OSError, ValueError, KeyError, TypeError):
+    """The recording of the session in `workspace`: the marker names only an id, the recording
+    is looked up by id under `recordings_dir` and must name this very workspace (bridge/attach.py)."""
+    sid = read_marker(workspace)
+    if sid is None:
         return None
-    if candidate.is_dir() and (candidate / "session.json").is_file():
-        return candidate
-    by_id = recordings_dir / str(data.get("session_id", ""))
-    return by_id if (by_id / "session.json").is_file() else None
+    try:
+        rec_dir = recording_dir_for(recordings_dir, sid)
+        record = load_record(rec_dir)
+    except SessionError:
+        return None
+    if record.session_id != sid or record.workspace != str(workspace):
+        return None
+    return rec_dir
 
 
 # Tool-call logging keeps what a reviewer needs and no more: every key, value and error is
@@ -356,15 +371,7 @@ class SessionManager:
 
     # ------------------------------------------------------------------ start
     def _check_workspace(self, task: Task, workspace: Path) -> None:
-        protected = [task.root, task.tests_dir, self.recordings_dir]
-        if task.solution_dir:
-            protected.append(task.solution_dir)
-        for path in protected:
-            if workspace == path or workspace.is_relative_to(path) or path.is_relative_to(workspace):
-                raise PathError(
-                    f"workspace {workspace} overlaps {path}: the workspace must be outside the task and "
-                    "recordings folders (golden tests must never be reachable from it)"
-                )
+        check_confined(task, workspace, self.recordings_dir)
 
     def start(
         self,
@@ -441,8 +448,8 @@ class SessionManager:
             seeded.append(name)
         meta = ws / META_DIR
         meta.mkdir(exist_ok=True)
-        marker = {"session_id": session.record.session_id, "task_id": task.id, "recording": str(session.dir)}
-        write_json_atomic(meta / "session.json", marker)
+        # Only the id: the recording is found under our recordings folder (bridge/attach.py).
+        (meta / MARKER).write_bytes(marker_bytes(session.record.session_id))
         session.events.append("seed", files=seeded)
 
     def _start_recorder(self, session: Session, *, resume: bool = False) -> None:
@@ -773,36 +780,58 @@ class SessionManager:
     def reattach_all(self) -> list[str]:
         """Re-open sessions left active by a previous process; resume interrupted jobs."""
         attached: list[str] = []
-        for rec_dir in sorted(p for p in self.recordings_dir.iterdir() if (p / "session.json").is_file()):
+        for rec_dir in sorted(p for p in self.recordings_dir.iterdir() if is_session_id(p.name)):
             try:
-                record = load_record(rec_dir)
-            except SessionError:
-                continue
-            interrupted_job = record.job is not None and record.job.state in ("queued", "running")
-            if record.state not in ("active", "paused") and not interrupted_job:
-                continue
-            if owned_by_live_process(rec_dir) or record.session_id in self.sessions:
-                continue
-            try:
-                task = self.catalog.get(record.task_id)
-            except BridgeError:
-                continue
-            if not Path(record.workspace).is_dir() and not interrupted_job:
-                continue
-            session = Session(record, rec_dir, task)
-            session.claim()
-            session.events.append("reattach", pid=os.getpid(), state=record.state)
-            if record.state in ("active", "paused"):
-                self._start_recorder(session, resume=True)  # reconciles what changed while down
-                if record.state == "active":
-                    self._arm_timer(session)
-            else:
-                session.events.append("score_resume", job_id=record.job.job_id if record.job else None)
-                self._launch_job(session)
-            session.save()
-            self.sessions[record.session_id] = session
-            attached.append(record.session_id)
+                if self._reattach(rec_dir, only_open=False) is not None:
+                    attached.append(rec_dir.name)
+            except (BridgeError, OSError) as exc:
+                log.warning("not re-attaching %s: %s", rec_dir.name, exc)
         return attached
+
+    def attach(self, session_id: str) -> str:
+        """Re-attach exactly one recorded session (what `rgbridge submit` acts on), or raise."""
+        rec_dir = recording_dir_for(self.recordings_dir, session_id)
+        if session_id in self.sessions:
+            return session_id
+        if owned_by_live_process(rec_dir):
+            raise SessionError(f"session {session_id} is owned by a running bridge process")
+        if self._reattach(rec_dir, only_open=True) is None:
+            raise SessionError(f"session {session_id} is not open")
+        return session_id
+
+    def _reattach(self, rec_dir: Path, *, only_open: bool) -> str | None:
+        """Re-attach one recording after checking it like a new session (bridge/attach.py):
+        a well-formed id equal to its folder, a known task, and a recorded workspace that is
+        resolved and confined. Returns the id, or None when there is nothing to resume."""
+        if rec_dir.is_symlink() or not (rec_dir / "session.json").is_file():
+            return None
+        record = load_record(rec_dir)
+        if record.session_id != rec_dir.name:
+            raise SessionError(f"{rec_dir}: session.json names another session ({record.session_id!r})")
+        if owned_by_live_process(rec_dir) or record.session_id in self.sessions:
+            return None
+        interrupted_job = record.job is not None and record.job.state in ("queued", "running")
+        if record.state not in ("active", "paused") and (only_open or not interrupted_job):
+            return None
+        task = self.catalog.get(record.task_id)
+        workspace = check_recorded_workspace(task, record.workspace, self.recordings_dir)
+        settle_orphaned_clock(rec_dir, record)
+        if not workspace.is_dir() and not interrupted_job:
+            return None
+        session = Session(record, rec_dir, task)
+        session.claim()
+        session.events.append("reattach", pid=os.getpid(), state=record.state)
+        if record.state in ("active", "paused"):
+            self._start_recorder(session, resume=True)  # reconciles what changed while down
+            if record.state == "active":
+                record.clock.start()  # settled above: the time the bridge was down is not work
+                self._arm_timer(session)
+        else:
+            session.events.append("score_resume", job_id=record.job.job_id if record.job else None)
+            self._launch_job(session)
+        session.save()
+        self.sessions[record.session_id] = session
+        return record.session_id
 
     def close(self) -> None:
         """Stop recorders and timers; running jobs finish in the background threads' daemons."""

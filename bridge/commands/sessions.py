@@ -81,6 +81,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     submit.add_argument("--workspace", required=True, type=Path, metavar="DIR")
     submit.add_argument("--recordings", type=Path, metavar="DIR")
     submit.add_argument("--no-wait", action="store_true", help="do not wait for the score")
+    submit.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                        help="give up waiting after this long (default: wait as long as scoring takes)")
     add_task_source_options(submit)
     add_json_option(submit)
     submit.set_defaults(handler=cmd_submit)
@@ -295,22 +297,44 @@ def cmd_submit(args: argparse.Namespace) -> int:
             return 0
         return _wait_on_disk(rec_dir, args)
     catalog = load_catalog(args, report_errors=False)
-    mgr = SessionManager(catalog, recordings_dir=rec_dir.parent, reattach=True)
+    # Only the named session is re-attached: other open sessions in the folder are not ours.
+    mgr = SessionManager(catalog, recordings_dir=rec_dir.parent, reattach=False)
     try:
-        receipt = mgr.submit(record.session_id, signal="cli")
+        sid = mgr.attach(record.session_id)
+        receipt = mgr.submit(sid, signal="cli")
         err.print(receipt.message)
         if args.no_wait:
             # the job runs in this process: waiting is the only way it can finish
             err.print("note: no bridge process owns this session, so scoring runs here; waiting anyway")
-        result = mgr.result(record.session_id, wait_seconds=3600)
+        result = _wait_in_process(mgr, sid, args.timeout)
     finally:
         mgr.close()
     return _print_result(args, result.model_dump(mode="json"))
 
 
-def _wait_on_disk(rec_dir: Path, args: argparse.Namespace, timeout: float = 3600) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def _wait_in_process(mgr: SessionManager, sid: str, timeout: float | None) -> ResultStatus:
+    """Wait as long as scoring takes (or --timeout), printing progress when it changes."""
+    err = stderr_console()
+    started = time.monotonic()
+    last = ""
+    while True:
+        result = mgr.result(sid, wait_seconds=5.0)
+        if result.state not in ("queued", "running"):
+            return result
+        elapsed = time.monotonic() - started
+        line = f"scoring {result.state}: {result.message}"
+        if line != last:
+            err.print(f"[{_fmt_clock(elapsed)}] {line}", markup=False, highlight=False)
+            last = line
+        if timeout is not None and elapsed >= timeout:
+            raise SessionError(f"no score after {timeout:.0f}s (--timeout); scoring of {sid} was still {result.state}")
+
+
+def _wait_on_disk(rec_dir: Path, args: argparse.Namespace) -> int:
+    timeout = args.timeout
+    started = time.monotonic()
+    last = ""
+    while True:
         record = load_record(rec_dir)
         if record.job and record.job.state in ("done", "failed"):
             data: dict = {"session_id": record.session_id, "state": record.job.state, "message": record.job.message}
@@ -318,8 +342,14 @@ def _wait_on_disk(rec_dir: Path, args: argparse.Namespace, timeout: float = 3600
                 result = json.loads((rec_dir / record.job.result_dir / "result.json").read_text(encoding="utf-8"))
                 data["summary"] = summarize_result(result)
             return _print_result(args, data)
+        line = f"scoring {record.job.state}: {record.job.message}" if record.job else "waiting for the bridge to seal"
+        elapsed = time.monotonic() - started
+        if line != last:
+            stderr_console().print(f"[{_fmt_clock(elapsed)}] {line}", markup=False, highlight=False)
+            last = line
+        if timeout is not None and elapsed >= timeout:
+            raise SessionError(f"no score after {timeout:.0f}s (--timeout)")
         time.sleep(1.0)
-    raise SessionError(f"no score after {timeout:.0f}s")
 
 
 def _print_result(args: argparse.Namespace, data: dict) -> int:

@@ -1,0 +1,148 @@
+"""Issue 8, openings 3 and 8(c, d): the workspace marker is untrusted, a killed bridge leaves a
+consistent clock, and `rgbridge submit` acts on the one named session."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bridge.attach import read_marker
+from bridge.catalog import Catalog
+from bridge.clock import parse_iso
+from bridge.errors import SessionError
+from bridge.events import load_events
+from bridge.session import SessionManager, find_recording_for_workspace, load_record
+from tests.test_session import CountingScorer
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture()
+def tasks_copy(tmp_path: Path, tasks_dir: Path) -> Path:
+    out = tmp_path / "tasks"
+    shutil.copytree(tasks_dir / "kv-ledger", out / "kv-ledger")
+    return out
+
+
+def rgbridge(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.run([sys.executable, "-m", "bridge.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=REPO_ROOT)
+
+
+def test_marker_holds_only_the_session_id(tmp_path: Path, tasks_copy: Path) -> None:
+    mgr = SessionManager(Catalog.from_options(tasks_copy), recordings_dir=tmp_path / "rec", scorer=CountingScorer())
+    try:
+        st = mgr.start("kv-ledger", tmp_path / "ws")
+    finally:
+        mgr.close()
+    marker = json.loads((tmp_path / "ws" / ".rgbridge" / "session.json").read_text())
+    assert marker == {"session_id": st.session_id}
+    assert find_recording_for_workspace(tmp_path / "rec", tmp_path / "ws") == Path(st.recording)
+
+
+def test_forged_marker_does_not_reattach_or_submit(tmp_path: Path, tasks_copy: Path) -> None:
+    """The opening-3 attack: the agent rewrites the marker to point at a fake recording (in its
+    workspace) whose workspace is the task folder; `rgbridge submit` must not re-attach it,
+    submit anything, or create a store inside the workspace."""
+    rec = tmp_path / "rec"
+    mgr = SessionManager(Catalog.from_options(tasks_copy), recordings_dir=rec, scorer=CountingScorer())
+    try:
+        real = mgr.start("kv-ledger", tmp_path / "ws")
+    finally:
+        mgr.close()
+    ws = Path(real.workspace)
+    task_dir = tasks_copy / "kv-ledger"
+    fake = ws / "fake"
+    fake.mkdir()
+    forged = load_record(Path(real.recording)).model_dump(mode="json")
+    forged.update(workspace=str(task_dir), session_id="20250101T000000Z-kv-ledger-abcdef", owner=None)
+    (fake / "session.json").write_text(json.dumps(forged))
+    # 1. the old format: an absolute recording path
+    (ws / ".rgbridge" / "session.json").write_text(json.dumps({"session_id": forged["session_id"],
+                                                               "recording": str(fake)}))
+    # 2. a real recording (in the recordings folder) whose workspace is the task folder
+    planted = rec / forged["session_id"]
+    planted.mkdir()
+    (planted / "session.json").write_text(json.dumps(forged))
+    before = {p.relative_to(task_dir) for p in task_dir.rglob("*")}
+
+    proc = rgbridge("submit", "--workspace", str(ws), "--recordings", str(rec), "--tasks", str(tasks_copy),
+                    "--no-wait")
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "no session recorded" in proc.stderr
+    assert not list(ws.rglob("store")), "a store was created inside the workspace"
+    assert not (planted / "store").exists()
+    assert load_record(planted).state == "active" and load_record(planted).submission is None
+    assert {p.relative_to(task_dir) for p in task_dir.rglob("*")} == before
+    assert load_record(Path(real.recording)).state == "active"  # the real session was not submitted either
+
+    # A server start (re-attach of every open session) refuses the planted recording too.
+    mgr2 = SessionManager(Catalog.from_options(tasks_copy), recordings_dir=rec, scorer=CountingScorer())
+    try:
+        assert forged["session_id"] not in mgr2.sessions
+        assert real.session_id in mgr2.sessions
+        assert not (planted / "store").exists()
+    finally:
+        mgr2.close()
+
+
+@pytest.mark.parametrize("marker", [
+    {"session_id": "../ws/fake"},
+    {"session_id": "20250101T000000Z-kv-ledger-abcdef/../../x"},
+    {"session_id": 7},
+    ["not", "an", "object"],
+])
+def test_malformed_marker_ids_are_ignored(tmp_path: Path, marker: object) -> None:
+    meta = tmp_path / "ws" / ".rgbridge"
+    meta.mkdir(parents=True)
+    (meta / "session.json").write_text(json.dumps(marker))
+    assert read_marker(tmp_path / "ws") is None
+    assert find_recording_for_workspace(tmp_path / "rec", tmp_path / "ws") is None
+
+
+def test_marker_naming_another_workspaces_session_is_refused(tmp_path: Path, tasks_copy: Path) -> None:
+    mgr = SessionManager(Catalog.from_options(tasks_copy), recordings_dir=tmp_path / "rec", scorer=CountingScorer())
+    try:
+        a = mgr.start("kv-ledger", tmp_path / "a")
+    finally:
+        mgr.close()
+    other = tmp_path / "other"
+    (other / ".rgbridge").mkdir(parents=True)
+    (other / ".rgbridge" / "session.json").write_text(json.dumps({"session_id": a.session_id}))
+    assert find_recording_for_workspace(tmp_path / "rec", other) is None
+    # a symlinked metadata folder is not followed
+    link = tmp_path / "linked"
+    link.mkdir()
+    (link / ".rgbridge").symlink_to(Path(a.workspace) / ".rgbridge")
+    assert read_marker(link) is None
+
+
+def test_attach_refuses_recorded_workspace_inside_the_task(tmp_path: Path, tasks_copy: Path) -> None:
+    rec = tmp_path / "rec"
+    mgr = SessionManager(Catalog.from_options(tasks_copy), recordings_dir=rec, scorer=CountingScorer())
+    try:
+        real = mgr.start("kv-ledger", tmp_path / "ws")
+    finally:
+        mgr.close()
+    data = json.loads((Path(real.recording) / "session.json").read_text())
+    data["workspace"] = str(tasks_copy / "kv-ledger" / "tests")
+    (Path(real.recording) / "session.json").write_text(json.dumps(data))
+    mgr2 = SessionManager(Catalog.from_options(tasks_copy), recordings_dir=rec, scorer=CountingScorer(),
+                          reattach=False)
+    try:
+        with pytest.raises(Exception, match="overlaps"):
+            mgr2.attach(real.session_id)
+        assert mgr2.reattach_all() == []
+        with pytest.raises(SessionError, match="invalid session id"):
+            mgr2.attach("../" + real.session_id)
+    finally:
+        mgr2.close()
