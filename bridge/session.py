@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import secrets
-import shutil
 import tempfile
 import threading
 import traceback
@@ -38,6 +37,7 @@ from bridge.clock import Clock, iso, utcnow
 from bridge.errors import BridgeError, PathError, SessionError
 from bridge.events import EventLog
 from bridge.files import pid_alive, write_json_atomic
+from bridge.fs.anchor import is_empty, open_workspace, replace_file, still_at, write_new
 from bridge.hashing import EXCLUDED_DIRS
 from bridge.recorder import Recorder
 from bridge.recovery import settle_orphaned_clock
@@ -210,14 +210,6 @@ def _new_session_id(task_id: str) -> str:
     return f"{stamp}-{safe}-{secrets.token_hex(3)}"
 
 
-def workspace_is_empty(workspace: Path) -> bool:
-    for entry in workspace.iterdir():
-        if entry.name in IDE_FILES or entry.name == META_DIR or entry.name in EXCLUDED_DIRS:
-            continue
-        return False
-    return True
-
-
 class Session:
     """One live session owned by this process: record, recorder, event log, job thread."""
 
@@ -381,75 +373,112 @@ class SessionManager:
         mode: Literal["agent", "human"] = "agent",
         client: ClientInfo | None = None,
         allow_nonempty: bool = False,
+        within: Path | None = None,
     ) -> SessionStatus:
+        """Open a session. `within`: a root the final resolved workspace must stay inside
+        (the MCP server's configured workspace), re-checked here at creation time."""
         task = self.catalog.get(task_id)
+        workspace = self._resolve_new_workspace(task, workspace, within)
+        ws_fd = open_workspace(workspace)  # held: later checks and seed writes go through it
+        try:
+            with self._lock:
+                self._check_free(task, workspace, ws_fd, allow_nonempty=allow_nonempty)
+                session = self._new_session(task, workspace, mode=mode, client=client)
+                try:
+                    self._seed(session, ws_fd)
+                    self._start_recorder(session)
+                    assert session.recorder is not None
+                    if session.recorder.root != workspace or not still_at(ws_fd, workspace):
+                        raise PathError(f"workspace {workspace} changed while the session was starting "
+                                        "(a folder on its path was replaced); nothing was started")
+                except OSError as exc:  # e.g. the folder vanished under the recorder: a clear error
+                    self._abort_start(session, exc)
+                    raise PathError(f"workspace {workspace} changed while the session was starting "
+                                    f"({exc.strerror or exc}); nothing was started") from None
+                except BaseException as exc:
+                    self._abort_start(session, exc)
+                    raise
+                session.record.clock.start()
+                session.events.append("clock_start", working_seconds=0.0)
+                session.save()
+                self._arm_timer(session)
+                self.sessions[session.record.session_id] = session
+                return self._status(session)
+        finally:
+            os.close(ws_fd)
+
+    def _resolve_new_workspace(self, task: Task, workspace: Path | str, within: Path | None) -> Path:
         raw = str(workspace)
         if "${" in raw:
             raise PathError(f"workspace {raw!r} contains an unexpanded IDE variable")
-        workspace = Path(os.path.realpath(os.path.expanduser(raw)))
-        if workspace.exists() and not workspace.is_dir():
-            raise PathError(f"workspace {workspace} is not a directory")
-        self._check_workspace(task, workspace)  # before creating anything
-        workspace.mkdir(parents=True, exist_ok=True)
-        with self._lock:
-            for other in self.sessions.values():
-                if other.workspace == workspace and other.record.state in ("active", "paused"):
-                    raise SessionError(
-                        f"workspace {workspace} already has an open session {other.record.session_id}"
-                    )
-            existing = find_recording_for_workspace(self.recordings_dir, workspace)
-            if existing is not None:
-                rec = load_record(existing)
-                if rec.state in ("active", "paused"):
-                    raise SessionError(
-                        f"workspace {workspace} already has an open session {rec.session_id}; "
-                        "quit or submit it first"
-                    )
-            if not allow_nonempty and not workspace_is_empty(workspace):
-                raise SessionError(
-                    f"workspace {workspace} is not empty; use an empty folder (or allow a non-empty one explicitly)"
-                )
-            session_id = _new_session_id(task.id)
-            rec_dir = self.recordings_dir / session_id
-            rec_dir.mkdir(parents=True)
-            record = SessionRecord(
-                session_id=session_id, task_id=task.id, task_hash=task.content_hash,
-                task_version=task.manifest.version, task_source=task.source, task_port=task.port,
-                time_limit=task.manifest.timeouts.session, workspace=str(workspace), mode=mode,
-                practice=self.practice, client=client or ClientInfo(), created_at=iso(utcnow()),
-            )
-            session = Session(record, rec_dir, task)
-            session.claim()
-            self._seed(session)
-            session.events.append(
-                "session_start", session_id=session_id, task_id=task.id, task_hash=task.content_hash,
-                mode=mode, client=record.client.model_dump(), workspace=str(workspace),
-            )
-            self._start_recorder(session)
-            record.clock.start()
-            session.events.append("clock_start", working_seconds=0.0)
-            session.save()
-            self._arm_timer(session)
-            self.sessions[session_id] = session
-            return self._status(session)
+        resolved = Path(os.path.realpath(os.path.expanduser(raw)))
+        if within is not None:
+            root = Path(os.path.realpath(within))
+            if not resolved.is_relative_to(root):
+                raise PathError(f"workspace {raw} resolves to {resolved}, outside {root}")
+        self._check_workspace(task, resolved)  # before creating anything
+        return resolved
 
-    def _seed(self, session: Session) -> None:
-        task, ws = session.task, session.workspace
+    def _check_free(self, task: Task, workspace: Path, ws_fd: int, *, allow_nonempty: bool) -> None:
+        for other in self.sessions.values():
+            if other.workspace == workspace and other.record.state in ("active", "paused"):
+                raise SessionError(f"workspace {workspace} already has an open session {other.record.session_id}")
+        existing = find_recording_for_workspace(self.recordings_dir, workspace)
+        if existing is not None:
+            rec = load_record(existing)
+            if rec.state in ("active", "paused"):
+                raise SessionError(f"workspace {workspace} already has an open session {rec.session_id}; "
+                                   "quit or submit it first")
+        if not allow_nonempty and not is_empty(ws_fd, IDE_FILES | {META_DIR} | EXCLUDED_DIRS):
+            raise SessionError(
+                f"workspace {workspace} is not empty; use an empty folder (or allow a non-empty one explicitly)")
+
+    def _new_session(self, task: Task, workspace: Path, *, mode: Literal["agent", "human"],
+                     client: ClientInfo | None) -> Session:
+        session_id = _new_session_id(task.id)
+        rec_dir = self.recordings_dir / session_id
+        rec_dir.mkdir(parents=True)
+        record = SessionRecord(
+            session_id=session_id, task_id=task.id, task_hash=task.content_hash,
+            task_version=task.manifest.version, task_source=task.source, task_port=task.port,
+            time_limit=task.manifest.timeouts.session, workspace=str(workspace), mode=mode,
+            practice=self.practice, client=client or ClientInfo(), created_at=iso(utcnow()),
+        )
+        session = Session(record, rec_dir, task)
+        session.claim()
+        session.events.append(
+            "session_start", session_id=session_id, task_id=task.id, task_hash=task.content_hash,
+            mode=mode, client=record.client.model_dump(), workspace=str(workspace),
+        )
+        return session
+
+    def _abort_start(self, session: Session, exc: BaseException) -> None:
+        """A start that failed half-way leaves a closed recording (evidence), not an open session."""
+        try:
+            if session.recorder is not None:
+                session.recorder.stop()
+            session.record.state = "quit"
+            session.record.quit_reason = f"start aborted: {exc}"[:500]
+            session.record.ended_at = iso(utcnow())
+            session.events.append("start_aborted", error=str(exc)[:500])
+            session.save()
+            session.release()
+            session.events.close()
+        except Exception:  # noqa: BLE001 - the original error is what the caller must see
+            log.exception("could not record the aborted start of %s", session.record.session_id)
+
+    def _seed(self, session: Session, ws_fd: int) -> None:
+        """README, seed files and the marker, written through the held workspace fd (never by a
+        path that could have been swapped for a symlink)."""
+        task = session.task
         seeded: list[str] = []
-        if not (ws / "README.md").exists():
-            shutil.copyfile(task.readme_path, ws / "README.md")
+        if write_new(ws_fd, "README.md", task.readme_path.read_bytes()):
             seeded.append("README.md")
         for name, source in sorted(task.seed_files.items()):
-            target = ws / name
-            if target.exists():
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target)
-            seeded.append(name)
-        meta = ws / META_DIR
-        meta.mkdir(exist_ok=True)
+            if write_new(ws_fd, name, Path(source).read_bytes()):
+                seeded.append(name)
         # Only the id: the recording is found under our recordings folder (bridge/attach.py).
-        (meta / MARKER).write_bytes(marker_bytes(session.record.session_id))
+        replace_file(ws_fd, f"{META_DIR}/{MARKER}", marker_bytes(session.record.session_id))
         session.events.append("seed", files=seeded)
 
     def _start_recorder(self, session: Session, *, resume: bool = False) -> None:

@@ -338,7 +338,9 @@ def build_server(
             client = client_info_of(ctx)
             log.info("start_task %s in %s (workspace from %s; client %s %s; protocol %s)", task_id, resolved.path,
                      resolved.source, client.name, client.version, _protocol_of(ctx))
-            status = await _thread(manager.start, task_id, resolved.path, mode=mode, client=client)
+            # `within`: the final resolved path is re-checked against the root at creation time.
+            status = await _thread(manager.start, task_id, resolved.path, mode=mode, client=client,
+                                   within=tools.root.path if tools.root else None)
             box["session_id"] = tools.current = status.session_id
             rules = await _thread(manager.rules, task_id)
             return StartTaskResult(

@@ -1,0 +1,118 @@
+"""Issue 8, opening 5: a folder flipped between a directory and a symlink to an outside folder
+while start_task runs must never get a session started on (or anything written to) the outside."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from bridge.catalog import Catalog
+from bridge.errors import PathError
+from bridge.fs.anchor import open_workspace, still_at
+from bridge.session import SessionManager
+from bridge.shadowgit import ShadowStore
+from mcp import Client
+from mcp_server.server import build_server
+from tests.test_session import CountingScorer
+
+
+def flipper(parent: Path, name: str, outside: Path, stop: threading.Event) -> threading.Thread:
+    """Swap `parent/name` between a real directory and a symlink to `outside` as fast as possible."""
+    real, link = parent / name, parent / f".{name}-real"
+
+    def run() -> None:
+        while not stop.is_set():
+            try:
+                if real.is_symlink():           # symlink phase over: the directory comes back
+                    os.unlink(real)
+                    os.rename(link, real)
+                else:                           # the directory moves aside, a symlink takes its name
+                    os.rename(real, link)
+                    os.symlink(outside, real)
+            except OSError:
+                pass
+            time.sleep(0.0005)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_flipping_folder_never_starts_outside(tmp_path: Path, tasks_dir: Path) -> None:
+    root, outside = tmp_path / "ws", tmp_path / "outside"
+    (root / "flip").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.txt").write_text("outside data\n")
+    manager = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec",
+                             scorer=CountingScorer(), settle_seconds=0.05)
+    server = build_server(manager, default_workspace=root, environ={})
+    stop = threading.Event()
+    started: list[dict] = []
+    errors: list[str] = []
+
+    async def go() -> None:
+        async with Client(server, mode="legacy") as c:
+            for i in range(40):
+                res = await c.call_tool("start_task", {"task_id": "kv-ledger", "workspace": f"flip/w{i}"})
+                if res.is_error:
+                    errors.append(res.content[0].text)
+                else:
+                    started.append(res.structured_content)
+                    await c.call_tool("quit_task", {"session_id": res.structured_content["session_id"]})
+
+    thread = flipper(root, "flip", outside, stop)
+    try:
+        anyio.run(go)
+    finally:
+        stop.set()
+        thread.join(5)
+        manager.close()
+    real_root = root.resolve()
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"], "the bridge wrote into the outside folder"
+    for st in started:
+        assert Path(st["workspace"]).is_relative_to(real_root), st["workspace"]
+        assert not Path(st["workspace"]).is_relative_to(outside.resolve())
+        store = ShadowStore(Path(st["recording"]) / "store", Path(st["workspace"]))
+        assert "secret.txt" not in store.manifest_of(store.head()), "outside files were recorded"
+    assert not any("internal error" in e for e in errors), errors
+    assert started or errors  # the loop ran
+    print(f"started {len(started)}, refused {len(errors)}: {sorted({e[:60] for e in errors})}")
+
+
+def test_anchor_refuses_symlinked_components(tmp_path: Path) -> None:
+    (tmp_path / "real" / "ws").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with pytest.raises(PathError, match="symlink"):
+        open_workspace(tmp_path / "link" / "ws")
+    with pytest.raises(PathError, match="symlink"):
+        open_workspace(tmp_path / "link" / "new", create=True)
+    assert not (tmp_path / "real" / "new").exists()
+    fd = open_workspace(tmp_path / "real" / "ws")
+    try:
+        assert still_at(fd, tmp_path / "real" / "ws")
+        os.rename(tmp_path / "real" / "ws", tmp_path / "real" / "moved")
+        (tmp_path / "real" / "ws").mkdir()
+        assert not still_at(fd, tmp_path / "real" / "ws")  # same path, another directory
+    finally:
+        os.close(fd)
+
+
+def test_manager_start_rechecks_within_root(tmp_path: Path, tasks_dir: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "escape").symlink_to(outside)
+    manager = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec",
+                             scorer=CountingScorer())
+    try:
+        with pytest.raises(PathError, match="outside"):
+            manager.start("kv-ledger", root / "escape", within=root)
+        assert list(outside.iterdir()) == []
+    finally:
+        manager.close()
