@@ -31,6 +31,7 @@ from bridge.session import (
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import ToolAnnotations
+from mcp_server.ownership import Caller, Owners, caller_of
 from mcp_server.workspace import WorkspaceRoot, find_root, is_inside, resolve_workspace
 
 log = logging.getLogger("mcp_server")
@@ -138,8 +139,8 @@ class BridgeTools:
     def __init__(self, manager: SessionManager, root: WorkspaceRoot | None) -> None:
         self.manager = manager
         self.root = root
-        #: the last session started through this server: what a call without session_id means
-        self.current: str | None = None
+        #: which client owns which session, and each client's current one (mcp_server/ownership.py)
+        self.owners = Owners()
 
     # ------------------------------------------------------------------ logging
     def log(self, session_id: str | None, tool: str, arguments: dict[str, Any], *, ok: bool,
@@ -177,19 +178,22 @@ class BridgeTools:
         await anyio.to_thread.run_sync(functools.partial(self.log, session_id, tool, arguments, ok=ok, error=error))
 
     # ------------------------------------------------------------------ session lookup
-    def session_for(self, session_id: str | None) -> str:
-        """The session a call refers to: the given id, else this server's current session,
-        else the most recent open session inside the configured workspace."""
+    def session_for(self, session_id: str | None, caller: Caller) -> str:
+        """The session a call refers to: the given id (if this client may use it), else this
+        client's current session, else its most recent open session inside the workspace."""
         if session_id:
             sid = self.manager.resolve(session_id)
+            self.owners.check(caller, sid)
             status = self.manager.status(sid)
             if not is_inside(self.root, status.workspace):
                 raise SessionError(f"session {sid} works in {status.workspace}, outside this server's workspace")
             return sid
         statuses = [s for s in self.manager.active() if is_inside(self.root, s.workspace)]
-        ids = {s.session_id for s in statuses}
-        if self.current in ids:
-            return self.current  # type: ignore[return-value]
+        ids = set(self.owners.mine(caller, [s.session_id for s in statuses]))
+        statuses = [s for s in statuses if s.session_id in ids]
+        current = self.owners.current(caller)
+        if current in ids:
+            return current  # type: ignore[return-value]
         open_ones = [s for s in statuses if s.state in ("active", "paused")]
         pool = open_ones or statuses
         if not pool:
@@ -217,12 +221,14 @@ class CallLogMiddleware:
 
     def __init__(self, tools: BridgeTools) -> None:
         self.tools = tools
+        self._ctx: contextvars.ContextVar[Any] = contextvars.ContextVar("rgbridge_call_ctx", default=None)
 
     async def __call__(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
         if getattr(ctx, "method", None) != "tools/call":
             return await call_next(ctx)
         call: dict[str, Any] = {}
         token = _CALL.set(call)
+        self._ctx.set(ctx)
         params = ctx.params if isinstance(getattr(ctx, "params", None), dict) else {}
         name = str(params.get("name", "?"))
         arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
@@ -244,7 +250,8 @@ class CallLogMiddleware:
         return result
 
     async def _log(self, name: str, arguments: dict[str, Any], *, ok: bool, error: str | None) -> None:
-        sid = self.tools.current if self.tools.current in {s.session_id for s in self.tools.manager.active()} else None
+        current = self.tools.owners.current(caller_of(self._ctx.get()))
+        sid = current if current in {s.session_id for s in self.tools.manager.active()} else None
         await anyio.to_thread.run_sync(functools.partial(self.tools.log, sid, name, arguments, ok=ok, error=error))
 
 
@@ -285,10 +292,10 @@ def build_server(
         return await tools.run("get_task", {"task_id": task_id}, body)
 
     @server.tool(annotations=READ_ONLY)
-    async def task_status(session_id: str | None = None) -> SessionStatus:
+    async def task_status(ctx: Context, session_id: str | None = None) -> SessionStatus:
         """Session state, working clock, files changed, recorder and submission/scoring state."""
         async def body(box: dict[str, Any]) -> SessionStatus:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id)
+            box["session_id"] = sid = await _thread(tools.session_for, session_id, caller_of(ctx.request_context))
             return await _thread(manager.status, sid)
         return await tools.run("task_status", {"session_id": session_id}, body)
 
@@ -301,7 +308,7 @@ def build_server(
         args = {"session_id": session_id, "wait_seconds": wait_seconds}
 
         async def body(box: dict[str, Any]) -> TaskResult:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id)
+            box["session_id"] = sid = await _thread(tools.session_for, session_id, caller_of(ctx.request_context))
             try:
                 wait = min(max(float(wait_seconds), 0.0), MAX_WAIT_SECONDS)
             except (TypeError, ValueError):
@@ -341,7 +348,8 @@ def build_server(
             # `within`: the final resolved path is re-checked against the root at creation time.
             status = await _thread(manager.start, task_id, resolved.path, mode=mode, client=client,
                                    within=tools.root.path if tools.root else None)
-            box["session_id"] = tools.current = status.session_id
+            box["session_id"] = status.session_id
+            tools.owners.started(caller_of(ctx.request_context), status.session_id)
             rules = await _thread(manager.rules, task_id)
             return StartTaskResult(
                 **status.model_dump(), workspace_source=resolved.source, rules=rules,
@@ -351,36 +359,36 @@ def build_server(
         return await tools.run("start_task", args, body)
 
     @server.tool(annotations=_annotations(idempotent=True))
-    async def pause_task(session_id: str | None = None) -> SessionStatus:
+    async def pause_task(ctx: Context, session_id: str | None = None) -> SessionStatus:
         """Stop the working clock (human-in-the-loop breaks). The recorder keeps watching."""
         async def body(box: dict[str, Any]) -> SessionStatus:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id)
+            box["session_id"] = sid = await _thread(tools.session_for, session_id, caller_of(ctx.request_context))
             return await _thread(manager.pause, sid)
         return await tools.run("pause_task", {"session_id": session_id}, body)
 
     @server.tool(annotations=_annotations(idempotent=True))
-    async def resume_task(session_id: str | None = None) -> SessionStatus:
+    async def resume_task(ctx: Context, session_id: str | None = None) -> SessionStatus:
         """Start the working clock again after pause_task."""
         async def body(box: dict[str, Any]) -> SessionStatus:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id)
+            box["session_id"] = sid = await _thread(tools.session_for, session_id, caller_of(ctx.request_context))
             return await _thread(manager.resume, sid)
         return await tools.run("resume_task", {"session_id": session_id}, body)
 
     @server.tool(annotations=_annotations(idempotent=False))
-    async def add_note(text: str, session_id: str | None = None) -> SessionStatus:
+    async def add_note(ctx: Context, text: str, session_id: str | None = None) -> SessionStatus:
         """Record a free-text note in the session's recording."""
         async def body(box: dict[str, Any]) -> SessionStatus:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id)
+            box["session_id"] = sid = await _thread(tools.session_for, session_id, caller_of(ctx.request_context))
             return await _thread(manager.note, sid, text)
         return await tools.run("add_note", {"text": text, "session_id": session_id}, body)
 
     @server.tool(annotations=_annotations(idempotent=False, title="Submit for scoring"))
-    async def submit_task(session_id: str | None = None) -> SubmitResult:
+    async def submit_task(ctx: Context, session_id: str | None = None) -> SubmitResult:
         """The completion signal: seal a snapshot of the workspace and start scoring in the
         background. Returns at once with a job id; then poll get_result until state is done.
         Call it once, when the work is finished: there is no second submission."""
         async def body(box: dict[str, Any]) -> SubmitResult:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id)
+            box["session_id"] = sid = await _thread(tools.session_for, session_id, caller_of(ctx.request_context))
             try:
                 receipt = await _thread(manager.submit, sid, signal="mcp")
             except SessionError as exc:
@@ -396,21 +404,21 @@ def build_server(
         return await tools.run("submit_task", {"session_id": session_id}, body)
 
     @server.tool(annotations=_annotations(idempotent=False, destructive=True, title="Quit without scoring"))
-    async def quit_task(reason: str = "", session_id: str | None = None) -> SessionStatus:
+    async def quit_task(ctx: Context, reason: str = "", session_id: str | None = None) -> SessionStatus:
         """End the session without scoring (the recording is kept)."""
         async def body(box: dict[str, Any]) -> SessionStatus:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id)
+            box["session_id"] = sid = await _thread(tools.session_for, session_id, caller_of(ctx.request_context))
             return await _thread(manager.quit, sid, reason)
         return await tools.run("quit_task", {"reason": reason, "session_id": session_id}, body)
 
     if manager.practice:
         # Practice mode only (`rgbridge serve --practice`): a deploy-only check, recorded as such.
         @server.tool(annotations=_annotations(idempotent=False, title="Practice: does it deploy?"))
-        async def check_deployment(session_id: str | None = None) -> PracticeCheck:
+        async def check_deployment(ctx: Context, session_id: str | None = None) -> PracticeCheck:
             """Practice mode: build and start the current workspace and report whether the service
             answers HTTP on its port. No golden test runs; the check is recorded in the session."""
             async def body(box: dict[str, Any]) -> PracticeCheck:
-                box["session_id"] = sid = await _thread(tools.session_for, session_id)
+                box["session_id"] = sid = await _thread(tools.session_for, session_id, caller_of(ctx.request_context))
                 return PracticeCheck(**await _thread(manager.practice_check, sid))
             return await tools.run("check_deployment", {"session_id": session_id}, body)
 

@@ -182,3 +182,40 @@ def test_full_flow_over_http(docker_client, server: HttpServer, tasks_dir: Path,
     assert {p.name: p.read_bytes() for p in replay.rglob("*") if p.is_file()} == out["expected"]
     calls = [json.loads(x) for x in (out["rec_dir"] / "events.jsonl").read_text().splitlines()]
     assert [c["tool"] for c in calls if c["type"] == "mcp_call"][:2] == ["start_task", "submit_task"]
+
+
+def test_sessions_belong_to_the_client_that_started_them(server: HttpServer) -> None:
+    """Issue 8, opening 6: client B (same token, its own MCP session) can neither reach client A's
+    session by passing no session id nor by naming it; A's session is untouched."""
+    async def go() -> None:
+        async with http_client(server) as a, http_client(server) as b, http_client(server, "auto") as m:
+            started = await a.call_tool("start_task", {"task_id": "kv-ledger", "workspace": "owned-a"})
+            assert not started.is_error, started.content
+            sid = started.structured_content["session_id"]
+            # B, no session id: not A's session
+            for tool, args in (("task_status", {}), ("add_note", {"text": "B was here"}), ("pause_task", {}),
+                               ("quit_task", {}), ("get_result", {}), ("submit_task", {})):
+                res = await b.call_tool(tool, args)
+                assert res.is_error and "no active session" in res.content[0].text, (tool, res.content)
+            # B (and a 2026-era client without connection identity), naming A's session
+            for other in (b, m):
+                for tool, args in (("task_status", {}), ("add_note", {"text": "B was here"}), ("pause_task", {}),
+                                   ("quit_task", {}), ("get_result", {}), ("submit_task", {})):
+                    res = await other.call_tool(tool, {**args, "session_id": sid})
+                    assert res.is_error and "belongs to another MCP client" in res.content[0].text, (tool, res.content)
+            no_id = await m.call_tool("task_status", {})
+            assert no_id.is_error and "pass the session_id" in no_id.content[0].text
+            # A still sees its own session, unchanged, with no id
+            mine = (await a.call_tool("task_status", {})).structured_content
+            assert mine["session_id"] == sid and mine["state"] == "active" and mine["clock_running"]
+            # B's own session is B's current one; A's calls without id still mean A's
+            b_started = (await b.call_tool("start_task", {"task_id": "kv-ledger", "workspace": "owned-b"})
+                         ).structured_content
+            assert (await b.call_tool("task_status", {})).structured_content["session_id"] == b_started["session_id"]
+            assert (await a.call_tool("task_status", {})).structured_content["session_id"] == sid
+            assert (await a.call_tool("quit_task", {})).structured_content["session_id"] == sid
+            assert (await b.call_tool("quit_task", {})).structured_content["session_id"] == b_started["session_id"]
+        record = json.loads((server.rec / sid / "session.json").read_text())
+        assert record["notes"] == 0 and record["quit_reason"] is None
+
+    anyio.run(go)

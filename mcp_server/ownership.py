@@ -1,0 +1,87 @@
+"""Which MCP client a call comes from, and which sessions belong to it.
+
+Over streamable HTTP several clients share one server and one bearer token. A session belongs to
+the client connection that started it: a call without `session_id` means the caller's own
+session, never another's, and a call naming a session another client owns is refused.
+
+Identity is the SDK's per-connection state (`Connection.state`, which persists across the
+requests of one connection), not a header: headers are client input. On the handshake era a
+connection is one `Mcp-Session-Id`; a 2026-07-28 HTTP request is self-contained and has no
+connection to speak of, so such a caller has no identity: it must name its session, and the
+sessions it starts are reachable by their id only. stdio (and in-process) serves exactly one
+client, so nothing changes there.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from bridge.errors import SessionError
+
+_STATE_KEY = "rgbridge.client"
+LOCAL = "local"
+
+
+@dataclass(frozen=True)
+class Caller:
+    key: str | None   # this connection's identity; None when it has none (2026 HTTP request)
+    over_http: bool
+
+
+def caller_of(request_context: Any) -> Caller:
+    """The caller of a request, from the SDK's ServerRequestContext (tool ctx or middleware)."""
+    over_http = getattr(request_context, "request", None) is not None
+    if not over_http:
+        return Caller(key=LOCAL, over_http=False)  # stdio / in-process: the one client there is
+    connection = getattr(getattr(request_context, "session", None), "_connection", None)
+    state = getattr(connection, "state", None)
+    if not isinstance(state, dict):
+        return Caller(key=None, over_http=True)
+    if getattr(connection, "session_id", None) is None:
+        return Caller(key=None, over_http=True)  # a single-exchange request: a fresh connection each time
+    key = state.get(_STATE_KEY)
+    if key is None:
+        key = state[_STATE_KEY] = secrets.token_hex(16)
+    return Caller(key=key, over_http=True)
+
+
+class Owners:
+    """Session id → owning client key, and each client's current session."""
+
+    def __init__(self) -> None:
+        self._owner: dict[str, str] = {}
+        self._current: dict[str | None, str] = {}
+        self._lock = threading.Lock()
+
+    def started(self, caller: Caller, session_id: str) -> None:
+        with self._lock:
+            if caller.over_http and caller.key is not None:
+                self._owner[session_id] = caller.key
+            self._current[caller.key] = session_id
+
+    def current(self, caller: Caller) -> str | None:
+        return self._current.get(caller.key)
+
+    def owner(self, session_id: str) -> str | None:
+        return self._owner.get(session_id)
+
+    def check(self, caller: Caller, session_id: str) -> None:
+        """Refuse a session another HTTP client owns (stdio serves one client: no check)."""
+        if not caller.over_http:
+            return
+        owner = self._owner.get(session_id)
+        if owner is not None and owner != caller.key:
+            raise SessionError(f"session {session_id} belongs to another MCP client; "
+                               "a client can only use the sessions it started")
+
+    def mine(self, caller: Caller, session_ids: list[str]) -> list[str]:
+        """The sessions a call without session_id may mean."""
+        if not caller.over_http:
+            return session_ids
+        if caller.key is None:
+            raise SessionError("this client has no MCP session (each 2026-07-28 request stands alone): "
+                               "pass the session_id that start_task returned")
+        return [sid for sid in session_ids if self._owner.get(sid) == caller.key]
