@@ -22,6 +22,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, Field
 
 from bridge import __version__, integrity
+from bridge.attempts import HeldSession, check_not_nested, next_attempt
 from bridge.attach import (
     MARKER,
     META_DIR,
@@ -39,6 +40,7 @@ from bridge.events import EventLog
 from bridge.files import pid_alive, write_json_atomic
 from bridge.fs.anchor import is_empty, open_workspace, replace_file, still_at, write_new
 from bridge.hashing import EXCLUDED_DIRS
+from bridge.paths import safe_relative
 from bridge.recorder import Recorder
 from bridge.recovery import settle_orphaned_clock
 from bridge.scoring.result import summarize_result
@@ -138,6 +140,8 @@ class SessionRecord(BaseModel):
     task_port: int
     time_limit: int = 0
     workspace: str
+    run_id: str = ""  # the bridge process (agent run) that started it (bridge/attempts.py)
+    attempt: int = 1  # this session's attempt at the task within its run
     mode: Literal["agent", "human"] = "agent"
     practice: bool = False
     client: ClientInfo = Field(default_factory=ClientInfo)
@@ -167,6 +171,7 @@ class SessionStatus(BaseModel):
     submission: Submission | None
     scoring: JobState
     job_id: str | None
+    attempt: int = 1
     message: str = ""
 
 
@@ -183,6 +188,7 @@ class ResultStatus(BaseModel):
     session_id: str
     state: JobState
     job_id: str | None = None
+    attempt: int = 1
     message: str = ""
     result: dict[str, Any] | None = None
     summary: dict[str, Any] | None = None
@@ -208,6 +214,22 @@ def _new_session_id(task_id: str) -> str:
     stamp = utcnow().strftime("%Y%m%dT%H%M%SZ")
     safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in task_id)[:40]
     return f"{stamp}-{safe}-{secrets.token_hex(3)}"
+
+
+def result_status(record: SessionRecord, rec_dir: Path) -> ResultStatus:
+    """What get_result reports for a session: job state and, when done, the per-profile summary."""
+    job = record.job
+    if job is None:
+        return ResultStatus(session_id=record.session_id, state="not_submitted", attempt=record.attempt,
+                            message="not submitted yet: call submit_task when the work is done")
+    status = ResultStatus(session_id=record.session_id, state=job.state, job_id=job.job_id,
+                          attempt=record.attempt, message=job.error or job.message)
+    if job.state == "done" and job.result_dir:
+        path = rec_dir / safe_relative(job.result_dir) / "result.json"
+        data = json.loads(path.read_text(encoding="utf-8"))
+        status.result = data
+        status.summary = summarize_result(data)
+    return status
 
 
 class Session:
@@ -317,8 +339,13 @@ class SessionManager:
         seal_quiet_seconds: float = 1.0,
         seal_max_wait: float = 30.0,
         reattach: bool = True,
+        attempts: int = 1,
     ) -> None:
+        if attempts < 1:
+            raise SessionError(f"--attempts must be at least 1 (got {attempts})")
         self.catalog = catalog
+        self.attempts = attempts
+        self.run_id = f"{utcnow().strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(4)}"
         self.recordings_dir = Path(recordings_dir).resolve()
         self.recordings_dir.mkdir(parents=True, exist_ok=True)
         self.profile = profile
@@ -379,11 +406,12 @@ class SessionManager:
         (the MCP server's configured workspace), re-checked here at creation time."""
         task = self.catalog.get(task_id)
         workspace = self._resolve_new_workspace(task, workspace, within)
-        ws_fd = open_workspace(workspace)  # held: later checks and seed writes go through it
-        try:
-            with self._lock:
-                self._check_free(task, workspace, ws_fd, allow_nonempty=allow_nonempty)
-                session = self._new_session(task, workspace, mode=mode, client=client)
+        with self._lock:
+            attempt = self._check_run_rules(task, workspace)  # before creating anything
+            ws_fd = open_workspace(workspace)  # held: later checks and seed writes go through it
+            try:
+                self._check_free(workspace, ws_fd, allow_nonempty=allow_nonempty)
+                session = self._new_session(task, workspace, mode=mode, client=client, attempt=attempt)
                 try:
                     self._seed(session, ws_fd)
                     self._start_recorder(session)
@@ -398,14 +426,14 @@ class SessionManager:
                 except BaseException as exc:
                     self._abort_start(session, exc)
                     raise
-                session.record.clock.start()
-                session.events.append("clock_start", working_seconds=0.0)
-                session.save()
-                self._arm_timer(session)
-                self.sessions[session.record.session_id] = session
-                return self._status(session)
-        finally:
-            os.close(ws_fd)
+            finally:
+                os.close(ws_fd)
+            session.record.clock.start()
+            session.events.append("clock_start", working_seconds=0.0)
+            session.save()
+            self._arm_timer(session)
+            self.sessions[session.record.session_id] = session
+            return self._status(session)
 
     def _resolve_new_workspace(self, task: Task, workspace: Path | str, within: Path | None) -> Path:
         raw = str(workspace)
@@ -419,10 +447,20 @@ class SessionManager:
         self._check_workspace(task, resolved)  # before creating anything
         return resolved
 
-    def _check_free(self, task: Task, workspace: Path, ws_fd: int, *, allow_nonempty: bool) -> None:
+    def _check_run_rules(self, task: Task, workspace: Path) -> int:
+        """Refuse a workspace nested with another of this run's, or a task out of attempts
+        (bridge/attempts.py); returns the new session's attempt number."""
         for other in self.sessions.values():
             if other.workspace == workspace and other.record.state in ("active", "paused"):
                 raise SessionError(f"workspace {workspace} already has an open session {other.record.session_id}")
+        held = [HeldSession(session_id=s.record.session_id, task_id=s.record.task_id, workspace=s.workspace,
+                            state=s.record.state, submitted=s.record.submission is not None)
+                for s in self.sessions.values()]
+        check_not_nested(workspace, held)
+        return next_attempt(task.id, held, self.attempts)
+
+    def _check_free(self, workspace: Path, ws_fd: int, *, allow_nonempty: bool) -> None:
+        """Refuse a workspace with an open recorded session, or a non-empty one."""
         existing = find_recording_for_workspace(self.recordings_dir, workspace)
         if existing is not None:
             rec = load_record(existing)
@@ -434,7 +472,7 @@ class SessionManager:
                 f"workspace {workspace} is not empty; use an empty folder (or allow a non-empty one explicitly)")
 
     def _new_session(self, task: Task, workspace: Path, *, mode: Literal["agent", "human"],
-                     client: ClientInfo | None) -> Session:
+                     client: ClientInfo | None, attempt: int) -> Session:
         session_id = _new_session_id(task.id)
         rec_dir = self.recordings_dir / session_id
         rec_dir.mkdir(parents=True)
@@ -443,12 +481,14 @@ class SessionManager:
             task_version=task.manifest.version, task_source=task.source, task_port=task.port,
             time_limit=task.manifest.timeouts.session, workspace=str(workspace), mode=mode,
             practice=self.practice, client=client or ClientInfo(), created_at=iso(utcnow()),
+            run_id=self.run_id, attempt=attempt,
         )
         session = Session(record, rec_dir, task)
         session.claim()
         session.events.append(
             "session_start", session_id=session_id, task_id=task.id, task_hash=task.content_hash,
             mode=mode, client=record.client.model_dump(), workspace=str(workspace),
+            run_id=self.run_id, attempt=attempt,
         )
         return session
 
@@ -538,7 +578,7 @@ class SessionManager:
             recorder_mode=recorder.mode if recorder else "stopped",
             recorder_degraded=recorder.degraded if recorder else None,
             submission=rec.submission, scoring=rec.job.state if rec.job else "not_submitted",
-            job_id=rec.job.job_id if rec.job else None, message=message,
+            job_id=rec.job.job_id if rec.job else None, attempt=rec.attempt, message=message,
         )
 
     def status(self, session_id: str) -> SessionStatus:
@@ -762,21 +802,25 @@ class SessionManager:
             session.job_done.set()
 
     def result(self, session_id: str, *, wait_seconds: float = 0.0) -> ResultStatus:
-        session = self._get(session_id)
+        session = self.sessions.get(session_id)
+        if session is None:  # e.g. finished before a restart: read it from its recording
+            record, rec_dir = self.recorded(session_id)
+            return result_status(record, rec_dir)
         if wait_seconds > 0 and session.record.job and session.record.job.state in ("queued", "running"):
             session.job_done.wait(timeout=min(float(wait_seconds), 600.0))
         with session.lock:
-            job = session.record.job
-            if job is None:
-                return ResultStatus(session_id=session_id, state="not_submitted",
-                                    message="not submitted yet: call submit_task when the work is done")
-            status = ResultStatus(session_id=session_id, state=job.state, job_id=job.job_id,
-                                  message=job.error or job.message)
-            if job.state == "done" and job.result_dir:
-                data = json.loads((session.dir / job.result_dir / "result.json").read_text(encoding="utf-8"))
-                status.result = data
-                status.summary = summarize_result(data)
-            return status
+            return result_status(session.record, session.dir)
+
+    def recorded(self, session_id: str) -> tuple[SessionRecord, Path]:
+        """A session of the recordings folder that this process does not hold (read-only)."""
+        try:
+            rec_dir = recording_dir_for(self.recordings_dir, session_id)
+            record = load_record(rec_dir)
+        except SessionError:
+            raise SessionError(f"unknown session {session_id!r}") from None
+        if record.session_id != session_id:
+            raise SessionError(f"unknown session {session_id!r}")
+        return record, rec_dir
 
     def quit(self, session_id: str, reason: str = "") -> SessionStatus:
         session = self._get(session_id)

@@ -42,6 +42,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", choices=PROFILE_CHOICES, default="both",
                         help="scoring profile(s) (default both)")
     parser.add_argument("--practice", action="store_true", help="opt-in practice mode (recorded as such)")
+    parser.add_argument("--attempts", type=int, default=1, metavar="N",
+                        help="scored submissions allowed per task in this run (one server process; default 1); "
+                             "each is recorded as its own attempt")
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
 
@@ -69,7 +72,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     for line in catalog.errors:
         print(f"rgbridge serve: warning: {line}", file=sys.stderr)
     recordings = _abs(args.recordings) or default_recordings_dir()
-    manager = SessionManager(catalog, recordings_dir=recordings, profile=args.profile, practice=args.practice)
+    manager = SessionManager(catalog, recordings_dir=recordings, profile=args.profile, practice=args.practice,
+                             attempts=args.attempts)
     try:
         server = build_server(manager, default_workspace=_abs(args.workspace))
         if args.transport == "stdio":

@@ -93,6 +93,7 @@ class TaskResult(BaseModel):
     session_id: str
     state: str
     job_id: str | None = None
+    attempt: int = 1
     message: str = ""
     summary: dict[str, Any] | None = None
     waited_seconds: float = 0.0
@@ -178,15 +179,20 @@ class BridgeTools:
         await anyio.to_thread.run_sync(functools.partial(self.log, session_id, tool, arguments, ok=ok, error=error))
 
     # ------------------------------------------------------------------ session lookup
-    def session_for(self, session_id: str | None, caller: Caller) -> str:
+    def session_for(self, session_id: str | None, caller: Caller, *, recorded_ok: bool = False) -> str:
         """The session a call refers to: the given id (if this client may use it), else this
-        client's current session, else its most recent open session inside the workspace."""
+        client's current session, else its most recent open session inside the workspace.
+        `recorded_ok`: the id may also name a session only on disk (finished before a restart)."""
         if session_id:
-            sid = self.manager.resolve(session_id)
+            if recorded_ok and session_id not in self.manager.sessions:
+                workspace = self.manager.recorded(session_id)[0].workspace
+                sid = session_id
+            else:
+                sid = self.manager.resolve(session_id)
+                workspace = self.manager.status(sid).workspace
             self.owners.check(caller, sid)
-            status = self.manager.status(sid)
-            if not is_inside(self.root, status.workspace):
-                raise SessionError(f"session {sid} works in {status.workspace}, outside this server's workspace")
+            if not is_inside(self.root, workspace):
+                raise SessionError(f"session {sid} works in {workspace}, outside this server's workspace")
             return sid
         statuses = [s for s in self.manager.active() if is_inside(self.root, s.workspace)]
         ids = set(self.owners.mine(caller, [s.session_id for s in statuses]))
@@ -308,7 +314,8 @@ def build_server(
         args = {"session_id": session_id, "wait_seconds": wait_seconds}
 
         async def body(box: dict[str, Any]) -> TaskResult:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id, caller_of(ctx.request_context))
+            box["session_id"] = sid = await _thread(tools.session_for, session_id, caller_of(ctx.request_context),
+                                                    recorded_ok=True)
             try:
                 wait = min(max(float(wait_seconds), 0.0), MAX_WAIT_SECONDS)
             except (TypeError, ValueError):
@@ -324,7 +331,8 @@ def build_server(
                 # Short slices keep progress flowing and let a cancelled call return promptly.
                 status = await _thread(manager.result, sid, wait_seconds=min(PROGRESS_INTERVAL, remaining))
             return TaskResult(
-                session_id=status.session_id, state=status.state, job_id=status.job_id, message=status.message,
+                session_id=status.session_id, state=status.state, job_id=status.job_id, attempt=status.attempt,
+                message=status.message,
                 summary=status.summary, waited_seconds=round(time.monotonic() - started, 3),
                 next_step=_result_next_step(status),
             )

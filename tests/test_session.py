@@ -67,7 +67,7 @@ def write_solution(task_dir: Path, ws: Path) -> None:
 
 def test_start_seeds_readme_only_and_refuses_bad_workspaces(env, tasks_dir: Path) -> None:
     make, tmp, _ = env
-    mgr = make()
+    mgr = make(attempts=5)  # several starts of one task: the workspace checks are under test here
     ws = tmp / "ws"
     st = mgr.start("kv-ledger", ws, client=ClientInfo(name="pytest", version="1"))
     names = sorted(p.name for p in ws.iterdir())

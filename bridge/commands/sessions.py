@@ -21,7 +21,11 @@ from pathlib import Path
 
 from rich.live import Live
 from rich.panel import Panel
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
+
+from bridge.attempts import pass_at_k_table
 
 from bridge.commands.common import (
     add_json_option,
@@ -32,7 +36,7 @@ from bridge.commands.common import (
     print_json,
     stderr_console,
 )
-from bridge.errors import SessionError
+from bridge.errors import PathError, SessionError
 from bridge.session import (
     META_DIR,
     SENTINEL,
@@ -44,6 +48,7 @@ from bridge.session import (
     find_recording_for_workspace,
     load_record,
     owned_by_live_process,
+    result_status,
     summarize_result,
 )
 
@@ -259,25 +264,34 @@ def cmd_session_status(args: argparse.Namespace) -> int:
 def cmd_session_list(args: argparse.Namespace) -> int:
     root = _recordings(args)
     rows = []
+    attempts = []
     for rec_dir in sorted(root.glob("*/session.json")) if root.is_dir() else []:
         try:
             record = load_record(rec_dir.parent)
-        except SessionError as exc:
+            summary = result_status(record, rec_dir.parent).summary
+        except (SessionError, PathError, OSError, ValueError) as exc:
             rows.append({"session_id": rec_dir.parent.name, "error": str(exc)})
             continue
         rows.append({"session_id": record.session_id, "task": record.task_id, "state": record.state,
-                     "mode": record.mode, "created_at": record.created_at,
+                     "mode": record.mode, "created_at": record.created_at, "attempt": record.attempt,
                      "working_seconds": round(record.clock.elapsed(), 1)})
+        attempts.append({"run_id": record.run_id, "task_id": record.task_id, "summary": summary})
+    # Pass@k where a run made more than one scored attempt of a task (bridge/attempts.py)
+    pass_k = [row for profile in ("strict", "compat") for row in pass_at_k_table(attempts, profile)]
     if args.json:
-        print_json(rows)
+        print_json({"sessions": rows, "pass_at_k": pass_k})
     else:
-        table = Table(title=f"recordings in {root}")
-        for col in ("session_id", "task", "state", "mode", "created_at", "working_seconds"):
+        cols = ("session_id", "task", "state", "attempt", "mode", "created_at", "working_seconds")
+        table = Table(title=escape(f"recordings in {root}"))
+        for col in cols:
             table.add_column(col)
         for row in rows:
-            table.add_row(*(str(row.get(c, row.get("error", ""))) for c in
-                            ("session_id", "task", "state", "mode", "created_at", "working_seconds")))
+            table.add_row(*(Text(str(row.get(c, row.get("error", "")))) for c in cols))
         console().print(table)
+        for row in pass_k:
+            ks = "  ".join(f"pass@{k} {v}" for k, v in row["pass_at_k"].items())
+            console().print(Text(f"{row['task_id']} ({row['profile']}, run {row['run_id']}): "
+                                 f"{row['c']}/{row['n']} attempts solved  {ks}"))
     return 0
 
 
