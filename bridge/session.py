@@ -35,7 +35,7 @@ from bridge.attach import (
 )
 from bridge.catalog import Catalog
 from bridge.clock import Clock, iso, utcnow
-from bridge.errors import BridgeError, PathError, SessionError
+from bridge.errors import BridgeError, PathError, RecordingError, SessionError
 from bridge.events import EventLog
 from bridge.files import pid_alive, write_json_atomic
 from bridge.fs.anchor import is_empty, open_workspace, replace_file, still_at, write_new
@@ -153,6 +153,7 @@ class SessionRecord(BaseModel):
     submission: Submission | None = None
     job: Job | None = None
     quit_reason: str | None = None
+    failure: str | None = None  # the last failed operation (e.g. a submit the disk refused); None when fine
 
 
 class SessionStatus(BaseModel):
@@ -172,6 +173,7 @@ class SessionStatus(BaseModel):
     scoring: JobState
     job_id: str | None
     attempt: int = 1
+    failure: str | None = None
     message: str = ""
 
 
@@ -578,7 +580,8 @@ class SessionManager:
             recorder_mode=recorder.mode if recorder else "stopped",
             recorder_degraded=recorder.degraded if recorder else None,
             submission=rec.submission, scoring=rec.job.state if rec.job else "not_submitted",
-            job_id=rec.job.job_id if rec.job else None, attempt=rec.attempt, message=message,
+            job_id=rec.job.job_id if rec.job else None, attempt=rec.attempt, failure=rec.failure,
+            message=message or (rec.failure or ""),
         )
 
     def status(self, session_id: str) -> SessionStatus:
@@ -716,24 +719,33 @@ class SessionManager:
             rec = session.record
             self._disarm_timer(session)
             rec.clock.stop()
-            session.events.append("clock_stop", working_seconds=rec.clock.elapsed())
-            assert session.recorder is not None
-            seal = session.recorder.seal(quiet_seconds=self.seal_quiet_seconds, max_wait=self.seal_max_wait,
-                                         tag=SUBMISSION_REF)
+            try:
+                session.events.append("clock_stop", working_seconds=rec.clock.elapsed())
+                assert session.recorder is not None
+                seal = session.recorder.seal(quiet_seconds=self.seal_quiet_seconds, max_wait=self.seal_max_wait,
+                                             tag=SUBMISSION_REF)
+                submission = Submission(
+                    signal=signal, at=iso(utcnow()), commit=seal.commit, tree_hash=seal.tree_hash,
+                    stable=seal.stable, seal_seconds=round(seal.seconds, 3), files=len(seal.manifest),
+                )
+                job = Job(job_id=secrets.token_hex(6), profile=self.profile)
+                saved = rec.model_copy(deep=True)
+                rec.submission, rec.state, rec.ended_at, rec.job, rec.failure = (
+                    submission, "submitted", submission.at, job, None)
+                try:
+                    session.save()  # the submission exists once session.json says so
+                except BaseException:
+                    session.record = rec = saved
+                    raise
+            except (OSError, RecordingError) as exc:
+                # A full or read-only store/recordings disk (git reports it as a RecordingError): the
+                # session stays open, the clock runs on, task_status shows why, submitting again retries.
+                raise self._submit_failed(session, exc) from None
             session.recorder.stop()
-            rec.submission = Submission(
-                signal=signal, at=iso(utcnow()), commit=seal.commit, tree_hash=seal.tree_hash,
-                stable=seal.stable, seal_seconds=round(seal.seconds, 3), files=len(seal.manifest),
-            )
-            rec.state = "submitted"
-            rec.ended_at = rec.submission.at
-            job = Job(job_id=secrets.token_hex(6), profile=self.profile)
-            rec.job = job
             session.events.append(
                 "submit", signal=signal, commit=seal.commit, tree_hash=seal.tree_hash, stable=seal.stable,
                 files=len(seal.manifest), working_seconds=rec.clock.elapsed(), job_id=job.job_id,
             )
-            session.save()
             self._launch_job(session)
             note = "" if seal.stable else " (workspace kept changing while sealing: snapshot marked unstable)"
             return SubmitReceipt(
@@ -742,6 +754,22 @@ class SessionManager:
                 message=f"Submitted; scoring started as job {job.job_id}{note}. "
                         "Call get_result until its state is done.",
             )
+
+    def _submit_failed(self, session: Session, exc: OSError | RecordingError) -> SessionError:
+        rec = session.record
+        detail = (exc.strerror if isinstance(exc, OSError) else None) or str(exc).splitlines()[0][:300]
+        reason = f"submit failed: could not write the recording ({detail})"
+        rec.failure = reason
+        if rec.state == "active":
+            rec.clock.start()
+            self._arm_timer(session)
+        for step in (lambda: session.events.append("submit_failed", error=str(exc)[:500]), session.save):
+            try:
+                step()
+            except OSError:
+                pass  # the disk is still failing: the in-memory state is what task_status shows
+        return SessionError(f"{reason}; the session is still open: free space or fix the recordings folder, "
+                            "then call submit_task again")
 
     def _launch_job(self, session: Session) -> None:
         session.job_done.clear()
