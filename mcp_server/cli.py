@@ -125,13 +125,17 @@ def passthrough_args(args: argparse.Namespace) -> list[str]:
     return extra
 
 
-def _http_token(args: argparse.Namespace) -> str | None:
+def _token_file(args: argparse.Namespace) -> Path:
     from mcp_server.transport import TOKEN_FILE
 
+    return (_abs(args.recordings) or default_recordings_dir()) / TOKEN_FILE
+
+
+def _http_token(args: argparse.Namespace) -> str | None:
     token = args.token or os.environ.get("RGBRIDGE_TOKEN")
     if token:
         return token
-    token_file = (_abs(args.recordings) or default_recordings_dir()) / TOKEN_FILE
+    token_file = _token_file(args)
     try:
         return token_file.read_text(encoding="ascii").strip() or None
     except OSError:
@@ -139,22 +143,43 @@ def _http_token(args: argparse.Namespace) -> str | None:
 
 
 def cmd_ide_config(args: argparse.Namespace) -> int:
-    from mcp_server.ide_config import config_path, merge_into, render, server_entry
+    from mcp_server.ide_config import (
+        TOKEN_ENV,
+        config_path,
+        is_inside,
+        merge_into,
+        render,
+        server_entry,
+        token_reference,
+        vscode_token_input,
+    )
 
     workspace = _abs(args.workspace)
     assert workspace is not None
     token = _http_token(args) if args.transport == "http" else None
-    entry = server_entry(args.ide, workspace, transport=args.transport, url=args.url, token=token,
-                         extra_args=passthrough_args(args))
     target = config_path(args.ide, workspace)
+    in_workspace = is_inside(target, workspace)
+    written_token = token
+    if args.write and args.transport == "http" and in_workspace:
+        # The workspace is recorded, snapshotted and packed: the token never goes there.
+        written_token = token_reference(args.ide, target, workspace)
+    entry = server_entry(args.ide, workspace, transport=args.transport, url=args.url,
+                         token=written_token if args.write else token, extra_args=passthrough_args(args))
     if not args.write:
         sys.stdout.write(json.dumps(render(args.ide, entry), indent=2) + "\n")
         print(f"# merge into {target} (or rerun with --write)", file=sys.stderr)
         if args.transport == "http" and token is None:
             print("# no token found: start `rgbridge serve --transport http` first, or pass --token", file=sys.stderr)
         return 0
-    merge_into(target, args.ide, entry)
+    inputs = [vscode_token_input()] if written_token and written_token.startswith("${input:") else None
+    merge_into(target, args.ide, entry, inputs=inputs, private_backup=in_workspace)
     print(f"wrote server 'rgbridge' into {target}", file=sys.stderr)
+    if written_token is not None and written_token != token:
+        how = ("VS Code asks for it once (input 'rgbridge-token')" if inputs else
+               f"set {TOKEN_ENV} in the environment the IDE starts from")
+        source = f"the token file {_token_file(args)}" if not (args.token or os.environ.get("RGBRIDGE_TOKEN")) \
+            else "the token you gave"
+        print(f"the bearer token was not written into the workspace: {how} (value: {source})", file=sys.stderr)
     return 0
 
 

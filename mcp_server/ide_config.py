@@ -23,6 +23,16 @@ IDE = Literal["cursor", "vscode", "antigravity", "claude", "windsurf"]
 IDES: tuple[str, ...] = ("cursor", "vscode", "antigravity", "claude", "windsurf")
 SERVER_KEY = "rgbridge"
 DEFAULT_HTTP_URL = "http://127.0.0.1:8765/mcp"
+TOKEN_ENV = "RGBRIDGE_TOKEN"
+VSCODE_TOKEN_INPUT = "rgbridge-token"
+#: how each IDE's config refers to the token without holding it (reference/mcp-sdk.md §7 lists
+#: the interpolation each IDE documents); Antigravity documents none.
+TOKEN_REFERENCES: dict[str, str] = {
+    "cursor": "${env:" + TOKEN_ENV + "}",
+    "windsurf": "${env:" + TOKEN_ENV + "}",
+    "claude": "${" + TOKEN_ENV + "}",
+    "vscode": "${input:" + VSCODE_TOKEN_INPUT + "}",
+}
 
 
 class ConfigError(BridgeError):
@@ -101,16 +111,38 @@ def server_entry(
     return entry
 
 
+def is_inside(path: Path, folder: Path) -> bool:
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(folder))
+
+
+def token_reference(ide: str, config_file: Path, workspace: Path) -> str:
+    """The token as a config file inside the workspace must spell it: a reference the IDE
+    expands, never the token itself (the workspace is recorded, snapshotted and packed)."""
+    reference = TOKEN_REFERENCES.get(ide)
+    if reference is None:
+        raise ConfigError(f"{config_file} is inside the workspace {workspace} and {ide} cannot read the token "
+                          "from the environment; refusing to write the bearer token there")
+    return reference
+
+
+def vscode_token_input() -> dict[str, Any]:
+    return {"id": VSCODE_TOKEN_INPUT, "type": "promptString", "password": True,
+            "description": "rgbridge HTTP bearer token (the server prints it and keeps it in its token file)"}
+
+
 def render(ide: str, entry: dict[str, Any]) -> dict[str, Any]:
     """A whole config document holding only our entry (what `ide-config` prints)."""
     return {_format(ide).top_key: {SERVER_KEY: entry}}
 
 
-def merge_into(path: Path, ide: str, entry: dict[str, Any]) -> dict[str, Any]:
+def merge_into(path: Path, ide: str, entry: dict[str, Any], *, inputs: list[dict[str, Any]] | None = None,
+               private_backup: bool = False) -> dict[str, Any]:
     """Merge our entry into the config file at `path`, keeping every other key and server.
 
     Refuses a file that is not a JSON object (an IDE config we cannot parse is never
     overwritten); writes atomically and keeps the previous content as `<name>.bak`.
+    `inputs`: VS Code input definitions our entry refers to (merged by id). `private_backup`:
+    the file is in a workspace, so the backup must not keep our old entry's bearer token.
     """
     fmt = _format(ide)
     document: dict[str, Any] = {}
@@ -135,17 +167,34 @@ def merge_into(path: Path, ide: str, entry: dict[str, Any]) -> dict[str, Any]:
         servers = {}
     elif not isinstance(servers, dict):
         raise ConfigError(f"{path}: '{fmt.top_key}' is not a JSON object; refusing to overwrite it")
+    previous = json.loads(json.dumps(document)) if existed else None
     servers[SERVER_KEY] = entry
     document[fmt.top_key] = servers
+    if inputs:
+        known = document.get("inputs")
+        if known is not None and not isinstance(known, list):
+            raise ConfigError(f"{path}: 'inputs' is not a JSON list; refusing to overwrite it")
+        kept = [i for i in (known or []) if not (isinstance(i, dict) and i.get("id") in {x["id"] for x in inputs})]
+        document["inputs"] = kept + inputs
     path.parent.mkdir(parents=True, exist_ok=True)
     if existed:
-        shutil.copy2(path, path.with_name(path.name + ".bak"))
+        backup = path.with_name(path.name + ".bak")
+        if private_backup and previous is not None:
+            old = (previous.get(fmt.top_key) or {}).get(SERVER_KEY)
+            if isinstance(old, dict) and "headers" in old:
+                old["headers"] = {"Authorization": "Bearer <removed by rgbridge ide-config>"}
+            _write_atomic(backup, json.dumps(previous, indent=2, ensure_ascii=False) + "\n")
+        else:
+            shutil.copy2(path, backup)
+            if _has_secret(backup.read_text(encoding="utf-8", errors="replace")):
+                os.chmod(backup, 0o600)
     _write_atomic(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     return document
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    mode = (path.stat().st_mode & 0o777) if path.exists() else 0o600 if _has_secret(text) else 0o644
+    # A file holding a token is private even if an older version left it 0644.
+    mode = 0o600 if _has_secret(text) else (path.stat().st_mode & 0o777) if path.exists() else 0o644
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -160,5 +209,5 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def _has_secret(text: str) -> bool:
-    # A bearer token in a new file: keep it private to the user (anchors.md §7.4).
+    # A bearer token: keep the file private to the user.
     return "Bearer " in text

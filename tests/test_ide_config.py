@@ -157,3 +157,94 @@ def test_generated_stdio_config_launches_a_working_server(home: Path, tmp_path: 
 
     names = anyio.run(go)
     assert "start_task" in names and len(names) == 10
+
+
+# --------------------------------------------------------------------------- issue 8, opening 8(e)
+TOKEN = "secret-token-" + "k" * 30
+REFERENCES = {"cursor": "${env:RGBRIDGE_TOKEN}", "claude": "${RGBRIDGE_TOKEN}", "vscode": "${input:rgbridge-token}"}
+
+
+def files_holding(folder: Path, needle: str) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
+
+
+@pytest.mark.parametrize("ide", sorted(EXPECTED_FILES))
+def test_http_write_never_puts_the_token_in_the_workspace(ide: str, home: Path, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    assert rgbridge(["ide-config", ide, "--workspace", str(ws), "--transport", "http", "--token", TOKEN,
+                     "--write"]) == 0
+    assert files_holding(ws, TOKEN) == []
+    in_home, rel, top = EXPECTED_FILES[ide]
+    path = (home if in_home else ws) / rel
+    entry = json.loads(path.read_text())[top]["rgbridge"]
+    auth = entry["headers"]["Authorization"]
+    if in_home:  # outside the workspace: the token itself, in a private file
+        assert auth == f"Bearer {TOKEN}" and stat.S_IMODE(path.stat().st_mode) == 0o600
+    else:
+        assert auth == f"Bearer {REFERENCES[ide]}"
+    if ide == "vscode":
+        (inp,) = json.loads(path.read_text())["inputs"]
+        assert inp["id"] == "rgbridge-token" and inp["password"] is True
+
+
+def test_existing_token_file_in_workspace_is_cleaned_and_private(home: Path, tmp_path: Path) -> None:
+    """An older version wrote the token into the workspace's .mcp.json with mode 0644: rewriting
+    it leaves no copy of the token in the workspace (not even the .bak) and fixes the mode."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    old = ws / ".mcp.json"
+    old.write_text(json.dumps({"mcpServers": {"rgbridge": {"type": "http", "url": "u",
+                                                           "headers": {"Authorization": f"Bearer {TOKEN}"}},
+                                              "other": {"command": "x"}}}))
+    old.chmod(0o644)
+    assert rgbridge(["ide-config", "claude", "--workspace", str(ws), "--transport", "http", "--token", TOKEN,
+                     "--write"]) == 0
+    assert files_holding(ws, TOKEN) == []
+    assert stat.S_IMODE(old.stat().st_mode) == 0o600
+    backup = ws / ".mcp.json.bak"
+    assert json.loads(backup.read_text())["mcpServers"]["other"] == {"command": "x"}
+    assert stat.S_IMODE(backup.stat().st_mode) == 0o600
+
+
+def test_existing_home_config_mode_is_fixed(home: Path, tmp_path: Path) -> None:
+    path = home / ".codeium" / "windsurf" / "mcp_config.json"
+    path.parent.mkdir(parents=True)
+    path.write_text("{}")
+    path.chmod(0o644)
+    assert rgbridge(["ide-config", "windsurf", "--workspace", str(tmp_path / "ws"), "--transport", "http",
+                     "--token", TOKEN, "--write"]) == 0
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_antigravity_config_inside_workspace_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    ws = tmp_path / "ws"
+    monkeypatch.setenv("HOME", str(ws / "home"))  # the home config would land inside the workspace
+    assert rgbridge(["ide-config", "antigravity", "--workspace", str(ws), "--transport", "http", "--token", TOKEN,
+                     "--write"]) == 2
+    assert "refusing to write the bearer token" in capsys.readouterr().err
+    assert not ws.exists() or files_holding(ws, TOKEN) == []
+
+
+def test_recorded_session_never_holds_the_token(home: Path, tmp_path: Path, tasks_dir: Path) -> None:
+    from bridge.catalog import Catalog
+    from bridge.session import SessionManager
+    from bridge.shadowgit import ShadowStore
+    from tests.test_session import CountingScorer
+
+    mgr = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec", scorer=CountingScorer(),
+                         settle_seconds=0.05)
+    try:
+        st = mgr.start("kv-ledger", tmp_path / "ws")
+        for ide in ("claude", "cursor", "vscode"):
+            assert rgbridge(["ide-config", ide, "--workspace", st.workspace, "--transport", "http",
+                             "--token", TOKEN, "--write"]) == 0
+        mgr.quit(st.session_id)
+    finally:
+        mgr.close()
+    store = ShadowStore(Path(st.recording) / "store", Path(st.workspace))
+    out = tmp_path / "checkout"
+    store.checkout_to(store.head(), out)
+    assert (out / ".mcp.json").is_file()  # recorded, but holding only the reference
+    assert files_holding(out, TOKEN) == [] and files_holding(Path(st.recording), TOKEN) == []
