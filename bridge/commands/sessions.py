@@ -332,7 +332,7 @@ def _wait_in_process(mgr: SessionManager, sid: str, timeout: float | None) -> Re
     started = time.monotonic()
     last = ""
     while True:
-        result = mgr.result(sid, wait_seconds=5.0)
+        result = mgr.result(sid, wait_seconds=1.0)
         if result.state not in ("queued", "running"):
             return result
         elapsed = time.monotonic() - started
