@@ -52,6 +52,7 @@ log = logging.getLogger("bridge.session")
 
 FORMAT_VERSION = 1
 SENTINEL = "SUBMIT"
+SUBMIT_RETRY_SECONDS = 5.0  # a time-limit submit the disk refused is retried this often
 SUBMISSION_REF = "refs/rgbridge/submission"
 #: files an IDE may put in a fresh workspace that do not make it "non-empty"
 IDE_FILES = frozenset({".mcp.json", ".DS_Store"})
@@ -666,12 +667,12 @@ class SessionManager:
         return summary
 
     # ------------------------------------------------------------------ time limit
-    def _arm_timer(self, session: Session) -> None:
+    def _arm_timer(self, session: Session, *, at_least: float = 0.0) -> None:
         self._disarm_timer(session)
         limit = session.record.time_limit
         if limit <= 0:
             return
-        remaining = max(0.0, limit - session.record.clock.elapsed())
+        remaining = max(at_least, limit - session.record.clock.elapsed())
         sid = session.record.session_id
         timer = threading.Timer(remaining, lambda: self._on_time_limit(sid))
         timer.daemon = True
@@ -754,7 +755,8 @@ class SessionManager:
         rec.failure = reason
         if rec.state == "active":
             rec.clock.start()
-            self._arm_timer(session)
+            # past the time limit the timer retries the submit, but not in a tight loop
+            self._arm_timer(session, at_least=SUBMIT_RETRY_SECONDS)
         for step in (lambda: session.events.append("submit_failed", error=str(exc)[:500]), session.save):
             try:
                 step()

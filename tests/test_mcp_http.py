@@ -189,7 +189,7 @@ def test_sessions_belong_to_the_client_that_started_them(server: HttpServer) -> 
     session by passing no session id nor by naming it; A's session is untouched."""
     async def go() -> None:
         async with http_client(server) as a, http_client(server) as b, http_client(server, "auto") as m:
-            started = await a.call_tool("start_task", {"task_id": "kv-ledger", "workspace": "owned-a"})
+            started = await a.call_tool("start_task", {"task_id": "library-api", "workspace": "owned-a"})
             assert not started.is_error, started.content
             sid = started.structured_content["session_id"]
             # B, no session id: not A's session
@@ -209,7 +209,7 @@ def test_sessions_belong_to_the_client_that_started_them(server: HttpServer) -> 
             mine = (await a.call_tool("task_status", {})).structured_content
             assert mine["session_id"] == sid and mine["state"] == "active" and mine["clock_running"]
             # B's own session is B's current one; A's calls without id still mean A's
-            b_started = (await b.call_tool("start_task", {"task_id": "library-api", "workspace": "owned-b"})
+            b_started = (await b.call_tool("start_task", {"task_id": "link-shortener", "workspace": "owned-b"})
                          ).structured_content
             assert (await b.call_tool("task_status", {})).structured_content["session_id"] == b_started["session_id"]
             assert (await a.call_tool("task_status", {})).structured_content["session_id"] == sid
