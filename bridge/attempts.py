@@ -1,7 +1,9 @@
 """Attempts: how many scored submissions an agent run may make per task, and Pass@k over them.
 
 A *run* is one bridge process holding sessions (one `rgbridge serve`, or one `rgbridge session
-start`): the sessions it started and the ones it re-attached. By default a run gets one attempt
+start`): the sessions it started and the ones it re-attached. `rgbridge serve --run-id ID` names
+the run instead, so it spans server restarts: every session of that run id in the recordings
+folder counts (an evaluator pins it to keep a restart from buying a fresh attempt). By default a run gets one attempt
 per task, so an agent cannot open several sessions for a task, submit each and hill-climb on the
 scores `get_result` returns; `rgbridge serve --attempts N` allows N. An attempt is a session
 that is open or was submitted (a session quit without scoring used no attempt). Each session
@@ -16,6 +18,7 @@ session's folder would see — and record — that session's files.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from math import comb
@@ -25,6 +28,13 @@ from typing import Any
 from bridge.errors import PathError, SessionError
 
 OPEN_STATES = ("active", "paused")
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def check_run_id(text: str) -> str:
+    if not _RUN_ID.fullmatch(text):
+        raise SessionError(f"invalid run id {text[:80]!r}: letters, digits, '.', '_' and '-' (at most 64)")
+    return text
 
 
 @dataclass(frozen=True)

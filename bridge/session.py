@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, Field
 
 from bridge import __version__, integrity
-from bridge.attempts import HeldSession, check_not_nested, next_attempt
+from bridge.attempts import HeldSession, check_not_nested, check_run_id, next_attempt
 from bridge.attach import (
     MARKER,
     META_DIR,
@@ -319,6 +319,21 @@ def capped_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def recorded_sessions_of_run(recordings_dir: Path, run_id: str) -> list[HeldSession]:
+    """Sessions of `run_id` in the recordings folder (also those of earlier processes of the run)."""
+    out: list[HeldSession] = []
+    for rec_dir in sorted(p for p in recordings_dir.iterdir() if is_session_id(p.name)):
+        try:
+            record = load_record(rec_dir)
+        except (SessionError, OSError):
+            continue
+        if record.run_id == run_id and record.session_id == rec_dir.name:
+            out.append(HeldSession(session_id=record.session_id, task_id=record.task_id,
+                                   workspace=Path(record.workspace), state=record.state,
+                                   submitted=record.submission is not None))
+    return out
+
+
 class SessionManager:
     """The core API behind the MCP tools and the session CLI verbs."""
 
@@ -335,12 +350,14 @@ class SessionManager:
         seal_max_wait: float = 30.0,
         reattach: bool = True,
         attempts: int = 1,
+        run_id: str | None = None,
     ) -> None:
         if attempts < 1:
             raise SessionError(f"--attempts must be at least 1 (got {attempts})")
         self.catalog = catalog
         self.attempts = attempts
-        self.run_id = f"{utcnow().strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(4)}"
+        self.named_run = bool(run_id)
+        self.run_id = check_run_id(run_id) if run_id else f"{utcnow().strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(4)}"
         self.recordings_dir = Path(recordings_dir).resolve()
         self.recordings_dir.mkdir(parents=True, exist_ok=True)
         self.profile = profile
@@ -448,10 +465,15 @@ class SessionManager:
         for other in self.sessions.values():
             if other.workspace == workspace and other.record.state in ("active", "paused"):
                 raise SessionError(f"workspace {workspace} already has an open session {other.record.session_id}")
-        held = [HeldSession(session_id=s.record.session_id, task_id=s.record.task_id, workspace=s.workspace,
-                            state=s.record.state, submitted=s.record.submission is not None)
-                for s in self.sessions.values()]
-        check_not_nested(workspace, held)
+        held = {s.record.session_id: HeldSession(session_id=s.record.session_id, task_id=s.record.task_id,
+                                                 workspace=s.workspace, state=s.record.state,
+                                                 submitted=s.record.submission is not None)
+                for s in self.sessions.values()}
+        # A run id given on the command line spans processes: its sessions on disk count too.
+        for item in recorded_sessions_of_run(self.recordings_dir, self.run_id) if self.named_run else []:
+            held.setdefault(item.session_id, item)
+        check_not_nested(workspace, list(held.values()))
+        return next_attempt(task.id, list(held.values()), self.attempts)
         return next_attempt(task.id, held, self.attempts)
 
     def _check_free(self, workspace: Path, ws_fd: int, *, allow_nonempty: bool) -> None:

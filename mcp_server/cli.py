@@ -45,6 +45,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--attempts", type=int, default=1, metavar="N",
                         help="scored submissions allowed per task in this run (one server process; default 1); "
                              "each is recorded as its own attempt")
+    parser.add_argument("--run-id", default=None, metavar="ID",
+                        help="name the agent run so attempts are counted across server restarts (sessions of this "
+                             "run id in the recordings folder count); default: a fresh run per process")
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
 
@@ -73,7 +76,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"rgbridge serve: warning: {line}", file=sys.stderr)
     recordings = _abs(args.recordings) or default_recordings_dir()
     manager = SessionManager(catalog, recordings_dir=recordings, profile=args.profile, practice=args.practice,
-                             attempts=args.attempts)
+                             attempts=args.attempts, run_id=args.run_id)
     try:
         server = build_server(manager, default_workspace=_abs(args.workspace))
         if args.transport == "stdio":

@@ -156,3 +156,28 @@ def test_get_result_after_restart_reads_the_recording(tmp_path: Path, tasks_dir:
     # nothing more than before reaches the agent: same fields, no full result
     assert set(out) == set(TaskResult.model_fields)
     assert "result" not in out
+
+
+def test_named_run_counts_attempts_across_restarts(tmp_path: Path, tasks_dir: Path) -> None:
+    first = manager(tmp_path, tasks_dir, run_id="eval-run-1")
+    try:
+        sid = first.start("kv-ledger", tmp_path / "a").session_id
+        first.submit(sid)
+        first.result(sid, wait_seconds=20)
+    finally:
+        first.close()
+    again = manager(tmp_path, tasks_dir, run_id="eval-run-1")  # the server restarted, same run
+    try:
+        with pytest.raises(SessionError, match="1 of 1 attempt"):
+            again.start("kv-ledger", tmp_path / "b")
+        with pytest.raises(PathError, match="overlaps the workspace"):
+            again.start("library-api", tmp_path / "a" / "inner")
+    finally:
+        again.close()
+    fresh = manager(tmp_path, tasks_dir)  # an unnamed run is one process: a new run
+    try:
+        assert fresh.start("kv-ledger", tmp_path / "c").attempt == 1
+    finally:
+        fresh.close()
+    with pytest.raises(SessionError, match="invalid run id"):
+        manager(tmp_path, tasks_dir, run_id="../x")
