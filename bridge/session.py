@@ -22,7 +22,6 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, Field
 
 from bridge import __version__, integrity
-from bridge.attempts import HeldSession, check_not_nested, check_run_id, next_attempt
 from bridge.attach import (
     MARKER,
     META_DIR,
@@ -33,14 +32,15 @@ from bridge.attach import (
     read_marker,
     recording_dir_for,
 )
+from bridge.attempts import HeldSession, check_not_nested, check_run_id, next_attempt
 from bridge.catalog import Catalog
 from bridge.clock import Clock, iso, utcnow
-from bridge.locations import default_recordings_dir
 from bridge.errors import BridgeError, PathError, RecordingError, SessionError
 from bridge.events import EventLog
 from bridge.files import pid_alive, write_json_atomic
 from bridge.fs.anchor import is_empty, open_workspace, replace_file, still_at, write_new
 from bridge.hashing import EXCLUDED_DIRS
+from bridge.locations import default_recordings_dir
 from bridge.paths import safe_relative
 from bridge.recorder import Recorder
 from bridge.recovery import settle_orphaned_clock
@@ -395,7 +395,9 @@ class SessionManager:
     @property
     def scorer(self) -> Scorer:
         if self._scorer is None:
-            from bridge.scoring.engine import default_scorer  # lazy: docker only when scoring
+            from bridge.scoring.engine import (
+                default_scorer,  # lazy: docker only when scoring
+            )
 
             self._scorer = default_scorer()
         return self._scorer

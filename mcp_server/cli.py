@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from bridge.commands.common import PROFILE_CHOICES
-from bridge.locations import default_recordings_dir
 from bridge.errors import BridgeError
+from bridge.locations import default_recordings_dir
 
 DEFAULT_PORT = 8765
 

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from bridge.errors import BridgeError, SessionError
@@ -28,9 +31,6 @@ from bridge.session import (
     TaskSpec,
     TaskSummary,
 )
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
-from mcp.types import ToolAnnotations
 from mcp_server.ownership import Caller, Owners, caller_of
 from mcp_server.workspace import WorkspaceRoot, find_root, is_inside, resolve_workspace
 

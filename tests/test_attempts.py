@@ -11,12 +11,12 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp import Client
 
 from bridge.attempts import pass_at_k, pass_at_k_table
 from bridge.catalog import Catalog
 from bridge.errors import PathError, SessionError
 from bridge.session import SessionManager, load_record
-from mcp import Client
 from mcp_server.server import TaskResult, build_server
 from tests.test_session import CountingScorer, write_solution
 

@@ -12,11 +12,11 @@ import subprocess
 import sys
 import textwrap
 import time
-import uuid
 from pathlib import Path
 
 import anyio
 import pytest
+from mcp import Client
 
 import bridge.session as session_module
 from bridge.catalog import Catalog
@@ -24,7 +24,6 @@ from bridge.clock import parse_iso
 from bridge.errors import SessionError
 from bridge.events import load_events
 from bridge.session import SessionManager, load_record
-from mcp import Client
 from mcp_server.server import build_server
 from tests.test_session import CountingScorer, write_solution
 

@@ -4,20 +4,19 @@ while start_task runs must never get a session started on (or anything written t
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 from pathlib import Path
 
 import anyio
 import pytest
+from mcp import Client
 
 from bridge.catalog import Catalog
 from bridge.errors import PathError
 from bridge.fs.anchor import open_workspace, still_at
 from bridge.session import SessionManager
 from bridge.shadowgit import ShadowStore
-from mcp import Client
 from mcp_server.server import build_server
 from tests.test_session import CountingScorer
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -16,10 +15,13 @@ import pytest
 
 from bridge.attach import read_marker
 from bridge.catalog import Catalog
-from bridge.clock import parse_iso
 from bridge.errors import SessionError
-from bridge.events import load_events
-from bridge.session import SessionManager, find_recording_for_workspace, load_record
+from bridge.session import (
+    SessionManager,
+    SessionStatus,
+    find_recording_for_workspace,
+    load_record,
+)
 from tests.test_session import CountingScorer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -38,12 +40,17 @@ def rgbridge(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[st
                           timeout=timeout, env=env, cwd=REPO_ROOT)
 
 
-def test_marker_holds_only_the_session_id(tmp_path: Path, tasks_copy: Path) -> None:
-    mgr = SessionManager(Catalog.from_options(tasks_copy), recordings_dir=tmp_path / "rec", scorer=CountingScorer())
+def start_and_leave(tasks: Path, rec: Path, workspace: Path, **kw) -> SessionStatus:
+    """A session started by a bridge process that then went away (its recording stays open)."""
+    mgr = SessionManager(Catalog.from_options(tasks), recordings_dir=rec, scorer=CountingScorer(), **kw)
     try:
-        st = mgr.start("kv-ledger", tmp_path / "ws")
+        return mgr.start("kv-ledger", workspace)
     finally:
         mgr.close()
+
+
+def test_marker_holds_only_the_session_id(tmp_path: Path, tasks_copy: Path) -> None:
+    st = start_and_leave(tasks_copy, tmp_path / "rec", tmp_path / "ws")
     marker = json.loads((tmp_path / "ws" / ".rgbridge" / "session.json").read_text())
     assert marker == {"session_id": st.session_id}
     assert find_recording_for_workspace(tmp_path / "rec", tmp_path / "ws") == Path(st.recording)
@@ -54,11 +61,7 @@ def test_forged_marker_does_not_reattach_or_submit(tmp_path: Path, tasks_copy: P
     workspace) whose workspace is the task folder; `rgbridge submit` must not re-attach it,
     submit anything, or create a store inside the workspace."""
     rec = tmp_path / "rec"
-    mgr = SessionManager(Catalog.from_options(tasks_copy), recordings_dir=rec, scorer=CountingScorer())
-    try:
-        real = mgr.start("kv-ledger", tmp_path / "ws")
-    finally:
-        mgr.close()
+    real = start_and_leave(tasks_copy, rec, tmp_path / "ws")
     ws = Path(real.workspace)
     task_dir = tasks_copy / "kv-ledger"
     fake = ws / "fake"
@@ -110,11 +113,7 @@ def test_malformed_marker_ids_are_ignored(tmp_path: Path, marker: object) -> Non
 
 
 def test_marker_naming_another_workspaces_session_is_refused(tmp_path: Path, tasks_copy: Path) -> None:
-    mgr = SessionManager(Catalog.from_options(tasks_copy), recordings_dir=tmp_path / "rec", scorer=CountingScorer())
-    try:
-        a = mgr.start("kv-ledger", tmp_path / "a")
-    finally:
-        mgr.close()
+    a = start_and_leave(tasks_copy, tmp_path / "rec", tmp_path / "a")
     other = tmp_path / "other"
     (other / ".rgbridge").mkdir(parents=True)
     (other / ".rgbridge" / "session.json").write_text(json.dumps({"session_id": a.session_id}))
@@ -128,11 +127,7 @@ def test_marker_naming_another_workspaces_session_is_refused(tmp_path: Path, tas
 
 def test_attach_refuses_recorded_workspace_inside_the_task(tmp_path: Path, tasks_copy: Path) -> None:
     rec = tmp_path / "rec"
-    mgr = SessionManager(Catalog.from_options(tasks_copy), recordings_dir=rec, scorer=CountingScorer())
-    try:
-        real = mgr.start("kv-ledger", tmp_path / "ws")
-    finally:
-        mgr.close()
+    real = start_and_leave(tasks_copy, rec, tmp_path / "ws")
     data = json.loads((Path(real.recording) / "session.json").read_text())
     data["workspace"] = str(tasks_copy / "kv-ledger" / "tests")
     (Path(real.recording) / "session.json").write_text(json.dumps(data))
@@ -165,8 +160,8 @@ def test_cli_submit_attaches_only_the_named_session_and_reports_progress(
         tmp_path: Path, tasks_copy: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Opening 8(d): `rgbridge submit --workspace A` with no live server re-attaches A only (B's
     recording is not touched) and waits for scoring, printing progress, with no fixed cap."""
-    import bridge.scoring.engine as engine
     from bridge.cli import main as cli
+    from bridge.scoring import engine
 
     rec = tmp_path / "rec"
     mgr = SessionManager(Catalog.from_options(tasks_copy), recordings_dir=rec, scorer=CountingScorer(), attempts=2)
@@ -193,15 +188,11 @@ def test_cli_submit_attaches_only_the_named_session_and_reports_progress(
 
 def test_cli_submit_timeout_is_explicit(tmp_path: Path, tasks_copy: Path, monkeypatch: pytest.MonkeyPatch,
                                         capsys: pytest.CaptureFixture[str]) -> None:
-    import bridge.scoring.engine as engine
     from bridge.cli import main as cli
+    from bridge.scoring import engine
 
     rec = tmp_path / "rec"
-    mgr = SessionManager(Catalog.from_options(tasks_copy), recordings_dir=rec, scorer=CountingScorer())
-    try:
-        a = mgr.start("kv-ledger", tmp_path / "a")
-    finally:
-        mgr.close()
+    a = start_and_leave(tasks_copy, rec, tmp_path / "a")
     monkeypatch.setattr(engine, "default_scorer", lambda: SlowScorer(3.0))
     code = cli(["submit", "--workspace", str(tmp_path / "a"), "--recordings", str(rec), "--tasks", str(tasks_copy),
                 "--timeout", "1"])

@@ -20,13 +20,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rich.live import Live
-from rich.panel import Panel
 from rich.markup import escape
+from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from bridge.attempts import pass_at_k_table
-
 from bridge.commands.common import (
     add_json_option,
     add_profile_option,

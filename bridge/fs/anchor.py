@@ -21,27 +21,11 @@ def _walk(path: Path, *, create: bool) -> int:
     if not path.is_absolute():
         raise PathError(f"workspace {path} must be absolute")
     rel = str(path).strip("/")
-    fd = os.open("/", _DIR_FLAGS)
-    if not rel:
-        return fd
+    top = os.open("/", _DIR_FLAGS)
     try:
-        for name in split_rel(rel):
-            try:
-                nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    raise
-                try:
-                    os.mkdir(name, 0o755, dir_fd=fd)
-                except FileExistsError:
-                    pass  # created meanwhile: the O_NOFOLLOW open below decides
-                nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
+        return _descend(top, split_rel(rel) if rel else [], create=create)
+    finally:
+        os.close(top)
 
 
 def open_workspace(path: Path, *, create: bool = True) -> int:
@@ -78,19 +62,31 @@ def is_empty(fd: int, ignored: frozenset[str] | set[str]) -> bool:
     return all(name in ignored for name in os.listdir(fd))
 
 
-def write_new(dir_fd: int, rel: str, data: bytes, *, mode: int = 0o644) -> bool:
-    """Create `rel` below `dir_fd` (parents too) without following any symlink; False if it exists."""
-    parts = split_rel(rel)
+def _descend(dir_fd: int, names: list[str], *, create: bool = True) -> int:
+    """A new fd of `names` below `dir_fd` (missing folders created when `create`), each opened
+    O_DIRECTORY|O_NOFOLLOW: a symlink anywhere fails with ELOOP/ENOTDIR instead of being followed."""
     fd = os.dup(dir_fd)
     try:
-        for name in parts[:-1]:
-            try:
-                os.mkdir(name, 0o755, dir_fd=fd)
-            except FileExistsError:
-                pass
+        for name in names:
+            if create:
+                try:
+                    os.mkdir(name, 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass  # existing (or created meanwhile): the O_NOFOLLOW open decides
             nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = nxt
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def write_new(dir_fd: int, rel: str, data: bytes, *, mode: int = 0o644) -> bool:
+    """Create `rel` below `dir_fd` (parents too) without following any symlink; False if it exists."""
+    parts = split_rel(rel)
+    fd = _descend(dir_fd, parts[:-1])
+    try:
         try:
             out = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
                           dir_fd=fd)
@@ -110,24 +106,15 @@ def write_new(dir_fd: int, rel: str, data: bytes, *, mode: int = 0o644) -> bool:
 def replace_file(dir_fd: int, rel: str, data: bytes) -> None:
     """Write `rel` below `dir_fd` atomically (temp + rename in the same held folder)."""
     parts = split_rel(rel)
-    parent_rel = "/".join(parts[:-1])
     tmp = f".{parts[-1]}.{os.getpid()}.tmp"
-    fd = os.dup(dir_fd)
+    fd = _descend(dir_fd, parts[:-1])
     try:
-        for name in parts[:-1]:
-            try:
-                os.mkdir(name, 0o755, dir_fd=fd)
-            except FileExistsError:
-                pass
-            nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
         try:
             os.unlink(tmp, dir_fd=fd)
         except FileNotFoundError:
             pass
         if not write_new(fd, tmp, data):
-            raise PathError(f"cannot write {parent_rel}/{tmp}")
+            raise PathError(f"cannot write {rel}: its temporary file exists")
         os.replace(tmp, parts[-1], src_dir_fd=fd, dst_dir_fd=fd)
     finally:
         os.close(fd)
