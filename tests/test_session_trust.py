@@ -199,3 +199,24 @@ def test_cli_submit_timeout_is_explicit(tmp_path: Path, tasks_copy: Path, monkey
     assert code != 0
     assert "--timeout" in capsys.readouterr().err
     assert load_record(Path(a.recording)).state == "submitted"
+
+
+def test_reattach_rechecks_the_final_resolved_workspace(tmp_path: Path, tasks_copy: Path) -> None:
+    """The recorded workspace path is fine as text, but by now it is a symlink into the task's
+    golden tests: the re-attach decides on the resolved path and refuses it."""
+    rec = tmp_path / "rec"
+    st = start_and_leave(tasks_copy, rec, tmp_path / "ws")
+    ws = Path(st.workspace)
+    os.rename(ws, tmp_path / "ws-moved")
+    ws.symlink_to(tasks_copy / "kv-ledger" / "tests")
+    before = sorted(p.name for p in (tasks_copy / "kv-ledger" / "tests").iterdir())
+    mgr = SessionManager(Catalog.from_options(tasks_copy), recordings_dir=rec, scorer=CountingScorer(),
+                         reattach=False)
+    try:
+        with pytest.raises(Exception, match="not a resolved absolute path"):
+            mgr.attach(st.session_id)
+        assert mgr.reattach_all() == [] and st.session_id not in mgr.sessions
+    finally:
+        mgr.close()
+    assert sorted(p.name for p in (tasks_copy / "kv-ledger" / "tests").iterdir()) == before
+    assert not (Path(st.recording) / "owner.pid").exists()
