@@ -38,7 +38,7 @@ from bridge.clock import Clock, iso, utcnow
 from bridge.errors import BridgeError, PathError, RecordingError, SessionError
 from bridge.events import EventLog
 from bridge.files import pid_alive, write_json_atomic
-from bridge.fs.anchor import is_empty, open_workspace, replace_file, still_at, write_new
+from bridge.fs.anchor import identity, identity_at, is_empty, open_workspace, replace_file, still_at, write_new
 from bridge.hashing import EXCLUDED_DIRS
 from bridge.locations import default_recordings_dir
 from bridge.paths import safe_relative
@@ -241,6 +241,16 @@ class Session:
         self.job_thread: threading.Thread | None = None
         self.job_done = threading.Event()
         self.timer: threading.Timer | None = None
+        #: (st_dev, st_ino) of the workspace folder the session started on (bridge/fs/anchor.py)
+        self.anchor: tuple[int, int] | None = None
+
+    def check_anchor(self) -> None:
+        """Refuse to use a workspace path that, walked without following symlinks, no longer leads
+        to the folder the session started on (a folder on it was swapped for a symlink, e.g. into
+        a task's solution: the snapshot must come from the agent's own folder)."""
+        if self.anchor is not None and identity_at(self.workspace) != self.anchor:
+            raise PathError(f"the workspace path {self.workspace} no longer leads to this session's folder "
+                            "(a folder on it was moved or replaced by a symlink)")
 
     @property
     def workspace(self) -> Path:
@@ -430,6 +440,7 @@ class SessionManager:
                     self._seed(session, ws_fd)
                     self._start_recorder(session)
                     assert session.recorder is not None
+                    session.anchor = identity(ws_fd)
                     if session.recorder.root != workspace or not still_at(ws_fd, workspace):
                         raise PathError(f"workspace {workspace} changed while the session was starting "
                                         "(a folder on its path was replaced); nothing was started")
@@ -739,8 +750,10 @@ class SessionManager:
             try:
                 session.events.append("clock_stop", working_seconds=rec.clock.elapsed())
                 assert session.recorder is not None
+                session.check_anchor()
                 seal = session.recorder.seal(quiet_seconds=self.seal_quiet_seconds, max_wait=self.seal_max_wait,
                                              tag=SUBMISSION_REF)
+                session.check_anchor()  # the snapshot was read from the session's own folder
                 submission = Submission(
                     signal=signal, at=iso(utcnow()), commit=seal.commit, tree_hash=seal.tree_hash,
                     stable=seal.stable, seal_seconds=round(seal.seconds, 3), files=len(seal.manifest),
@@ -754,9 +767,10 @@ class SessionManager:
                 except BaseException:
                     session.record = rec = saved
                     raise
-            except (OSError, RecordingError) as exc:
-                # A full or read-only store/recordings disk (git reports it as a RecordingError): the
-                # session stays open, the clock runs on, task_status shows why, submitting again retries.
+            except (OSError, RecordingError, PathError) as exc:
+                # A full or read-only store/recordings disk (git reports it as a RecordingError), or a
+                # workspace path that no longer leads to the session's folder: the session stays
+                # open, the clock runs on, task_status shows why, submitting again retries.
                 raise self._submit_failed(session, exc) from None
             session.recorder.stop()
             session.events.append(
@@ -772,10 +786,11 @@ class SessionManager:
                         "Call get_result until its state is done.",
             )
 
-    def _submit_failed(self, session: Session, exc: OSError | RecordingError) -> SessionError:
+    def _submit_failed(self, session: Session, exc: OSError | RecordingError | PathError) -> SessionError:
         rec = session.record
         detail = (exc.strerror if isinstance(exc, OSError) else None) or str(exc).splitlines()[0][:300]
-        reason = f"submit failed: could not write the recording ({detail})"
+        reason = (f"submit refused: {detail}" if isinstance(exc, PathError)
+                  else f"submit failed: could not write the recording ({detail})")
         rec.failure = reason
         if rec.state == "active":
             rec.clock.start()
@@ -786,8 +801,9 @@ class SessionManager:
                 step()
             except OSError:
                 pass  # the disk is still failing: the in-memory state is what task_status shows
-        return SessionError(f"{reason}; the session is still open: free space or fix the recordings folder, "
-                            "then call submit_task again")
+        fix = ("restore the workspace folder" if isinstance(exc, PathError)
+               else "free space or fix the recordings folder")
+        return SessionError(f"{reason}; the session is still open: {fix}, then call submit_task again")
 
     def _launch_job(self, session: Session) -> None:
         session.job_done.clear()
@@ -938,6 +954,7 @@ class SessionManager:
         if not workspace.is_dir() and not interrupted_job:
             return None
         session = Session(record, rec_dir, task)
+        session.anchor = identity_at(workspace)  # what the workspace path leads to now, symlink-free
         session.claim()
         session.events.append("reattach", pid=os.getpid(), state=record.state)
         if record.state in ("active", "paused"):

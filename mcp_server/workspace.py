@@ -79,7 +79,11 @@ def resolve_workspace(root: WorkspaceRoot | None, argument: str | None) -> Resol
     root.path.mkdir(parents=True, exist_ok=True)
     if argument is None:
         return ResolvedWorkspace(path=root.path.resolve(), source=root.source)
-    inside = confine(root.path, argument)
+    try:
+        inside = confine(root.path, argument)
+    except OSError as exc:  # a folder on the path changed while it was resolved (ENOTDIR, ELOOP, ...)
+        raise PathError(f"workspace {argument!r} could not be resolved inside {root.path}: "
+                        f"{exc.strerror or exc}") from None
     return ResolvedWorkspace(path=inside, source=f"tool argument inside {root.source}")
 
 

@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 
 from bridge.catalog import Catalog
-from bridge.errors import PathError
+from bridge.errors import PathError, SessionError
 from bridge.fs.anchor import open_workspace, still_at
 from bridge.session import SessionManager
 from bridge.shadowgit import ShadowStore
@@ -115,3 +115,30 @@ def test_manager_start_rechecks_within_root(tmp_path: Path, tasks_dir: Path) -> 
         assert list(outside.iterdir()) == []
     finally:
         manager.close()
+
+
+def test_submit_refuses_a_workspace_path_redirected_after_start(tmp_path: Path, tasks_dir: Path) -> None:
+    """After the start, the agent swaps a folder on its workspace's path for a symlink into the
+    task folder, so that the path `.../flip/solution` now names the oracle solution. The submit
+    must not snapshot (and score) that; once the folder is back, submitting again works."""
+    root = tmp_path / "root"
+    manager = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec",
+                             scorer=CountingScorer(), settle_seconds=0.05, seal_quiet_seconds=0.2)
+    try:
+        st = manager.start("kv-ledger", root / "flip" / "solution", within=root)
+        (Path(st.workspace) / "mine.txt").write_text("my own work\n")
+        os.rename(root / "flip", root / "flip-real")
+        (root / "flip").symlink_to(tasks_dir / "kv-ledger")
+        with pytest.raises(SessionError, match="no longer leads to this session's folder"):
+            manager.submit(st.session_id)
+        status = manager.status(st.session_id)
+        assert status.state == "active" and status.submission is None and "submit refused" in status.failure
+        (root / "flip").unlink()
+        os.rename(root / "flip-real", root / "flip")
+        receipt = manager.submit(st.session_id)
+        assert manager.result(st.session_id, wait_seconds=20).state == "done"
+    finally:
+        manager.close()
+    store = ShadowStore(Path(st.recording) / "store", Path(st.workspace))
+    files = set(store.manifest_of(receipt.commit))
+    assert "mine.txt" in files and "app.py" not in files  # the agent's folder, not the solution

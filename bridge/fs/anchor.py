@@ -32,7 +32,7 @@ def open_workspace(path: Path, *, create: bool = True) -> int:
     """An O_DIRECTORY fd of `path`, no component of which may be a symlink; PathError otherwise."""
     try:
         return _walk(Path(path), create=create)
-    except (ValueError, NotADirectoryError) as exc:
+    except ValueError as exc:
         raise PathError(f"workspace {path} is not a directory path ({exc})") from None
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
@@ -46,16 +46,21 @@ def identity(fd: int) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
+def identity_at(path: Path) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of the folder `path` leads to without following symlinks, or None."""
+    try:
+        fd = _walk(Path(path), create=False)
+    except (OSError, ValueError, PathError):
+        return None
+    try:
+        return identity(fd)
+    finally:
+        os.close(fd)
+
+
 def still_at(fd: int, path: Path) -> bool:
     """Whether `path`, walked without following symlinks, is still the directory held by `fd`."""
-    try:
-        other = _walk(Path(path), create=False)
-    except (OSError, ValueError):
-        return False
-    try:
-        return identity(other) == identity(fd)
-    finally:
-        os.close(other)
+    return identity_at(path) == identity(fd)
 
 
 def is_empty(fd: int, ignored: frozenset[str] | set[str]) -> bool:
