@@ -86,6 +86,9 @@ def recording_report(rec_dir: Path | str) -> dict[str, Any]:
     md: dict[str, Any] = {"session_id": meta.session_id, "task_id": meta.task_id, "state": meta.state,
                           "created_at": meta.created_at, "timestamp": meta.ended_at or meta.created_at,
                           "client": f"{meta.client.name} {meta.client.version}".strip(), "mode": meta.mode}
+    extra = meta.model_extra or {}
+    if isinstance(extra.get("attempt"), int):  # recorded since attempts exist (bridge/attempts.py)
+        md.update(attempt=extra["attempt"], run_id=str(extra.get("run_id") or ""))
     if latest is not None:
         try:
             result = ScoreResult.model_validate_json((rec_dir / latest["path"]).read_text(encoding="utf-8"))

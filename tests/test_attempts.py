@@ -102,6 +102,10 @@ def test_attempts_option_records_each_attempt_and_pass_at_k(tmp_path: Path, task
         mgr.close()
     records = [load_record(tmp_path / "rec" / sid) for sid in ids]
     assert [r.attempt for r in records] == [1, 2, 3] and len({r.run_id for r in records}) == 1
+    from bridge.report_html import recording_report
+
+    meta = recording_report(tmp_path / "rec" / ids[2])["metadata"]
+    assert (meta["attempt"], meta["run_id"]) == (3, records[0].run_id)
     proc = subprocess.run([sys.executable, "-m", "bridge.cli", "session", "list", "--recordings",
                            str(tmp_path / "rec"), "--json"], capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert proc.returncode == 0, proc.stderr
