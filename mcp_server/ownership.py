@@ -8,7 +8,9 @@ Identity is the SDK's per-connection state (`Connection.state`, which persists a
 requests of one connection), not a header: headers are client input. On the handshake era a
 connection is one `Mcp-Session-Id`; a 2026-07-28 HTTP request is self-contained and has no
 connection to speak of, so such a caller has no identity: it must name its session, and the
-sessions it starts are reachable by their id only. stdio (and in-process) serves exactly one
+sessions it starts are reachable by their id only. When a connection closes (the client quit, or
+its MCP session expired after 30 idle minutes) its sessions are released: the next client that
+names one adopts it, so an IDE that reconnects can carry on with its session. stdio (and in-process) serves exactly one
 client, so nothing changes there.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,8 +34,9 @@ class Caller:
     over_http: bool
 
 
-def caller_of(request_context: Any) -> Caller:
-    """The caller of a request, from the SDK's ServerRequestContext (tool ctx or middleware)."""
+def caller_of(request_context: Any, on_close: Callable[[str], None] | None = None) -> Caller:
+    """The caller of a request, from the SDK's ServerRequestContext (tool ctx or middleware).
+    `on_close(key)` runs when the caller's connection closes (registered once per connection)."""
     over_http = getattr(request_context, "request", None) is not None
     if not over_http:
         return Caller(key=LOCAL, over_http=False)  # stdio / in-process: the one client there is
@@ -45,6 +49,9 @@ def caller_of(request_context: Any) -> Caller:
     key = state.get(_STATE_KEY)
     if key is None:
         key = state[_STATE_KEY] = secrets.token_hex(16)
+        stack = getattr(connection, "exit_stack", None)
+        if on_close is not None and stack is not None:
+            stack.callback(on_close, key)
     return Caller(key=key, over_http=True)
 
 
@@ -54,7 +61,21 @@ class Owners:
     def __init__(self) -> None:
         self._owner: dict[str, str] = {}
         self._current: dict[str | None, str] = {}
+        self._gone: set[str] = set()  # sessions whose owning connection has closed
         self._lock = threading.Lock()
+
+    def caller(self, request_context: Any) -> Caller:
+        return caller_of(request_context, on_close=self.release)
+
+    def release(self, key: str) -> None:
+        """The connection `key` closed (client quit, or its MCP session expired): its sessions may
+        be adopted by the next client that names them (an IDE reconnecting to its own session)."""
+        with self._lock:
+            for sid, owner in list(self._owner.items()):
+                if owner == key:
+                    del self._owner[sid]
+                    self._gone.add(sid)
+            self._current.pop(key, None)
 
     def started(self, caller: Caller, session_id: str) -> None:
         with self._lock:
@@ -72,6 +93,11 @@ class Owners:
         """Refuse a session another HTTP client owns (stdio serves one client: no check)."""
         if not caller.over_http:
             return
+        with self._lock:
+            if session_id in self._gone and caller.key is not None:
+                self._gone.discard(session_id)  # adopted by the client that named it
+                self._owner[session_id] = caller.key
+                self._current[caller.key] = session_id
         owner = self._owner.get(session_id)
         if owner is not None and owner != caller.key:
             raise SessionError(f"session {session_id} belongs to another MCP client; "

@@ -31,7 +31,7 @@ from bridge.session import (
     TaskSpec,
     TaskSummary,
 )
-from mcp_server.ownership import Caller, Owners, caller_of
+from mcp_server.ownership import Caller, Owners
 from mcp_server.workspace import WorkspaceRoot, find_root, is_inside, resolve_workspace
 
 log = logging.getLogger("mcp_server")
@@ -256,7 +256,7 @@ class CallLogMiddleware:
         return result
 
     async def _log(self, name: str, arguments: dict[str, Any], *, ok: bool, error: str | None) -> None:
-        current = self.tools.owners.current(caller_of(self._ctx.get()))
+        current = self.tools.owners.current(self.tools.owners.caller(self._ctx.get()))
         sid = current if current in {s.session_id for s in self.tools.manager.active()} else None
         await anyio.to_thread.run_sync(functools.partial(self.tools.log, sid, name, arguments, ok=ok, error=error))
 
@@ -301,7 +301,7 @@ def build_server(
     async def task_status(ctx: Context, session_id: str | None = None) -> SessionStatus:
         """Session state, working clock, files changed, recorder and submission/scoring state."""
         async def body(box: dict[str, Any]) -> SessionStatus:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id, caller_of(ctx.request_context))
+            box["session_id"] = sid = await _thread(tools.session_for, session_id, tools.owners.caller(ctx.request_context))
             return await _thread(manager.status, sid)
         return await tools.run("task_status", {"session_id": session_id}, body)
 
@@ -314,7 +314,7 @@ def build_server(
         args = {"session_id": session_id, "wait_seconds": wait_seconds}
 
         async def body(box: dict[str, Any]) -> TaskResult:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id, caller_of(ctx.request_context),
+            box["session_id"] = sid = await _thread(tools.session_for, session_id, tools.owners.caller(ctx.request_context),
                                                     recorded_ok=True)
             try:
                 wait = min(max(float(wait_seconds), 0.0), MAX_WAIT_SECONDS)
@@ -357,7 +357,7 @@ def build_server(
             status = await _thread(manager.start, task_id, resolved.path, mode=mode, client=client,
                                    within=tools.root.path if tools.root else None)
             box["session_id"] = status.session_id
-            tools.owners.started(caller_of(ctx.request_context), status.session_id)
+            tools.owners.started(tools.owners.caller(ctx.request_context), status.session_id)
             rules = await _thread(manager.rules, task_id)
             return StartTaskResult(
                 **status.model_dump(), workspace_source=resolved.source, rules=rules,
@@ -370,7 +370,7 @@ def build_server(
     async def pause_task(ctx: Context, session_id: str | None = None) -> SessionStatus:
         """Stop the working clock (human-in-the-loop breaks). The recorder keeps watching."""
         async def body(box: dict[str, Any]) -> SessionStatus:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id, caller_of(ctx.request_context))
+            box["session_id"] = sid = await _thread(tools.session_for, session_id, tools.owners.caller(ctx.request_context))
             return await _thread(manager.pause, sid)
         return await tools.run("pause_task", {"session_id": session_id}, body)
 
@@ -378,7 +378,7 @@ def build_server(
     async def resume_task(ctx: Context, session_id: str | None = None) -> SessionStatus:
         """Start the working clock again after pause_task."""
         async def body(box: dict[str, Any]) -> SessionStatus:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id, caller_of(ctx.request_context))
+            box["session_id"] = sid = await _thread(tools.session_for, session_id, tools.owners.caller(ctx.request_context))
             return await _thread(manager.resume, sid)
         return await tools.run("resume_task", {"session_id": session_id}, body)
 
@@ -386,7 +386,7 @@ def build_server(
     async def add_note(ctx: Context, text: str, session_id: str | None = None) -> SessionStatus:
         """Record a free-text note in the session's recording."""
         async def body(box: dict[str, Any]) -> SessionStatus:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id, caller_of(ctx.request_context))
+            box["session_id"] = sid = await _thread(tools.session_for, session_id, tools.owners.caller(ctx.request_context))
             return await _thread(manager.note, sid, text)
         return await tools.run("add_note", {"text": text, "session_id": session_id}, body)
 
@@ -396,7 +396,7 @@ def build_server(
         background. Returns at once with a job id; then poll get_result until state is done.
         Call it once, when the work is finished: there is no second submission."""
         async def body(box: dict[str, Any]) -> SubmitResult:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id, caller_of(ctx.request_context))
+            box["session_id"] = sid = await _thread(tools.session_for, session_id, tools.owners.caller(ctx.request_context))
             try:
                 receipt = await _thread(manager.submit, sid, signal="mcp")
             except SessionError as exc:
@@ -415,7 +415,7 @@ def build_server(
     async def quit_task(ctx: Context, reason: str = "", session_id: str | None = None) -> SessionStatus:
         """End the session without scoring (the recording is kept)."""
         async def body(box: dict[str, Any]) -> SessionStatus:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id, caller_of(ctx.request_context))
+            box["session_id"] = sid = await _thread(tools.session_for, session_id, tools.owners.caller(ctx.request_context))
             return await _thread(manager.quit, sid, reason)
         return await tools.run("quit_task", {"reason": reason, "session_id": session_id}, body)
 
@@ -426,7 +426,7 @@ def build_server(
             """Practice mode: build and start the current workspace and report whether the service
             answers HTTP on its port. No golden test runs; the check is recorded in the session."""
             async def body(box: dict[str, Any]) -> PracticeCheck:
-                box["session_id"] = sid = await _thread(tools.session_for, session_id, caller_of(ctx.request_context))
+                box["session_id"] = sid = await _thread(tools.session_for, session_id, tools.owners.caller(ctx.request_context))
                 return PracticeCheck(**await _thread(manager.practice_check, sid))
             return await tools.run("check_deployment", {"session_id": session_id}, body)
 

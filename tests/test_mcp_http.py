@@ -219,3 +219,27 @@ def test_sessions_belong_to_the_client_that_started_them(server: HttpServer) -> 
         assert record["notes"] == 0 and record["quit_reason"] is None
 
     anyio.run(go)
+
+
+def test_reconnecting_client_adopts_its_released_session(server: HttpServer) -> None:
+    """When A's connection closes (IDE restart, expired MCP session), the next client naming A's
+    session adopts it; from then on it is that client's, and others are refused again."""
+    async def go() -> None:
+        async with http_client(server) as a:
+            started = await a.call_tool("start_task", {"task_id": "word-duel", "workspace": "adopt-a"})
+            assert not started.is_error, started.content
+            sid = started.structured_content["session_id"]
+        async with http_client(server) as a2, http_client(server) as b:
+            for _ in range(40):
+                res = await a2.call_tool("task_status", {"session_id": sid})
+                if not res.is_error:
+                    break
+                assert "belongs to another MCP client" in res.content[0].text
+                await anyio.sleep(0.25)
+            assert not res.is_error, res.content
+            assert (await a2.call_tool("task_status", {})).structured_content["session_id"] == sid
+            refused = await b.call_tool("quit_task", {"session_id": sid})
+            assert refused.is_error and "belongs to another MCP client" in refused.content[0].text
+            assert (await a2.call_tool("quit_task", {})).structured_content["state"] == "quit"
+
+    anyio.run(go)
