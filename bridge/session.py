@@ -207,7 +207,8 @@ def rules_text(task: Task) -> str:
 
 def _new_session_id(task_id: str) -> str:
     stamp = utcnow().strftime("%Y%m%dT%H%M%SZ")
-    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in task_id)[:40]
+    # ASCII only: the id must match bridge.attach.SESSION_ID_RE to be found again
+    safe = "".join(c if (c.isascii() and c.isalnum()) or c in "-_" else "-" for c in task_id)[:40] or "task"
     return f"{stamp}-{safe}-{secrets.token_hex(3)}"
 
 

@@ -220,3 +220,11 @@ def test_reattach_rechecks_the_final_resolved_workspace(tmp_path: Path, tasks_co
         mgr.close()
     assert sorted(p.name for p in (tasks_copy / "kv-ledger" / "tests").iterdir()) == before
     assert not (Path(st.recording) / "owner.pid").exists()
+
+
+@pytest.mark.parametrize("task_id", ["kv-ledger", "é-tâche", "x" * 80, "a.b/c", "..", "日本"])
+def test_every_new_session_id_is_well_formed(task_id: str) -> None:
+    from bridge.attach import is_session_id
+    from bridge.session import _new_session_id
+
+    assert is_session_id(_new_session_id(task_id))
