@@ -19,7 +19,7 @@ session's folder would see — and record — that session's files.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from math import comb
 from pathlib import Path
@@ -75,6 +75,25 @@ def check_not_nested(workspace: Path, held: Iterable[HeldSession]) -> None:
             raise PathError(
                 f"workspace {workspace} overlaps the workspace {other} of session {s.session_id}: "
                 "sessions of one run must use separate folders (neither inside the other)")
+
+
+def recorded_sessions_of_run(recordings_dir: Path, run_id: str,
+                             load: Callable[[Path], Any]) -> list[HeldSession]:
+    """Sessions of `run_id` in the recordings folder (also those of earlier processes of the run);
+    `load` reads a recording's session.json (bridge.session.load_record)."""
+    from bridge.attach import is_session_id
+
+    out: list[HeldSession] = []
+    for rec_dir in sorted(p for p in recordings_dir.iterdir() if is_session_id(p.name)):
+        try:
+            record = load(rec_dir)
+        except (SessionError, OSError):
+            continue
+        if record.run_id == run_id and record.session_id == rec_dir.name:
+            out.append(HeldSession(session_id=record.session_id, task_id=record.task_id,
+                                   workspace=Path(record.workspace), state=record.state,
+                                   submitted=record.submission is not None))
+    return out
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -32,15 +32,29 @@ from bridge.attach import (
     read_marker,
     recording_dir_for,
 )
-from bridge.attempts import HeldSession, check_not_nested, check_run_id, next_attempt
+from bridge.attempts import (
+    HeldSession,
+    check_not_nested,
+    check_run_id,
+    next_attempt,
+    recorded_sessions_of_run,
+)
 from bridge.catalog import Catalog
 from bridge.clock import Clock, iso, utcnow
 from bridge.errors import BridgeError, PathError, RecordingError, SessionError
 from bridge.events import EventLog
 from bridge.files import pid_alive, write_json_atomic
-from bridge.fs.anchor import identity, identity_at, is_empty, open_workspace, replace_file, still_at, write_new
+from bridge.fs.anchor import (
+    identity,
+    identity_at,
+    is_empty,
+    open_workspace,
+    replace_file,
+    still_at,
+    write_new,
+)
 from bridge.hashing import EXCLUDED_DIRS
-from bridge.locations import default_recordings_dir
+from bridge.locations import default_recordings_dir  # noqa: F401 - re-exported (older imports)
 from bridge.paths import safe_relative
 from bridge.recorder import Recorder
 from bridge.recovery import settle_orphaned_clock
@@ -330,21 +344,6 @@ def capped_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def recorded_sessions_of_run(recordings_dir: Path, run_id: str) -> list[HeldSession]:
-    """Sessions of `run_id` in the recordings folder (also those of earlier processes of the run)."""
-    out: list[HeldSession] = []
-    for rec_dir in sorted(p for p in recordings_dir.iterdir() if is_session_id(p.name)):
-        try:
-            record = load_record(rec_dir)
-        except (SessionError, OSError):
-            continue
-        if record.run_id == run_id and record.session_id == rec_dir.name:
-            out.append(HeldSession(session_id=record.session_id, task_id=record.task_id,
-                                   workspace=Path(record.workspace), state=record.state,
-                                   submitted=record.submission is not None))
-    return out
-
-
 class SessionManager:
     """The core API behind the MCP tools and the session CLI verbs."""
 
@@ -484,7 +483,7 @@ class SessionManager:
                                                  submitted=s.record.submission is not None)
                 for s in self.sessions.values()}
         # A run id given on the command line spans processes: its sessions on disk count too.
-        for item in recorded_sessions_of_run(self.recordings_dir, self.run_id) if self.named_run else []:
+        for item in recorded_sessions_of_run(self.recordings_dir, self.run_id, load_record) if self.named_run else []:
             held.setdefault(item.session_id, item)
         check_not_nested(workspace, list(held.values()))
         return next_attempt(task.id, list(held.values()), self.attempts)
