@@ -197,3 +197,32 @@ def test_kill_9_during_seal_leaves_clock_consistent(tmp_path: Path, tasks_dir: P
     finally:
         manager.wait_jobs(20)
         manager.close()
+
+
+def test_time_limit_submit_refused_by_the_disk_retries_calmly(tmp_path: Path, tasks_dir: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the time limit a failing submit is retried every few seconds, not in a tight loop."""
+    import shutil
+
+    custom = tmp_path / "tasks"
+    shutil.copytree(tasks_dir / "kv-ledger", custom / "kv-ledger")
+    toml = custom / "kv-ledger" / "task.toml"
+    toml.write_text(toml.read_text().replace("session = 0", "session = 1"))
+    manager = SessionManager(Catalog.from_options(custom), recordings_dir=tmp_path / "rec", scorer=CountingScorer(),
+                             seal_quiet_seconds=0.2)
+    try:
+        sid = manager.start("kv-ledger", tmp_path / "ws").session_id
+        monkeypatch.setattr(manager.sessions[sid].recorder, "seal", enospc)
+        time.sleep(3.5)
+        status = manager.status(sid)
+        assert status.state == "active" and "No space left" in status.failure
+        events, _ = load_events(Path(status.recording) / "events.jsonl")
+        assert 1 <= sum(e["type"] == "submit_failed" for e in events) <= 2
+        monkeypatch.undo()
+        deadline = time.monotonic() + 15  # the next calm retry goes through
+        while manager.status(sid).submission is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert manager.status(sid).submission.signal == "time_limit"
+    finally:
+        manager.wait_jobs(20)
+        manager.close()
