@@ -54,6 +54,8 @@ class ExportResult:
     out_dir: Path
     folders: dict[str, list[str]] = field(default_factory=dict)  # config folder -> tasks
     skipped: list[str] = field(default_factory=list)
+    #: exported tasks whose recording opened golden files while open (bridge/contamination.py)
+    contaminated: list[str] = field(default_factory=list)
 
 
 def _copy_repo(src: Path, dest: Path) -> None:
@@ -112,6 +114,7 @@ def export_recordings(recordings_dir: Path | str, out_dir: Path | str, *, ide: s
                       catalog: Any | None = None) -> ExportResult:
     """Materialise each recording's submission as `<config>/<Task>/` (newest submission per task)."""
     from bridge.clock import parse_iso
+    from bridge.contamination import evidence
     from bridge.replay import iter_recordings, latest_result, load_meta, replay
 
     chosen: dict[str, tuple[str, Path, str]] = {}  # task -> (submitted at, recording, lang)
@@ -164,6 +167,8 @@ def export_recordings(recordings_dir: Path | str, out_dir: Path | str, *, ide: s
         dest.parent.mkdir(parents=True, exist_ok=True)
         replay(rec, "submission", dest)
         result.folders.setdefault(folder, []).append(task)
+        if evidence(rec):
+            result.contaminated.append(task)
     return result
 
 

@@ -94,6 +94,9 @@ class TaskResult(BaseModel):
     job_id: str | None = None
     message: str = ""
     summary: dict[str, Any] | None = None
+    #: a golden test or solution file was opened while the session was open (path, kind, time)
+    contaminated: bool = False
+    contamination: list[dict[str, Any]] = Field(default_factory=list)
     waited_seconds: float = 0.0
     next_step: str
 
@@ -318,7 +321,8 @@ def build_server(
                 status = await _thread(manager.result, sid, wait_seconds=min(PROGRESS_INTERVAL, remaining))
             return TaskResult(
                 session_id=status.session_id, state=status.state, job_id=status.job_id, message=status.message,
-                summary=status.summary, waited_seconds=round(time.monotonic() - started, 3),
+                summary=status.summary, contaminated=status.contaminated, contamination=status.contamination,
+                waited_seconds=round(time.monotonic() - started, 3),
                 next_step=_result_next_step(status),
             )
         return await tools.run("get_result", args, body)

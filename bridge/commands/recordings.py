@@ -8,6 +8,8 @@ import json
 import os
 from pathlib import Path
 
+from rich.markup import escape
+
 from bridge.commands.common import add_json_option, add_profile_option, add_task_source_options, console, print_json, stderr_console
 from bridge.errors import RecordingError
 
@@ -234,14 +236,18 @@ def cmd_export(args: argparse.Namespace) -> int:
                          predictions_dir=args.predictions_dir)
     else:
         raise RecordingError("give RUN_DIR or --recordings DIR")
-    data = {"output": str(res.out_dir), "folders": res.folders, "skipped": res.skipped}
+    data = {"output": str(res.out_dir), "folders": res.folders, "skipped": res.skipped,
+            "contaminated": res.contaminated}
     if args.json:
         print_json(data)
     else:
         for folder, tasks in sorted(res.folders.items()):
             console().print(f"{res.out_dir / folder}: {len(tasks)} task(s): {', '.join(tasks)}", highlight=False)
         if res.skipped:
-            stderr_console().print(f"[yellow]skipped:[/] {', '.join(res.skipped)}", highlight=False)
+            stderr_console().print(f"[yellow]skipped:[/] {escape(', '.join(res.skipped))}", highlight=False)
+        if res.contaminated:
+            stderr_console().print(f"[red]contaminated[/] (golden files opened during the session): "
+                                   f"{escape(', '.join(res.contaminated))}", highlight=False)
     return 0
 
 
