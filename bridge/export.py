@@ -59,10 +59,10 @@ class ExportResult:
 
 
 def _copy_repo(src: Path, dest: Path) -> None:
-    """Copy a scored repo as the engine staged it (upstream's ignore list, our metadata dir)."""
-    from bridge.scoring.workdir import STAGE_IGNORE
+    """Copy a scored repo as the engine stages it (the workspace ignore rules, bridge/fs/ignore.py)."""
+    from bridge.fs.ignore import copytree_ignore
 
-    shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(*STAGE_IGNORE, ".rgbridge"))
+    shutil.copytree(src, dest, symlinks=True, ignore=copytree_ignore)
 
 
 def _run_date(report: dict[str, Any]) -> datetime:

@@ -1,45 +1,21 @@
-"""Content hashing of workspace files and trees, and the shared exclusion rules.
-
-The exclusion rules here are the single source of truth for what a recording contains: the
-recorder's watches, manifests, tree hashes and the shadow store all use them.
-"""
+"""Content hashing of workspace files and trees (exclusion rules: bridge/fs/ignore.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
-import re
 import stat
 from collections.abc import Iterable, Iterator
 
-# Build, vendor, VCS and IDE folders: never watched, never recorded, never snapshotted.
-# `env` is deliberately absent: it is a plausible source folder name (e.g. `app/env/`).
-EXCLUDED_DIRS: frozenset[str] = frozenset(
-    {
-        ".git",
-        ".hg",
-        ".svn",
-        "node_modules",
-        ".venv",
-        "venv",
-        "__pycache__",
-        "dist",
-        "build",
-        "target",
-        ".idea",
-        ".vscode",
-        ".pytest_cache",
-        ".mypy_cache",
-        ".ruff_cache",
-        ".tox",
-        ".nox",
-        ".gradle",
-        ".cursor",
-        ".agents",
-        ".rgbridge",
-    }
+# The ignore rules live in bridge/fs/ignore.py (one definition); re-exported for callers here.
+from bridge.fs.ignore import (  # noqa: F401
+    EXCLUDED_DIR_SUFFIXES,
+    EXCLUDED_DIRS,
+    is_excluded_dir,
+    is_ignored_file,
+    is_recorded_rel,
+    is_temp_file,
 )
-EXCLUDED_DIR_SUFFIXES: tuple[str, ...] = (".egg-info",)
 
 # Our metadata folder inside the workspace; `.rgbridge/SUBMIT` is the completion sentinel.
 METADATA_DIR = ".rgbridge"
@@ -51,41 +27,7 @@ MODE_FILE = 0o100644
 MODE_EXEC = 0o100755
 MODE_LINK = 0o120000
 
-_TEMP_RE = re.compile(
-    r"""(
-        .*\.sw[a-px]$           # vim swap files (.swp, .swo, .swx, ...)
-      | .*~$                    # vim/emacs backups
-      | 4913$                   # vim's write-permission probe
-      | .*___jb_(tmp|old)___$   # JetBrains safe-write
-      | \.\#.*                  # emacs lock files
-      | .*\.tmp\.\d+$           # write-temp-then-rename (<name>.tmp.<pid>)
-      | .*\.crswap$             # Chrome/VS Code web swap files
-      | \.~lock\..*\#$          # LibreOffice locks
-    )""",
-    re.VERBOSE,
-)
-
 _CHUNK = 1 << 20
-
-
-def is_excluded_dir(name: str, exclude: frozenset[str] | set[str] = EXCLUDED_DIRS) -> bool:
-    """True when a directory with this base name is never recorded."""
-    return name in exclude or name.endswith(EXCLUDED_DIR_SUFFIXES)
-
-
-def is_temp_file(name: str) -> bool:
-    """True for editor temp/backup/lock names kept out of the log of record."""
-    return _TEMP_RE.fullmatch(name) is not None
-
-
-def is_recorded_rel(rel: str, exclude: frozenset[str] | set[str] = EXCLUDED_DIRS) -> bool:
-    """True when a POSIX relative file path belongs to the record (no excluded dir, no temp name)."""
-    parts = rel.split("/")
-    if any(p in ("", ".", "..") for p in parts):
-        return False
-    if any(is_excluded_dir(p, exclude) for p in parts[:-1]):
-        return False
-    return not is_temp_file(parts[-1])
 
 
 def mode_of(st: os.stat_result) -> int:
@@ -157,7 +99,7 @@ def walk_files(
                         continue
                 except OSError:
                     continue
-                if is_temp_file(entry.name):
+                if is_ignored_file(entry.name):
                     continue
                 yield rel, entry
 

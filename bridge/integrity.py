@@ -31,6 +31,7 @@ from bridge import __version__
 from bridge.clock import iso, parse_iso, utcnow
 from bridge.errors import BridgeError, RecordingError
 from bridge.files import write_json_atomic
+from bridge.fs.ignore import UPSTREAM_COPY_IGNORE
 from bridge.hashing import sha256_bytes, tree_hash_from_entries
 
 INTEGRITY_NAME = "integrity.json"
@@ -42,8 +43,9 @@ VOLATILE = frozenset({INTEGRITY_NAME, "owner.pid"})
 #: records a finished session may still append (a client polling get_result, a server stopping);
 #: appended after an intact sealed prefix they are reported as a warning, anything else fails
 APPENDABLE = frozenset({"mcp_call", "log_opened", "detach"})
-#: the engine stages a snapshot without these (bridge.scoring.workdir.STAGE_IGNORE + metadata)
-_STAGE_IGNORE = (".git", "__pycache__", "*.pyc", ".DS_Store", "node_modules", ".venv", "venv", ".rgbridge")
+#: before the recorder and the engine shared one rule set (bridge/fs/ignore.py) the engine staged a
+#: snapshot without upstream's list only; results scored then are still checked against that
+_STAGE_IGNORE = (*UPSTREAM_COPY_IGNORE, ".rgbridge")
 
 
 def _sha256_file(path: Path) -> str:

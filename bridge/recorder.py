@@ -61,7 +61,7 @@ from bridge.hashing import (
     METADATA_DIR,
     SENTINEL_REL,
     is_excluded_dir,
-    is_temp_file,
+    is_ignored_file,
     walk_files,
 )
 from bridge.manifest import (
@@ -629,7 +629,7 @@ class Recorder:
         parts = rel.split("/")
         if any(is_excluded_dir(p, self.exclude) for p in parts[:-1]):
             return False
-        return not is_temp_file(parts[-1])
+        return not is_ignored_file(parts[-1])
 
     def _ingest(self, item: tuple[Any, ...]) -> None:
         mono, kind, src, dest, is_dir = item

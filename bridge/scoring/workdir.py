@@ -10,12 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bridge.fs.ignore import copytree_ignore
 from bridge.scoring.containers import ContainerLimits
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 LOG_CAP_BYTES = 2_000_000
-#: upstream copies the repo ignoring these at any depth (upstream-scoring.md §2.3)
-STAGE_IGNORE = (".git", "__pycache__", "*.pyc", ".DS_Store", "node_modules", ".venv", "venv")
 
 
 @dataclass
@@ -112,11 +111,10 @@ def _special_files(directory: str, names: list[str]) -> set[str]:
 
 
 def stage_repo(src: Path, dest: Path) -> None:
-    """Copy an agent repo for scoring with upstream's ignore list (plus our metadata dir); symlinks kept."""
-
-    base_ignore = shutil.ignore_patterns(*STAGE_IGNORE, ".rgbridge")
+    """Copy an agent repo for scoring with the workspace ignore rules (bridge/fs/ignore.py, a
+    superset of upstream's list), so the staged tree hashes as the recorder hashed it; symlinks kept."""
 
     def ignore(directory: str, names: list[str]) -> set[str]:
-        return set(base_ignore(directory, names)) | _special_files(directory, names)
+        return copytree_ignore(directory, names) | _special_files(directory, names)
 
     shutil.copytree(src, dest, symlinks=True, ignore=ignore)

@@ -1,0 +1,71 @@
+"""Build 1 of issue 8: one set of ignore rules for every reader of a workspace, so the recorder's
+tree hash and the engine's snapshot hash of the same workspace are the same number."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+from bridge.catalog import Catalog
+from bridge.fs import ignore
+from bridge.hashing import tree_hash
+from bridge.scoring.workdir import stage_repo
+from bridge.session import SessionManager
+
+TASK = "word-duel"
+# Files the recorder left out but upstream's copy kept, or the other way round, before the rules met.
+JUNK = {".DS_Store": b"\0\0\0\1Bud1", "game.pyc": b"\x6f\x0d\x0d\x0a", "notes.md.swp": b"vim",
+        "build/lib/app.py": b"print('built')\n", "pkg.egg-info/PKG-INFO": b"Name: x\n",
+        "sub/.DS_Store": b"x", "sub/mod.pyc": b"x"}
+
+
+def _workspace(tasks_dir: Path, ws: Path) -> None:
+    for item in (tasks_dir / TASK / "solution").iterdir():
+        if item.is_file():
+            shutil.copy2(item, ws / item.name)
+    for rel, data in JUNK.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_bytes(data)
+    (ws / "sub" / "keep.py").write_text("X = 1\n")
+
+
+def test_upstream_ignore_list_is_within_the_one_rule_set() -> None:
+    for pattern in ignore.UPSTREAM_COPY_IGNORE:
+        if pattern.startswith("*"):
+            assert ignore.is_ignored_file("x" + pattern[1:])
+        else:
+            assert ignore.is_excluded_dir(pattern) or ignore.is_ignored_file(pattern)
+
+
+def test_staging_for_scoring_hashes_as_the_recorder_hashes(tmp_path: Path, tasks_dir: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    _workspace(tasks_dir, ws)
+    staged = tmp_path / "staged"
+    stage_repo(ws, staged)
+    assert tree_hash(staged) == tree_hash(ws)
+    for rel in JUNK:
+        assert not (staged / rel).exists(), rel
+
+
+def test_recorded_tree_hash_equals_the_engines_snapshot_hash(tmp_path: Path, tasks_dir: Path, docker_client) -> None:
+    from bridge.scoring.engine import default_scorer
+
+    mgr = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec",
+                         scorer=default_scorer(), seal_quiet_seconds=0.3)
+    try:
+        status = mgr.start(TASK, tmp_path / "ws")
+        _workspace(tasks_dir, tmp_path / "ws")
+        time.sleep(0.5)
+        receipt = mgr.submit(status.session_id)
+        result = mgr.result(status.session_id, wait_seconds=600)
+        assert result.state == "done", result.message
+        assert result.result is not None
+        assert result.result["snapshot_hash"] == receipt.tree_hash
+        out = Path(status.recording) / mgr.sessions[status.session_id].record.job.result_dir
+        assert not (out / "snapshot-hash-note.txt").exists()
+        assert json.loads((out / "result.json").read_text())["snapshot_hash"] == receipt.tree_hash
+    finally:
+        mgr.close()
