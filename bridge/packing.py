@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.errors import RecordingError
+from bridge.fs.relpath import check_layout, rel_parts
 
 MAX_MEMBERS = 200_000
 MAX_FILE_BYTES = 512 * 1024 * 1024
@@ -115,16 +116,7 @@ class UnpackResult:
 
 
 def _check_name(name: str) -> list[str]:
-    if not name or "\0" in name or "\\" in name:
-        raise RecordingError(f"archive member {name!r}: invalid name")
-    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
-        raise RecordingError(f"archive member {name!r}: absolute path refused")
-    parts = name.rstrip("/").split("/")
-    if any(p == ".." for p in parts):
-        raise RecordingError(f"archive member {name!r}: '..' in path refused")
-    if any(p in ("", ".") for p in parts):
-        raise RecordingError(f"archive member {name!r}: empty or '.' path component refused")
-    return parts
+    return rel_parts(name.removesuffix("/"), what="archive member", error=RecordingError)
 
 
 def unpack_recording(
@@ -185,6 +177,8 @@ def unpack_recording(
             raise RecordingError(f"{archive}: empty archive")
         if f"{top}/session.json" not in seen:
             raise RecordingError(f"{archive}: no {top}/session.json: not a recording archive")
+        check_layout(["/".join(p) for m, p in plan if not m.isdir()], ["/".join(p) for m, p in plan if m.isdir()],
+                     what="archive member", error=RecordingError)
 
         existed = out.exists()
         out.mkdir(parents=True, exist_ok=True)
@@ -222,15 +216,27 @@ def unpack_recording(
                             raise RecordingError(f"archive member {member.name!r}: longer than declared")
                         dst.write(chunk)
                 files += 1
+        except OSError as exc:  # e.g. a name the destination file system refuses: an error, not a traceback
+            _clear(root, existed)
+            where = f" ({os.fsdecode(exc.filename)!r})" if exc.filename else ""
+            raise RecordingError(f"cannot unpack into {out_dir}: {exc.strerror or exc}{where}") from None
+        except (tarfile.TarError, EOFError, zlib.error) as exc:
+            _clear(root, existed)
+            raise RecordingError(f"{archive}: damaged archive ({exc})") from None
         except BaseException:
-            if existed:  # it was empty: leave it empty
-                for child in Path(root).iterdir():
-                    if child.is_dir() and not child.is_symlink():
-                        shutil.rmtree(child, ignore_errors=True)
-                    else:
-                        child.unlink()
-            else:
-                shutil.rmtree(root, ignore_errors=True)
+            _clear(root, existed)
             raise
     return UnpackResult(out, files, total)
+
+
+def _clear(root: str, existed: bool) -> None:
+    """Undo a failed unpack: an existing (empty) destination is left empty, a new one removed."""
+    if existed:
+        for child in Path(root).iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink()
+    else:
+        shutil.rmtree(root, ignore_errors=True)
 

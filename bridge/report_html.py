@@ -22,6 +22,7 @@ from bridge.contamination import evidence, mark_entries
 from bridge.errors import RecordingError, ScoringError
 from bridge.scoring.reporting import build_entry, profile_rows, summarize_strict, summarize_upstream
 from bridge.scoring.result import ScoreResult
+from bridge.textsafe import show_raw_bytes
 
 LANGS = ("python", "java")
 _MAX_TESTS = 200
@@ -30,7 +31,7 @@ _MAX_ENTRIES = 300
 
 def e(value: Any) -> str:
     """Escape any value for HTML text or attribute context."""
-    return html.escape("" if value is None else str(value), quote=True)
+    return html.escape(show_raw_bytes("" if value is None else str(value)), quote=True)
 
 
 def _num(x: Any, digits: int = 4) -> str:

@@ -13,15 +13,18 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from bridge.errors import PathError
+from bridge.fs.relpath import rel_parts
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def split_rel(rel: str) -> list[str]:
-    """Components of a relative POSIX path; refuses absolute paths, `..`, `.` and empty parts."""
-    parts = rel.split("/")
-    if not rel or rel.startswith("/") or any(p in ("", ".", "..") or "\0" in p for p in parts):
-        raise ValueError(f"not a clean relative path: {rel!r}")
-    return parts
+    """Components of a relative POSIX path (bridge/fs/relpath.py rules); ValueError when unclean."""
+    try:
+        return rel_parts(rel)
+    except PathError as exc:
+        raise ValueError(str(exc)) from None
 
 
 @contextmanager
