@@ -60,9 +60,9 @@ class ExportResult:
 
 def _copy_repo(src: Path, dest: Path) -> None:
     """Copy a scored repo as the engine stages it (the workspace ignore rules, bridge/fs/ignore.py)."""
-    from bridge.fs.ignore import copytree_ignore
+    from bridge.fs.walk import copy_tree_at
 
-    shutil.copytree(src, dest, symlinks=True, ignore=copytree_ignore)
+    copy_tree_at(src, dest)
 
 
 def _run_date(report: dict[str, Any]) -> datetime:

@@ -7,6 +7,8 @@ import os
 import stat
 from collections.abc import Iterable, Iterator
 
+from bridge.fs import walk as _walk
+
 # The ignore rules live in bridge/fs/ignore.py (one definition); re-exported for callers here.
 from bridge.fs.ignore import (  # noqa: F401
     EXCLUDED_DIR_SUFFIXES,
@@ -51,57 +53,22 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
-# A subtree whose paths would not fit in PATH_MAX (4096 on Linux, root included) cannot be read
-# by path at all; it is skipped and reported instead of raising ENAMETOOLONG mid-submit.
-MAX_REL_PATH_BYTES = 3000
-MAX_DEPTH = 256
+# Walks are fd-relative with O_NOFOLLOW (bridge/fs/walk.py); PATH_MAX limits live there too.
+MAX_DEPTH = _walk.MAX_DEPTH
+MAX_REL_PATH_BYTES = _walk.MAX_REL_PATH_BYTES
 
 
 def walk_files(
     root: str | os.PathLike[str],
     exclude: frozenset[str] | set[str] = EXCLUDED_DIRS,
     skipped: dict[str, str] | None = None,
+    *,
+    under: str | None = None,
 ) -> Iterator[tuple[str, os.DirEntry[str]]]:
-    """Yield (relative POSIX path, DirEntry) for every recorded file or symlink under root.
-
-    Excluded directories are pruned (never listed), temp names skipped, symlinks to
-    directories are yielded as links and not followed; sockets, fifos and devices are skipped.
-    Subtrees too deep or too long to read, or unreadable, are left out and, when `skipped` is
-    given, reported there (relative dir -> reason).
-    """
-    root_s = os.fspath(root)
-    stack: list[tuple[str, str]] = [(root_s, "")]
-    while stack:
-        abs_dir, rel_dir = stack.pop()
-        if rel_dir and (
-            len(rel_dir.encode("utf-8", "surrogateescape")) > MAX_REL_PATH_BYTES or rel_dir.count("/") > MAX_DEPTH
-        ):
-            if skipped is not None:
-                skipped[rel_dir.rstrip("/")] = "path too long or too deep (limit PATH_MAX)"
-            continue
-        try:
-            it = os.scandir(abs_dir)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        except OSError as exc:  # ENAMETOOLONG, EACCES, ELOOP...: report, never crash a submit
-            if skipped is not None:
-                skipped[rel_dir.rstrip("/") or "."] = exc.strerror or type(exc).__name__
-            continue
-        with it:
-            for entry in it:
-                rel = f"{rel_dir}{entry.name}"
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        if not is_excluded_dir(entry.name, exclude):
-                            stack.append((entry.path, rel + "/"))
-                        continue
-                    if not (entry.is_file(follow_symlinks=False) or entry.is_symlink()):
-                        continue
-                except OSError:
-                    continue
-                if is_ignored_file(entry.name):
-                    continue
-                yield rel, entry
+    """(relative POSIX path, DirEntry) for every recorded file or symlink: `walk_files_at`
+    without the directory fd (the entry's `stat()` still works until the next item)."""
+    for rel, entry, _fd in _walk.walk_files_at(root, exclude, skipped, under=under):
+        yield rel, entry
 
 
 def tree_hash_from_entries(entries: Iterable[tuple[str, int, str]]) -> str:
@@ -128,16 +95,16 @@ def tree_hash(
     Files larger than `max_file_bytes` (when given) are left out, as the manifest does.
     """
     triples: list[tuple[str, int, str]] = []
-    for rel, entry in walk_files(root, exclude):
+    for rel, entry, dir_fd in _walk.walk_files_at(root, exclude):
         try:
             st = entry.stat(follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode):
-                digest = sha256_bytes(os.fsencode(os.readlink(entry.path)))
+                digest = sha256_bytes(os.fsencode(os.readlink(entry.name, dir_fd=dir_fd)))
             else:
                 if max_file_bytes is not None and st.st_size > max_file_bytes:
                     continue
-                digest = sha256_file(entry.path)
-        except (FileNotFoundError, NotADirectoryError):
+                digest = _walk.sha256_at(dir_fd, entry.name)
+        except OSError:  # gone, or swapped for a link or a special file since it was listed
             continue
         triples.append((rel, mode_of(st), digest))
     return tree_hash_from_entries(triples)

@@ -723,7 +723,7 @@ class Recorder:
         if os.path.islink(top):  # a directory swapped for a link: the link is the entry, never its target
             self._pending.setdefault(rel_dir, _Pending(t - self.settle, "created"))
             return
-        for sub, _entry in walk_files(top, self.exclude):
+        for sub, _entry in walk_files(self._root_s, self.exclude, under=rel_dir):
             rel = f"{rel_dir}/{sub}"
             if rel not in self._pending:
                 self._pending[rel] = _Pending(t - self.settle, "created")

@@ -4,6 +4,7 @@ tree hash and the engine's snapshot hash of the same workspace are the same numb
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -69,3 +70,33 @@ def test_recorded_tree_hash_equals_the_engines_snapshot_hash(tmp_path: Path, tas
         assert json.loads((out / "result.json").read_text())["snapshot_hash"] == receipt.tree_hash
     finally:
         mgr.close()
+
+
+def test_walk_never_enters_a_directory_swapped_for_a_symlink_after_it_was_listed(tmp_path: Path) -> None:
+    """Every reader walks with bridge/fs (fd-relative, O_NOFOLLOW at the moment a folder is
+    entered): a sibling folder swapped for a link to outside while the walk runs is left out."""
+    from bridge.hashing import walk_files
+
+    root, outside = tmp_path / "ws", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "SECRET").write_text("shadow")
+    for i in range(8):
+        (root / f"d{i}").mkdir(parents=True)
+        (root / f"d{i}" / "f.txt").write_text(str(i))
+    seen: list[str] = []
+    for rel, _entry in walk_files(root):
+        if not seen:  # the root was listed; now swap every folder not entered yet
+            first = rel.split("/")[0]
+            for d in sorted(root.iterdir()):
+                if d.name != first:
+                    d.rename(tmp_path / f"moved-{d.name}")
+                    os.symlink(outside, d)
+        seen.append(rel)
+    assert not any(r.endswith("SECRET") for r in seen), seen
+    assert len(seen) == 1
+    # Hashing and staging for scoring read through the same walk.
+    staged = tmp_path / "staged"
+    stage_repo(root, staged)
+    assert sorted(p.name for p in staged.iterdir()) == sorted(p.name for p in root.iterdir())
+    assert all((staged / p.name).is_symlink() for p in root.iterdir() if p.is_symlink())
+    assert tree_hash(staged) == tree_hash(root)
