@@ -151,3 +151,25 @@ def test_the_bridges_own_scoring_reads_never_count(tmp_path: Path, task_copy: Pa
     finally:
         mgr_a.close()
         mgr_b.close()
+
+
+def test_other_bridge_commands_loading_the_task_do_not_count(tmp_path: Path, task_copy: Path) -> None:
+    """`rgbridge tasks list` (or a second server) loads the catalog while the agent works: the
+    task's content hash comes from a stat-keyed cache (bridge/statcache.py), so no golden file is
+    opened and the session stays clean."""
+    mgr = _manager(tmp_path, task_copy, "rec", scorer=NullScorer())
+    try:
+        status = mgr.start(TASK, tmp_path / "ws")
+        for argv in (["tasks", "list", "--tasks", str(task_copy.parent)],
+                     ["tasks", "show", TASK, "--tasks", str(task_copy.parent)]):
+            proc = subprocess.run([sys.executable, "-m", "bridge.cli", *argv], capture_output=True, text=True)
+            assert proc.returncode == 0, proc.stderr
+        mgr.quit(status.session_id)
+        assert contamination.evidence(Path(status.recording)) == []
+        # An edited golden file is a new signature: the hash is recomputed, not served stale.
+        before = Catalog.from_options(task_copy.parent).get(TASK).content_hash
+        with open(task_copy / "tests" / "test_word_duel.py", "a", encoding="utf-8") as fh:
+            fh.write("\n# edited\n")
+        assert Catalog.from_options(task_copy.parent).get(TASK).content_hash != before
+    finally:
+        mgr.close()
