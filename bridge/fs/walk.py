@@ -23,7 +23,8 @@ from bridge.fs.relpath import MAX_REL_PATH_BYTES, rel_parts
 #: deeper subtrees are skipped and reported (see walk_files)
 MAX_DEPTH = 256
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
 
 
 def split_rel(rel: str) -> list[str]:
@@ -41,10 +42,10 @@ def open_parent(root: str | os.PathLike[str], rel: str) -> Iterator[tuple[int, s
     Raises OSError (ELOOP/ENOTDIR/ENOENT) when any component on the way is not a real directory.
     """
     parts = split_rel(rel)
-    fd = os.open(os.fspath(root), _DIR_FLAGS)
+    fd = os.open(os.fspath(root), DIR_FLAGS)
     try:
         for name in parts[:-1]:
-            nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            nxt = os.open(name, DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = nxt
         yield fd, parts[-1]
@@ -54,12 +55,12 @@ def open_parent(root: str | os.PathLike[str], rel: str) -> Iterator[tuple[int, s
 
 def _open_under(root: str | os.PathLike[str], under: str | None) -> int:
     """fd of `root/under`, every component opened O_NOFOLLOW (OSError when one is not a real dir)."""
-    fd = os.open(os.fspath(root), _DIR_FLAGS)
+    fd = os.open(os.fspath(root), DIR_FLAGS)
     if not under:
         return fd
     try:
         for name in split_rel(under):
-            nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            nxt = os.open(name, DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = nxt
     except BaseException:
@@ -126,7 +127,7 @@ def _walk_dir(fd: int, rel_dir: str, exclude: frozenset[str] | set[str], skipped
                         skipped[rel] = "path too long or too deep (limit PATH_MAX)"
                     continue
                 try:
-                    sub = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+                    sub = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
                 except (FileNotFoundError, NotADirectoryError):
                     continue
                 except OSError as exc:
