@@ -4,6 +4,7 @@ not go unnoticed. Real inotify, real processes reading files, and the real Docke
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -75,6 +76,10 @@ def test_another_process_reading_a_golden_file_marks_the_session_contaminated(tm
         assert report["results"][0]["contaminated"] is True
         assert str(golden) in {e["path"] for e in report["results"][0]["contamination"]}
         assert "contaminated" in render_html(rec_dir).lower()
+        proc = subprocess.run([sys.executable, "-m", "bridge.cli", "report", str(rec_dir)],
+                              capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+        assert proc.returncode == 0, proc.stderr
+        assert "CONTAMINATED" in proc.stdout and "golden files opened" in proc.stdout
     finally:
         mgr.close()
 
