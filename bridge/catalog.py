@@ -12,18 +12,14 @@ from bridge.statcache import remembered, tree_files
 from bridge.suite import static_test_ids
 from bridge.task import Task, load_task
 
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+from bridge.locations import shipped_tasks_dir as default_tasks_dir
+
+__all__ = ["Catalog", "default_tasks_dir"]
 
 
 def _static_ids(tests_dir: Path) -> dict[str, list[str]]:
     """static_test_ids, remembered by stat (bridge/statcache.py: no golden file opened)."""
     return remembered("static-test-ids", "", tree_files(tests_dir), lambda: static_test_ids(tests_dir))
-
-
-def default_tasks_dir() -> Path:
-    """The shipped tasks: $RGBRIDGE_TASKS, else the project's `tasks/` folder."""
-    env = os.environ.get("RGBRIDGE_TASKS")
-    return Path(env) if env else PACKAGE_ROOT / "tasks"
 
 
 @dataclass

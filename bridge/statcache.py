@@ -21,7 +21,7 @@ T = TypeVar("T")
 
 
 def _root() -> Path | None:
-    from bridge.scoring.images import cache_dir
+    from bridge.locations import cache_dir
 
     try:
         path = cache_dir() / "task-facts"

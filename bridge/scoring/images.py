@@ -44,6 +44,7 @@ from typing import Any
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
+from bridge.locations import cache_dir
 from bridge.errors import ScoringError
 from bridge.scoring.docker_client import (
     LABEL_KIND,
@@ -117,14 +118,6 @@ class BuildResult:
 
 
 # ----------------------------------------------------------------------------- small helpers
-
-
-def cache_dir() -> Path:
-    """``$RGBRIDGE_CACHE`` or ``~/.cache/rgbridge`` (created)."""
-    raw = os.environ.get("RGBRIDGE_CACHE")
-    path = Path(raw).expanduser() if raw else Path.home() / ".cache" / "rgbridge"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def _hash12(*parts: Any) -> str:
