@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bridge.events import read_events
 from bridge.task import Task
@@ -47,6 +47,7 @@ IN_NONBLOCK = os.O_NONBLOCK
 IN_CLOEXEC = os.O_CLOEXEC
 _MASK = IN_ACCESS | IN_OPEN | IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK
 _EVENT = struct.Struct("iIII")
+_S = TypeVar("_S")
 
 #: golden trees with more directories than this are watched partially (recorded as a warning)
 MAX_WATCHED_DIRS = 4000
@@ -276,15 +277,14 @@ def staged(task: Task) -> Task:
         return _staged[key]
 
 
-def open_guard(session: Any, *, watch: bool) -> None:
-    """Point the session's task at the staged copy; then, if the session is open, watch.
+def open_guard(session: Any) -> None:
+    """Point the session's task at the staged copy, then watch the originals until the session's
+    recorder stops (submit, quit, server stop).
 
-    Called by SessionManager before the recorder starts: no bridge read of the golden folders
-    happens for this session once its watch is on."""
+    Called by SessionManager when it starts a session's recorder, before the agent can act: no
+    bridge read of the golden folders happens for this session once its watch is on."""
     original = session.task
     session.task = staged(original)
-    if not watch:
-        return
     append = session.events.append
     gw = GoldenWatch(golden_set(original), report=lambda path, kind: append(EVENT, path=path, kind=kind),
                      warn=lambda message: append(WARNING_EVENT, message=message))
@@ -293,15 +293,7 @@ def open_guard(session: Any, *, watch: bool) -> None:
     except OSError as exc:  # not Linux, or no inotify: the session runs, the gap is recorded
         append(WARNING_EVENT, message=f"golden files are not watched: {exc}")
         return
-    session.golden_watch = gw
-
-
-def close_watch(session: Any) -> None:
-    """Stop the session's watch (submit, quit, server stop); queued accesses are still recorded."""
-    gw = getattr(session, "golden_watch", None)
-    if gw is not None:
-        gw.stop()
-        session.golden_watch = None
+    session.recorder.stop_hooks.append(gw.stop)
 
 
 # ----------------------------------------------------------------------------- reading it back
@@ -319,6 +311,14 @@ def contamination(rec_dir: Path | str) -> dict[str, Any]:
     """`{"contaminated": bool, "evidence": [...]}` for a recording."""
     found = evidence(rec_dir)
     return {"contaminated": bool(found), "evidence": found}
+
+
+def annotate(status: _S, rec_dir: Path | str) -> _S:
+    """A result status (get_result, `rgbridge submit`) with the recording's contamination set."""
+    found = evidence(rec_dir)
+    status.contaminated = bool(found)  # type: ignore[attr-defined]
+    status.contamination = found  # type: ignore[attr-defined]
+    return status
 
 
 def mark_entries(entries: Iterable[dict[str, Any]], rec_dir: Path | str) -> None:

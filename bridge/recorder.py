@@ -291,6 +291,8 @@ class Recorder:
         self.settle = settle_seconds
         self.exclude = frozenset(exclude)
         self.on_sentinel = on_sentinel
+        #: called once when the recorder stops (the session is no longer open), even if it never started
+        self.stop_hooks: list[Callable[[], None]] = []
         self.force_polling = force_polling
         self.max_file_bytes = min(max_file_bytes, store.max_file_bytes)
         self.auto_checkpoint = auto_checkpoint
@@ -399,6 +401,9 @@ class Recorder:
 
     def stop(self) -> None:
         """Stop watching; pending paths are settled first. Does not commit."""
+        hooks, self.stop_hooks = self.stop_hooks, []
+        for hook in hooks:
+            hook()
         if not self._started:
             return
         self._stopping.set()

@@ -409,7 +409,6 @@ class SessionManager:
             session = Session(record, rec_dir, task)
             session.claim()
             self._seed(session)
-            contamination.open_guard(session, watch=True)  # stage golden files, then watch them
             session.events.append(
                 "session_start", session_id=session_id, task_id=task.id, task_hash=task.content_hash,
                 mode=mode, client=record.client.model_dump(), workspace=str(workspace),
@@ -452,6 +451,7 @@ class SessionManager:
             on_sentinel=lambda: self._on_sentinel(sid),
             baseline=session.store.manifest_of(head) if head else None,
         )
+        contamination.open_guard(session)  # stage golden files, then watch them until the recorder stops
         session.recorder.start()  # places watches, reconciles against disk, commits "start"
 
     # ------------------------------------------------------------------ lookup
@@ -641,7 +641,6 @@ class SessionManager:
             seal = session.recorder.seal(quiet_seconds=self.seal_quiet_seconds, max_wait=self.seal_max_wait,
                                          tag=SUBMISSION_REF)
             session.recorder.stop()
-            contamination.close_watch(session)
             rec.submission = Submission(
                 signal=signal, at=iso(utcnow()), commit=seal.commit, tree_hash=seal.tree_hash,
                 stable=seal.stable, seal_seconds=round(seal.seconds, 3), files=len(seal.manifest),
@@ -728,18 +727,17 @@ class SessionManager:
             session.job_done.wait(timeout=min(float(wait_seconds), 600.0))
         with session.lock:
             job = session.record.job
-            found = contamination.evidence(session.dir)
             if job is None:
-                return ResultStatus(session_id=session_id, state="not_submitted",
-                                    message="not submitted yet: call submit_task when the work is done",
-                                    contaminated=bool(found), contamination=found)
+                return contamination.annotate(ResultStatus(
+                    session_id=session_id, state="not_submitted",
+                    message="not submitted yet: call submit_task when the work is done"), session.dir)
             status = ResultStatus(session_id=session_id, state=job.state, job_id=job.job_id,
-                                  message=job.error or job.message, contaminated=bool(found), contamination=found)
+                                  message=job.error or job.message)
             if job.state == "done" and job.result_dir:
                 data = json.loads((session.dir / job.result_dir / "result.json").read_text(encoding="utf-8"))
                 status.result = data
                 status.summary = summarize_result(data)
-            return status
+            return contamination.annotate(status, session.dir)
 
     def quit(self, session_id: str, reason: str = "") -> SessionStatus:
         session = self._get(session_id)
@@ -751,7 +749,6 @@ class SessionManager:
             if session.recorder is not None:
                 session.recorder.checkpoint("quit")
                 session.recorder.stop()
-            contamination.close_watch(session)
             rec.state = "quit"
             rec.quit_reason = reason or None
             rec.ended_at = iso(utcnow())
@@ -791,7 +788,6 @@ class SessionManager:
                 continue
             session = Session(record, rec_dir, task)
             session.claim()
-            contamination.open_guard(session, watch=record.state in ("active", "paused"))
             session.events.append("reattach", pid=os.getpid(), state=record.state)
             if record.state in ("active", "paused"):
                 self._start_recorder(session, resume=True)  # reconciles what changed while down
@@ -818,7 +814,6 @@ class SessionManager:
                 except Exception:  # noqa: BLE001 - closing must not fail on a vanished workspace
                     pass
                 session.recorder.stop()
-                contamination.close_watch(session)
                 session.events.append("detach", pid=os.getpid())
             if session.job_thread is None or not session.job_thread.is_alive():
                 session.release()

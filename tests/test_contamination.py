@@ -178,3 +178,18 @@ def test_other_bridge_commands_loading_the_task_do_not_count(tmp_path: Path, tas
         assert Catalog.from_options(task_copy.parent).get(TASK).content_hash != before
     finally:
         mgr.close()
+
+
+def test_the_watch_resumes_when_a_restarted_server_reattaches_the_session(tmp_path: Path, task_copy: Path) -> None:
+    first = _manager(tmp_path, task_copy, "rec", scorer=NullScorer())
+    status = first.start(TASK, tmp_path / "ws")
+    first.close()  # server stop: the recorder and the watch stop with it
+    second = _manager(tmp_path, task_copy, "rec", scorer=NullScorer())
+    try:
+        assert status.session_id in second.sessions
+        golden = task_copy / "tests" / "requirements.txt"
+        subprocess.run(["cat", str(golden)], check=True, stdout=subprocess.DEVNULL)
+        second.quit(status.session_id)
+        assert (str(golden), "open") in {(e["path"], e["kind"]) for e in contamination.evidence(Path(status.recording))}
+    finally:
+        second.close()
