@@ -64,11 +64,35 @@ def walk_files(
     skipped: dict[str, str] | None = None,
     *,
     under: str | None = None,
-) -> Iterator[tuple[str, os.DirEntry[str]]]:
-    """(relative POSIX path, DirEntry) for every recorded file or symlink: `walk_files_at`
-    without the directory fd (the entry's `stat()` still works until the next item)."""
+) -> Iterator[tuple[str, WalkEntry]]:
+    """(relative POSIX path, entry) for every recorded file or symlink: `walk_files_at` without
+    the directory fd. The entry's `stat()` works until the next item; its `path` is the joined
+    path (for callers that report it; readers inside the bridge read with `walk_files_at`)."""
+    base = os.fspath(root) if not under else os.path.join(os.fspath(root), *under.split("/"))
     for rel, entry, _fd in _walk.walk_files_at(root, exclude, skipped, under=under):
-        yield rel, entry
+        yield rel, WalkEntry(entry, os.path.join(base, *rel.split("/")))
+
+
+class WalkEntry:
+    """A DirEntry from an fd-relative listing (whose own `path` is only its name) with `path`
+    set to the joined path."""
+
+    __slots__ = ("_entry", "name", "path")
+
+    def __init__(self, entry: os.DirEntry[str], path: str) -> None:
+        self._entry, self.name, self.path = entry, entry.name, path
+
+    def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+        return self._entry.stat(follow_symlinks=follow_symlinks)
+
+    def is_symlink(self) -> bool:
+        return self._entry.is_symlink()
+
+    def is_file(self, *, follow_symlinks: bool = True) -> bool:
+        return self._entry.is_file(follow_symlinks=follow_symlinks)
+
+    def is_dir(self, *, follow_symlinks: bool = True) -> bool:
+        return self._entry.is_dir(follow_symlinks=follow_symlinks)
 
 
 def tree_hash_from_entries(entries: Iterable[tuple[str, int, str]]) -> str:

@@ -9,6 +9,8 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
+
 from bridge.catalog import Catalog
 from bridge.fs import ignore
 from bridge.hashing import tree_hash
@@ -100,3 +102,27 @@ def test_walk_never_enters_a_directory_swapped_for_a_symlink_after_it_was_listed
     assert sorted(p.name for p in staged.iterdir()) == sorted(p.name for p in root.iterdir())
     assert all((staged / p.name).is_symlink() for p in root.iterdir() if p.is_symlink())
     assert tree_hash(staged) == tree_hash(root)
+
+
+def test_verify_reads_the_recording_through_bridge_fs_and_never_opens_a_fifo(tmp_path: Path) -> None:
+    """integrity walks fd-relative too: a FIFO planted in a store made `recordings verify` block
+    forever on open(); now it is listed as a special file and the change is reported."""
+    import threading
+
+    from bridge.integrity import verify_recording
+
+    sample = Path(__file__).resolve().parent.parent / "recordings" / "samples" / "kv-ledger-sample"
+    rec = tmp_path / "rec"
+    shutil.copytree(sample, rec)
+    assert verify_recording(rec).ok  # the sealed digest order is unchanged by the new walk
+    os.mkfifo(rec / "store" / "objects" / "fifo")
+    box: dict[str, object] = {}
+    worker = threading.Thread(target=lambda: box.update(report=verify_recording(rec)), daemon=True)
+    worker.start()
+    worker.join(30)
+    if worker.is_alive():  # unblock the old behaviour's open() so the test process can exit
+        with open(rec / "store" / "objects" / "fifo", "wb"):
+            pass
+        pytest.fail("verify blocked on a FIFO in the store")
+    report = box["report"]
+    assert not report.ok and any("store/objects" in p for p in report.problems), report.problems

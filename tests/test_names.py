@@ -65,7 +65,8 @@ def test_non_utf8_names_round_trip_through_every_recording_verb(tmp_path: Path, 
         assert set(os.listdir(os.fsencode(out))) == {b"README.md", RAW_FILE, RAW_DIR}
     # The CLI's JSON output keeps the bytes as escapes instead of crashing or emitting bad UTF-8.
     proc = subprocess.run([sys.executable, "-m", "bridge.cli", "timeline", str(rec), "--json"],
-                          capture_output=True, env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+                          capture_output=True, check=False,
+                          env={**os.environ, "PYTHONIOENCODING": "utf-8"})
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
     assert os.fsdecode(RAW_FILE) in json.dumps(json.loads(proc.stdout.decode("utf-8")), ensure_ascii=False)
 
@@ -99,7 +100,7 @@ def test_unpack_refuses_long_and_conflicting_names_with_a_clear_error(tmp_path: 
         unpack_recording(archive, tmp_path / "out")
     assert not (tmp_path / "out").exists()  # nothing half-written
     proc = subprocess.run([sys.executable, "-m", "bridge.cli", "recordings", "unpack", str(archive),
-                           "-o", str(tmp_path / "out")], capture_output=True, text=True)
+                           "-o", str(tmp_path / "out")], capture_output=True, text=True, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and message in proc.stderr
 
 
@@ -110,7 +111,7 @@ def test_unpack_into_an_existing_destination_is_a_clear_error(tmp_path: Path) ->
     (tmp_path / "file").write_text("x")
     for dest in ("busy", "file"):
         proc = subprocess.run([sys.executable, "-m", "bridge.cli", "recordings", "unpack", str(archive),
-                               "-o", str(tmp_path / dest)], capture_output=True, text=True)
+                               "-o", str(tmp_path / dest)], capture_output=True, text=True, check=False)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr and "new or empty" in proc.stderr
 
 
@@ -139,7 +140,7 @@ def test_replay_refuses_long_and_conflicting_names_with_a_clear_error(tmp_path: 
     with pytest.raises(RecordingError, match=message):
         replay(rec, f"event:{seq}", tmp_path / "out")
     proc = subprocess.run([sys.executable, "-m", "bridge.cli", "replay", str(rec), "--at", f"event:{seq}",
-                           "--out", str(tmp_path / "out2")], capture_output=True, text=True)
+                           "--out", str(tmp_path / "out2")], capture_output=True, text=True, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and message in proc.stderr
 
 
@@ -149,5 +150,5 @@ def test_replay_into_an_existing_destination_is_a_clear_error(tmp_path: Path) ->
     (tmp_path / "file").write_text("x")
     for dest, message in (("busy", "not empty"), ("file", "not a directory")):
         proc = subprocess.run([sys.executable, "-m", "bridge.cli", "replay", str(SAMPLE), "--at", "submission",
-                               "--out", str(tmp_path / dest)], capture_output=True, text=True)
+                               "--out", str(tmp_path / dest)], capture_output=True, text=True, check=False)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr and message in proc.stderr

@@ -206,3 +206,53 @@ def copy_tree_at(src: str | os.PathLike[str], dest: str | os.PathLike[str],
                 continue
             raise
     return count
+
+
+def walk_sorted_at(root: str | os.PathLike[str], *, prune_root: frozenset[str] = frozenset()
+                   ) -> Iterator[tuple[str, os.DirEntry[str], int]]:
+    """Every non-directory entry under `root` (files, symlinks, special files), with no ignore
+    rules, in `os.walk` order (a folder's names sorted, then its sub-folders sorted), for digests
+    whose order is part of a format (integrity.json). Folders are entered fd-relative with
+    O_NOFOLLOW; a symlink is yielded as an entry, never followed. `prune_root`: top-level
+    folder names left out."""
+    try:
+        fd = os.open(os.fspath(root), DIR_FLAGS)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    yield from _walk_sorted(fd, "", prune_root)
+
+
+def _walk_sorted(fd: int, rel_dir: str, prune: frozenset[str]) -> Iterator[tuple[str, os.DirEntry[str], int]]:
+    try:
+        with os.scandir(fd) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        subdirs = []
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if not (rel_dir == "" and entry.name in prune):
+                    subdirs.append(entry.name)
+                continue
+            yield f"{rel_dir}{entry.name}", entry, fd
+        for name in subdirs:
+            try:
+                sub = os.open(name, DIR_FLAGS, dir_fd=fd)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:  # swapped for a link since it was listed: not entered
+                    continue
+                raise
+            yield from _walk_sorted(sub, f"{rel_dir}{name}/", frozenset())
+    finally:
+        os.close(fd)
+
+
+def digest_at(entry: os.DirEntry[str], dir_fd: int) -> str:
+    """`sha256` of a regular file, `symlink:<sha256 of target>` of a link, `special:<mode>`
+    otherwise (a fifo or device is never opened)."""
+    st = entry.stat(follow_symlinks=False)
+    if stat.S_ISLNK(st.st_mode):
+        return "symlink:" + hashlib.sha256(os.fsencode(os.readlink(entry.name, dir_fd=dir_fd))).hexdigest()
+    if not stat.S_ISREG(st.st_mode):
+        return f"special:{stat.S_IFMT(st.st_mode):o}"
+    return sha256_at(dir_fd, entry.name)
