@@ -267,7 +267,8 @@ def staged(task: Task) -> Task:
     """The process-wide staged copy of `task` (made on first use, kept until the process exits).
 
     One copy per task and process, so a second session of the same task never re-reads the
-    originals while the first one's watch is on."""
+    originals while the first one's watch is on. A staged Task has its original's root and
+    content hash, so staging it again returns it."""
     key = (task.root, task.content_hash)
     with _staged_lock:
         if key not in _staged:

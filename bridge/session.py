@@ -664,6 +664,7 @@ class SessionManager:
             )
 
     def _launch_job(self, session: Session) -> None:
+        session.task = contamination.staged(session.task)  # a resumed job too scores from the staged copy
         session.job_done.clear()
         thread = threading.Thread(target=self._run_job, args=(session,), name=f"score-{session.record.session_id}",
                                   daemon=True)
