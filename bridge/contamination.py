@@ -187,8 +187,11 @@ class GoldenWatch:
             self._add(Path(here), None)
 
     def _loop(self) -> None:
+        poller = select.poll()  # not select(): a busy server may hold fds above FD_SETSIZE
+        poller.register(self._fd, select.POLLIN)
+        poller.register(self._stop_r, select.POLLIN)
         while True:
-            ready, _, _ = select.select([self._fd, self._stop_r], [], [])
+            ready = {fd for fd, _ in poller.poll()}
             if self._fd in ready:
                 self._drain()
             if self._stop_r in ready:
