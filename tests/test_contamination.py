@@ -194,3 +194,37 @@ def test_the_watch_resumes_when_a_restarted_server_reattaches_the_session(tmp_pa
         assert (str(golden), "open") in {(e["path"], e["kind"]) for e in contamination.evidence(Path(status.recording))}
     finally:
         second.close()
+
+
+def test_get_result_over_real_mcp_stdio_reports_contamination(tmp_path: Path, task_copy: Path) -> None:
+    """The agent-facing path: a real MCP client over stdio; a golden read during the session
+    shows up in get_result as contaminated with the path as evidence."""
+    import anyio
+    from mcp import Client, StdioServerParameters, stdio_client
+
+    ws, rec = tmp_path / "ws", tmp_path / "rec"
+    env = {k: v for k, v in os.environ.items() if k not in ("RGBRIDGE_WORKSPACE", "CLAUDE_PROJECT_DIR", "RGBRIDGE_TOKEN")}
+    params = StdioServerParameters(command=sys.executable, args=[
+        "-m", "bridge.cli", "serve", "--workspace", str(ws), "--recordings", str(rec), "--tasks", str(task_copy.parent)],
+        env=env, cwd=str(Path(__file__).resolve().parent.parent))
+    golden = task_copy / "tests" / "test_word_duel.py"
+
+    async def go() -> tuple[dict, dict]:
+        with (tmp_path / "server.stderr").open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog), mode="legacy") as c:
+                await c.call_tool("start_task", {"task_id": TASK})
+                clean = (await c.call_tool("get_result", {})).structured_content
+                subprocess.run(["cat", str(golden)], check=True, stdout=subprocess.DEVNULL)
+                dirty: dict = {}
+                for _ in range(50):  # the watch thread records the access a moment later
+                    dirty = (await c.call_tool("get_result", {})).structured_content
+                    if dirty.get("contaminated"):
+                        break
+                    await anyio.sleep(0.1)
+                await c.call_tool("quit_task", {})
+                return clean, dirty
+
+    clean, dirty = anyio.run(go)
+    assert clean["contaminated"] is False and clean["contamination"] == []
+    assert dirty["contaminated"] is True, dirty
+    assert str(golden) in {e["path"] for e in dirty["contamination"]}
