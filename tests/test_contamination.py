@@ -214,7 +214,7 @@ def test_get_result_over_real_mcp_stdio_reports_contamination(tmp_path: Path, ta
             async with Client(stdio_client(params, errlog=errlog), mode="legacy") as c:
                 await c.call_tool("start_task", {"task_id": TASK})
                 clean = (await c.call_tool("get_result", {})).structured_content
-                subprocess.run(["cat", str(golden)], check=True, stdout=subprocess.DEVNULL)
+                await anyio.run_process(["cat", str(golden)], check=True)
                 dirty: dict = {}
                 for _ in range(50):  # the watch thread records the access a moment later
                     dirty = (await c.call_tool("get_result", {})).structured_content
