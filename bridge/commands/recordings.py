@@ -8,8 +8,6 @@ import json
 import os
 from pathlib import Path
 
-from rich.markup import escape
-
 from bridge.commands.common import add_json_option, add_profile_option, add_task_source_options, console, print_json, stderr_console
 from bridge.errors import RecordingError
 
@@ -225,6 +223,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from rich.markup import escape
+
     from bridge.export import export_recordings, export_run
 
     if args.recordings and args.run_dir:

@@ -223,7 +223,7 @@ def score_repo(
         with tempfile.TemporaryDirectory(prefix="rgbridge-stage-") as tmp:
             staged = Path(tmp) / "snapshot"
             stage_repo(repo_dir, staged)
-            snapshot_hash = tree_hash(staged)  # the recorder's rules: equal to the recorded tree hash
+            snapshot_hash = tree_hash(staged, frozenset())
             results: dict[str, ProfileResult] = {}
             todo: list[str] = []
             for name in names:

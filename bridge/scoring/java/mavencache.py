@@ -25,8 +25,6 @@ from pathlib import Path, PurePosixPath
 import docker
 from docker.errors import DockerException
 
-from bridge.errors import PathError
-from bridge.fs.relpath import rel_parts
 from bridge.scoring.images import cache_dir
 
 DOWNLOADED_LIST = "/opt/m2/rgbridge-downloaded.txt"
@@ -96,10 +94,10 @@ def cache_settings(url: str, local_repo: str) -> str:
 
 
 def _safe_rel(name: str) -> PurePosixPath | None:
-    try:
-        return PurePosixPath(*rel_parts(name.removesuffix("/")))
-    except PathError:
+    rel = PurePosixPath(name)
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
         return None
+    return rel
 
 
 def export_downloads(client: docker.DockerClient, tag: str, local_repo: str) -> int:
