@@ -76,6 +76,11 @@ def test_another_process_reading_a_golden_file_marks_the_session_contaminated(tm
         assert report["results"][0]["contaminated"] is True
         assert str(golden) in {e["path"] for e in report["results"][0]["contamination"]}
         assert "contaminated" in render_html(rec_dir).lower()
+        from bridge.timeline import build_timeline
+
+        timeline = build_timeline(rec_dir)
+        assert timeline["contaminated"] is True
+        assert any(i["type"] == "golden_access" and str(golden) in i["detail"] for i in timeline["incidents"])
         proc = subprocess.run([sys.executable, "-m", "bridge.cli", "report", str(rec_dir)],
                               capture_output=True, text=True, check=False,
                               env={**os.environ, "COLUMNS": "200"})
