@@ -15,6 +15,7 @@ import pytest
 
 from bridge import contamination
 from bridge.catalog import Catalog
+from bridge.events import read_events
 from bridge.report_html import recording_report, render_html
 from bridge.session import SessionManager
 
@@ -233,3 +234,22 @@ def test_get_result_over_real_mcp_stdio_reports_contamination(tmp_path: Path, ta
     assert clean["contaminated"] is False and clean["contamination"] == []
     assert dirty["contaminated"] is True, dirty
     assert str(golden) in {e["path"] for e in dirty["contamination"]}
+
+
+def test_without_inotify_the_session_runs_and_records_the_gap(tmp_path: Path, task_copy: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off Linux (simulated: the libc lookup fails) nothing is watched, and the recording says so."""
+    def unsupported() -> None:
+        raise contamination.Unsupported("inotify is Linux-only (platform test)")
+
+    monkeypatch.setattr(contamination, "_libc", unsupported)
+    mgr = _manager(tmp_path, task_copy, "rec", scorer=NullScorer())
+    try:
+        status = mgr.start(TASK, tmp_path / "ws")
+        mgr.quit(status.session_id)
+        events = list(read_events(Path(status.recording) / "events.jsonl"))
+        warnings = [e for e in events if e["type"] == contamination.WARNING_EVENT]
+        assert warnings and "not watched" in warnings[0]["message"]
+        assert contamination.evidence(Path(status.recording)) == []
+    finally:
+        mgr.close()
