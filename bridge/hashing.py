@@ -55,7 +55,7 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 
 # Walks are fd-relative with O_NOFOLLOW (bridge/fs/walk.py); PATH_MAX limits live there too.
 MAX_DEPTH = _walk.MAX_DEPTH
-MAX_REL_PATH_BYTES = _walk.MAX_REL_PATH_BYTES
+MAX_REL_PATH_BYTES = _walk.MAX_DIR_PATH_BYTES  # a folder deeper than this is skipped
 
 
 def walk_files(

@@ -561,6 +561,9 @@ def apply_file_event(rec: Recording, files: dict[str, FileState], ev: dict[str, 
     path = ev.get("path")
     if not isinstance(path, str) or not path:
         raise RecordingError(f"event {ev.get('seq')} ({typ}) has no path")
+    rel_parts(path, what=f"event {ev.get('seq')} ({typ}) path", error=RecordingError)
+    if isinstance(ev.get("dest"), str):
+        rel_parts(ev["dest"], what=f"event {ev.get('seq')} ({typ}) dest", error=RecordingError)
     if typ == "file_deleted":
         files.pop(path, None)
         left_out.discard(path)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -88,7 +89,7 @@ def _archive(path: Path, names: list[str]) -> Path:
 
 @pytest.mark.parametrize(("names", "message"), [
     (["r/" + "n" * 300], "longer than 255 bytes"),
-    (["r/" + "/".join(["d" * 200] * 20) + "/f"], "longer than 3000 bytes"),
+    (["r/" + "/".join(["d" * 200] * 20) + "/f"], r"longer than \d+ bytes"),
     (["r/a", "r/a/b"], "both a file and a folder"),
     (["r/a/b", "r/a"], "both a file and a folder"),
     (["r/x/", "r/x/y", "r/x/y/z"], "both a file and a folder"),
@@ -101,7 +102,7 @@ def test_unpack_refuses_long_and_conflicting_names_with_a_clear_error(tmp_path: 
     assert not (tmp_path / "out").exists()  # nothing half-written
     proc = subprocess.run([sys.executable, "-m", "bridge.cli", "recordings", "unpack", str(archive),
                            "-o", str(tmp_path / "out")], capture_output=True, text=True, check=False)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr and message in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and re.search(message, proc.stderr)
 
 
 def test_unpack_into_an_existing_destination_is_a_clear_error(tmp_path: Path) -> None:
@@ -133,7 +134,8 @@ def _with_event(tmp_path: Path, path: str) -> tuple[Path, int]:
 @pytest.mark.parametrize(("path", "message"), [
     ("app.py/inner.py", "both a file and a folder"),  # app.py is a file at that moment
     ("n" * 300, "longer than 255 bytes"),
-    ("/".join(["d" * 200] * 20), "longer than 3000 bytes"),
+    ("/".join(["d" * 200] * 20), r"longer than \d+ bytes"),
+    ("../escape.py", "'..' in path refused"),  # every event path goes through the one validator
 ])
 def test_replay_refuses_long_and_conflicting_names_with_a_clear_error(tmp_path: Path, path: str, message: str) -> None:
     rec, seq = _with_event(tmp_path, path)
@@ -141,7 +143,7 @@ def test_replay_refuses_long_and_conflicting_names_with_a_clear_error(tmp_path: 
         replay(rec, f"event:{seq}", tmp_path / "out")
     proc = subprocess.run([sys.executable, "-m", "bridge.cli", "replay", str(rec), "--at", f"event:{seq}",
                            "--out", str(tmp_path / "out2")], capture_output=True, text=True, check=False)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr and message in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and re.search(message, proc.stderr)
 
 
 def test_replay_into_an_existing_destination_is_a_clear_error(tmp_path: Path) -> None:
@@ -151,4 +153,4 @@ def test_replay_into_an_existing_destination_is_a_clear_error(tmp_path: Path) ->
     for dest, message in (("busy", "not empty"), ("file", "not a directory")):
         proc = subprocess.run([sys.executable, "-m", "bridge.cli", "replay", str(SAMPLE), "--at", "submission",
                                "--out", str(tmp_path / dest)], capture_output=True, text=True, check=False)
-        assert proc.returncode == 2 and "Traceback" not in proc.stderr and message in proc.stderr
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr and re.search(message, proc.stderr)

@@ -15,8 +15,10 @@ from collections.abc import Iterable
 from bridge.errors import BridgeError, PathError
 
 NAME_MAX = 255
-#: a relative path longer than this cannot be opened below a typical root within PATH_MAX (4096)
-MAX_REL_PATH_BYTES = 3000
+#: walks do not enter a folder whose relative path is longer than this (PATH_MAX is 4096 with the root)
+MAX_DIR_PATH_BYTES = 3000
+#: the longest relative path a walk can record: such a folder plus one name
+MAX_REL_PATH_BYTES = MAX_DIR_PATH_BYTES + 1 + NAME_MAX
 
 
 def fs_bytes(name: str) -> bytes:

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 
 from bridge.errors import PathError
 from bridge.fs.ignore import EXCLUDED_DIRS, is_excluded_dir, is_ignored_file
-from bridge.fs.relpath import MAX_REL_PATH_BYTES, rel_parts
+from bridge.fs.relpath import MAX_DIR_PATH_BYTES, rel_parts
 
 #: deeper subtrees are skipped and reported (see walk_files)
 MAX_DEPTH = 256
@@ -122,7 +122,7 @@ def _walk_dir(fd: int, rel_dir: str, exclude: frozenset[str] | set[str], skipped
                 if is_excluded_dir(entry.name, exclude):
                     continue
                 sub_rel = rel + "/"
-                if len(sub_rel.encode("utf-8", "surrogateescape")) > MAX_REL_PATH_BYTES or sub_rel.count("/") > MAX_DEPTH:
+                if len(sub_rel.encode("utf-8", "surrogateescape")) > MAX_DIR_PATH_BYTES or sub_rel.count("/") > MAX_DEPTH:
                     if skipped is not None:
                         skipped[rel] = "path too long or too deep (limit PATH_MAX)"
                     continue
