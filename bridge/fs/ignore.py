@@ -71,17 +71,3 @@ def is_recorded_rel(rel: str, exclude: frozenset[str] | set[str] = EXCLUDED_DIRS
     if any(is_excluded_dir(p, exclude) for p in parts[:-1]):
         return False
     return not is_ignored_file(parts[-1])
-
-
-def copytree_ignore(directory: str, names: list[str]) -> set[str]:
-    """`shutil.copytree(ignore=...)` with these rules (a name may be a file or a folder)."""
-    import os
-
-    out = set()
-    for name in names:
-        if os.path.isdir(os.path.join(directory, name)) and not os.path.islink(os.path.join(directory, name)):
-            if is_excluded_dir(name):
-                out.add(name)
-        elif is_ignored_file(name):
-            out.add(name)
-    return out
