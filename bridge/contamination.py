@@ -239,10 +239,13 @@ class GoldenWatch:
         if key in self._seen:
             return
         self._seen.add(key)
-        if len(self._seen) == MAX_RECORDED + 1:
-            self.report("(more golden files accessed: not listed)", "more")
-        elif len(self._seen) <= MAX_RECORDED:
-            self.report(path, kind)
+        try:
+            if len(self._seen) == MAX_RECORDED + 1:
+                self.report("(more golden files accessed: not listed)", "more")
+            elif len(self._seen) <= MAX_RECORDED:
+                self.report(path, kind)
+        except (OSError, ValueError):  # the event log is closed or its disk full: nothing to write to
+            pass
 
     def stop(self) -> None:
         """Stop watching; accesses queued before this call are still reported."""
@@ -262,6 +265,7 @@ class GoldenWatch:
 # ----------------------------------------------------------------------------- per session
 
 _staged: dict[tuple[Path, str], Task] = {}
+_originals: dict[tuple[Path, str], Task] = {}
 _staged_dirs: list[tempfile.TemporaryDirectory[str]] = []
 _staged_lock = threading.Lock()
 
@@ -278,6 +282,7 @@ def staged(task: Task) -> Task:
             tmp = tempfile.TemporaryDirectory(prefix="rgbridge-golden-")  # mode 0700
             _staged_dirs.append(tmp)
             _staged[key] = stage_task(task, Path(tmp.name))
+            _originals[key] = task
         return _staged[key]
 
 
@@ -287,8 +292,8 @@ def open_guard(session: Any) -> None:
 
     Called by SessionManager when it starts a session's recorder, before the agent can act: no
     bridge read of the golden folders happens for this session once its watch is on."""
-    original = session.task
-    session.task = staged(original)
+    session.task = staged(session.task)
+    original = _originals[(session.task.root, session.task.content_hash)]  # never watch the copy
     append = session.events.append
     gw = GoldenWatch(golden_set(original), report=lambda path, kind: append(EVENT, path=path, kind=kind),
                      warn=lambda message: append(WARNING_EVENT, message=message))
