@@ -16,7 +16,6 @@ takes the strict summary's by-language blocks instead.
 from __future__ import annotations
 
 import re
-import shutil
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
