@@ -8,12 +8,18 @@ from pathlib import Path
 
 from bridge.dataset import load_dataset
 from bridge.errors import TaskError
+from bridge.statcache import remembered, tree_files
 from bridge.suite import static_test_ids
 from bridge.task import Task, load_task
 
 from bridge.locations import shipped_tasks_dir as default_tasks_dir
 
 __all__ = ["Catalog", "default_tasks_dir"]
+
+
+def _static_ids(tests_dir: Path) -> dict[str, list[str]]:
+    """static_test_ids, remembered by stat (bridge/statcache.py: no golden file opened)."""
+    return remembered("static-test-ids", "", tree_files(tests_dir), lambda: static_test_ids(tests_dir))
 
 
 @dataclass
@@ -36,7 +42,7 @@ class Catalog:
             tasks, errors = load_dataset(Path(dataset_dir))
             for task in tasks:
                 catalog._add(task)
-                if task.lang == "python" and not task.white_box and not any(static_test_ids(task.tests_dir).values()):
+                if task.lang == "python" and not task.white_box and not any(_static_ids(task.tests_dir).values()):
                     catalog.warnings.append(
                         f"{task.id}: its golden suite has no pytest-collectable test (runner classes or no "
                         "test functions): strict reports task_error for it; see docs/strict-rules.md")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.errors import TaskError
+from bridge.statcache import remembered, tree_files
 from bridge.suite import agent_imports
 from bridge.task import (
     TEST_EXTRA_NAMES,
@@ -129,7 +130,8 @@ def load_dataset_task(root: Path, name: str) -> Task:
         seed=Seed(files=sorted(seeds)),
         test_env=upstream_test_env(spec.port),
         # Declared from the golden files: a suite importing `app...` it does not ship (Blog).
-        white_box=is_python and bool(agent_imports(tests_dir)),
+        white_box=is_python and bool(remembered("agent-imports", "", tree_files(tests_dir),
+                                                lambda: agent_imports(tests_dir))),
     )
     task = Task(
         manifest=manifest,

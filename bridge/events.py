@@ -37,6 +37,19 @@ class ReadStats:
     bad_lines: int = 0
 
 
+def encode_record(rec: dict[str, Any]) -> bytes:
+    """One record as a UTF-8 JSON line.
+
+    File names are bytes on POSIX; Python carries a name that is not UTF-8 as a str with lone
+    surrogates (U+DC80-U+DCFF, PEP 383). Those are written as JSON escapes (`\\udce9`), so the
+    line stays valid UTF-8 and `json.loads` + `os.fsencode` give back the exact bytes."""
+    line = json.dumps(rec, ensure_ascii=False, separators=(",", ":"), default=str)
+    try:
+        return line.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(rec, ensure_ascii=True, separators=(",", ":"), default=str).encode("ascii")
+
+
 def read_events(path: str | os.PathLike[str], *, stats: ReadStats | None = None) -> Iterator[dict[str, Any]]:
     """Yield the records of an events file, skipping (and counting in `stats`) unparsable lines."""
     st = stats if stats is not None else ReadStats()
@@ -46,8 +59,9 @@ def read_events(path: str | os.PathLike[str], *, stats: ReadStats | None = None)
             if not line:
                 continue
             try:
-                rec = json.loads(line)
-            except (ValueError, UnicodeDecodeError):
+                # surrogateescape: logs written before names were escaped hold raw non-UTF-8 bytes
+                rec = json.loads(line.decode("utf-8", "surrogateescape"))
+            except ValueError:
                 st.bad_lines += 1
                 continue
             if not isinstance(rec, dict):
@@ -120,8 +134,7 @@ class EventLog:
                 "type": type,
             }
             rec.update(fields)
-            line = json.dumps(rec, ensure_ascii=False, separators=(",", ":"), default=str)
-            self._fh.write(line.encode("utf-8", "surrogateescape") + b"\n")
+            self._fh.write(encode_record(rec) + b"\n")
             self._fh.flush()
             self._since_sync += 1
             if self._fsync_every and self._since_sync >= self._fsync_every:

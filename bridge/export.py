@@ -16,7 +16,6 @@ takes the strict summary's by-language blocks instead.
 from __future__ import annotations
 
 import re
-import shutil
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -54,13 +53,15 @@ class ExportResult:
     out_dir: Path
     folders: dict[str, list[str]] = field(default_factory=dict)  # config folder -> tasks
     skipped: list[str] = field(default_factory=list)
+    #: exported tasks whose recording opened golden files while open (bridge/contamination.py)
+    contaminated: list[str] = field(default_factory=list)
 
 
 def _copy_repo(src: Path, dest: Path) -> None:
-    """Copy a scored repo as the engine staged it (upstream's ignore list, our metadata dir)."""
-    from bridge.scoring.workdir import STAGE_IGNORE
+    """Copy a scored repo as the engine stages it (the workspace ignore rules, bridge/fs/ignore.py)."""
+    from bridge.fs.walk import copy_tree_at
 
-    shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(*STAGE_IGNORE, ".rgbridge"))
+    copy_tree_at(src, dest)
 
 
 def _run_date(report: dict[str, Any]) -> datetime:
@@ -112,6 +113,7 @@ def export_recordings(recordings_dir: Path | str, out_dir: Path | str, *, ide: s
                       catalog: Any | None = None) -> ExportResult:
     """Materialise each recording's submission as `<config>/<Task>/` (newest submission per task)."""
     from bridge.clock import parse_iso
+    from bridge.contamination import evidence
     from bridge.replay import iter_recordings, latest_result, load_meta, replay
 
     chosen: dict[str, tuple[str, Path, str]] = {}  # task -> (submitted at, recording, lang)
@@ -164,6 +166,8 @@ def export_recordings(recordings_dir: Path | str, out_dir: Path | str, *, ide: s
         dest.parent.mkdir(parents=True, exist_ok=True)
         replay(rec, "submission", dest)
         result.folders.setdefault(folder, []).append(task)
+        if evidence(rec):
+            result.contaminated.append(task)
     return result
 
 

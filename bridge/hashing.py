@@ -1,45 +1,23 @@
-"""Content hashing of workspace files and trees, and the shared exclusion rules.
-
-The exclusion rules here are the single source of truth for what a recording contains: the
-recorder's watches, manifests, tree hashes and the shadow store all use them.
-"""
+"""Content hashing of workspace files and trees (exclusion rules: bridge/fs/ignore.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
-import re
 import stat
 from collections.abc import Iterable, Iterator
 
-# Build, vendor, VCS and IDE folders: never watched, never recorded, never snapshotted.
-# `env` is deliberately absent: it is a plausible source folder name (e.g. `app/env/`).
-EXCLUDED_DIRS: frozenset[str] = frozenset(
-    {
-        ".git",
-        ".hg",
-        ".svn",
-        "node_modules",
-        ".venv",
-        "venv",
-        "__pycache__",
-        "dist",
-        "build",
-        "target",
-        ".idea",
-        ".vscode",
-        ".pytest_cache",
-        ".mypy_cache",
-        ".ruff_cache",
-        ".tox",
-        ".nox",
-        ".gradle",
-        ".cursor",
-        ".agents",
-        ".rgbridge",
-    }
+from bridge.fs import walk as _walk
+
+# The ignore rules live in bridge/fs/ignore.py (one definition); re-exported for callers here.
+from bridge.fs.ignore import (  # noqa: F401
+    EXCLUDED_DIR_SUFFIXES,
+    EXCLUDED_DIRS,
+    is_excluded_dir,
+    is_ignored_file,
+    is_recorded_rel,
+    is_temp_file,
 )
-EXCLUDED_DIR_SUFFIXES: tuple[str, ...] = (".egg-info",)
 
 # Our metadata folder inside the workspace; `.rgbridge/SUBMIT` is the completion sentinel.
 METADATA_DIR = ".rgbridge"
@@ -51,41 +29,7 @@ MODE_FILE = 0o100644
 MODE_EXEC = 0o100755
 MODE_LINK = 0o120000
 
-_TEMP_RE = re.compile(
-    r"""(
-        .*\.sw[a-px]$           # vim swap files (.swp, .swo, .swx, ...)
-      | .*~$                    # vim/emacs backups
-      | 4913$                   # vim's write-permission probe
-      | .*___jb_(tmp|old)___$   # JetBrains safe-write
-      | \.\#.*                  # emacs lock files
-      | .*\.tmp\.\d+$           # write-temp-then-rename (<name>.tmp.<pid>)
-      | .*\.crswap$             # Chrome/VS Code web swap files
-      | \.~lock\..*\#$          # LibreOffice locks
-    )""",
-    re.VERBOSE,
-)
-
 _CHUNK = 1 << 20
-
-
-def is_excluded_dir(name: str, exclude: frozenset[str] | set[str] = EXCLUDED_DIRS) -> bool:
-    """True when a directory with this base name is never recorded."""
-    return name in exclude or name.endswith(EXCLUDED_DIR_SUFFIXES)
-
-
-def is_temp_file(name: str) -> bool:
-    """True for editor temp/backup/lock names kept out of the log of record."""
-    return _TEMP_RE.fullmatch(name) is not None
-
-
-def is_recorded_rel(rel: str, exclude: frozenset[str] | set[str] = EXCLUDED_DIRS) -> bool:
-    """True when a POSIX relative file path belongs to the record (no excluded dir, no temp name)."""
-    parts = rel.split("/")
-    if any(p in ("", ".", "..") for p in parts):
-        return False
-    if any(is_excluded_dir(p, exclude) for p in parts[:-1]):
-        return False
-    return not is_temp_file(parts[-1])
 
 
 def mode_of(st: os.stat_result) -> int:
@@ -109,57 +53,46 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
-# A subtree whose paths would not fit in PATH_MAX (4096 on Linux, root included) cannot be read
-# by path at all; it is skipped and reported instead of raising ENAMETOOLONG mid-submit.
-MAX_REL_PATH_BYTES = 3000
-MAX_DEPTH = 256
+# Walks are fd-relative with O_NOFOLLOW (bridge/fs/walk.py); PATH_MAX limits live there too.
+MAX_DEPTH = _walk.MAX_DEPTH
+MAX_REL_PATH_BYTES = _walk.MAX_DIR_PATH_BYTES  # a folder deeper than this is skipped
 
 
 def walk_files(
     root: str | os.PathLike[str],
     exclude: frozenset[str] | set[str] = EXCLUDED_DIRS,
     skipped: dict[str, str] | None = None,
-) -> Iterator[tuple[str, os.DirEntry[str]]]:
-    """Yield (relative POSIX path, DirEntry) for every recorded file or symlink under root.
+    *,
+    under: str | None = None,
+) -> Iterator[tuple[str, WalkEntry]]:
+    """(relative POSIX path, entry) for every recorded file or symlink: `walk_files_at` without
+    the directory fd. The entry's `stat()` works until the next item; its `path` is the joined
+    path (for callers that report it; readers inside the bridge read with `walk_files_at`)."""
+    base = os.fspath(root) if not under else os.path.join(os.fspath(root), *under.split("/"))
+    for rel, entry, _fd in _walk.walk_files_at(root, exclude, skipped, under=under):
+        yield rel, WalkEntry(entry, os.path.join(base, *rel.split("/")))
 
-    Excluded directories are pruned (never listed), temp names skipped, symlinks to
-    directories are yielded as links and not followed; sockets, fifos and devices are skipped.
-    Subtrees too deep or too long to read, or unreadable, are left out and, when `skipped` is
-    given, reported there (relative dir -> reason).
-    """
-    root_s = os.fspath(root)
-    stack: list[tuple[str, str]] = [(root_s, "")]
-    while stack:
-        abs_dir, rel_dir = stack.pop()
-        if rel_dir and (
-            len(rel_dir.encode("utf-8", "surrogateescape")) > MAX_REL_PATH_BYTES or rel_dir.count("/") > MAX_DEPTH
-        ):
-            if skipped is not None:
-                skipped[rel_dir.rstrip("/")] = "path too long or too deep (limit PATH_MAX)"
-            continue
-        try:
-            it = os.scandir(abs_dir)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        except OSError as exc:  # ENAMETOOLONG, EACCES, ELOOP...: report, never crash a submit
-            if skipped is not None:
-                skipped[rel_dir.rstrip("/") or "."] = exc.strerror or type(exc).__name__
-            continue
-        with it:
-            for entry in it:
-                rel = f"{rel_dir}{entry.name}"
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        if not is_excluded_dir(entry.name, exclude):
-                            stack.append((entry.path, rel + "/"))
-                        continue
-                    if not (entry.is_file(follow_symlinks=False) or entry.is_symlink()):
-                        continue
-                except OSError:
-                    continue
-                if is_temp_file(entry.name):
-                    continue
-                yield rel, entry
+
+class WalkEntry:
+    """A DirEntry from an fd-relative listing (whose own `path` is only its name) with `path`
+    set to the joined path."""
+
+    __slots__ = ("_entry", "name", "path")
+
+    def __init__(self, entry: os.DirEntry[str], path: str) -> None:
+        self._entry, self.name, self.path = entry, entry.name, path
+
+    def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+        return self._entry.stat(follow_symlinks=follow_symlinks)
+
+    def is_symlink(self) -> bool:
+        return self._entry.is_symlink()
+
+    def is_file(self, *, follow_symlinks: bool = True) -> bool:
+        return self._entry.is_file(follow_symlinks=follow_symlinks)
+
+    def is_dir(self, *, follow_symlinks: bool = True) -> bool:
+        return self._entry.is_dir(follow_symlinks=follow_symlinks)
 
 
 def tree_hash_from_entries(entries: Iterable[tuple[str, int, str]]) -> str:
@@ -186,16 +119,16 @@ def tree_hash(
     Files larger than `max_file_bytes` (when given) are left out, as the manifest does.
     """
     triples: list[tuple[str, int, str]] = []
-    for rel, entry in walk_files(root, exclude):
+    for rel, entry, dir_fd in _walk.walk_files_at(root, exclude):
         try:
             st = entry.stat(follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode):
-                digest = sha256_bytes(os.fsencode(os.readlink(entry.path)))
+                digest = sha256_bytes(os.fsencode(os.readlink(entry.name, dir_fd=dir_fd)))
             else:
                 if max_file_bytes is not None and st.st_size > max_file_bytes:
                     continue
-                digest = sha256_file(entry.path)
-        except (FileNotFoundError, NotADirectoryError):
+                digest = _walk.sha256_at(dir_fd, entry.name)
+        except OSError:  # gone, or swapped for a link or a special file since it was listed
             continue
         triples.append((rel, mode_of(st), digest))
     return tree_hash_from_entries(triples)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,8 @@ from bridge import __version__
 from bridge.clock import iso, parse_iso, utcnow
 from bridge.errors import BridgeError, RecordingError
 from bridge.files import write_json_atomic
+from bridge.fs.ignore import UPSTREAM_COPY_IGNORE
+from bridge.fs.walk import digest_at, walk_sorted_at
 from bridge.hashing import sha256_bytes, tree_hash_from_entries
 
 INTEGRITY_NAME = "integrity.json"
@@ -42,8 +43,9 @@ VOLATILE = frozenset({INTEGRITY_NAME, "owner.pid"})
 #: records a finished session may still append (a client polling get_result, a server stopping);
 #: appended after an intact sealed prefix they are reported as a warning, anything else fails
 APPENDABLE = frozenset({"mcp_call", "log_opened", "detach"})
-#: the engine stages a snapshot without these (bridge.scoring.workdir.STAGE_IGNORE + metadata)
-_STAGE_IGNORE = (".git", "__pycache__", "*.pyc", ".DS_Store", "node_modules", ".venv", "venv", ".rgbridge")
+#: before the recorder and the engine shared one rule set (bridge/fs/ignore.py) the engine staged a
+#: snapshot without upstream's list only; results scored then are still checked against that
+_STAGE_IGNORE = (*UPSTREAM_COPY_IGNORE, ".rgbridge")
 
 
 def _sha256_file(path: Path) -> str:
@@ -63,20 +65,16 @@ def _is_volatile_store_file(rel: str) -> bool:
 def recording_files(rec_dir: Path) -> dict[str, str]:
     """relative path -> sha256 of every file outside store/ (session.json, events, results, ...)."""
     out: dict[str, str] = {}
-    for root, dirs, files in os.walk(rec_dir):
-        rel_root = os.path.relpath(root, rec_dir)
-        if rel_root == ".":
-            dirs[:] = [d for d in dirs if d != "store"]
-        dirs.sort()
-        for name in sorted(files):
-            rel = name if rel_root == "." else f"{Path(rel_root).as_posix()}/{name}"
-            if rel in VOLATILE or (rel.startswith("results/") and name.endswith(".tmp")):
-                continue
-            path = Path(root) / name
-            if path.is_symlink():
-                out[rel] = "symlink:" + sha256_bytes(os.fsencode(os.readlink(path)))
-            elif path.is_file():
-                out[rel] = _sha256_file(path)
+    # fd-relative, O_NOFOLLOW (bridge/fs/walk.py): a folder swapped for a link is never read through
+    for rel, entry, dir_fd in walk_sorted_at(rec_dir, prune_root=frozenset({"store"})):
+        if rel in VOLATILE or (rel.startswith("results/") and entry.name.endswith(".tmp")):
+            continue
+        try:
+            digest = digest_at(entry, dir_fd)
+        except FileNotFoundError:
+            continue
+        if not digest.startswith("special:"):  # as before: only files and links are listed
+            out[rel] = digest
     return dict(sorted(out.items()))
 
 
@@ -87,20 +85,18 @@ def store_digest(store: Path) -> dict[str, Any]:
     files: dict[str, str] = {}
     obj = hashlib.sha256()
     count = 0
-    for root, dirs, names in os.walk(store):
-        dirs.sort()
-        rel_root = Path(os.path.relpath(root, store)).as_posix()
-        for name in sorted(names):
-            rel = name if rel_root == "." else f"{rel_root}/{name}"
-            if _is_volatile_store_file(rel):
-                continue
-            path = Path(root) / name
-            digest = ("symlink:" + sha256_bytes(os.fsencode(os.readlink(path)))) if path.is_symlink() else _sha256_file(path)
-            if rel.startswith("objects/"):
-                obj.update(f"{rel}\0{digest}\n".encode())
-                count += 1
-            else:
-                files[rel] = digest
+    for rel, entry, dir_fd in walk_sorted_at(store):  # os.walk order: the objects digest depends on it
+        if _is_volatile_store_file(rel):
+            continue
+        try:
+            digest = digest_at(entry, dir_fd)
+        except FileNotFoundError:
+            continue
+        if rel.startswith("objects/"):
+            obj.update(f"{rel}\0{digest}\n".encode())
+            count += 1
+        else:
+            files[rel] = digest
     refs = StoreReader(store).refs() if (store / "objects").is_dir() else {}
     return {"refs": refs, "files": dict(sorted(files.items())), "objects": {"count": count, "digest": obj.hexdigest()}}
 

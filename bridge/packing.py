@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.errors import RecordingError
+from bridge.fs.relpath import check_layout, rel_parts
+from bridge.fs.walk import DIR_FLAGS, open_parent, read_at
 
 MAX_MEMBERS = 200_000
 MAX_FILE_BYTES = 512 * 1024 * 1024
@@ -42,29 +44,52 @@ def _skip(rel: str) -> bool:
     return name.endswith(".tmp") and name.startswith(".")
 
 
-def _walk(rec_dir: Path) -> list[tuple[str, Path, bool]]:
-    """(relative path, absolute path, is_dir), sorted; refuses anything but files and dirs."""
-    out: list[tuple[str, Path, bool]] = []
-    stack = [("", rec_dir)]
-    while stack:
-        rel_dir, abs_dir = stack.pop()
-        with os.scandir(abs_dir) as it:
-            entries = sorted(it, key=lambda e: e.name)
-        for entry in entries:
-            rel = f"{rel_dir}{entry.name}"
-            st = entry.stat(follow_symlinks=False)
-            if stat.S_ISLNK(st.st_mode):
-                raise RecordingError(f"cannot pack {rec_dir}: {rel} is a symlink (recordings hold none)")
-            if stat.S_ISDIR(st.st_mode):
-                out.append((rel, Path(entry.path), True))
-                stack.append((rel + "/", Path(entry.path)))
-            elif stat.S_ISREG(st.st_mode):
-                if not _skip(rel):
-                    out.append((rel, Path(entry.path), False))
-            else:
-                raise RecordingError(f"cannot pack {rec_dir}: {rel} is not a regular file")
+def _walk(rec_dir: Path) -> list[tuple[str, bool]]:
+    """(relative path, is_dir), sorted; refuses anything but files and dirs. Every folder is
+    entered relative to its parent's fd with O_NOFOLLOW (bridge/fs/walk.py), so a folder swapped
+    for a link after it was listed is refused, never read through."""
+    out: list[tuple[str, bool]] = []
+
+    def visit(fd: int, rel_dir: str) -> None:
+        try:
+            with os.scandir(fd) as it:
+                entries = sorted(it, key=lambda e: e.name)
+            for entry in entries:
+                rel = f"{rel_dir}{entry.name}"
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISLNK(st.st_mode):
+                    raise RecordingError(f"cannot pack {rec_dir}: {rel} is a symlink (recordings hold none)")
+                if stat.S_ISDIR(st.st_mode):
+                    out.append((rel, True))
+                    try:
+                        sub = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
+                    except OSError as exc:
+                        raise RecordingError(f"cannot pack {rec_dir}: {rel}: {exc.strerror} (swapped for a link?)") from None
+                    visit(sub, rel + "/")
+                elif stat.S_ISREG(st.st_mode):
+                    if not _skip(rel):
+                        out.append((rel, False))
+                else:
+                    raise RecordingError(f"cannot pack {rec_dir}: {rel} is not a regular file")
+        finally:
+            os.close(fd)
+
+    try:
+        root_fd = os.open(rec_dir, DIR_FLAGS)
+    except OSError as exc:
+        raise RecordingError(f"cannot pack {rec_dir}: {exc.strerror}") from None
+    visit(root_fd, "")
     out.sort(key=lambda t: t[0].encode("utf-8", "surrogateescape"))
     return out
+
+
+def _read(rec_dir: Path, rel: str) -> bytes:
+    """A member's bytes, read with no symlink component followed."""
+    try:
+        with open_parent(rec_dir, rel) as (dir_fd, name):
+            return read_at(dir_fd, name)
+    except (OSError, ValueError) as exc:
+        raise RecordingError(f"cannot pack {rec_dir}: {rel}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 def _info(name: str, *, is_dir: bool, size: int = 0) -> tarfile.TarInfo:
@@ -93,12 +118,12 @@ def pack_recording(rec_dir: Path | str, out_file: Path | str) -> Path:
         with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz:
             with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
                 tar.addfile(_info(top, is_dir=True))
-                for rel, path, is_dir in members:
+                for rel, is_dir in members:
                     name = f"{top}/{rel}"
                     if is_dir:
                         tar.addfile(_info(name, is_dir=True))
                         continue
-                    data = path.read_bytes()  # read once: size and content agree even if it changes
+                    data = _read(rec_dir, rel)  # read once: size and content agree even if it changes
                     tar.addfile(_info(name, is_dir=False, size=len(data)), io.BytesIO(data))
         os.replace(tmp, out_file)
     except BaseException:
@@ -115,16 +140,7 @@ class UnpackResult:
 
 
 def _check_name(name: str) -> list[str]:
-    if not name or "\0" in name or "\\" in name:
-        raise RecordingError(f"archive member {name!r}: invalid name")
-    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
-        raise RecordingError(f"archive member {name!r}: absolute path refused")
-    parts = name.rstrip("/").split("/")
-    if any(p == ".." for p in parts):
-        raise RecordingError(f"archive member {name!r}: '..' in path refused")
-    if any(p in ("", ".") for p in parts):
-        raise RecordingError(f"archive member {name!r}: empty or '.' path component refused")
-    return parts
+    return rel_parts(name.removesuffix("/"), what="archive member", error=RecordingError)
 
 
 def unpack_recording(
@@ -185,6 +201,8 @@ def unpack_recording(
             raise RecordingError(f"{archive}: empty archive")
         if f"{top}/session.json" not in seen:
             raise RecordingError(f"{archive}: no {top}/session.json: not a recording archive")
+        check_layout(["/".join(p) for m, p in plan if not m.isdir()], ["/".join(p) for m, p in plan if m.isdir()],
+                     what="archive member", error=RecordingError)
 
         existed = out.exists()
         out.mkdir(parents=True, exist_ok=True)
@@ -222,15 +240,27 @@ def unpack_recording(
                             raise RecordingError(f"archive member {member.name!r}: longer than declared")
                         dst.write(chunk)
                 files += 1
+        except OSError as exc:  # e.g. a name the destination file system refuses: an error, not a traceback
+            _clear(root, existed)
+            where = f" ({os.fsdecode(exc.filename)!r})" if exc.filename else ""
+            raise RecordingError(f"cannot unpack into {out_dir}: {exc.strerror or exc}{where}") from None
+        except (tarfile.TarError, EOFError, zlib.error) as exc:
+            _clear(root, existed)
+            raise RecordingError(f"{archive}: damaged archive ({exc})") from None
         except BaseException:
-            if existed:  # it was empty: leave it empty
-                for child in Path(root).iterdir():
-                    if child.is_dir() and not child.is_symlink():
-                        shutil.rmtree(child, ignore_errors=True)
-                    else:
-                        child.unlink()
-            else:
-                shutil.rmtree(root, ignore_errors=True)
+            _clear(root, existed)
             raise
     return UnpackResult(out, files, total)
+
+
+def _clear(root: str, existed: bool) -> None:
+    """Undo a failed unpack: an existing (empty) destination is left empty, a new one removed."""
+    if existed:
+        for child in Path(root).iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink()
+    else:
+        shutil.rmtree(root, ignore_errors=True)
 

@@ -11,6 +11,7 @@ import os
 from pathlib import Path, PurePosixPath
 
 from bridge.errors import PathError
+from bridge.fs.relpath import rel_parts
 
 
 def _resolve_deepest(path: Path) -> Path:
@@ -53,10 +54,5 @@ def confine(root: Path, relative: str | os.PathLike[str]) -> Path:
 
 
 def safe_relative(name: str) -> PurePosixPath:
-    """Validate a relative POSIX path taken from untrusted data (manifest, archive, recording)."""
-    if not name or "\x00" in name or "\\" in name:
-        raise PathError(f"invalid relative path {name!r}")
-    path = PurePosixPath(name)
-    if path.is_absolute() or any(part in ("..", "") for part in path.parts) or path.parts[0] == ".":
-        raise PathError(f"path {name!r} must be relative and must not contain '..'")
-    return path
+    """Validate a relative POSIX path taken from untrusted data (bridge/fs/relpath.py rules)."""
+    return PurePosixPath(*rel_parts(name))

@@ -61,7 +61,7 @@ from bridge.hashing import (
     METADATA_DIR,
     SENTINEL_REL,
     is_excluded_dir,
-    is_temp_file,
+    is_ignored_file,
     walk_files,
 )
 from bridge.manifest import (
@@ -291,6 +291,8 @@ class Recorder:
         self.settle = settle_seconds
         self.exclude = frozenset(exclude)
         self.on_sentinel = on_sentinel
+        #: called once when the recorder stops (the session is no longer open), even if it never started
+        self.stop_hooks: list[Callable[[], None]] = []
         self.force_polling = force_polling
         self.max_file_bytes = min(max_file_bytes, store.max_file_bytes)
         self.auto_checkpoint = auto_checkpoint
@@ -399,6 +401,9 @@ class Recorder:
 
     def stop(self) -> None:
         """Stop watching; pending paths are settled first. Does not commit."""
+        hooks, self.stop_hooks = self.stop_hooks, []
+        for hook in hooks:
+            hook()
         if not self._started:
             return
         self._stopping.set()
@@ -629,7 +634,7 @@ class Recorder:
         parts = rel.split("/")
         if any(is_excluded_dir(p, self.exclude) for p in parts[:-1]):
             return False
-        return not is_temp_file(parts[-1])
+        return not is_ignored_file(parts[-1])
 
     def _ingest(self, item: tuple[Any, ...]) -> None:
         mono, kind, src, dest, is_dir = item
@@ -723,7 +728,7 @@ class Recorder:
         if os.path.islink(top):  # a directory swapped for a link: the link is the entry, never its target
             self._pending.setdefault(rel_dir, _Pending(t - self.settle, "created"))
             return
-        for sub, _entry in walk_files(top, self.exclude):
+        for sub, _entry in walk_files(self._root_s, self.exclude, under=rel_dir):
             rel = f"{rel_dir}/{sub}"
             if rel not in self._pending:
                 self._pending[rel] = _Pending(t - self.settle, "created")

@@ -34,6 +34,7 @@ from bridge.scoring.result import summarize_result
 from bridge.errors import RecordingError
 from bridge.events import ReadStats, read_events
 from bridge.files import write_json_atomic
+from bridge.fs.relpath import check_layout, rel_parts
 from bridge.gitsafe import HARDENING_ARGS, check_store_layout, isolated_git_env
 from bridge.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, sha256_bytes, tree_hash_from_entries
 
@@ -560,6 +561,9 @@ def apply_file_event(rec: Recording, files: dict[str, FileState], ev: dict[str, 
     path = ev.get("path")
     if not isinstance(path, str) or not path:
         raise RecordingError(f"event {ev.get('seq')} ({typ}) has no path")
+    rel_parts(path, what=f"event {ev.get('seq')} ({typ}) path", error=RecordingError)
+    if isinstance(ev.get("dest"), str):
+        rel_parts(ev["dest"], what=f"event {ev.get('seq')} ({typ}) dest", error=RecordingError)
     if typ == "file_deleted":
         files.pop(path, None)
         left_out.discard(path)
@@ -680,10 +684,7 @@ def _prepare_out(out_dir: Path, force: bool, rec_dir: Path) -> Path:
 
 
 def _safe_rel(path: str) -> list[str]:
-    parts = path.split("/")
-    if path.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\0" in path:
-        raise RecordingError(f"unsafe path in recording: {path!r}")
-    return parts
+    return rel_parts(path, what="unsafe path in recording:", error=RecordingError)
 
 
 def materialise(rec: Recording, state: State, out: Path) -> int:
@@ -693,6 +694,15 @@ def materialise(rec: Recording, state: State, out: Path) -> int:
     Symlinks are created last and never followed.
     """
     out_real = os.path.realpath(out)
+    check_layout(state.files, what="path in recording", error=RecordingError)
+    try:
+        return _materialise(rec, state, out_real)
+    except OSError as exc:  # a name this file system refuses, a folder that vanished: an error, no traceback
+        where = f" ({os.fsdecode(exc.filename)!r})" if exc.filename else ""
+        raise RecordingError(f"cannot write the workspace into {out}: {exc.strerror or exc}{where}") from None
+
+
+def _materialise(rec: Recording, state: State, out_real: str) -> int:
     links: list[tuple[list[str], bytes]] = []
     count = 0
     made: set[str] = set()

@@ -18,9 +18,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bridge.contamination import evidence, mark_entries
 from bridge.errors import RecordingError, ScoringError
 from bridge.scoring.reporting import build_entry, profile_rows, summarize_strict, summarize_upstream
 from bridge.scoring.result import ScoreResult
+from bridge.textsafe import show_raw_bytes
 
 LANGS = ("python", "java")
 _MAX_TESTS = 200
@@ -29,7 +31,7 @@ _MAX_ENTRIES = 300
 
 def e(value: Any) -> str:
     """Escape any value for HTML text or attribute context."""
-    return html.escape("" if value is None else str(value), quote=True)
+    return html.escape(show_raw_bytes("" if value is None else str(value)), quote=True)
 
 
 def _num(x: Any, digits: int = 4) -> str:
@@ -97,6 +99,9 @@ def recording_report(rec_dir: Path | str) -> dict[str, Any]:
         entries.append(build_entry(result))
         md.update(result=latest["name"], grader_version=result.grader_version,
                   moment=(latest.get("moment") or {}).get("spec", ""))
+    # Golden files opened while the session was open (bridge/contamination.py): on every entry.
+    mark_entries(entries, rec_dir)
+    md["contaminated"] = bool(evidence(rec_dir))
     return report_from_entries(entries, md)
 
 
@@ -214,6 +219,12 @@ def _profile_html(name: str, prof: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
+def _contamination_html(found: Sequence[Mapping[str, Any]]) -> str:
+    rows = ([f"<code>{e(x.get('path'))}</code>", e(x.get("kind")), e(x.get("at"))] for x in found[:_MAX_ENTRIES])
+    return ("<p class='fail'>CONTAMINATED: golden test or solution files were opened while the session was open; "
+            "this score cannot be trusted.</p>" + _table(["path", "access", "at"], rows))
+
+
 def _tasks_html(results: Sequence[Mapping[str, Any]]) -> str:
     out = [f"<h2>Tasks ({len(results)})</h2>"]
     for entry in sorted(results, key=lambda r: str(r.get("repo_name", ""))):
@@ -222,6 +233,8 @@ def _tasks_html(results: Sequence[Mapping[str, Any]]) -> str:
             profiles = {"compat": entry}
         out.append(f"<div class='task'><h3>{e(entry.get('repo_name'))} <span class='badge'>{e(entry.get('lang'))}</span> "
                    f"<span class='badge'>{e(entry.get('framework'))}</span></h3>")
+        if entry.get("contaminated"):
+            out.append(_contamination_html(entry.get("contamination") or []))
         snap = (entry.get("rgbridge") or {}).get("snapshot_hash")
         if snap:
             out.append(f"<p class='muted'>snapshot <code>{e(str(snap)[:16])}</code> grader "
@@ -438,6 +451,8 @@ def render_html(target: Path | str, *, run_id: str | None = None) -> str:
         md = report["metadata"]
         title = f"Recording {md.get('session_id')} — {md.get('task_id')}"
         body = _summary_html(report) + _tasks_html(report["results"]) + _recording_html(target, report)
+        if md.get("contaminated") and not report["results"]:  # not scored: the evidence still shows
+            body = _contamination_html(evidence(target)) + body
         return _page(title, md, body)
     path, report = load_run_report(target, run_id)
     md = dict(report.get("metadata") or {})

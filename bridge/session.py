@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from bridge import __version__, integrity
+from bridge import __version__, contamination, integrity
 from bridge.attach import (
     MARKER,
     META_DIR,
@@ -201,6 +201,9 @@ class ResultStatus(BaseModel):
     message: str = ""
     result: dict[str, Any] | None = None
     summary: dict[str, Any] | None = None
+    #: a golden test or solution file was opened while the session was open (bridge/contamination.py)
+    contaminated: bool = False
+    contamination: list[dict[str, Any]] = Field(default_factory=list)
 
 
 def rules_text(task: Task) -> str:
@@ -230,8 +233,9 @@ def result_status(record: SessionRecord, rec_dir: Path) -> ResultStatus:
     """What get_result reports for a session: job state and, when done, the per-profile summary."""
     job = record.job
     if job is None:
-        return ResultStatus(session_id=record.session_id, state="not_submitted", attempt=record.attempt,
-                            message="not submitted yet: call submit_task when the work is done")
+        return contamination.annotate(ResultStatus(
+            session_id=record.session_id, state="not_submitted", attempt=record.attempt,
+            message="not submitted yet: call submit_task when the work is done"), rec_dir)
     status = ResultStatus(session_id=record.session_id, state=job.state, job_id=job.job_id,
                           attempt=record.attempt, message=job.error or job.message)
     if job.state == "done" and job.result_dir:
@@ -239,7 +243,7 @@ def result_status(record: SessionRecord, rec_dir: Path) -> ResultStatus:
         data = json.loads(path.read_text(encoding="utf-8"))
         status.result = data
         status.summary = summarize_result(data)
-    return status
+    return contamination.annotate(status, rec_dir)
 
 
 class Session:
@@ -562,6 +566,7 @@ class SessionManager:
             on_sentinel=lambda: self._on_sentinel(sid),
             baseline=session.store.manifest_of(head) if head else None,
         )
+        contamination.open_guard(session)  # stage golden files, then watch them until the recorder stops
         session.recorder.start()  # places watches, reconciles against disk, commits "start"
 
     # ------------------------------------------------------------------ lookup
@@ -806,6 +811,7 @@ class SessionManager:
         return SessionError(f"{reason}; the session is still open: {fix}, then call submit_task again")
 
     def _launch_job(self, session: Session) -> None:
+        session.task = contamination.staged(session.task)  # a resumed job too scores from the staged copy
         session.job_done.clear()
         thread = threading.Thread(target=self._run_job, args=(session,), name=f"score-{session.record.session_id}",
                                   daemon=True)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bridge.errors import RecordingError
+from bridge.fs.relpath import check_layout, rel_parts
 from bridge.gitsafe import HARDENING_ARGS, check_store_layout, isolated_git_env
 from bridge.hashing import EXCLUDED_DIRS, EXCLUDED_DIR_SUFFIXES, MODE_EXEC, MODE_LINK, sha256_bytes, tree_hash_from_entries
 from bridge.manifest import FileEntry, Manifest, Oversized, read_entry
@@ -380,10 +381,9 @@ class ShadowStore:
             raise RecordingError(f"checkout target is not empty: {out}")
         out_real = os.path.realpath(out)
         entries = self.ls_tree(commit)
-        for e in entries:
-            parts = e.path.split("/")
-            if e.path.startswith("/") or any(p in ("", ".", "..") for p in parts):
-                raise RecordingError(f"unsafe path in snapshot: {e.path!r}")
+        for e in entries:  # one validator for names from a store (bridge/fs/relpath.py)
+            rel_parts(e.path, what="unsafe path in snapshot:", error=RecordingError)
+        check_layout([e.path for e in entries], what="path in snapshot", error=RecordingError)
         by_oid: dict[str, list[TreeEntry]] = {}
         for e in entries:
             by_oid.setdefault(e.oid, []).append(e)

@@ -178,11 +178,22 @@ def _iter_tree(root: Path) -> list[Path]:
 
 
 def compute_task_hash(manifest: Manifest, readme: Path, tests_dir: Path, extras: dict[str, Path]) -> str:
-    """Content hash over manifest, README, golden tests and test extras (not the solution)."""
-    h = hashlib.sha256()
+    """Content hash over manifest, README, golden tests and test extras (not the solution).
+
+    Remembered by the files' stat signatures (bridge/statcache.py): loading a catalog while a
+    session is open then opens no golden file."""
+    from bridge.statcache import remembered
+
     dump = manifest.model_dump(mode="json")
     if not dump.get("white_box"):
         dump.pop("white_box", None)  # added later: leaves the hashes of existing tasks unchanged
+    files = [readme, *_iter_tree(tests_dir), *extras.values()]
+    extra = json.dumps([dump, sorted(extras)], sort_keys=True)
+    return remembered("task-hash", extra, files, lambda: _task_hash(dump, readme, tests_dir, extras))
+
+
+def _task_hash(dump: dict[str, object], readme: Path, tests_dir: Path, extras: dict[str, Path]) -> str:
+    h = hashlib.sha256()
     h.update(b"manifest\0" + json.dumps(dump, sort_keys=True).encode())
     h.update(b"\0readme\0" + readme.read_bytes())
     for file in _iter_tree(tests_dir):

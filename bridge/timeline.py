@@ -19,7 +19,9 @@ NICE_BUCKETS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 1
 MAX_BUCKETS = 40
 SPARK = "▁▂▃▄▅▆▇█"
 _INCIDENTS = frozenset({"recorder_degraded", "recorder_error", "reattach", "detach", "score_failed",
-                        "score_resume", "sentinel", "quit"})
+                        "score_resume", "sentinel", "quit",
+                        # a golden test/solution file opened while the session was open (bridge/contamination.py)
+                        "golden_access", "golden_watch_warning"})
 
 
 def bucket_seconds(duration: float, max_buckets: int = MAX_BUCKETS) -> int:
@@ -121,7 +123,8 @@ def build_timeline(rec_dir: Path | str | Recording) -> dict[str, Any]:
             entries.append({"seq": ev["seq"], "t_s": ts, "kind": "session",
                             "text": str(typ).replace("_", " ") + (f" ({ev.get('mode')})" if ev.get("mode") else "")})
         if typ in _INCIDENTS:
-            detail = ev.get("reason") or ev.get("error") or ev.get("state") or ""
+            detail = ev.get("reason") or ev.get("error") or ev.get("state") or ev.get("message") or (
+                f"{ev.get('kind')} {ev.get('path')}" if typ == "golden_access" else "")
             incidents.append({"seq": ev["seq"], "t_s": ts, "type": typ, "detail": str(detail)})
             entries.append({"seq": ev["seq"], "t_s": ts, "kind": "incident", "text": f"{typ} {detail}".strip()})
     entries.sort(key=lambda e: e["seq"])
@@ -154,6 +157,7 @@ def build_timeline(rec_dir: Path | str | Recording) -> dict[str, Any]:
                       "calls": calls},
         "notes": notes,
         "incidents": incidents,
+        "contaminated": any(i["type"] == "golden_access" for i in incidents),
         "submission": submission,
         "scores": scores,
         "entries": entries,

@@ -4,7 +4,8 @@
 
 It launches `python -m mcp_server` over stdio exactly as an IDE would, lists the tasks, starts a
 session, writes the task's reference solution into the workspace (the demo agent is an oracle
-by design: it reads `solution/` from the tasks folder on the host, never through MCP), submits,
+by design: it reads `solution/` from the tasks folder on the host, never through MCP, and before
+the session opens: a read while it is open would be recorded as `golden_access`), submits,
 polls get_result until scoring finishes, and prints the result per profile and where the
 recording is. Exit code 0 only when the result arrived and Pass@1 = 1.0 in every profile scored.
 """
@@ -12,7 +13,6 @@ recording is. Exit code 0 only when the result arrived and Pass@1 = 1.0 in every
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import tempfile
 import time
@@ -50,17 +50,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def copy_solution(solution: Path, workspace: Path) -> list[str]:
-    copied = []
+def read_solution(solution: Path) -> dict[str, tuple[bytes, int]]:
+    """relative path -> (bytes, mode) of the oracle solution, read before any session opens."""
+    out = {}
     for path in sorted(solution.rglob("*")):
         if path.is_dir() or "__pycache__" in path.parts:
             continue
-        rel = path.relative_to(solution)
+        out[path.relative_to(solution).as_posix()] = (path.read_bytes(), path.stat().st_mode & 0o777)
+    return out
+
+
+def write_solution(files: dict[str, tuple[bytes, int]], workspace: Path) -> list[str]:
+    for rel, (data, mode) in files.items():
         target = workspace / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, target)
-        copied.append(rel.as_posix())
-    return copied
+        target.write_bytes(data)
+        target.chmod(mode)
+    return list(files)
 
 
 def result_table(summary: dict[str, Any]) -> Table:
@@ -81,6 +87,7 @@ async def run(args: argparse.Namespace, workspace: Path, recordings: Path, serve
     task = catalog.get(args.task)
     if task.solution_dir is None or not task.solution_dir.is_dir():
         raise DemoError(f"task {task.id} ships no solution/ for the oracle agent")
+    oracle = read_solution(task.solution_dir)  # before the session's golden watch starts
     server_args = ["-m", "mcp_server", "--workspace", str(workspace), "--recordings", str(recordings),
                    "--profile", args.profile]
     if args.tasks is not None:
@@ -102,7 +109,7 @@ async def run(args: argparse.Namespace, workspace: Path, recordings: Path, serve
             console.print(f"[bold]session[/] {session['session_id']} in {session['workspace']} "
                           f"(workspace from {session['workspace_source']})")
 
-            files = copy_solution(task.solution_dir, Path(session["workspace"]))
+            files = write_solution(oracle, Path(session["workspace"]))
             console.print(f"[bold]oracle agent[/] wrote {len(files)} file(s): {', '.join(files)}")
             await client.call_tool("add_note", {"text": "demo: oracle solution copied from the host tasks folder"})
 
@@ -141,6 +148,11 @@ async def run(args: argparse.Namespace, workspace: Path, recordings: Path, serve
     summary = status.get("summary") or {}
     console.print(result_table(summary))
     console.print(f"scored in {waited:.1f}s after submit")
+    if status.get("contaminated"):  # golden files opened while the session was open
+        paths = sorted({e["path"] for e in status.get("contamination") or []})
+        console.print(f"[bold red]contaminated[/]: {', '.join(paths)}", highlight=False)
+    else:
+        console.print("contaminated: no (no golden file was opened while the session was open)")
     console.print(f"[bold]recording[/]: {recording}  (session.json, events.jsonl, store/, results/)")
     console.print(f"[bold]workspace[/]: {session['workspace']}")
     perfect = bool(summary) and all(row.get("pass_at_1") == 1.0 for row in summary.values())

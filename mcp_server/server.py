@@ -96,6 +96,9 @@ class TaskResult(BaseModel):
     attempt: int = 1
     message: str = ""
     summary: dict[str, Any] | None = None
+    #: a golden test or solution file was opened while the session was open (path, kind, time)
+    contaminated: bool = False
+    contamination: list[dict[str, Any]] = Field(default_factory=list)
     waited_seconds: float = 0.0
     next_step: str
 
@@ -332,8 +335,8 @@ def build_server(
                 status = await _thread(manager.result, sid, wait_seconds=min(PROGRESS_INTERVAL, remaining))
             return TaskResult(
                 session_id=status.session_id, state=status.state, job_id=status.job_id, attempt=status.attempt,
-                message=status.message,
-                summary=status.summary, waited_seconds=round(time.monotonic() - started, 3),
+                message=status.message, summary=status.summary, contaminated=status.contaminated,
+                contamination=status.contamination, waited_seconds=round(time.monotonic() - started, 3),
                 next_step=_result_next_step(status),
             )
         return await tools.run("get_result", args, body)

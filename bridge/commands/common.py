@@ -41,7 +41,12 @@ def load_catalog(args: argparse.Namespace, *, report_errors: bool = True) -> Cat
 
 
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a non-UTF-8 file name (lone surrogates): JSON escapes keep its bytes
+        text = json.dumps(data, indent=2, ensure_ascii=True, default=str)
+    sys.stdout.write(text + "\n")
 
 
 def console() -> Console:

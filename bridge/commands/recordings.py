@@ -223,6 +223,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from rich.markup import escape
+
     from bridge.export import export_recordings, export_run
 
     if args.recordings and args.run_dir:
@@ -234,14 +236,18 @@ def cmd_export(args: argparse.Namespace) -> int:
                          predictions_dir=args.predictions_dir)
     else:
         raise RecordingError("give RUN_DIR or --recordings DIR")
-    data = {"output": str(res.out_dir), "folders": res.folders, "skipped": res.skipped}
+    data = {"output": str(res.out_dir), "folders": res.folders, "skipped": res.skipped,
+            "contaminated": res.contaminated}
     if args.json:
         print_json(data)
     else:
         for folder, tasks in sorted(res.folders.items()):
             console().print(f"{res.out_dir / folder}: {len(tasks)} task(s): {', '.join(tasks)}", highlight=False)
         if res.skipped:
-            stderr_console().print(f"[yellow]skipped:[/] {', '.join(res.skipped)}", highlight=False)
+            stderr_console().print(f"[yellow]skipped:[/] {escape(', '.join(res.skipped))}", highlight=False)
+        if res.contaminated:
+            stderr_console().print(f"[red]contaminated[/] (golden files opened during the session): "
+                                   f"{escape(', '.join(res.contaminated))}", highlight=False)
     return 0
 
 

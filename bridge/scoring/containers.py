@@ -42,6 +42,7 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
 
 from bridge.errors import ScoringError
+from bridge.fs.ignore import UPSTREAM_COPY_IGNORE
 from bridge.scoring.docker_client import LABEL_OWNER, LABEL_RUN, OWNER_VALUE, owner_filter
 
 APP_UID = 10001
@@ -49,10 +50,9 @@ APP_GID = 10001
 # Fixed mtime for files copied in: stable archives across runs. 2000-01-01, not the epoch,
 # because zipfile and some build tools reject timestamps before 1980.
 NORMALISED_MTIME = 946684800
-# Names excluded at any depth when copying a snapshot in (upstream ignores the same set).
-DEFAULT_EXCLUDE: tuple[str, ...] = (
-    ".git", "__pycache__", "*.pyc", ".DS_Store", "node_modules", ".venv", "venv",
-)
+# Names excluded at any depth when copying a tree in (upstream ignores the same set); a staged
+# snapshot has already lost these and more (bridge/fs/ignore.py).
+DEFAULT_EXCLUDE: tuple[str, ...] = UPSTREAM_COPY_IGNORE
 DEFAULT_LOG_CAP = 1_000_000
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 

@@ -395,7 +395,8 @@ def render_table(results: Sequence[Mapping[str, Any]], console: Any = None) -> A
                 continue
             table.add_row(
                 # Repo names and outcomes come from folders and reports: plain text, never markup.
-                Text(str(e.get("repo_name", "?"))) if first else "",
+                Text(str(e.get("repo_name", "?")) + (" CONTAMINATED" if e.get("contaminated") else ""))
+                if first else "",
                 name,
                 Text(infer_outcome(prof) if name == "compat" else str(prof.get("outcome"))),
                 _fmt_dsr(prof.get("dsr")),
@@ -412,13 +413,18 @@ def render_table(results: Sequence[Mapping[str, Any]], console: Any = None) -> A
         f"DSR {up['deployment_success_rate']:.4f}  |  strict: Pass@1 {st['avg_pass_at_1']:.4f}  "
         f"DSR {st['deployment_success_rate']:.4f}  infra errors {st['infra_errors']}"
     )
+    dirty = sorted(str(e.get("repo_name", "?")) for e in results if e.get("contaminated"))
+    if dirty:  # golden files opened while the session was open (bridge/contamination.py)
+        table.caption += f"\ncontaminated (golden files opened during the session): {', '.join(dirty)}"
     # Per-language lines, as upstream's table ends (the leaderboard is split by language too).
     present = [lang for lang in LANGS if any(e.get("lang") == lang for e in results)]
     for lang in present:
         by = st["by_lang"][lang]
+        # A strict-only run has no compat rows: its summary has no per-language blocks.
+        compat = (f"compat Pass@1 {up['pass_at_1_by_lang'][lang]:.4f}  AC {up['ac_by_lang'][lang]:.4f}  "
+                  f"DSR {up['dsr_by_lang'][lang]:.4f}" if "pass_at_1_by_lang" in up else "compat -")
         table.caption += (
-            f"\n{lang} ({by['repos']} scored): compat Pass@1 {up['pass_at_1_by_lang'][lang]:.4f}  "
-            f"AC {up['ac_by_lang'][lang]:.4f}  DSR {up['dsr_by_lang'][lang]:.4f}  |  strict: Pass@1 "
+            f"\n{lang} ({by['repos']} scored): {compat}  |  strict: Pass@1 "
             f"{by['avg_pass_at_1']:.4f}  DSR {by['deployment_success_rate']:.4f}"
         )
     if console is not None:

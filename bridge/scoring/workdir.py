@@ -5,17 +5,15 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bridge.fs.walk import copy_tree_at
 from bridge.scoring.containers import ContainerLimits
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 LOG_CAP_BYTES = 2_000_000
-#: upstream copies the repo ignoring these at any depth (upstream-scoring.md §2.3)
-STAGE_IGNORE = (".git", "__pycache__", "*.pyc", ".DS_Store", "node_modules", ".venv", "venv")
 
 
 @dataclass
@@ -97,26 +95,8 @@ def merge_tree(source: Path, root: Path, relative: str, ignore: tuple[str, ...] 
                 place_file(Path(directory, name), root, str(Path(relative) / rel_dir / name))
 
 
-def _special_files(directory: str, names: list[str]) -> set[str]:
-    """Sockets, FIFOs and devices: never copied (like the container copy-in)."""
-    out = set()
-    for name in names:
-        try:
-            mode = os.lstat(os.path.join(directory, name)).st_mode
-        except OSError:
-            out.add(name)
-            continue
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
-            out.add(name)
-    return out
-
-
 def stage_repo(src: Path, dest: Path) -> None:
-    """Copy an agent repo for scoring with upstream's ignore list (plus our metadata dir); symlinks kept."""
-
-    base_ignore = shutil.ignore_patterns(*STAGE_IGNORE, ".rgbridge")
-
-    def ignore(directory: str, names: list[str]) -> set[str]:
-        return set(base_ignore(directory, names)) | _special_files(directory, names)
-
-    shutil.copytree(src, dest, symlinks=True, ignore=ignore)
+    """Copy an agent repo for scoring with the workspace ignore rules (bridge/fs/ignore.py, a
+    superset of upstream's list), so the staged tree hashes as the recorder hashed it. Reads are
+    fd-relative with O_NOFOLLOW (bridge/fs/walk.py): symlinks kept as links, never followed."""
+    copy_tree_at(src, dest)
