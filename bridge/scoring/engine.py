@@ -32,7 +32,7 @@ from bridge.hashing import tree_hash
 from bridge.scoring.compat import run_compat
 from bridge.scoring.containers import sweep
 from bridge.scoring.docker_client import get_client
-from bridge.scoring.images import cache_dir
+from bridge.scoring.pkgcache import cache_dir
 from bridge.scoring.java.compat import run_java_compat
 from bridge.scoring.java.layers import MavenSources
 from bridge.scoring.java.strict import run_java_strict

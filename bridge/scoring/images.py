@@ -45,6 +45,8 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
 from bridge.errors import ScoringError
+from bridge.scoring import reqfile
+from bridge.scoring.pkgcache import WheelCache, cache_dir
 from bridge.scoring.docker_client import (
     LABEL_KIND,
     LABEL_OWNER,
@@ -57,7 +59,7 @@ ProgressFn = Callable[[str], None]
 
 # Bump when the recipe changes in a way the hashed inputs below do not capture.
 RECIPE_VERSION = "1"
-DEPS_RECIPE_VERSION = "1"
+DEPS_RECIPE_VERSION = "2"
 
 DEFAULT_SUITE = "bookworm"
 BASE_PACKAGES: tuple[str, ...] = (
@@ -114,17 +116,11 @@ class BuildResult:
     log_tail: str
     error: str = ""
     timed_out: bool = False
+    #: wheels a layer build fetched before anything but pip ran: file name -> sha256
+    fetched: dict[str, str] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- small helpers
-
-
-def cache_dir() -> Path:
-    """``$RGBRIDGE_CACHE`` or ``~/.cache/rgbridge`` (created)."""
-    raw = os.environ.get("RGBRIDGE_CACHE")
-    path = Path(raw).expanduser() if raw else Path.home() / ".cache" / "rgbridge"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def _hash12(*parts: Any) -> str:
@@ -622,36 +618,53 @@ def index_reachable_from_containers(client: docker.DockerClient, *, base: str | 
     return reachable
 
 
-def prepare_wheelhouse(requirements: str, dest: Path, *, timeout: float = 900,
-                       progress: ProgressFn | None = None) -> Path:
-    """Download wheels for ``requirements`` with the host's pip into ``dest``.
+class UnsafeRequirementError(DependencyInstallError):
+    """A requirement the bridge refuses to install from (a local path; in wheelhouse mode,
+    anything but a named requirement fetched as a binary wheel)."""
 
-    Binary wheels only first (the host is CPython 3.11 x86_64 like the image); if that fails,
-    sdists are allowed and setuptools/wheel are added so ``--no-index`` builds can find them.
+
+def check_requirements(requirements: str, *, host_fetch: bool = False) -> None:
+    """Raise UnsafeRequirementError naming the first line that would install from a local path
+    (``host_fetch``: the first line the host may not fetch as a binary wheel)."""
+    check = reqfile.host_fetch_reason if host_fetch else reqfile.local_path_reason
+    for line in reqfile.logical_lines(requirements):
+        reason = check(line)
+        if reason is not None:
+            where = ("the host fetches binary wheels of named requirements only and never builds "
+                     "anything of the agent's" if host_fetch else
+                     "dependency layers are built from requirements.txt alone, so local folders "
+                     "and files cannot be installed")
+            raise UnsafeRequirementError(f"requirement refused: {reason}; {where}",
+                                         log_tail=f"refused requirement line: {line}")
+
+
+def prepare_wheelhouse(requirements: str, dest: Path, *, timeout: float = 900,
+                       progress: ProgressFn | None = None, find_links: Path | None = None) -> Path:
+    """Download binary wheels for ``requirements`` with the host's pip into ``dest``.
+
+    Only named requirements are accepted and only wheels are fetched (``--only-binary=:all:``):
+    a local path, URL, VCS link, pip option or a package without a wheel is refused, so
+    nothing of the agent's is ever built or run on the host. ``find_links`` (the package cache's
+    view) is offered first, so cached wheels are copied rather than downloaded.
     """
+    check_requirements(requirements, host_fetch=True)
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
-        fh.write(requirements)
+        fh.write(reqfile.normalise(requirements))
         req = fh.name
     pyver: list[str] = []
     if sys.version_info[:2] != (3, 11):
         pyver = ["--python-version", "3.11"]
-    base = [sys.executable, "-m", "pip", "download", "--no-input", "-d", str(dest), "-r", req]
+    cmd = [sys.executable, "-m", "pip", "download", "--no-input", "--only-binary=:all:", *pyver,
+           "-d", str(dest), "-r", req]
+    if find_links is not None:
+        cmd += ["--find-links", str(find_links)]
     try:
-        try:
-            _run([*base, "--only-binary=:all:", *pyver], timeout=timeout,
-                 what="pip download (wheels)", progress=progress)
-        except CommandError as first:
-            if pyver:
-                raise DependencyInstallError(str(first), log_tail=first.output[-LOG_TAIL_CHARS:]) \
-                    from first
-            try:
-                _run(base, timeout=timeout, what="pip download", progress=progress)
-                _run([sys.executable, "-m", "pip", "download", "--no-input", "-d", str(dest),
-                      "setuptools", "wheel"], timeout=timeout, what="pip download (build deps)")
-            except CommandError as exc:
-                raise DependencyInstallError(str(exc), log_tail=exc.output[-LOG_TAIL_CHARS:]) \
-                    from exc
+        _run(cmd, timeout=timeout, what="pip download (binary wheels only)", progress=progress)
+    except CommandError as exc:
+        raise DependencyInstallError(
+            f"{exc} (wheelhouse mode installs binary wheels only and never builds from source)",
+            log_tail=exc.output[-LOG_TAIL_CHARS:]) from exc
     finally:
         os.unlink(req)
     return dest
@@ -660,11 +673,6 @@ def prepare_wheelhouse(requirements: str, dest: Path, *, timeout: float = 900,
 def _wheelhouse_digest(path: Path) -> str:
     entries = sorted((p.name, p.stat().st_size) for p in path.iterdir() if p.is_file())
     return _hash12("wheelhouse", entries)
-
-
-def _normalise_requirements(text: str) -> str:
-    lines = [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
-    return "\n".join(lines).strip() + "\n" if any(x.strip() for x in lines) else ""
 
 
 def _resolve_wheelhouse(client: docker.DockerClient, base: str, requirements: str,
@@ -745,7 +753,7 @@ def ensure_tester_image(client: docker.DockerClient, *, wheelhouse: Path | str |
 def deps_image_tag(base: str, requirements: str, extra_packages: Sequence[str] = (),
                    wheelhouse: Path | str | None = None) -> str:
     mode = "auto" if wheelhouse is None else f"dir:{_wheelhouse_digest(Path(wheelhouse))}"
-    key = _hash12("deps", DEPS_RECIPE_VERSION, base, _normalise_requirements(requirements),
+    key = _hash12("deps", DEPS_RECIPE_VERSION, base, reqfile.normalise(requirements),
                   list(extra_packages), mode)
     return f"{DEPS_REPO}:{key}"
 
@@ -758,6 +766,159 @@ def _last_error_line(log: str) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
+# Layer builds: one container from the base image runs the install and is committed as the
+# layer (one commit instead of a legacy build's per-step commits, each slow on fuse-overlayfs).
+_LAYER_BUILD = "/tmp/rgbridge-build"
+_LAYER_CACHE = "/opt/rgbridge-wheels"    # the wheel cache's view: read-only bind mount
+_LAYER_OUTBOX = "/opt/rgbridge-outbox"   # this build's fetched wheels: a private, empty folder
+_FETCH_BEGIN, _FETCH_END = "RGBRIDGE_FETCHED_BEGIN", "RGBRIDGE_FETCHED_END"
+
+# Written into the build as a file: a PEP 503 page per project for the wheels just fetched.
+_OUTBOX_INDEX = f"""import os, re
+src, dst = "{_LAYER_OUTBOX}", "/tmp/rgbridge-fetched-index"
+for name in sorted(os.listdir(src)):
+    if name.endswith(".whl"):
+        project = re.sub(r"[-_.]+", "-", name.split("-", 1)[0]).lower()
+        os.makedirs(os.path.join(dst, project), exist_ok=True)
+        with open(os.path.join(dst, project, "index.html"), "a") as fh:
+            fh.write(f'<a href="file://{{src}}/{{name}}">{{name}}</a><br>\\n')
+"""
+
+
+def _pip(args: str) -> str:
+    return f"python -m pip {args} --progress-bar off"
+
+
+def _layer_script(files: Sequence[str], *, mode: str) -> str:
+    """The shell script of a layer build. ``mode``:
+
+    * ``fetch`` (containers reach the index): first binary wheels only are downloaded into the
+      outbox (nothing of the agent's can run while pip only downloads wheels), their hashes are
+      printed, then the install runs exactly as pip would, with the cache and the fetched
+      wheels offered as the last extra indexes: pip prefers the later index for an identical
+      file, so a cached or fetched wheel is never downloaded again, while versions are chosen
+      as without them. The host adds to the cache only outbox files whose hash was printed
+      before the install started (so whatever ran during it cannot slip anything in).
+    * ``local`` (no network): the cache and a wheelhouse only (``--no-index``).
+    """
+    reqs = [f"{_LAYER_BUILD}/{name}" for name in files]
+    # The build files never reach the committed layer, whatever way the script ends.
+    # pip's HTTP cache lives in /tmp for this build only (the install step re-reads the index
+    # pages the fetch step just read) and goes with the build files.
+    lines = ["set -u", f"trap 'rm -rf {_LAYER_BUILD} /tmp/rgbridge-fetched-index /tmp/rgbridge-pip' EXIT",
+             f". {_LAYER_BUILD}/pip.env", "export PIP_CACHE_DIR=/tmp/rgbridge-pip"]
+    if mode == "local":
+        lines.append(" && ".join(
+            _pip(f"install --no-index --find-links {_LAYER_OUTBOX} --find-links {_LAYER_CACHE}/flat -r {r}")
+            for r in reqs) + " || exit 1")
+        return "\n".join(lines) + "\n"
+    cache_index = f"file://{_LAYER_CACHE}/simple/"
+    fetch = " && ".join(
+        _pip(f"download --only-binary=:all: -d {_LAYER_OUTBOX} -r {r}") for r in reqs)
+    lines += [
+        f'export PIP_EXTRA_INDEX_URL="${{PIP_EXTRA_INDEX_URL:+$PIP_EXTRA_INDEX_URL }}{cache_index}"',
+        f"if {fetch}; then",
+        f"  echo {_FETCH_BEGIN}; (cd {_LAYER_OUTBOX} && sha256sum -- *.whl); echo {_FETCH_END}",
+        f"  python3 {_LAYER_BUILD}/outbox_index.py",
+        '  export PIP_EXTRA_INDEX_URL="$PIP_EXTRA_INDEX_URL file:///tmp/rgbridge-fetched-index/"',
+        "fi",
+        " && ".join(_pip(f"install -r {r}") for r in reqs) + " || exit 1",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def fetched_hashes(log: str) -> dict[str, str]:
+    """File name -> sha256 from the first fetched-wheels listing of a build log (printed before
+    anything of the agent's could run; later lines are ignored)."""
+    begin = log.find(_FETCH_BEGIN + "\n")
+    end = log.find(_FETCH_END, begin)
+    if begin < 0 or end < 0:
+        return {}
+    out: dict[str, str] = {}
+    for line in log[begin + len(_FETCH_BEGIN) + 1:end].splitlines():
+        digest, _, name = line.strip().partition("  ")
+        if re.fullmatch(r"[0-9a-f]{64}", digest) and name and "/" not in name:
+            out.setdefault(name, digest)
+    return out
+
+
+def _commit_changes(client: docker.DockerClient, base: str, kind: str) -> list[str]:
+    """Dockerfile changes that give the committed layer its base's run config back (the build
+    container's command and user are not the image's) plus our labels."""
+    config = client.images.get(base).attrs.get("Config") or {}
+    changes = [f"LABEL {LABEL_OWNER}={OWNER_VALUE} {LABEL_KIND}={kind}",
+               f"USER {config.get('User') or 'root'}",
+               f"WORKDIR {config.get('WorkingDir') or '/'}"]
+    if config.get("Cmd"):
+        changes.append(f"CMD {json.dumps(config['Cmd'])}")
+    return changes
+
+
+def _shell_env(values: dict[str, str]) -> str:
+    import shlex
+
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(values.items()))
+
+
+def build_layer(client: docker.DockerClient, *, base: str, tag: str, kind: str,
+                requirement_files: dict[str, str], mode: str, view: Path, wheels: Path,
+                timeout: float = 600, progress: ProgressFn | None = None) -> BuildResult:
+    """Run ``_layer_script`` in one container FROM ``base`` and commit it as ``tag``.
+
+    ``view`` (the package cache) is bind-mounted read-only; ``wheels`` is mounted read-write
+    in ``fetch`` mode only (this build's empty outbox: the one place the build may write on the
+    host), read-only otherwise (a wheelhouse). No network in ``local`` mode.
+    """
+    from bridge.scoring.containers import ContainerLimits, create_container, managed, \
+        put_directory, read_logs, wait_with_timeout
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="rgbridge-layer-") as tmp:
+        files_dir = Path(tmp)
+        for name, text in requirement_files.items():
+            (files_dir / name).write_text(text, encoding="utf-8")
+        pip_env = {} if mode == "local" else host_pip_index_settings()
+        (files_dir / "pip.env").write_text(_shell_env(pip_env), encoding="utf-8")
+        (files_dir / "outbox_index.py").write_text(_OUTBOX_INDEX, encoding="utf-8")
+        (files_dir / "build.sh").write_text(_layer_script(list(requirement_files), mode=mode),
+                                            encoding="utf-8")
+        # --mount style binds: unlike -v ones they are not recorded as VOLUMEs by the commit.
+        mounts = [docker.types.Mount(_LAYER_CACHE, str(view), type="bind", read_only=True),
+                  docker.types.Mount(_LAYER_OUTBOX, str(wheels), type="bind",
+                                     read_only=mode != "fetch")]
+        container = create_container(
+            client, base, name=f"rgbridge-layer-{secrets.token_hex(5)}",
+            command=["bash", f"{_LAYER_BUILD}/build.sh"],
+            labels=make_labels(kind=f"{kind}-build"),
+            # pip runs as root, as in a Dockerfile RUN; no capabilities, no new privileges
+            limits=ContainerLimits(user="0:0", pids_limit=1024, nano_cpus=2_000_000_000),
+            network_mode="none" if mode == "local" else "bridge", mounts=mounts)
+        with managed(container):
+            put_directory(container, files_dir, _LAYER_BUILD, uid=0, gid=0)
+            container.start()
+            outcome = wait_with_timeout(container, max(5.0, timeout - (time.monotonic() - started)))
+            log = read_logs(container)
+            for line in log.splitlines():
+                if line.strip():
+                    _say(progress, line)
+            tail = log[-LOG_TAIL_CHARS:]
+            if outcome.timed_out:
+                return BuildResult(False, tag, time.monotonic() - started, tail,
+                                   f"build timed out after {timeout:.0f}s", timed_out=True)
+            if outcome.exit_code != 0:
+                return BuildResult(False, tag, time.monotonic() - started, tail,
+                                   f"install exited {outcome.exit_code}")
+            repo, _, version = tag.rpartition(":")
+            try:
+                container.commit(repository=repo, tag=version,
+                                 changes=_commit_changes(client, base, kind))
+            except DockerException as exc:
+                return BuildResult(False, tag, time.monotonic() - started, tail,
+                                   f"docker commit failed: {exc}")
+    return BuildResult(True, tag, time.monotonic() - started, tail,
+                       fetched=fetched_hashes(log) if mode == "fetch" else {})
+
+
 def ensure_deps_image(client: docker.DockerClient, requirements: str, *,
                       extra_packages: Sequence[str] = (), base: str | None = None,
                       wheelhouse: Path | str | None = None, progress: ProgressFn | None = None,
@@ -767,12 +928,18 @@ def ensure_deps_image(client: docker.DockerClient, requirements: str, *,
     The active venv is the first ``python`` on the base image's PATH (``/opt/venv`` for the base
     image). Blank requirements and no extras return the base image itself. Failures raise
     DependencyInstallError with pip's output tail; the limit is wall-clock over the build.
+    Local-path requirements are refused (UnsafeRequirementError) before anything runs.
+
+    Where the wheels come from: the host's package cache always (read-only), then the index
+    (containers reach it) or a wheelhouse the host fetched (binary wheels only) or was given.
+    Versions are chosen as pip alone would choose them (see ``_layer_script``).
     """
     base = base or ensure_base_image(client, progress=progress)
-    reqs = _normalise_requirements(requirements)
+    reqs = reqfile.normalise(requirements)
     extras = [p.strip() for p in extra_packages if p.strip()]
     if not reqs and not extras:
         return DepsImage(tag=base, cached=True, seconds=0.0)
+    check_requirements(reqs)
     tag = deps_image_tag(base, requirements, extras, wheelhouse)
     if image_exists(client, tag):
         return DepsImage(tag=tag, cached=True, seconds=0.0)
@@ -781,26 +948,43 @@ def ensure_deps_image(client: docker.DockerClient, requirements: str, *,
         if image_exists(client, tag):
             return DepsImage(tag=tag, cached=True, seconds=time.monotonic() - started)
         extras_txt = "".join(f"{p}\n" for p in extras)
-        wheels = _resolve_wheelhouse(client, base, reqs + extras_txt, wheelhouse,
-                                     f"deps-{tag[-12:]}", progress,
-                                     timeout=max(5.0, timeout - (time.monotonic() - started)))
-        wheel_dir = f"{_BUILD_DIR}/wheels" if wheels else None
-        steps = []
-        if reqs:
-            steps.append(_install_step("python", f"{_BUILD_DIR}/requirements.txt", wheel_dir))
-        if extras:
-            steps.append(_install_step("python", f"{_BUILD_DIR}/extras.txt", wheel_dir))
-        # One COPY for everything (fewer commits): the context holds build/requirements.txt,
-        # build/extras.txt and build/wheels/.
-        body = (f"COPY build {_BUILD_DIR}\n"
-                + "RUN " + " && ".join(steps) + f" && rm -rf {_BUILD_DIR}\n")
-        remaining = max(5.0, timeout - (time.monotonic() - started))
-        res = docker_build(client, dockerfile_body=body, base=base, tag=tag, kind="deps",
-                           files={"build/requirements.txt": reqs.encode(),
-                                  "build/extras.txt": extras_txt.encode()},
-                           dirs={"build/wheels": wheels} if wheels else {},
-                           buildargs=None if wheels else host_pip_index_settings(),
-                           timeout=remaining, progress=progress)
+        files = {name: text for name, text in (("requirements.txt", reqs), ("extras.txt", extras_txt))
+                 if text}
+        if reqs and extras:
+            # pip installs the requirements, then the extras into that environment: the first
+            # step is exactly the requirements-only layer (strict's), so build on it.
+            inner = ensure_deps_image(client, reqs, base=base, wheelhouse=wheelhouse,
+                                      progress=progress, timeout=timeout)
+            base, files = inner.tag, {"extras.txt": extras_txt}
+        cache = WheelCache()
+        outbox_root = cache_dir() / "outbox"
+        outbox_root.mkdir(parents=True, exist_ok=True)
+        outbox = Path(tempfile.mkdtemp(prefix="build-", dir=outbox_root))
+        try:
+            with cache.view() as view:
+                if wheelhouse is not None:
+                    mode, wheels = "local", Path(wheelhouse).expanduser()
+                    if not wheels.is_dir():
+                        raise ScoringError(f"wheelhouse directory not found: {wheels}")
+                elif index_reachable_from_containers(client, base=base):
+                    mode, wheels = "fetch", outbox
+                else:
+                    _say(progress, "containers cannot reach the package index: downloading "
+                                   "binary wheels on the host")
+                    prepare_wheelhouse("".join(files.values()), outbox, find_links=view, progress=progress,
+                                       timeout=max(5.0, timeout - (time.monotonic() - started)))
+                    cache.import_dir(outbox)
+                    mode, wheels = "local", outbox
+                res = build_layer(client, base=base, tag=tag, kind="deps", requirement_files=files,
+                                  mode=mode, view=view, wheels=wheels, progress=progress,
+                                  timeout=max(5.0, timeout - (time.monotonic() - started)))
+            if res.ok and res.fetched:
+                added = cache.import_dir(outbox, expected=res.fetched)
+                _say(progress, f"package cache: {added} new wheel(s)")
+            if res.ok:
+                cache.evict()
+        finally:
+            shutil.rmtree(outbox, ignore_errors=True)
         if not res.ok:
             if res.timed_out:
                 msg = f"dependency install timed out after {timeout:.0f}s"
