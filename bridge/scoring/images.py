@@ -46,7 +46,6 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
 from bridge.errors import ScoringError
 from bridge.scoring import reqfile
-from bridge.scoring.pkgcache import WheelCache, cache_dir
 from bridge.scoring.docker_client import (
     LABEL_KIND,
     LABEL_OWNER,
@@ -54,6 +53,7 @@ from bridge.scoring.docker_client import (
     make_labels,
     owner_filter,
 )
+from bridge.scoring.pkgcache import WheelCache, cache_dir
 
 ProgressFn = Callable[[str], None]
 
@@ -597,8 +597,12 @@ def index_reachable_from_containers(client: docker.DockerClient, *, base: str | 
         if saved.get("base") == base and time.time() - saved.get("checked", 0) < INDEX_PROBE_TTL:
             _index_probe[base] = bool(saved["reachable"])
             return _index_probe[base]
-    from bridge.scoring.containers import ContainerLimits, create_container, managed, \
-        wait_with_timeout
+    from bridge.scoring.containers import (
+        ContainerLimits,
+        create_container,
+        managed,
+        wait_with_timeout,
+    )
 
     cmd = ["timeout", str(timeout), "python", "-m", "pip", "download", "--no-deps",
            "--no-cache-dir", "-q", "-d", "/tmp/probe", "six"]
@@ -869,8 +873,14 @@ def build_layer(client: docker.DockerClient, *, base: str, tag: str, kind: str,
     in ``fetch`` mode only (this build's empty outbox: the one place the build may write on the
     host), read-only otherwise (a wheelhouse). No network in ``local`` mode.
     """
-    from bridge.scoring.containers import ContainerLimits, create_container, managed, \
-        put_directory, read_logs, wait_with_timeout
+    from bridge.scoring.containers import (
+        ContainerLimits,
+        create_container,
+        managed,
+        put_directory,
+        read_logs,
+        wait_with_timeout,
+    )
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="rgbridge-layer-") as tmp:
