@@ -11,13 +11,9 @@ from bridge.errors import TaskError
 from bridge.suite import static_test_ids
 from bridge.task import Task, load_task
 
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+from bridge.locations import shipped_tasks_dir as default_tasks_dir
 
-
-def default_tasks_dir() -> Path:
-    """The shipped tasks: $RGBRIDGE_TASKS, else the project's `tasks/` folder."""
-    env = os.environ.get("RGBRIDGE_TASKS")
-    return Path(env) if env else PACKAGE_ROOT / "tasks"
+__all__ = ["Catalog", "default_tasks_dir"]
 
 
 @dataclass

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from bridge import __version__, integrity
 from bridge.catalog import Catalog
 from bridge.clock import Clock, iso, utcnow
+from bridge.locations import default_recordings_dir
 from bridge.errors import BridgeError, PathError, SessionError
 from bridge.events import EventLog
 from bridge.files import pid_alive, write_json_atomic
@@ -65,15 +66,6 @@ class ClientInfo(BaseModel):
     name: str = "unknown"
     version: str = ""
     protocol: str = ""  # MCP protocol version the client negotiated, when known
-
-
-def default_recordings_dir() -> Path:
-    """$RGBRIDGE_RECORDINGS, else the project's `recordings/` — never the caller's cwd, which is
-    the home folder under some IDEs. The CLI and the MCP server share this default."""
-    from bridge.catalog import PACKAGE_ROOT
-
-    env = os.environ.get("RGBRIDGE_RECORDINGS")
-    return Path(env) if env else PACKAGE_ROOT / "recordings"
 
 
 class TaskSummary(BaseModel):

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from bridge.commands.common import PROFILE_CHOICES
-from bridge.session import default_recordings_dir
+from bridge.locations import default_recordings_dir
 from bridge.errors import BridgeError
 
 DEFAULT_PORT = 8765

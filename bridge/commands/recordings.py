@@ -16,7 +16,7 @@ def _rec_path(value: str) -> Path:
     path = Path(value)
     if (path / "session.json").is_file():
         return path
-    from bridge.session import default_recordings_dir
+    from bridge.locations import default_recordings_dir
 
     base = default_recordings_dir()
     if os.sep not in value and (base / value / "session.json").is_file():

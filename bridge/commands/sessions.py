@@ -33,12 +33,12 @@ from bridge.commands.common import (
     stderr_console,
 )
 from bridge.errors import SessionError
+from bridge.locations import default_recordings_dir
 from bridge.session import (
     META_DIR,
     SENTINEL,
     ClientInfo,
     ResultStatus,
-    default_recordings_dir,
     SessionManager,
     SessionStatus,
     find_recording_for_workspace,

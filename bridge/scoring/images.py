@@ -44,6 +44,7 @@ from typing import Any
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
+from bridge.locations import cache_dir
 from bridge.errors import ScoringError
 from bridge.scoring import reqfile
 from bridge.scoring.docker_client import (
