@@ -44,8 +44,8 @@ from typing import Any
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
-from bridge.locations import cache_dir
 from bridge.errors import ScoringError
+from bridge.locations import cache_dir
 from bridge.scoring import reqfile
 from bridge.scoring.docker_client import (
     LABEL_KIND,
@@ -54,7 +54,7 @@ from bridge.scoring.docker_client import (
     make_labels,
     owner_filter,
 )
-from bridge.scoring.pkgcache import WheelCache, cache_dir
+from bridge.scoring.pkgcache import WheelCache
 
 ProgressFn = Callable[[str], None]
 

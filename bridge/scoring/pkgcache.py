@@ -1,6 +1,7 @@
 """The host's persistent package caches: one home for the cache folder, size caps and eviction.
 
-``cache_dir()`` is ``$RGBRIDGE_CACHE`` or ``~/.cache/rgbridge``. Two package caches live in it:
+The caches live in ``bridge.locations.cache_dir()`` (``$RGBRIDGE_CACHE``, else
+``~/.cache/rgbridge``); two are package caches:
 
 * ``wheels/`` (or ``$RGBRIDGE_WHEEL_CACHE``) -- Python wheels, content-addressed: ``wheels/<sha256>/<file name>``. An entry is
   written once (temporary file, then rename) by the host, which computes the hash itself; it is
@@ -28,19 +29,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bridge.locations import cache_dir
+
 DEFAULT_MAX_MB = 4096
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 # A wheel file name (PEP 427): name-version(-build)?-python-abi-platform.whl, one path component.
 _WHEEL_NAME = re.compile(r"^[A-Za-z0-9_.+!-]+\.whl$")
 _STAMP = ".verified"
-
-
-def cache_dir() -> Path:
-    """``$RGBRIDGE_CACHE`` or ``~/.cache/rgbridge`` (created)."""
-    raw = os.environ.get("RGBRIDGE_CACHE")
-    path = Path(raw).expanduser() if raw else Path.home() / ".cache" / "rgbridge"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def cache_limit_bytes(name: str) -> int:

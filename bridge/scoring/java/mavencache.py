@@ -29,7 +29,8 @@ from pathlib import Path, PurePosixPath
 import docker
 from docker.errors import DockerException
 
-from bridge.scoring.pkgcache import cache_dir, cache_limit_bytes, evict_lru, touch
+from bridge.locations import cache_dir
+from bridge.scoring.pkgcache import cache_limit_bytes, evict_lru, touch
 
 DOWNLOADED_LIST = "/opt/m2/rgbridge-downloaded.txt"
 MAX_EXPORT_BYTES = 4_000_000_000
