@@ -319,3 +319,39 @@ def test_maven_cache_serving_marks_a_version_used(tmp_path, monkeypatch):
         server.shutdown()
         server.server_close()
     assert folder.stat().st_mtime > time.time() - 60  # its LRU clock moved to now
+
+
+@pytest.mark.docker
+def test_uv_installs_exactly_what_pip_would(docker_client, private_cache, monkeypatch):
+    """The fast installer (uv) installs the files pip's own dry run picked: the same installed
+    set as a pip-only layer, for requirements with unpinned transitive dependencies."""
+    if not images.index_reachable_from_containers(docker_client):
+        pytest.skip("containers cannot reach the package index here")
+    from bridge.scoring.containers import ContainerLimits, create_container, managed, read_logs, \
+        wait_with_timeout
+
+    def freeze(tag: str) -> str:
+        c = create_container(docker_client, tag, name=f"rgbridge-test-freeze-{time.time_ns()}",
+                             command=["python", "-m", "pip", "freeze", "--all"],
+                             labels={"rgbridge.kind": "test"}, limits=ContainerLimits())
+        with managed(c):
+            c.start()
+            wait_with_timeout(c, 120)
+            return read_logs(c)
+
+    tags = []
+    try:
+        monkeypatch.setenv("RGBRIDGE_INSTALLER", "pip")
+        by_pip = images.ensure_deps_image(docker_client, _nonce_reqs("requests==2.32.3\n"), timeout=600)
+        tags.append(by_pip.tag)
+        monkeypatch.delenv("RGBRIDGE_INSTALLER")
+        by_uv = images.ensure_deps_image(docker_client, _nonce_reqs("requests==2.32.3\n"), timeout=600)
+        tags.append(by_uv.tag)
+        assert "RGBRIDGE_INSTALLER=pip" in by_pip.log_tail and "RGBRIDGE_INSTALLER=uv" not in by_pip.log_tail
+        assert "RGBRIDGE_INSTALLER=uv" in by_uv.log_tail, by_uv.log_tail
+        pip_set, uv_set = freeze(by_pip.tag), freeze(by_uv.tag)
+        assert "requests==2.32.3" in pip_set and "urllib3==" in pip_set
+        assert sorted(pip_set.split()) == sorted(uv_set.split())
+    finally:
+        for tag in tags:
+            _forget(docker_client, tag)
