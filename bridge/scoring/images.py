@@ -1074,6 +1074,10 @@ def ensure_deps_image(client: docker.DockerClient, requirements: str, *,
         cache = WheelCache()
         outbox_root = cache_dir() / "outbox"
         outbox_root.mkdir(parents=True, exist_ok=True)
+        for stale in outbox_root.glob("build-*"):  # outboxes of builds whose process died
+            with contextlib.suppress(OSError):
+                if time.time() - stale.stat().st_mtime > 86400:
+                    shutil.rmtree(stale, ignore_errors=True)
         outbox = Path(tempfile.mkdtemp(prefix="build-", dir=outbox_root))
         try:
             with cache.view() as view:
