@@ -10,12 +10,16 @@ Image family (every image carries ``rgbridge.owner=rgbridge`` and ``rgbridge.kin
 * ``rgbridge-tester:<hash12>`` -- base + a separate venv ``/opt/tester`` (``TESTER_PINS``), first
   on PATH, so golden tests never share an interpreter with agent code.
 * ``rgbridge-deps:<hash12>`` -- a base (or tester) image + ``pip install -r requirements.txt``
-  into the image's active venv (the first ``python`` on PATH: ``/opt/venv`` for the base image).
+  into the image's active venv (the first ``python`` on PATH: ``/opt/venv`` for the base image),
+  keyed by the normalised requirements (``reqfile.normalise``).
 
-Builds use docker-py's low-level ``api.build`` (legacy builder on every engine; no BuildKit) on
-the default bridge network, so pip may reach the package index at build time only. When
-containers cannot reach the index, a wheelhouse is downloaded by the host's pip and installed with
-``--no-index --find-links``. Every ``ensure_*`` call returns immediately when its tag exists.
+Base and tester images use docker-py's low-level ``api.build`` (legacy builder on every engine;
+no BuildKit). A deps layer is one container FROM its base, committed once (``build_layer``), on
+the default bridge network, so pip may reach the package index at build time only; the host's
+package cache (``pkgcache.WheelCache``) is bind-mounted read-only. When containers cannot reach
+the index, the host's pip downloads binary wheels of named requirements only (never anything of
+the agent's to build) and the layer installs with ``--no-index``. Every ``ensure_*`` call returns
+immediately when its tag exists.
 """
 
 from __future__ import annotations
