@@ -327,8 +327,13 @@ def test_uv_installs_exactly_what_pip_would(docker_client, private_cache, monkey
     set as a pip-only layer, for requirements with unpinned transitive dependencies."""
     if not images.index_reachable_from_containers(docker_client):
         pytest.skip("containers cannot reach the package index here")
-    from bridge.scoring.containers import ContainerLimits, create_container, managed, read_logs, \
-        wait_with_timeout
+    from bridge.scoring.containers import (
+        ContainerLimits,
+        create_container,
+        managed,
+        read_logs,
+        wait_with_timeout,
+    )
 
     def freeze(tag: str) -> str:
         c = create_container(docker_client, tag, name=f"rgbridge-test-freeze-{time.time_ns()}",
@@ -352,6 +357,31 @@ def test_uv_installs_exactly_what_pip_would(docker_client, private_cache, monkey
         pip_set, uv_set = freeze(by_pip.tag), freeze(by_uv.tag)
         assert "requests==2.32.3" in pip_set and "urllib3==" in pip_set
         assert sorted(pip_set.split()) == sorted(uv_set.split())
+    finally:
+        for tag in tags:
+            _forget(docker_client, tag)
+
+
+@pytest.mark.docker
+def test_wheelhouse_mode_uses_and_fills_the_cache(docker_client, private_cache, monkeypatch):
+    """Containers without the index: the host fetches binary wheels (cached ones copied from the
+    cache, not downloaded), the cache keeps them, the layer (requirements + extras, as compat
+    builds it) installs with no network."""
+    monkeypatch.setenv("RGBRIDGE_INDEX_FROM_CONTAINERS", "0")
+    tags = []
+    try:
+        lines: list[str] = []
+        first = images.ensure_deps_image(docker_client, _nonce_reqs("six==1.16.0\n"),
+                                         extra_packages=["six==1.16.0"], timeout=300, progress=lines.append)
+        tags.append(first.tag)
+        assert list((private_cache / "wheels").glob("*/six-1.16.0-py2.py3-none-any.whl"))
+        assert "Looking in links" in first.log_tail  # --no-index install from the wheelhouse
+        lines.clear()
+        second = images.ensure_deps_image(docker_client, _nonce_reqs("six==1.16.0\n"), timeout=300,
+                                          progress=lines.append)
+        tags.append(second.tag)
+        host_log = "\n".join(lines)
+        assert "wheel-views/" in host_log and "Downloading six" not in host_log, host_log[-2000:]
     finally:
         for tag in tags:
             _forget(docker_client, tag)

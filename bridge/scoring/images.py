@@ -283,12 +283,12 @@ class CommandError(ScoringError):
 
 
 def _run(cmd: Sequence[str], *, timeout: float, what: str,
-         progress: ProgressFn | None = None) -> str:
+         progress: ProgressFn | None = None, env: dict[str, str] | None = None) -> str:
     """Run a host command, streaming lines to progress; ScoringError with the output tail."""
     tail: deque[str] = deque(maxlen=200)
     try:
         proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, errors="replace")
+                                text=True, errors="replace", env=env)
     except FileNotFoundError as exc:
         raise ScoringError(f"{what}: command not found: {cmd[0]}") from exc
     timer = threading.Timer(timeout, proc.kill)
@@ -648,13 +648,14 @@ def check_requirements(requirements: str, *, host_fetch: bool = False) -> None:
 
 
 def prepare_wheelhouse(requirements: str, dest: Path, *, timeout: float = 900,
-                       progress: ProgressFn | None = None, find_links: Path | None = None) -> Path:
+                       progress: ProgressFn | None = None, cache_index: Path | None = None) -> Path:
     """Download binary wheels for ``requirements`` with the host's pip into ``dest``.
 
     Only named requirements are accepted and only wheels are fetched (``--only-binary=:all:``):
     a local path, URL, VCS link, pip option or a package without a wheel is refused, so
-    nothing of the agent's is ever built or run on the host. ``find_links`` (the package cache's
-    view) is offered first, so cached wheels are copied rather than downloaded.
+    nothing of the agent's is ever built or run on the host. ``cache_index`` (the package cache's
+    view's ``simple/`` folder) is offered as the last extra index, so for an identical file pip
+    copies the cached one instead of downloading it, while choosing versions as without it.
     """
     check_requirements(requirements, host_fetch=True)
     dest.mkdir(parents=True, exist_ok=True)
@@ -666,10 +667,13 @@ def prepare_wheelhouse(requirements: str, dest: Path, *, timeout: float = 900,
         pyver = ["--python-version", "3.11"]
     cmd = [sys.executable, "-m", "pip", "download", "--no-input", "--only-binary=:all:", *pyver,
            "-d", str(dest), "-r", req]
-    if find_links is not None:
-        cmd += ["--find-links", str(find_links)]
+    env = None
+    if cache_index is not None:
+        extra = host_pip_index_settings().get("PIP_EXTRA_INDEX_URL", "")
+        env = {**os.environ, "PIP_EXTRA_INDEX_URL": f"{extra} {cache_index.as_uri()}/".strip()}
     try:
-        _run(cmd, timeout=timeout, what="pip download (binary wheels only)", progress=progress)
+        _run(cmd, timeout=timeout, what="pip download (binary wheels only)", progress=progress,
+             env=env)
     except CommandError as exc:
         raise DependencyInstallError(
             f"{exc} (wheelhouse mode installs binary wheels only and never builds from source)",
@@ -1074,7 +1078,8 @@ def ensure_deps_image(client: docker.DockerClient, requirements: str, *,
             # step is exactly the requirements-only layer (strict's), so build on it.
             inner = ensure_deps_image(client, reqs, base=base, wheelhouse=wheelhouse,
                                       progress=progress, timeout=timeout)
-            base, files = inner.tag, {"extras.txt": extras_txt}
+            files = {"extras.txt": extras_txt}
+        layer_base = inner.tag if reqs and extras else base
         cache = WheelCache()
         outbox_root = cache_dir() / "outbox"
         outbox_root.mkdir(parents=True, exist_ok=True)
@@ -1094,11 +1099,11 @@ def ensure_deps_image(client: docker.DockerClient, requirements: str, *,
                 else:
                     _say(progress, "containers cannot reach the package index: downloading "
                                    "binary wheels on the host")
-                    prepare_wheelhouse("".join(files.values()), outbox, find_links=view, progress=progress,
+                    prepare_wheelhouse("".join(files.values()), outbox, cache_index=view / "simple", progress=progress,
                                        timeout=max(5.0, timeout - (time.monotonic() - started)))
                     cache.import_dir(outbox)
                     mode, wheels = "local", outbox
-                res = build_layer(client, base=base, tag=tag, kind="deps", requirement_files=files,
+                res = build_layer(client, base=layer_base, tag=tag, kind="deps", requirement_files=files,
                                   mode=mode, view=view, wheels=wheels, progress=progress,
                                   timeout=max(5.0, timeout - (time.monotonic() - started)))
             if res.ok and res.fetched:
