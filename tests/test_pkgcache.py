@@ -371,9 +371,10 @@ def test_wheelhouse_mode_uses_and_fills_the_cache(docker_client, private_cache, 
     tags = []
     try:
         lines: list[str] = []
-        first = images.ensure_deps_image(docker_client, _nonce_reqs("six==1.16.0\n"),
-                                         extra_packages=["six==1.16.0"], timeout=300, progress=lines.append)
-        tags.append(first.tag)
+        reqs = _nonce_reqs("six==1.16.0\n")
+        first = images.ensure_deps_image(docker_client, reqs, extra_packages=["six==1.16.0"], timeout=300,
+                                         progress=lines.append)
+        tags += [first.tag, images.deps_image_tag(images.ensure_base_image(docker_client), reqs)]
         assert list((private_cache / "wheels").glob("*/six-1.16.0-py2.py3-none-any.whl"))
         assert "Looking in links" in first.log_tail  # --no-index install from the wheelhouse
         lines.clear()
