@@ -121,8 +121,8 @@ class BuildResult:
     log_tail: str
     error: str = ""
     timed_out: bool = False
-    #: wheels a layer build fetched before anything but pip ran: file name -> sha256
-    fetched: dict[str, str] = field(default_factory=dict)
+    #: a layer build in which pip itself installed something (not everything came from the cache)
+    pip_installed: bool = False
 
 
 # ----------------------------------------------------------------------------- small helpers
@@ -783,23 +783,9 @@ def _last_error_line(log: str) -> str:
 # layer (one commit instead of a legacy build's per-step commits, each slow on fuse-overlayfs).
 _LAYER_BUILD = "/tmp/rgbridge-build"
 _LAYER_CACHE = "/opt/rgbridge-wheels"    # the wheel cache's view: read-only bind mount
-_LAYER_OUTBOX = "/opt/rgbridge-outbox"   # this build's fetched wheels: a private, empty folder
-_FETCH_BEGIN, _FETCH_END = "RGBRIDGE_FETCHED_BEGIN", "RGBRIDGE_FETCHED_END"
-
-# Written into the build as a file: a PEP 503 page per project for the wheels just fetched.
-_OUTBOX_INDEX = f"""import os, re
-src, dst = "{_LAYER_OUTBOX}", "/tmp/rgbridge-fetched-index"
-for name in sorted(os.listdir(src)):
-    if name.endswith(".whl"):
-        project = re.sub(r"[-_.]+", "-", name.split("-", 1)[0]).lower()
-        os.makedirs(os.path.join(dst, project), exist_ok=True)
-        with open(os.path.join(dst, project, "index.html"), "a") as fh:
-            fh.write(f'<a href="file://{{src}}/{{name}}">{{name}}</a><br>\\n')
-"""
-
-
-# Given pip's own dry-run report, the wheel files pip would install (found in the outbox or the
-# cache, sha256 checked against the report), linked into one folder and printed as name==version
+_LAYER_OUTBOX = "/opt/rgbridge-outbox"   # a wheelhouse (no-network builds): read-only bind mount
+# Given pip's own dry-run report, the wheel files pip would install (found in the package cache,
+# sha256 checked against the report), linked into one folder and printed as name==version
 # (installed by name from that folder, not by path, so no direct-URL record differs from pip's):
 # exit 1 when pip would install anything else.
 _PICK_WHEELS = f"""import hashlib, json, os, sys, urllib.parse
@@ -812,7 +798,7 @@ for item in report.get("install", []):
         sys.exit(1)
     archive = info.get("archive_info") or {{}}
     want = (archive.get("hashes") or {{}}).get("sha256") or archive.get("hash", "").partition("sha256=")[2]
-    for folder in ("{_LAYER_OUTBOX}", "{_LAYER_CACHE}/flat"):
+    for folder in ("{_LAYER_CACHE}/flat",):
         path = os.path.join(folder, name)
         if os.path.isfile(path):
             with open(path, "rb") as fh:
@@ -877,6 +863,18 @@ def uv_tool() -> Path | None:
     return dest if ready() else None
 
 
+def _host_fetch(requirements: str, dest: Path, cache_index: Path, timeout: float, cache: WheelCache) -> None:
+    """Binary wheels for named requirements into ``dest`` with the host's pip (see
+    ``prepare_wheelhouse``), then into the cache; ``dest`` is removed. Failures only mean the
+    cache is not filled this time."""
+    try:
+        with contextlib.suppress(ScoringError, OSError):
+            prepare_wheelhouse(requirements, dest, cache_index=cache_index, timeout=timeout)
+            cache.import_dir(dest)
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
+
+
 def _pip(args: str) -> str:
     return f"python -m pip {args} --progress-bar off"
 
@@ -884,21 +882,19 @@ def _pip(args: str) -> str:
 def _layer_script(files: Sequence[str], *, mode: str) -> str:
     """The shell script of a layer build. ``mode``:
 
-    * ``fetch`` (containers reach the index): first binary wheels only are downloaded into the
-      outbox (nothing of the agent's can run while pip only downloads wheels), their hashes are
-      printed, then the install runs exactly as pip would, with the cache and the fetched
-      wheels offered as the last extra indexes: pip prefers the later index for an identical
-      file, so a cached or fetched wheel is never downloaded again, while versions are chosen
-      as without them. The host adds to the cache only outbox files whose hash was printed
-      before the install started (so whatever ran during it cannot slip anything in).
+    * ``index`` (containers reach the index): pip's own dry run picks what to install, with the
+      package cache offered as the last extra index (pip prefers the later index for an identical
+      file, so a cached wheel is never downloaded again, while versions are chosen as without
+      the cache). When every file picked is a wheel found in the cache, uv installs exactly those
+      files (parallel, bytecode compiled); anything else is installed by pip itself.
     * ``local`` (no network): the cache and a wheelhouse only (``--no-index``).
+
+    The build writes nothing on the host: the host fills the cache itself (``_HostFetch``).
     """
     reqs = [f"{_LAYER_BUILD}/{name}" for name in files]
-    # The build files never reach the committed layer, whatever way the script ends.
-    # pip's HTTP cache lives in /tmp for this build only (the install step re-reads the index
-    # pages the fetch step just read) and goes with the build files.
-    scratch = ("/tmp/rgbridge-fetched-index /tmp/rgbridge-pip /tmp/rgbridge-report.json /tmp/rgbridge-wheel-list "
-               "/tmp/rgbridge-chosen")
+    # The build files never reach the committed layer, whatever way the script ends; pip's HTTP
+    # cache lives in /tmp for this build only (the install re-reads the pages the dry run read).
+    scratch = "/tmp/rgbridge-pip /tmp/rgbridge-report.json /tmp/rgbridge-wheel-list /tmp/rgbridge-chosen"
     lines = ["set -u", f"trap 'rm -rf {_LAYER_BUILD} {scratch}' EXIT",
              f". {_LAYER_BUILD}/pip.env", "export PIP_CACHE_DIR=/tmp/rgbridge-pip",
              # phase times in build.log (where a slow layer build spends its time)
@@ -909,23 +905,11 @@ def _layer_script(files: Sequence[str], *, mode: str) -> str:
             for r in reqs) + " || exit 1")
         return "\n".join(lines) + "\n"
     cache_index = f"file://{_LAYER_CACHE}/simple/"
-    fetch = " && ".join(
-        _pip(f"download --only-binary=:all: -d {_LAYER_OUTBOX} -r {r}") for r in reqs)
     lines += [
         f'export PIP_EXTRA_INDEX_URL="${{PIP_EXTRA_INDEX_URL:+$PIP_EXTRA_INDEX_URL }}{cache_index}"',
-        "FETCHED=0",
-        f"if {fetch}; then",
-        "  FETCHED=1; phase fetched",
-        f"  echo {_FETCH_BEGIN}; (cd {_LAYER_OUTBOX} && sha256sum -- *.whl); echo {_FETCH_END}",
-        f"  python3 {_LAYER_BUILD}/outbox_index.py",
-        '  export PIP_EXTRA_INDEX_URL="$PIP_EXTRA_INDEX_URL file:///tmp/rgbridge-fetched-index/"',
-        "fi",
         "install_step() {",
-        # With every wheel fetched, pip's own dry run says what pip would install; uv installs
-        # exactly those files (faster: parallel, bytecode compiled on both cores). Anything else
-        # (an sdist, a URL, no uv) is installed by pip itself.
         "  rm -rf /tmp/rgbridge-chosen",
-        f'  if [ "$FETCHED" = 1 ] && [ -x {_LAYER_TOOLS}/uv ] && '
+        f"  if [ -x {_LAYER_TOOLS}/uv ] && "
         + _pip('install --dry-run --quiet --report /tmp/rgbridge-report.json -r "$1"')
         + f" && python3 {_LAYER_BUILD}/pick_wheels.py /tmp/rgbridge-report.json > /tmp/rgbridge-wheel-list; then",
         "    phase resolved; echo RGBRIDGE_INSTALLER=uv; [ -s /tmp/rgbridge-wheel-list ] || return 0",
@@ -938,21 +922,6 @@ def _layer_script(files: Sequence[str], *, mode: str) -> str:
         "phase installed",
     ]
     return "\n".join(lines) + "\n"
-
-
-def fetched_hashes(log: str) -> dict[str, str]:
-    """File name -> sha256 from the first fetched-wheels listing of a build log (printed before
-    anything of the agent's could run; later lines are ignored)."""
-    begin = log.find(_FETCH_BEGIN + "\n")
-    end = log.find(_FETCH_END, begin)
-    if begin < 0 or end < 0:
-        return {}
-    out: dict[str, str] = {}
-    for line in log[begin + len(_FETCH_BEGIN) + 1:end].splitlines():
-        digest, _, name = line.strip().partition("  ")
-        if re.fullmatch(r"[0-9a-f]{64}", digest) and name and "/" not in name:
-            out.setdefault(name, digest)
-    return out
 
 
 def _commit_changes(client: docker.DockerClient, base: str, kind: str) -> list[str]:
@@ -974,13 +943,12 @@ def _shell_env(values: dict[str, str]) -> str:
 
 
 def build_layer(client: docker.DockerClient, *, base: str, tag: str, kind: str,
-                requirement_files: dict[str, str], mode: str, view: Path, wheels: Path,
+                requirement_files: dict[str, str], mode: str, view: Path, wheels: Path | None,
                 timeout: float = 600, progress: ProgressFn | None = None) -> BuildResult:
     """Run ``_layer_script`` in one container FROM ``base`` and commit it as ``tag``.
 
-    ``view`` (the package cache) is bind-mounted read-only; ``wheels`` is mounted read-write
-    in ``fetch`` mode only (this build's empty outbox: the one place the build may write on the
-    host), read-only otherwise (a wheelhouse). No network in ``local`` mode.
+    ``view`` (the package cache) and ``wheels`` (a wheelhouse, ``local`` mode) are bind-mounted
+    read-only: the build writes nothing on the host. No network in ``local`` mode.
     """
     from bridge.scoring.containers import (
         ContainerLimits,
@@ -998,15 +966,14 @@ def build_layer(client: docker.DockerClient, *, base: str, tag: str, kind: str,
             (files_dir / name).write_text(text, encoding="utf-8")
         pip_env = {} if mode == "local" else host_pip_index_settings()
         (files_dir / "pip.env").write_text(_shell_env(pip_env), encoding="utf-8")
-        (files_dir / "outbox_index.py").write_text(_OUTBOX_INDEX, encoding="utf-8")
         (files_dir / "pick_wheels.py").write_text(_PICK_WHEELS, encoding="utf-8")
         (files_dir / "build.sh").write_text(_layer_script(list(requirement_files), mode=mode),
                                             encoding="utf-8")
         # --mount style binds: unlike -v ones they are not recorded as VOLUMEs by the commit.
-        mounts = [docker.types.Mount(_LAYER_CACHE, str(view), type="bind", read_only=True),
-                  docker.types.Mount(_LAYER_OUTBOX, str(wheels), type="bind",
-                                     read_only=mode != "fetch")]
-        tools = uv_tool() if mode == "fetch" else None
+        mounts = [docker.types.Mount(_LAYER_CACHE, str(view), type="bind", read_only=True)]
+        if wheels is not None:
+            mounts.append(docker.types.Mount(_LAYER_OUTBOX, str(wheels), type="bind", read_only=True))
+        tools = uv_tool() if mode == "index" else None
         if tools is not None:
             mounts.append(docker.types.Mount(_LAYER_TOOLS, str(tools), type="bind", read_only=True))
         container = create_container(
@@ -1039,7 +1006,7 @@ def build_layer(client: docker.DockerClient, *, base: str, tag: str, kind: str,
                 return BuildResult(False, tag, time.monotonic() - started, tail,
                                    f"docker commit failed: {exc}")
     return BuildResult(True, tag, time.monotonic() - started, tail,
-                       fetched=fetched_hashes(log) if mode == "fetch" else {})
+                       pip_installed="RGBRIDGE_INSTALLER=pip" in log)
 
 
 def ensure_deps_image(client: docker.DockerClient, requirements: str, *,
@@ -1081,13 +1048,19 @@ def ensure_deps_image(client: docker.DockerClient, requirements: str, *,
             files = {"extras.txt": extras_txt}
         layer_base = inner.tag if reqs and extras else base
         cache = WheelCache()
-        outbox_root = cache_dir() / "outbox"
-        outbox_root.mkdir(parents=True, exist_ok=True)
-        for stale in outbox_root.glob("build-*"):  # outboxes of builds whose process died
+        fetch_root = cache_dir() / "outbox"
+        fetch_root.mkdir(parents=True, exist_ok=True)
+        for stale in fetch_root.glob("build-*"):  # fetch folders of builds whose process died
             with contextlib.suppress(OSError):
                 if time.time() - stale.stat().st_mtime > 86400:
                     shutil.rmtree(stale, ignore_errors=True)
-        outbox = Path(tempfile.mkdtemp(prefix="build-", dir=outbox_root))
+        fetched = Path(tempfile.mkdtemp(prefix="build-", dir=fetch_root))
+        text = "".join(files.values())
+
+        def remaining() -> float:
+            return max(5.0, timeout - (time.monotonic() - started))
+
+        fetcher: threading.Thread | None = None
         try:
             with cache.view() as view:
                 if wheelhouse is not None:
@@ -1095,24 +1068,32 @@ def ensure_deps_image(client: docker.DockerClient, requirements: str, *,
                     if not wheels.is_dir():
                         raise ScoringError(f"wheelhouse directory not found: {wheels}")
                 elif index_reachable_from_containers(client, base=base):
-                    mode, wheels = "fetch", outbox
+                    mode, wheels = "index", None
+                    if all(reqfile.host_fetch_reason(line) is None for line in reqfile.logical_lines(text)):
+                        # The cache is filled by the host, never by the build: the host's pip
+                        # fetches the same requirements as binary wheels (nothing of the agent's
+                        # runs), alongside the build; what it gets serves later builds.
+                        fetcher = threading.Thread(target=_host_fetch, daemon=True, name=f"fetch-{tag}",
+                                                   args=(text, fetched, view / "simple", remaining(), cache))
+                        fetcher.start()
                 else:
                     _say(progress, "containers cannot reach the package index: downloading "
                                    "binary wheels on the host")
-                    prepare_wheelhouse("".join(files.values()), outbox, cache_index=view / "simple", progress=progress,
-                                       timeout=max(5.0, timeout - (time.monotonic() - started)))
-                    cache.import_dir(outbox)
-                    mode, wheels = "local", outbox
+                    prepare_wheelhouse(text, fetched, cache_index=view / "simple", progress=progress,
+                                       timeout=remaining())
+                    cache.import_dir(fetched)
+                    mode, wheels = "local", fetched
                 res = build_layer(client, base=layer_base, tag=tag, kind="deps", requirement_files=files,
-                                  mode=mode, view=view, wheels=wheels, progress=progress,
-                                  timeout=max(5.0, timeout - (time.monotonic() - started)))
-            if res.ok and res.fetched:
-                added = cache.import_dir(outbox, expected=res.fetched)
-                _say(progress, f"package cache: {added} new wheel(s)")
+                                  mode=mode, view=view, wheels=wheels, progress=progress, timeout=remaining())
+                if fetcher is not None and res.pip_installed:
+                    # Something was not cached: wait, so the next build finds it. When everything
+                    # came from the cache the fetch has nothing to add and finishes on its own.
+                    fetcher.join(remaining())
             if res.ok:
                 cache.evict()
         finally:
-            shutil.rmtree(outbox, ignore_errors=True)
+            if fetcher is None:
+                shutil.rmtree(fetched, ignore_errors=True)
         if not res.ok:
             if res.timed_out:
                 msg = f"dependency install timed out after {timeout:.0f}s"

@@ -8,7 +8,7 @@ The caches live in ``bridge.locations.cache_dir()`` (``$RGBRIDGE_CACHE``, else
   re-hashed before use whenever its file changed since it was last verified, and an entry whose
   content no longer matches its name is deleted (then fetched again), never used. Builds see the
   cache through a read-only bind mount of hard links (``WheelCache.view``), so they cannot write
-  to it; wheels they download come back through a private outbox the host imports from.
+  to it; only the host's own pip (binary wheels, never anything of the agent's) adds to it.
 * ``maven-repo/`` -- the Maven local-repository cache (``bridge/scoring/java/mavencache.py``).
 
 Both are size-capped with least-recently-used eviction: ``RGBRIDGE_WHEEL_CACHE_MAX_MB`` and
