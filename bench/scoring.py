@@ -4,7 +4,11 @@
 
 On the shipped `library-api` oracle (fastapi, real dependencies):
 
-  (a) cold score, both profiles: no result cache, the repo's deps images removed first;
+  (a) cold scores, both profiles, of a never-seen requirements set (the oracle's requirements.txt
+      plus a line that changes its key but not what gets installed, so no dependency layer and
+      no result exists for it): (a0) with an empty package cache (a fresh folder as
+      RGBRIDGE_WHEEL_CACHE: every wheel is downloaded), then (a1) with the packages already in
+      that cache (another never-seen set);
   (b) re-score of an unchanged snapshot (result-cache hit), both profiles;
   (c) re-score after a one-file change (deps image cached, result-cache miss): compat alone —
       the like-for-like comparison with (d) — and both profiles;
@@ -16,6 +20,7 @@ On the shipped `library-api` oracle (fastapi, real dependencies):
       nothing hits the cache) with 1 and with 2 workers.
 
 Prints medians and the targets: (c) >= 5x faster than (d) with identical scores; (b) < 1 s;
+(a1) <= 2x (c, both profiles); (a0) >= 2x faster than (d); identical scores in (a0) (a1) (c) (d);
 2 workers >= 1.6x the throughput of 1; peak RSS of this process < 200 MB. The upstream base
 image (python:3.10-slim) cannot be pulled here, so (d) starts FROM our base image, which already
 has curl/procps/netcat: upstream's apt-get step is left out, which only flatters (d).
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import resource
 import shutil
 import statistics
@@ -47,7 +53,11 @@ from bridge.scoring.containers import read_logs, remove_container, wait_with_tim
 from bridge.scoring.docker_client import get_client
 from bridge.scoring.engine import score_repo
 from bridge.scoring.evaluate import evaluate
-from bridge.scoring.images import deps_image_tag, ensure_base_image, host_pip_index_settings
+from bridge.scoring.images import (
+    deps_image_tag,
+    ensure_base_image,
+    host_pip_index_settings,
+)
 from bridge.scoring.result import DSRResult, PassAt1
 from bridge.scoring.workdir import ASSETS, requirements_of
 from bridge.task import Task
@@ -228,14 +238,33 @@ def main(argv: list[str] | None = None) -> int:
         repo = work / "repo"
         shutil.copytree(task.solution_dir, repo)
 
-        cold = []
+        cold: dict[str, list[float]] = {"a0": [], "a1": []}
+        cold_scores: list[tuple[Any, Any]] = []
+        reqs_path = repo / "requirements.txt"
+        original_reqs = reqs_path.read_text(encoding="utf-8")
+        saved_cache = os.environ.get("RGBRIDGE_WHEEL_CACHE")
         for i in range(args.cold_reps):
-            removed = remove_deps_images(client, task, repo)
-            secs, res = timed_score(task, repo, work / f"a{i}", profile="both", use_cache=False)
-            cold.append(secs)
-            say(f"(a) cold score (both, deps images removed: {len(removed)}): {secs:.2f}s "
-                f"strict={summarise_profile(res.profile('strict'))} compat={summarise_profile(res.profile('compat'))}")
-        figures["a_cold_both_s"] = median(cold)
+            os.environ["RGBRIDGE_WHEEL_CACHE"] = str(work / f"wheels-{i}")  # empty: a fresh machine
+            try:
+                for case, label in (("a0", "nothing cached"), ("a1", "packages cached")):
+                    # A never-seen set: same packages, a new key (a floor every version meets).
+                    reqs_path.write_text(original_reqs + f"fastapi>=0.0.{uuid.uuid4().int % 10**12}\n",
+                                         encoding="utf-8")
+                    secs, res = timed_score(task, repo, work / f"{case}-{i}", profile="both", use_cache=False)
+                    cold[case].append(secs)
+                    pair = (summarise_profile(res.profile("strict")), summarise_profile(res.profile("compat")))
+                    cold_scores.append(pair)
+                    say(f"({case}) cold score, never-seen requirements, {label} (both): {secs:.2f}s "
+                        f"strict={pair[0]} compat={pair[1]}")
+                    remove_deps_images(client, task, repo)
+            finally:
+                if saved_cache is None:
+                    os.environ.pop("RGBRIDGE_WHEEL_CACHE", None)
+                else:
+                    os.environ["RGBRIDGE_WHEEL_CACHE"] = saved_cache
+        reqs_path.write_text(original_reqs, encoding="utf-8")
+        figures["a0_cold_empty_cache_both_s"] = median(cold["a0"])
+        figures["a1_cold_cached_packages_both_s"] = median(cold["a1"])
 
         timed_score(task, repo, work / "b-prime", profile="both", use_cache=True)  # fill the cache
         cached = [timed_score(task, repo, work / f"b{i}", profile="both", use_cache=True)[0]
@@ -243,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         figures["b_cached_both_s"] = median(cached)
         say(f"(b) cached re-score (both): median {median(cached):.3f}s  {[round(x, 3) for x in cached]}")
 
-        warm_compat, warm_both, warm_scores = [], [], []
+        warm_compat, warm_both, warm_scores, warm_pairs = [], [], [], []
         target_file = repo / "app" / "main.py"
         for i in range(args.reps):
             with target_file.open("a", encoding="utf-8") as fh:
@@ -253,7 +282,9 @@ def main(argv: list[str] | None = None) -> int:
             warm_scores.append(summarise_profile(res.profile("compat")))
             with target_file.open("a", encoding="utf-8") as fh:
                 fh.write(f"# bench edit {uuid.uuid4().hex}\n")
-            warm_both.append(timed_score(task, repo, work / f"cb{i}", profile="both", use_cache=True)[0])
+            secs_b, res_b = timed_score(task, repo, work / f"cb{i}", profile="both", use_cache=True)
+            warm_both.append(secs_b)
+            warm_pairs.append((summarise_profile(res_b.profile("strict")), summarise_profile(res_b.profile("compat"))))
         figures["c_warm_compat_s"] = median(warm_compat)
         figures["c_warm_both_s"] = median(warm_both)
         say(f"(c) one-file change, compat: median {median(warm_compat):.2f}s {[round(x, 2) for x in warm_compat]}")
@@ -271,9 +302,20 @@ def main(argv: list[str] | None = None) -> int:
         identical = len(set(warm_scores + up_scores)) == 1
         figures["d_over_c"] = ratio
         figures["scores_identical"] = identical
-        figures["scores"] = {"c_compat": warm_scores, "d_upstream": up_scores}
+        figures["scores"] = {"c_compat": warm_scores, "d_upstream": up_scores, "a_cold": cold_scores,
+                             "c_both": warm_pairs}
         say(f"(d)/(c) = {ratio:.1f}x (target >= 5x); scores identical: {identical} "
             f"(c={warm_scores[0]}, d={up_scores[0]})")
+        a1_over_c = figures["a1_cold_cached_packages_both_s"] / figures["c_warm_both_s"]
+        d_over_a0 = figures["d_upstream_s"] / figures["a0_cold_empty_cache_both_s"]
+        # Every case scores alike: strict in (a) and (c), compat in (a), (c) and (d).
+        cold_identical = (len(set(cold_scores + warm_pairs)) == 1
+                          and {p[1] for p in cold_scores} <= set(warm_scores + up_scores))
+        figures.update({"a1_over_c_both": a1_over_c, "d_over_a0": d_over_a0,
+                        "cold_scores_identical": cold_identical})
+        say(f"(a1) cached packages / (c) one-file change (both) = {a1_over_c:.2f}x (target <= 2x); "
+            f"(d) upstream-style / (a0) empty cache = {d_over_a0:.2f}x (target >= 2x); "
+            f"scores identical in every case: {cold_identical}")
 
         if not args.skip_eval:
             tasks_dir, preds = make_eval_tree(work / "eval", catalog)
@@ -293,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
             "(b) cached < 1 s": figures["b_cached_both_s"] < 1.0,
             "(c) >= 5x faster than (d)": ratio >= 5.0,
             "(c)/(d) identical scores": identical,
+            "(a1) cached packages <= 2x (c) both": a1_over_c <= 2.0,
+            "(a0) empty cache >= 2x faster than (d)": d_over_a0 >= 2.0,
+            "(a)/(c)/(d) identical scores": cold_identical,
             "peak RSS < 200 MB": rss_mb < 200,
         }
         if "e_throughput_ratio" in figures:

@@ -29,10 +29,10 @@ from requests import RequestException
 from bridge.errors import ScoringError
 from bridge.files import pid_alive
 from bridge.hashing import tree_hash
+from bridge.locations import cache_dir
 from bridge.scoring.compat import run_compat
 from bridge.scoring.containers import sweep
 from bridge.scoring.docker_client import get_client
-from bridge.scoring.images import cache_dir
 from bridge.scoring.java.compat import run_java_compat
 from bridge.scoring.java.layers import MavenSources
 from bridge.scoring.java.strict import run_java_strict

@@ -10,12 +10,16 @@ Image family (every image carries ``rgbridge.owner=rgbridge`` and ``rgbridge.kin
 * ``rgbridge-tester:<hash12>`` -- base + a separate venv ``/opt/tester`` (``TESTER_PINS``), first
   on PATH, so golden tests never share an interpreter with agent code.
 * ``rgbridge-deps:<hash12>`` -- a base (or tester) image + ``pip install -r requirements.txt``
-  into the image's active venv (the first ``python`` on PATH: ``/opt/venv`` for the base image).
+  into the image's active venv (the first ``python`` on PATH: ``/opt/venv`` for the base image),
+  keyed by the normalised requirements (``reqfile.normalise``).
 
-Builds use docker-py's low-level ``api.build`` (legacy builder on every engine; no BuildKit) on
-the default bridge network, so pip may reach the package index at build time only. When
-containers cannot reach the index, a wheelhouse is downloaded by the host's pip and installed with
-``--no-index --find-links``. Every ``ensure_*`` call returns immediately when its tag exists.
+Base and tester images use docker-py's low-level ``api.build`` (legacy builder on every engine;
+no BuildKit). A deps layer is one container FROM its base, committed once (``build_layer``), on
+the default bridge network, so pip may reach the package index at build time only; the host's
+package cache (``pkgcache.WheelCache``) is bind-mounted read-only. When containers cannot reach
+the index, the host's pip downloads binary wheels of named requirements only (never anything of
+the agent's to build) and the layer installs with ``--no-index``. Every ``ensure_*`` call returns
+immediately when its tag exists.
 """
 
 from __future__ import annotations
@@ -44,8 +48,9 @@ from typing import Any
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
-from bridge.locations import cache_dir
 from bridge.errors import ScoringError
+from bridge.locations import cache_dir
+from bridge.scoring import reqfile
 from bridge.scoring.docker_client import (
     LABEL_KIND,
     LABEL_OWNER,
@@ -53,12 +58,13 @@ from bridge.scoring.docker_client import (
     make_labels,
     owner_filter,
 )
+from bridge.scoring.pkgcache import WheelCache
 
 ProgressFn = Callable[[str], None]
 
 # Bump when the recipe changes in a way the hashed inputs below do not capture.
 RECIPE_VERSION = "1"
-DEPS_RECIPE_VERSION = "1"
+DEPS_RECIPE_VERSION = "2"
 
 DEFAULT_SUITE = "bookworm"
 BASE_PACKAGES: tuple[str, ...] = (
@@ -115,6 +121,8 @@ class BuildResult:
     log_tail: str
     error: str = ""
     timed_out: bool = False
+    #: a layer build in which pip itself installed something (not everything came from the cache)
+    pip_installed: bool = False
 
 
 # ----------------------------------------------------------------------------- small helpers
@@ -275,12 +283,12 @@ class CommandError(ScoringError):
 
 
 def _run(cmd: Sequence[str], *, timeout: float, what: str,
-         progress: ProgressFn | None = None) -> str:
+         progress: ProgressFn | None = None, env: dict[str, str] | None = None) -> str:
     """Run a host command, streaming lines to progress; ScoringError with the output tail."""
     tail: deque[str] = deque(maxlen=200)
     try:
         proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, errors="replace")
+                                text=True, errors="replace", env=env)
     except FileNotFoundError as exc:
         raise ScoringError(f"{what}: command not found: {cmd[0]}") from exc
     timer = threading.Timer(timeout, proc.kill)
@@ -594,8 +602,12 @@ def index_reachable_from_containers(client: docker.DockerClient, *, base: str | 
         if saved.get("base") == base and time.time() - saved.get("checked", 0) < INDEX_PROBE_TTL:
             _index_probe[base] = bool(saved["reachable"])
             return _index_probe[base]
-    from bridge.scoring.containers import ContainerLimits, create_container, managed, \
-        wait_with_timeout
+    from bridge.scoring.containers import (
+        ContainerLimits,
+        create_container,
+        managed,
+        wait_with_timeout,
+    )
 
     cmd = ["timeout", str(timeout), "python", "-m", "pip", "download", "--no-deps",
            "--no-cache-dir", "-q", "-d", "/tmp/probe", "six"]
@@ -615,36 +627,57 @@ def index_reachable_from_containers(client: docker.DockerClient, *, base: str | 
     return reachable
 
 
-def prepare_wheelhouse(requirements: str, dest: Path, *, timeout: float = 900,
-                       progress: ProgressFn | None = None) -> Path:
-    """Download wheels for ``requirements`` with the host's pip into ``dest``.
+class UnsafeRequirementError(DependencyInstallError):
+    """A requirement the bridge refuses to install from (a local path; in wheelhouse mode,
+    anything but a named requirement fetched as a binary wheel)."""
 
-    Binary wheels only first (the host is CPython 3.11 x86_64 like the image); if that fails,
-    sdists are allowed and setuptools/wheel are added so ``--no-index`` builds can find them.
+
+def check_requirements(requirements: str, *, host_fetch: bool = False) -> None:
+    """Raise UnsafeRequirementError naming the first line that would install from a local path
+    (``host_fetch``: the first line the host may not fetch as a binary wheel)."""
+    check = reqfile.host_fetch_reason if host_fetch else reqfile.local_path_reason
+    for line in reqfile.logical_lines(requirements):
+        reason = check(line)
+        if reason is not None:
+            where = ("the host fetches binary wheels of named requirements only and never builds "
+                     "anything of the agent's" if host_fetch else
+                     "dependency layers are built from requirements.txt alone, so local folders "
+                     "and files cannot be installed")
+            raise UnsafeRequirementError(f"requirement refused: {reason}; {where}",
+                                         log_tail=f"refused requirement line: {line}")
+
+
+def prepare_wheelhouse(requirements: str, dest: Path, *, timeout: float = 900,
+                       progress: ProgressFn | None = None, cache_index: Path | None = None) -> Path:
+    """Download binary wheels for ``requirements`` with the host's pip into ``dest``.
+
+    Only named requirements are accepted and only wheels are fetched (``--only-binary=:all:``):
+    a local path, URL, VCS link, pip option or a package without a wheel is refused, so
+    nothing of the agent's is ever built or run on the host. ``cache_index`` (the package cache's
+    view's ``simple/`` folder) is offered as the last extra index, so for an identical file pip
+    copies the cached one instead of downloading it, while choosing versions as without it.
     """
+    check_requirements(requirements, host_fetch=True)
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
-        fh.write(requirements)
+        fh.write(reqfile.normalise(requirements))
         req = fh.name
     pyver: list[str] = []
     if sys.version_info[:2] != (3, 11):
         pyver = ["--python-version", "3.11"]
-    base = [sys.executable, "-m", "pip", "download", "--no-input", "-d", str(dest), "-r", req]
+    cmd = [sys.executable, "-m", "pip", "download", "--no-input", "--only-binary=:all:", *pyver,
+           "-d", str(dest), "-r", req]
+    env = None
+    if cache_index is not None:
+        extra = host_pip_index_settings().get("PIP_EXTRA_INDEX_URL", "")
+        env = {**os.environ, "PIP_EXTRA_INDEX_URL": f"{extra} {cache_index.as_uri()}/".strip()}
     try:
-        try:
-            _run([*base, "--only-binary=:all:", *pyver], timeout=timeout,
-                 what="pip download (wheels)", progress=progress)
-        except CommandError as first:
-            if pyver:
-                raise DependencyInstallError(str(first), log_tail=first.output[-LOG_TAIL_CHARS:]) \
-                    from first
-            try:
-                _run(base, timeout=timeout, what="pip download", progress=progress)
-                _run([sys.executable, "-m", "pip", "download", "--no-input", "-d", str(dest),
-                      "setuptools", "wheel"], timeout=timeout, what="pip download (build deps)")
-            except CommandError as exc:
-                raise DependencyInstallError(str(exc), log_tail=exc.output[-LOG_TAIL_CHARS:]) \
-                    from exc
+        _run(cmd, timeout=timeout, what="pip download (binary wheels only)", progress=progress,
+             env=env)
+    except CommandError as exc:
+        raise DependencyInstallError(
+            f"{exc} (wheelhouse mode installs binary wheels only and never builds from source)",
+            log_tail=exc.output[-LOG_TAIL_CHARS:]) from exc
     finally:
         os.unlink(req)
     return dest
@@ -653,11 +686,6 @@ def prepare_wheelhouse(requirements: str, dest: Path, *, timeout: float = 900,
 def _wheelhouse_digest(path: Path) -> str:
     entries = sorted((p.name, p.stat().st_size) for p in path.iterdir() if p.is_file())
     return _hash12("wheelhouse", entries)
-
-
-def _normalise_requirements(text: str) -> str:
-    lines = [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
-    return "\n".join(lines).strip() + "\n" if any(x.strip() for x in lines) else ""
 
 
 def _resolve_wheelhouse(client: docker.DockerClient, base: str, requirements: str,
@@ -738,7 +766,7 @@ def ensure_tester_image(client: docker.DockerClient, *, wheelhouse: Path | str |
 def deps_image_tag(base: str, requirements: str, extra_packages: Sequence[str] = (),
                    wheelhouse: Path | str | None = None) -> str:
     mode = "auto" if wheelhouse is None else f"dir:{_wheelhouse_digest(Path(wheelhouse))}"
-    key = _hash12("deps", DEPS_RECIPE_VERSION, base, _normalise_requirements(requirements),
+    key = _hash12("deps", DEPS_RECIPE_VERSION, base, reqfile.normalise(requirements),
                   list(extra_packages), mode)
     return f"{DEPS_REPO}:{key}"
 
@@ -751,6 +779,236 @@ def _last_error_line(log: str) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
+# Layer builds: one container from the base image runs the install and is committed as the
+# layer (one commit instead of a legacy build's per-step commits, each slow on fuse-overlayfs).
+_LAYER_BUILD = "/tmp/rgbridge-build"
+_LAYER_CACHE = "/opt/rgbridge-wheels"    # the wheel cache's view: read-only bind mount
+_LAYER_OUTBOX = "/opt/rgbridge-outbox"   # a wheelhouse (no-network builds): read-only bind mount
+# Given pip's own dry-run report, the wheel files pip would install (found in the package cache,
+# sha256 checked against the report), linked into one folder and printed as name==version
+# (installed by name from that folder, not by path, so no direct-URL record differs from pip's):
+# exit 1 when pip would install anything else.
+_PICK_WHEELS = f"""import hashlib, json, os, sys, urllib.parse
+report = json.load(open(sys.argv[1]))
+found = []
+for item in report.get("install", []):
+    info = item.get("download_info") or {{}}
+    name = urllib.parse.unquote(info.get("url", "").split("#")[0].rsplit("/", 1)[-1])
+    if item.get("is_direct") or not name.endswith(".whl") or "/" in name:
+        sys.exit(1)
+    archive = info.get("archive_info") or {{}}
+    want = (archive.get("hashes") or {{}}).get("sha256") or archive.get("hash", "").partition("sha256=")[2]
+    for folder in ("{_LAYER_CACHE}/flat",):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            with open(path, "rb") as fh:
+                if want and hashlib.sha256(fh.read()).hexdigest() != want:
+                    continue
+            os.makedirs("/tmp/rgbridge-chosen", exist_ok=True)
+            os.symlink(path, os.path.join("/tmp/rgbridge-chosen", name))
+            meta = item.get("metadata") or {{}}
+            found.append(f"{{meta['name']}}=={{meta['version']}}")
+            break
+    else:
+        sys.exit(1)
+print("\\n".join(found))
+"""
+_LAYER_TOOLS = "/opt/rgbridge-tools"   # the uv binary: read-only bind mount
+UV_VERSION = "0.13.9"
+_uv_unavailable = False
+
+
+def uv_tool() -> Path | None:
+    """A folder holding the ``uv`` binary (from its wheel on the package index, fetched once by
+    the host's pip as a binary wheel, sha256 checked at every use), or None: then layers install
+    with pip alone. ``RGBRIDGE_INSTALLER=pip`` turns uv off."""
+    global _uv_unavailable
+    if _uv_unavailable or os.environ.get("RGBRIDGE_INSTALLER", "uv").lower() == "pip":
+        return None
+    import zipfile
+
+    from bridge.scoring.pkgcache import sha256_file
+
+    dest = cache_dir() / "tools" / f"uv-{UV_VERSION}"
+    binary, stamp = dest / "uv", dest / "uv.sha256"
+
+    def ready() -> bool:
+        with contextlib.suppress(OSError):
+            return binary.is_file() and sha256_file(binary) == stamp.read_text().strip()
+        return False
+
+    if ready():
+        return dest
+    with _build_lock("uv-tool"):
+        if ready():
+            return dest
+        tmp = Path(tempfile.mkdtemp(prefix="uv-", dir=cache_dir()))
+        try:
+            _run([sys.executable, "-m", "pip", "download", "--no-input", "--only-binary=:all:", "--no-deps",
+                  f"uv=={UV_VERSION}", "-d", str(tmp)], timeout=300, what="pip download uv")
+            wheel = next(tmp.glob("uv-*.whl"))
+            with zipfile.ZipFile(wheel) as zf:
+                data = zf.read(f"uv-{UV_VERSION}.data/scripts/uv")
+            dest.mkdir(parents=True, exist_ok=True)
+            partial = dest / "uv.partial"
+            partial.write_bytes(data)
+            partial.chmod(0o755)
+            os.replace(partial, binary)
+            stamp.write_text(hashlib.sha256(data).hexdigest())
+        except (ScoringError, OSError, StopIteration, KeyError, zipfile.BadZipFile):
+            _uv_unavailable = True  # pip alone, for the rest of this process
+            return None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return dest if ready() else None
+
+
+def _host_fetch(requirements: str, dest: Path, cache_index: Path, timeout: float, cache: WheelCache) -> None:
+    """Binary wheels for named requirements into ``dest`` with the host's pip (see
+    ``prepare_wheelhouse``), then into the cache; ``dest`` is removed. Failures only mean the
+    cache is not filled this time."""
+    try:
+        with contextlib.suppress(ScoringError, OSError):
+            prepare_wheelhouse(requirements, dest, cache_index=cache_index, timeout=timeout)
+            cache.import_dir(dest)
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
+
+
+def _pip(args: str) -> str:
+    return f"python -m pip {args} --progress-bar off"
+
+
+def _layer_script(files: Sequence[str], *, mode: str) -> str:
+    """The shell script of a layer build. ``mode``:
+
+    * ``index`` (containers reach the index): pip's own dry run picks what to install, with the
+      package cache offered as the last extra index (pip prefers the later index for an identical
+      file, so a cached wheel is never downloaded again, while versions are chosen as without
+      the cache). When every file picked is a wheel found in the cache, uv installs exactly those
+      files (parallel, bytecode compiled); anything else is installed by pip itself.
+    * ``local`` (no network): the cache and a wheelhouse only (``--no-index``).
+
+    The build writes nothing on the host: the host fills the cache itself (``_HostFetch``).
+    """
+    reqs = [f"{_LAYER_BUILD}/{name}" for name in files]
+    # The build files never reach the committed layer, whatever way the script ends; pip's HTTP
+    # cache lives in /tmp for this build only (the install re-reads the pages the dry run read).
+    scratch = "/tmp/rgbridge-pip /tmp/rgbridge-report.json /tmp/rgbridge-wheel-list /tmp/rgbridge-chosen"
+    lines = ["set -u", f"trap 'rm -rf {_LAYER_BUILD} {scratch}' EXIT",
+             f". {_LAYER_BUILD}/pip.env", "export PIP_CACHE_DIR=/tmp/rgbridge-pip",
+             # phase times in build.log (where a slow layer build spends its time)
+             'phase() { echo "RGBRIDGE_PHASE $1 $(date +%s.%N)"; }', "phase start"]
+    if mode == "local":
+        lines.append(" && ".join(
+            _pip(f"install --no-index --find-links {_LAYER_OUTBOX} --find-links {_LAYER_CACHE}/flat -r {r}")
+            for r in reqs) + " || exit 1")
+        return "\n".join(lines) + "\n"
+    cache_index = f"file://{_LAYER_CACHE}/simple/"
+    lines += [
+        f'export PIP_EXTRA_INDEX_URL="${{PIP_EXTRA_INDEX_URL:+$PIP_EXTRA_INDEX_URL }}{cache_index}"',
+        "install_step() {",
+        "  rm -rf /tmp/rgbridge-chosen",
+        f"  if [ -x {_LAYER_TOOLS}/uv ] && "
+        + _pip('install --dry-run --quiet --report /tmp/rgbridge-report.json -r "$1"')
+        + f" && python3 {_LAYER_BUILD}/pick_wheels.py /tmp/rgbridge-report.json > /tmp/rgbridge-wheel-list; then",
+        "    phase resolved; echo RGBRIDGE_INSTALLER=uv; [ -s /tmp/rgbridge-wheel-list ] || return 0",
+        (f"    xargs -d '\\n' {_LAYER_TOOLS}/uv pip install --python \"$(command -v python)\" --no-deps --no-index"
+         " --find-links /tmp/rgbridge-chosen --compile-bytecode --no-cache < /tmp/rgbridge-wheel-list && return 0"),
+        "  fi",
+        "  echo RGBRIDGE_INSTALLER=pip; " + _pip('install -r "$1"'),
+        "}",
+        " && ".join(f"install_step {r}" for r in reqs) + " || exit 1",
+        "phase installed",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _commit_changes(client: docker.DockerClient, base: str, kind: str) -> list[str]:
+    """Dockerfile changes that give the committed layer its base's run config back (the build
+    container's command and user are not the image's) plus our labels."""
+    config = client.images.get(base).attrs.get("Config") or {}
+    changes = [f"LABEL {LABEL_OWNER}={OWNER_VALUE} {LABEL_KIND}={kind}",
+               f"USER {config.get('User') or 'root'}",
+               f"WORKDIR {config.get('WorkingDir') or '/'}"]
+    if config.get("Cmd"):
+        changes.append(f"CMD {json.dumps(config['Cmd'])}")
+    return changes
+
+
+def _shell_env(values: dict[str, str]) -> str:
+    import shlex
+
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(values.items()))
+
+
+def build_layer(client: docker.DockerClient, *, base: str, tag: str, kind: str,
+                requirement_files: dict[str, str], mode: str, view: Path, wheels: Path | None,
+                timeout: float = 600, progress: ProgressFn | None = None) -> BuildResult:
+    """Run ``_layer_script`` in one container FROM ``base`` and commit it as ``tag``.
+
+    ``view`` (the package cache) and ``wheels`` (a wheelhouse, ``local`` mode) are bind-mounted
+    read-only: the build writes nothing on the host. No network in ``local`` mode.
+    """
+    from bridge.scoring.containers import (
+        ContainerLimits,
+        create_container,
+        managed,
+        put_directory,
+        read_logs,
+        wait_with_timeout,
+    )
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="rgbridge-layer-") as tmp:
+        files_dir = Path(tmp)
+        for name, text in requirement_files.items():
+            (files_dir / name).write_text(text, encoding="utf-8")
+        pip_env = {} if mode == "local" else host_pip_index_settings()
+        (files_dir / "pip.env").write_text(_shell_env(pip_env), encoding="utf-8")
+        (files_dir / "pick_wheels.py").write_text(_PICK_WHEELS, encoding="utf-8")
+        (files_dir / "build.sh").write_text(_layer_script(list(requirement_files), mode=mode),
+                                            encoding="utf-8")
+        # --mount style binds: unlike -v ones they are not recorded as VOLUMEs by the commit.
+        mounts = [docker.types.Mount(_LAYER_CACHE, str(view), type="bind", read_only=True)]
+        if wheels is not None:
+            mounts.append(docker.types.Mount(_LAYER_OUTBOX, str(wheels), type="bind", read_only=True))
+        tools = uv_tool() if mode == "index" else None
+        if tools is not None:
+            mounts.append(docker.types.Mount(_LAYER_TOOLS, str(tools), type="bind", read_only=True))
+        container = create_container(
+            client, base, name=f"rgbridge-layer-{secrets.token_hex(5)}",
+            command=["bash", f"{_LAYER_BUILD}/build.sh"],
+            labels=make_labels(kind=f"{kind}-build"),
+            # pip runs as root, as in a Dockerfile RUN; no capabilities, no new privileges
+            limits=ContainerLimits(user="0:0", pids_limit=1024, nano_cpus=2_000_000_000),
+            network_mode="none" if mode == "local" else "bridge", mounts=mounts)
+        with managed(container):
+            put_directory(container, files_dir, _LAYER_BUILD, uid=0, gid=0)
+            container.start()
+            outcome = wait_with_timeout(container, max(5.0, timeout - (time.monotonic() - started)))
+            log = read_logs(container)
+            for line in log.splitlines():
+                if line.strip():
+                    _say(progress, line)
+            tail = log[-LOG_TAIL_CHARS:]
+            if outcome.timed_out:
+                return BuildResult(False, tag, time.monotonic() - started, tail,
+                                   f"build timed out after {timeout:.0f}s", timed_out=True)
+            if outcome.exit_code != 0:
+                return BuildResult(False, tag, time.monotonic() - started, tail,
+                                   f"install exited {outcome.exit_code}")
+            repo, _, version = tag.rpartition(":")
+            try:
+                container.commit(repository=repo, tag=version,
+                                 changes=_commit_changes(client, base, kind))
+            except DockerException as exc:
+                return BuildResult(False, tag, time.monotonic() - started, tail,
+                                   f"docker commit failed: {exc}")
+    return BuildResult(True, tag, time.monotonic() - started, tail,
+                       pip_installed="RGBRIDGE_INSTALLER=pip" in log)
+
+
 def ensure_deps_image(client: docker.DockerClient, requirements: str, *,
                       extra_packages: Sequence[str] = (), base: str | None = None,
                       wheelhouse: Path | str | None = None, progress: ProgressFn | None = None,
@@ -760,12 +1018,18 @@ def ensure_deps_image(client: docker.DockerClient, requirements: str, *,
     The active venv is the first ``python`` on the base image's PATH (``/opt/venv`` for the base
     image). Blank requirements and no extras return the base image itself. Failures raise
     DependencyInstallError with pip's output tail; the limit is wall-clock over the build.
+    Local-path requirements are refused (UnsafeRequirementError) before anything runs.
+
+    Where the wheels come from: the host's package cache always (read-only), then the index
+    (containers reach it) or a wheelhouse the host fetched (binary wheels only) or was given.
+    Versions are chosen as pip alone would choose them (see ``_layer_script``).
     """
     base = base or ensure_base_image(client, progress=progress)
-    reqs = _normalise_requirements(requirements)
+    reqs = reqfile.normalise(requirements)
     extras = [p.strip() for p in extra_packages if p.strip()]
     if not reqs and not extras:
         return DepsImage(tag=base, cached=True, seconds=0.0)
+    check_requirements(reqs)
     tag = deps_image_tag(base, requirements, extras, wheelhouse)
     if image_exists(client, tag):
         return DepsImage(tag=tag, cached=True, seconds=0.0)
@@ -774,26 +1038,62 @@ def ensure_deps_image(client: docker.DockerClient, requirements: str, *,
         if image_exists(client, tag):
             return DepsImage(tag=tag, cached=True, seconds=time.monotonic() - started)
         extras_txt = "".join(f"{p}\n" for p in extras)
-        wheels = _resolve_wheelhouse(client, base, reqs + extras_txt, wheelhouse,
-                                     f"deps-{tag[-12:]}", progress,
-                                     timeout=max(5.0, timeout - (time.monotonic() - started)))
-        wheel_dir = f"{_BUILD_DIR}/wheels" if wheels else None
-        steps = []
-        if reqs:
-            steps.append(_install_step("python", f"{_BUILD_DIR}/requirements.txt", wheel_dir))
-        if extras:
-            steps.append(_install_step("python", f"{_BUILD_DIR}/extras.txt", wheel_dir))
-        # One COPY for everything (fewer commits): the context holds build/requirements.txt,
-        # build/extras.txt and build/wheels/.
-        body = (f"COPY build {_BUILD_DIR}\n"
-                + "RUN " + " && ".join(steps) + f" && rm -rf {_BUILD_DIR}\n")
-        remaining = max(5.0, timeout - (time.monotonic() - started))
-        res = docker_build(client, dockerfile_body=body, base=base, tag=tag, kind="deps",
-                           files={"build/requirements.txt": reqs.encode(),
-                                  "build/extras.txt": extras_txt.encode()},
-                           dirs={"build/wheels": wheels} if wheels else {},
-                           buildargs=None if wheels else host_pip_index_settings(),
-                           timeout=remaining, progress=progress)
+        files = {name: text for name, text in (("requirements.txt", reqs), ("extras.txt", extras_txt))
+                 if text}
+        if reqs and extras:
+            # pip installs the requirements, then the extras into that environment: the first
+            # step is exactly the requirements-only layer (strict's), so build on it.
+            inner = ensure_deps_image(client, reqs, base=base, wheelhouse=wheelhouse,
+                                      progress=progress, timeout=timeout)
+            files = {"extras.txt": extras_txt}
+        layer_base = inner.tag if reqs and extras else base
+        cache = WheelCache()
+        fetch_root = cache_dir() / "outbox"
+        fetch_root.mkdir(parents=True, exist_ok=True)
+        for stale in fetch_root.glob("build-*"):  # fetch folders of builds whose process died
+            with contextlib.suppress(OSError):
+                if time.time() - stale.stat().st_mtime > 86400:
+                    shutil.rmtree(stale, ignore_errors=True)
+        fetched = Path(tempfile.mkdtemp(prefix="build-", dir=fetch_root))
+        text = "".join(files.values())
+
+        def remaining() -> float:
+            return max(5.0, timeout - (time.monotonic() - started))
+
+        fetcher: threading.Thread | None = None
+        try:
+            with cache.view() as view:
+                if wheelhouse is not None:
+                    mode, wheels = "local", Path(wheelhouse).expanduser()
+                    if not wheels.is_dir():
+                        raise ScoringError(f"wheelhouse directory not found: {wheels}")
+                elif index_reachable_from_containers(client, base=base):
+                    mode, wheels = "index", None
+                    if all(reqfile.host_fetch_reason(line) is None for line in reqfile.logical_lines(text)):
+                        # The cache is filled by the host, never by the build: the host's pip
+                        # fetches the same requirements as binary wheels (nothing of the agent's
+                        # runs), alongside the build; what it gets serves later builds.
+                        fetcher = threading.Thread(target=_host_fetch, daemon=True, name=f"fetch-{tag}",
+                                                   args=(text, fetched, view / "simple", remaining(), cache))
+                        fetcher.start()
+                else:
+                    _say(progress, "containers cannot reach the package index: downloading "
+                                   "binary wheels on the host")
+                    prepare_wheelhouse(text, fetched, cache_index=view / "simple", progress=progress,
+                                       timeout=remaining())
+                    cache.import_dir(fetched)
+                    mode, wheels = "local", fetched
+                res = build_layer(client, base=layer_base, tag=tag, kind="deps", requirement_files=files,
+                                  mode=mode, view=view, wheels=wheels, progress=progress, timeout=remaining())
+                if fetcher is not None and res.pip_installed:
+                    # Something was not cached: wait, so the next build finds it. When everything
+                    # came from the cache the fetch has nothing to add and finishes on its own.
+                    fetcher.join(remaining())
+            if res.ok:
+                cache.evict()
+        finally:
+            if fetcher is None:
+                shutil.rmtree(fetched, ignore_errors=True)
         if not res.ok:
             if res.timed_out:
                 msg = f"dependency install timed out after {timeout:.0f}s"

@@ -8,6 +8,10 @@ address (reachable from build containers only, for the length of the build) and 
 mirror of every repository, so nothing is downloaded twice on one machine, and poms whose
 artifacts are all cached resolve with no network. The cache never enters a layer key: it only
 changes where identical artifacts come from.
+
+Its size is capped like the wheel cache (``RGBRIDGE_MAVEN_CACHE_MAX_MB``, see
+``bridge/scoring/pkgcache.py``): the unit of eviction is one artifact version folder, whose mtime
+is its last use (set when a build downloads a file of it from the cache or adds one to it).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from pathlib import Path, PurePosixPath
 import docker
 from docker.errors import DockerException
 
-from bridge.scoring.images import cache_dir
+from bridge.locations import cache_dir
+from bridge.scoring.pkgcache import cache_limit_bytes, evict_lru, touch
 
 DOWNLOADED_LIST = "/opt/m2/rgbridge-downloaded.txt"
 MAX_EXPORT_BYTES = 4_000_000_000
@@ -55,6 +60,36 @@ class _ReadOnly(http.server.SimpleHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         pass
+
+    def send_head(self):  # type: ignore[no-untyped-def]
+        result = super().send_head()
+        if result is not None:  # a file is being served: its version folder was just used
+            touch(Path(self.translate_path(self.path)).parent)
+        return result
+
+
+def version_dirs(root: Path) -> list[Path]:
+    """The cache's eviction units: folders that hold files (an artifact version's folder)."""
+    out = []
+    for folder, _dirs, files in os.walk(root):
+        if files and Path(folder) != root:
+            out.append(Path(folder))
+    return out
+
+
+def evict(root: Path | None = None, max_bytes: int | None = None) -> list[Path]:
+    """Drop least recently used version folders until the cache fits its cap; empty parent
+    folders go too."""
+    root = root or cache_root()
+    if not root.is_dir():
+        return []
+    removed = evict_lru(version_dirs(root), cache_limit_bytes("maven") if max_bytes is None else max_bytes)
+    for gone in removed:
+        parent = gone.parent
+        while parent != root and parent.is_dir() and not any(parent.iterdir()):
+            parent.rmdir()
+            parent = parent.parent
+    return removed
 
 
 @contextlib.contextmanager
@@ -139,10 +174,13 @@ def export_downloads(client: docker.DockerClient, tag: str, local_repo: str) -> 
                 with open(partial, "wb") as out:
                     out.write(src.read())
                 os.replace(partial, dest)
+                touch(dest.parent)
                 added += 1
     finally:
         with contextlib.suppress(DockerException):
             container.remove(force=True)
+    if added:
+        evict()
     return added
 
 
