@@ -22,10 +22,16 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    """Distinct free ports (all sockets held open while choosing, so none repeats)."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def _ray_cli() -> str:
@@ -47,9 +53,13 @@ class LocalCluster:
     log_dir: str = ""
 
     def _node_args(self) -> list[str]:
-        return ["--block", "--disable-usage-stats", "--object-store-memory=200000000", f"--resources={{\"docker\": {self.docker_slots}}}",
-                f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={free_port()}",
-                f"--runtime-env-agent-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}"]
+        # Each node gets its own agent ports: the defaults are fixed numbers that a second node
+        # (or another cluster) on the same machine would collide with.
+        agent, metrics, runtime_env, agent_grpc = free_ports(4)
+        return ["--block", "--disable-usage-stats", "--object-store-memory=200000000",
+                f"--resources={{\"docker\": {self.docker_slots}}}", f"--dashboard-agent-listen-port={agent}",
+                f"--metrics-export-port={metrics}", f"--runtime-env-agent-port={runtime_env}",
+                f"--dashboard-agent-grpc-port={agent_grpc}"]
 
     def _spawn(self, args: list[str], name: str) -> subprocess.Popen:
         env = dict(os.environ)
@@ -63,7 +73,7 @@ class LocalCluster:
         # A short path: Ray's unix sockets live under it (108-byte limit).
         self.temp_dir = tempfile.mkdtemp(prefix="rgr", dir="/tmp")
         self.log_dir = tempfile.mkdtemp(prefix="rgbridge-raylogs-")
-        port = free_port()
+        (port,) = free_ports(1)
         self.address = f"127.0.0.1:{port}"
         head = ["--head", f"--port={port}", "--node-ip-address=127.0.0.1", f"--num-cpus={self.head_cpus}",
                 f"--temp-dir={self.temp_dir}", "--include-dashboard=false",

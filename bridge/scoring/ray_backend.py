@@ -140,6 +140,7 @@ def score_on_node(meta: dict[str, Any], task_desc: dict[str, Any], task_blob: by
     from bridge.scoring.docker_client import get_client
     from bridge.scoring.engine import node_context, run_profile, sweep_stale
 
+    began = time.monotonic()
     node = node_label()
     key = meta["key"]
 
@@ -166,13 +167,16 @@ def score_on_node(meta: dict[str, Any], task_desc: dict[str, Any], task_blob: by
         log_dir = work / "logs" / meta["profile"]
         ctx = node_context(meta["container_run"], wheelhouse=Path(meta["wheelhouse"]) if meta["wheelhouse"] else None,
                            progress=say)
+        scoring = time.monotonic()
         try:
             result = run_profile(client, task, snapshot, meta["profile"], ctx=ctx, log_dir=log_dir, scratch=work,
                                  maven=meta["maven"], progress=say)
         finally:
             sweep(client, run_id=meta["container_run"])
+        score_seconds = time.monotonic() - scoring
         logs = pack_tree(log_dir) if log_dir.is_dir() else b""
-    return {"result": result.model_dump(mode="json"), "logs": logs, "node": node}
+    return {"result": result.model_dump(mode="json"), "logs": logs, "node": node,
+            "score_seconds": score_seconds, "worker_seconds": time.monotonic() - began}
 
 
 def sweep_node(run_ids: list[str]) -> int:
@@ -240,6 +244,10 @@ class RayBackend:
         self._listeners: dict[str, Callable[[str], None] | None] = {}
         self._running: dict[str, str] = {}  # job key -> node label
         self._container_runs: set[str] = set()
+        self._submitted_at: dict[str, float] = {}
+        #: per finished job: node, driver-side wall seconds (submit to result, queueing included),
+        #: worker seconds (unpack to pack) and scoring seconds (the profile itself)
+        self.timings: list[dict[str, Any]] = []
         self._outstanding: set[Any] = set()
         self._cancelled = threading.Event()
         self._closed = threading.Event()
@@ -333,6 +341,7 @@ class RayBackend:
             if job.progress:
                 job.progress(f"{job.profile}: queued on the Ray cluster")
             submitted[ref] = (job, key)
+            self._submitted_at[key] = time.monotonic()
         try:
             return self._collect(submitted)
         finally:
@@ -341,6 +350,7 @@ class RayBackend:
                     self._outstanding.discard(ref)
                     self._listeners.pop(key, None)
                     self._running.pop(key, None)
+                    self._submitted_at.pop(key, None)
             for k in held:
                 self._release(k)
 
@@ -355,7 +365,7 @@ class RayBackend:
                 for ref in pending:
                     ray.cancel(ref, force=True)
                 raise JobCancelled("run cancelled")
-            ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=POLL_SECONDS)
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_SECONDS)
             for ref in ready:
                 job, key = pending.pop(ref)
                 results[job.profile] = self._finish(ref, job, key)
@@ -389,6 +399,10 @@ class RayBackend:
         job.log_dir.mkdir(parents=True, exist_ok=True)
         if out["logs"]:
             unpack_tree(out["logs"], job.log_dir)
+        with self._lock:
+            wall = time.monotonic() - self._submitted_at.pop(key, time.monotonic())
+            self.timings.append({"profile": job.profile, "node": out["node"], "wall_seconds": wall,
+                                 "worker_seconds": out["worker_seconds"], "score_seconds": out["score_seconds"]})
         if job.progress:
             job.progress(f"{job.profile}: done on node {out['node']}")
         return ProfileResult.model_validate(out["result"])
