@@ -28,11 +28,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# This file is named like the `ray` package: drop its folder from the path so `import ray` finds Ray.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from bridge.catalog import Catalog  # noqa: E402
-from bridge.scoring.evaluate import evaluate  # noqa: E402
+from bridge.catalog import Catalog
+from bridge.scoring.evaluate import evaluate
 
 SOURCE_TASK = "kv-ledger"
 

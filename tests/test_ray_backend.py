@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import tarfile
 import threading
@@ -147,7 +148,7 @@ def test_node_killed_mid_run_still_complete(cluster, backend, catalog: Catalog, 
     hit = threading.Event()
 
     def on_progress(_task: str, message: str) -> None:
-        if message.startswith(f"[") and f"/{victim[:6]}] started" in message:
+        if message.startswith("[") and f"/{victim[:6]}] started" in message:
             hit.set()
 
     box: dict[str, Any] = {}
@@ -157,6 +158,7 @@ def test_node_killed_mid_run_still_complete(cluster, backend, catalog: Catalog, 
                                                  use_cache=False, backend=backend, run_id="raykill",
                                                  progress=on_progress)
 
+    backend.timings.clear()
     thread = threading.Thread(target=run)
     thread.start()
     assert hit.wait(timeout=300), "no job was scheduled on the extra node"
@@ -164,6 +166,9 @@ def test_node_killed_mid_run_still_complete(cluster, backend, catalog: Catalog, 
     cluster.kill_node(extra)
     thread.join(timeout=900)
     assert not thread.is_alive()
+    # every job finished exactly once, none of them on the killed node: the one it ran was retried
+    assert len(backend.timings) == 4
+    assert not [t for t in backend.timings if t["node"].endswith(victim[:6])]
     report = json.loads(box["path"].read_text(encoding="utf-8"))
     names = [e["repo_name"] for e in report["results"]]
     assert sorted(names) == sorted([ORACLE, EMPTY])  # complete, each repo once
@@ -173,6 +178,45 @@ def test_node_killed_mid_run_still_complete(cluster, backend, catalog: Catalog, 
     assert _comparable(box["path"]) == _comparable(local_report)
     backend.sweep_nodes()
     assert _leftovers(docker_client, "raykill-") == []
+
+
+def test_retries_exhausted_is_infra_error_then_resume(cluster, backend, catalog: Catalog, preds: Path,
+                                                       local_report: Path, tmp_path: Path) -> None:
+    import ray
+
+    from bridge.scoring.ray_backend import RayBackend
+
+    no_retry = RayBackend(max_retries=0)
+    before = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+    extra = cluster.add_worker(name="victim-noretry")
+    victim = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] not in before)
+    hit = threading.Event()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        box["path"], _, _ = evaluate(
+            catalog, preds, output_dir=tmp_path, profile="both", workers=4, use_cache=False, backend=no_retry,
+            run_id="raynoretry", progress=lambda _t, m: hit.set() if f"/{victim[:6]}] started" in m else None)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert hit.wait(timeout=300), "no job was scheduled on the extra node"
+    time.sleep(2)
+    cluster.kill_node(extra)
+    thread.join(timeout=900)
+    no_retry.close()
+    report = json.loads(box["path"].read_text(encoding="utf-8"))
+    failed = [(e["repo_name"], name, p) for e in report["results"]
+              for name, p in e["rgbridge"]["profiles"].items() if p["outcome"] == "infra_error"]
+    assert len(failed) == 1  # the job on the dead node, and only it
+    _repo, _profile, prof = failed[0]
+    assert prof["error"].startswith("RuntimeError: ray (0 retries): "), prof
+    assert re.search(r"died|dead|crash|unavailable|lost", prof["error"], re.IGNORECASE), prof["error"]
+    # --resume re-runs exactly that repo (infra errors are not the agent's fault) into a full report
+    path, _, plan = evaluate(catalog, preds, output_dir=tmp_path, profile="both", resume=True, use_cache=False,
+                             backend=backend, run_id="raynoretry2")
+    assert [t.id for t, _ in plan.todo] == [failed[0][0]]
+    assert _comparable(path) == _comparable(local_report)
 
 
 def test_resume_half_local_half_ray(backend, catalog: Catalog, preds: Path, local_report: Path,
@@ -219,8 +263,8 @@ def test_cancel_stops_jobs_and_sweeps(backend, catalog: Catalog, preds: Path, tm
         time.sleep(2)
     assert _leftovers(docker_client, "raycancel-") == []
     # the run picks up where it stopped on --resume
-    path, _, plan = evaluate(catalog, preds, output_dir=tmp_path, profile="both", resume=True, use_cache=False,
-                             backend=backend, run_id="raycancel2")
+    path, _, _ = evaluate(catalog, preds, output_dir=tmp_path, profile="both", resume=True, use_cache=False,
+                          backend=backend, run_id="raycancel2")
     assert sorted(e["repo_name"] for e in json.loads(path.read_text())["results"]) == sorted([ORACLE, EMPTY])
 
 
@@ -232,7 +276,9 @@ def test_shipped_task_is_verified_by_hash(catalog: Catalog, tmp_path: Path) -> N
 
     task = catalog.get(ORACLE)
     desc, blob = pack_task(task)
-    names = tarfile.open(fileobj=io.BytesIO(blob)).getnames()
+    with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+        names = tar.getnames()
+    assert "README.md" in names and any(n.startswith("tests/") for n in names)
     assert not any(n.startswith("solution") for n in names)  # the worker gets what it needs, no more
     rebuilt = unpack_task(desc, blob, tmp_path / "ok")
     assert rebuilt.content_hash == task.content_hash and rebuilt.id == task.id
@@ -262,3 +308,36 @@ def test_backend_switch_errors() -> None:
         make_backend("local", ray_address="127.0.0.1:1")
     with pytest.raises(ScoringError, match="unknown backend"):
         make_backend("slurm")
+
+
+SAMPLE = Path(__file__).resolve().parent.parent / "recordings" / "samples" / "kv-ledger-sample"
+
+
+def test_curve_and_rescore_cli_on_ray(cluster, backend, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bridge.cli import main
+
+    rec = tmp_path / SAMPLE.name
+    shutil.copytree(SAMPLE, rec)
+    stored = json.loads(next((rec / "results").glob("submission-*/result.json")).read_text())["profiles"]["strict"]
+    capsys.readouterr()
+    assert main(["curve", str(rec), "--points", "2", "--profile", "strict", "--no-cache", "--backend", "ray",
+                 "--ray-address", cluster.address, "--json"]) == 0
+    curve = json.loads(capsys.readouterr().out)
+    assert curve["points"][-1]["pass_at_1"] == stored["pass_at_1"]["score"] and curve["points"][-1]["dsr"] is True
+    assert curve["points"][0]["pass_at_1"] < curve["points"][-1]["pass_at_1"]
+    assert main(["rescore", str(rec), "--profile", "strict", "--backend", "ray", "--ray-address", cluster.address,
+                 "--json"]) == 0
+    rescored = json.loads(capsys.readouterr().out)
+    prof = rescored["profiles"]["strict"]
+    assert prof["pass_at_1"] == stored["pass_at_1"] and prof["outcome"] == stored["outcome"]
+    result_dir = Path(rescored["result"]).parent
+    assert all((result_dir / rel).is_file() for rel in prof["logs"].values())  # logs came back
+
+
+def test_cli_ray_address_needs_the_ray_backend(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from bridge.cli import main
+
+    (tmp_path / "preds").mkdir()
+    assert main(["evaluate", "--predictions-dir", str(tmp_path / "preds"), "--backend", "local",
+                 "--ray-address", "127.0.0.1:1", "--output-dir", str(tmp_path / "out")]) == 2
+    assert "--ray-address only applies" in capsys.readouterr().err

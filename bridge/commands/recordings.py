@@ -43,11 +43,24 @@ def _backend_scorer(args: argparse.Namespace) -> Iterator[Callable[..., Any] | N
     if backend is None:
         yield None
         return
+    import signal
+    import threading
+
     from bridge.scoring.engine import score_repo
 
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        def on_interrupt(signum: int, frame: object) -> None:
+            # Ctrl-C: stop the remote jobs first, so the scoring threads return at once.
+            backend.cancel()
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         yield functools.partial(score_repo, backend=backend)
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
         backend.close()
 
 

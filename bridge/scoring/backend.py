@@ -47,6 +47,10 @@ class Backend(Protocol):
         """Run the jobs (profiles of one snapshot) and return their results by profile."""
         ...
 
+    def cancel(self) -> None:
+        """Ctrl-C: stop queued and running jobs; their `run_jobs` calls raise JobCancelled."""
+        ...
+
     def close(self) -> None:
         ...
 
@@ -60,7 +64,9 @@ def make_backend(name: str, *, ray_address: str | None = None) -> Backend:
 
         return LocalBackend()
     if name == "ray":
-        from bridge.scoring.ray_backend import RayBackend  # lazy: Ray is an optional extra
+        from bridge.scoring.ray_backend import (
+            RayBackend,  # lazy: Ray is an optional extra
+        )
 
         return RayBackend(address=ray_address)
     raise ScoringError(f"unknown backend {name!r} (choose {' or '.join(BACKENDS)})")

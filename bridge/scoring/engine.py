@@ -312,8 +312,11 @@ class LocalBackend:
                 sweep(client, run_id=run_id)
                 LiveRuns.discard(run_id)
 
+    def cancel(self) -> None:
+        """Local jobs run in this process: its exit sweeps their containers (`LiveRuns`)."""
+
     def close(self) -> None:
-        pass
+        """Nothing to release: the Docker client is the process's shared one."""
 
 
 def deploy_check(task: Task, repo_dir: Path, *, output_dir: Path, wheelhouse: Path | None = None,

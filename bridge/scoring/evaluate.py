@@ -105,9 +105,8 @@ def evaluate(
         except KeyboardInterrupt:
             for f in futures:
                 f.cancel()
-            cancel = getattr(backend, "cancel", None)
-            if cancel:  # remote jobs stop and their containers are swept; nothing is recorded for them
-                cancel()
+            if backend is not None:  # remote jobs stop and their containers are swept; nothing is recorded
+                backend.cancel()
             raise
         except JobCancelled:
             raise KeyboardInterrupt from None

@@ -19,9 +19,11 @@ Ray is imported lazily: the rest of the bridge works without the `ray` extra.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
+import shutil
 import tarfile
 import tempfile
 import threading
@@ -91,8 +93,6 @@ def pack_task(task: Task) -> tuple[dict[str, Any], bytes]:
     with tempfile.TemporaryDirectory(prefix="rgbridge-taskpack-") as tmp:
         root = Path(tmp)
         (root / "README.md").write_bytes(task.readme_path.read_bytes())
-        import shutil
-
         shutil.copytree(task.tests_dir, root / "tests", symlinks=False,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         (root / "extras").mkdir()
@@ -147,10 +147,8 @@ def score_on_node(meta: dict[str, Any], task_desc: dict[str, Any], task_blob: by
     def say(message: str) -> None:
         if reporter is None:
             return
-        try:
+        with contextlib.suppress(Exception):  # progress is best effort; the driver may be gone
             reporter.say.remote(key, node, message)
-        except Exception:  # noqa: BLE001 - progress is best effort; the driver may be gone
-            pass
 
     say("started")
     client = get_client()
@@ -321,6 +319,7 @@ class RayBackend:
         submitted: dict[Any, tuple[ScoringJob, str]] = {}
         held: list[str] = []
         for job in jobs:
+            began = time.monotonic()  # per-job overhead counts packing and the object store too
             desc, task_ref = self._task_pack(job.task)
             snap_key = f"snapshot:{job.snapshot_hash}"
             snap_ref = self._acquire(snap_key, lambda s=job.snapshot: pack_tree(s))
@@ -341,7 +340,7 @@ class RayBackend:
             if job.progress:
                 job.progress(f"{job.profile}: queued on the Ray cluster")
             submitted[ref] = (job, key)
-            self._submitted_at[key] = time.monotonic()
+            self._submitted_at[key] = began
         try:
             return self._collect(submitted)
         finally:
@@ -399,13 +398,14 @@ class RayBackend:
         job.log_dir.mkdir(parents=True, exist_ok=True)
         if out["logs"]:
             unpack_tree(out["logs"], job.log_dir)
+        result = ProfileResult.model_validate(out["result"])
         with self._lock:
             wall = time.monotonic() - self._submitted_at.pop(key, time.monotonic())
             self.timings.append({"profile": job.profile, "node": out["node"], "wall_seconds": wall,
                                  "worker_seconds": out["worker_seconds"], "score_seconds": out["score_seconds"]})
         if job.progress:
             job.progress(f"{job.profile}: done on node {out['node']}")
-        return ProfileResult.model_validate(out["result"])
+        return result
 
     def _infra(self, job: ScoringJob, exc: BaseException) -> ProfileResult:
         from bridge.scoring.engine import infra_result
@@ -435,10 +435,8 @@ class RayBackend:
                     if key in self._listeners:
                         self._running[key] = node
                 if listener:
-                    try:
+                    with contextlib.suppress(Exception):  # a UI callback must not kill the poller
                         listener(f"[{node}] {message}")
-                    except Exception:  # noqa: BLE001 - a UI callback must not kill the poller
-                        pass
             self._closed.wait(POLL_SECONDS)
 
     # -- interruption and cleanup
@@ -478,6 +476,10 @@ class RayBackend:
             return
         self._closed.set()
         self._poller.join(timeout=5)
+        with self._lock:
+            orphans = list(self._outstanding)
+        for ref in orphans:  # jobs nobody waits for any more (the caller is unwinding)
+            self._ray.cancel(ref, force=True)
         try:
             self.sweep_nodes()
         finally:
