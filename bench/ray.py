@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import statistics
@@ -67,7 +68,6 @@ def main() -> int:
     parser.add_argument("--json", type=Path, metavar="FILE")
     args = parser.parse_args()
 
-    import ray
     from raycluster import LocalCluster
 
     from bridge.scoring.ray_backend import RayBackend
@@ -88,6 +88,9 @@ def main() -> int:
         cluster = LocalCluster(workers=2).start()
         figures["cluster_start_seconds"] = round(time.monotonic() - started, 1)
         try:
+            os.environ.update(cluster.auth_env())  # before Ray is imported: it reads them then
+            import ray
+
             ray.init(address=cluster.address, log_to_driver=False, logging_level="WARNING")
             backend = RayBackend()
             try:

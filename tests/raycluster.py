@@ -8,7 +8,9 @@ every Ray process of the machine); `kill_node()` SIGKILLs one node's whole proce
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -16,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,6 +54,26 @@ class LocalCluster:
     procs: list[subprocess.Popen] = field(default_factory=list)
     temp_dir: str = ""
     log_dir: str = ""
+    #: this cluster's own auth token: nodes and drivers get it by environment, so neither the
+    #: shared ~/.ray/auth_token nor another cluster on the machine decides who may join
+    token: str = field(default_factory=lambda: secrets.token_hex(32))
+
+    def auth_env(self) -> dict[str, str]:
+        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self.token}
+
+    @contextlib.contextmanager
+    def driver_env(self) -> Iterator[None]:
+        """This process joins the cluster with its token while inside the block."""
+        saved = {k: os.environ.get(k) for k in self.auth_env()}
+        os.environ.update(self.auth_env())
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
     def _node_args(self) -> list[str]:
         # Each node gets its own agent ports: the defaults are fixed numbers that a second node
@@ -65,59 +88,50 @@ class LocalCluster:
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.pop("RAY_ADDRESS", None)
+        env.update(self.auth_env())
         log = open(Path(self.log_dir) / f"{name}.log", "wb")  # noqa: SIM115 - lives as long as the node
         return subprocess.Popen([_ray_cli(), "start", *args], env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
 
-    def start(self, timeout: float = 120.0) -> LocalCluster:
+    def start(self, timeout: float = 300.0) -> LocalCluster:
         # A short path: Ray's unix sockets live under it (108-byte limit).
         self.temp_dir = tempfile.mkdtemp(prefix="rgr", dir="/tmp")
         self.log_dir = tempfile.mkdtemp(prefix="rgbridge-raylogs-")
         (port,) = free_ports(1)
         self.address = f"127.0.0.1:{port}"
         head = ["--head", f"--port={port}", "--node-ip-address=127.0.0.1", f"--num-cpus={self.head_cpus}",
-                f"--temp-dir={self.temp_dir}", "--include-dashboard=false",
-                *self._node_args()]
-        self.procs.append(self._spawn(head, "head"))
-        self._wait_nodes(1, timeout)
-        for i in range(self.workers):
-            self.add_worker(timeout=timeout, name=f"worker{i}")
+                f"--temp-dir={self.temp_dir}", "--include-dashboard=false", *self._node_args()]
+        try:
+            self.procs.append(self._spawn(head, "head"))
+            self._wait_started(self.procs[-1], "head", timeout)
+            for i in range(self.workers):
+                self.add_worker(timeout=timeout, name=f"worker{i}")
+        except BaseException:
+            self.stop()  # never leave half a cluster running
+            raise
         return self
 
-    def add_worker(self, *, timeout: float = 120.0, name: str | None = None) -> subprocess.Popen:
-        expected = self.alive_nodes() + 1
+    def add_worker(self, *, timeout: float = 300.0, name: str | None = None) -> subprocess.Popen:
+        name = name or f"worker{len(self.procs)}"
         args = [f"--address={self.address}", "--node-ip-address=127.0.0.1", f"--num-cpus={self.worker_cpus}",
                 *self._node_args()]
-        proc = self._spawn(args, name or f"worker{len(self.procs)}")
+        proc = self._spawn(args, name)
         self.procs.append(proc)
-        self._wait_nodes(expected, timeout)
+        self._wait_started(proc, name, timeout)
         return proc
 
-    def alive_nodes(self) -> int:
-        if self.procs and self.procs[0].poll() is not None:
-            return 0
-        try:
-            out = subprocess.run([sys.executable, "-c", (
-                "import ray,sys; ray.init(address=sys.argv[1], logging_level='ERROR', log_to_driver=False);"
-                "print(sum(1 for n in ray.nodes() if n['Alive']))"), self.address],
-                capture_output=True, text=True, timeout=30, env={**os.environ, "RAY_ADDRESS": ""})
-        except subprocess.TimeoutExpired:
-            return 0
-        try:
-            return int(out.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            return 0
-
-    def _wait_nodes(self, count: int, timeout: float) -> None:
+    def _wait_started(self, proc: subprocess.Popen, name: str, timeout: float) -> None:
+        """`ray start` prints this line once the node's processes run and it joined the cluster
+        (a log line, not a probe driver: probes take many seconds on a loaded machine)."""
+        log = Path(self.log_dir) / f"{name}.log"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for proc in self.procs:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"a Ray node exited early (code {proc.returncode}); logs in {self.log_dir}")
-            if self.alive_nodes() >= count:
+            if proc.poll() is not None:
+                raise RuntimeError(f"Ray node {name} exited early (code {proc.returncode}); see {log}")
+            if "Ray runtime started" in log.read_text(encoding="utf-8", errors="replace"):
                 return
-            time.sleep(1)
-        raise RuntimeError(f"Ray cluster did not reach {count} node(s) in {timeout}s; logs in {self.log_dir}")
+            time.sleep(0.5)
+        raise RuntimeError(f"Ray node {name} did not start in {timeout}s; see {log}")
 
     def kill_node(self, proc: subprocess.Popen) -> None:
         """Node death: SIGKILL the node's whole process group (raylet, its workers)."""
@@ -126,6 +140,7 @@ class LocalCluster:
         except ProcessLookupError:
             pass
         proc.wait(timeout=30)
+        self.procs.remove(proc)  # dead on purpose: not a node that "exited early"
 
     def stop(self) -> None:
         for proc in reversed(self.procs):  # workers first, then the head

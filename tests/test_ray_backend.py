@@ -12,6 +12,7 @@ Without Ray installed these tests skip, unless RGBRIDGE_REQUIRE_RAY=1 (CI) makes
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -43,14 +44,13 @@ def _strip_logs(logs: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in logs.items() if k != "build"}
 
 
-def _require_ray():
-    try:
-        import ray
-    except ImportError:
+def _require_ray() -> None:
+    # find_spec, not import: Ray reads its auth settings from the environment when imported,
+    # and the cluster fixture sets them first.
+    if importlib.util.find_spec("ray") is None:
         if os.environ.get("RGBRIDGE_REQUIRE_RAY", "") not in ("", "0", "false", "no"):
             pytest.fail("Ray required (RGBRIDGE_REQUIRE_RAY=1) but not installed: pip install '.[ray]'")
         pytest.skip("Ray is not installed (extra 'ray')")
-    return ray
 
 
 def _strip(data: Any) -> Any:
@@ -73,17 +73,35 @@ def _leftovers(client, prefix: str) -> list[str]:
     return [c.name for c in found if (c.labels or {}).get("rgbridge.run_id", "").startswith(prefix)]
 
 
+def _new_node(before: set[str], timeout: float = 120.0) -> str:
+    """The id of the node that joined after `before` was taken."""
+    import ray
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        new = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] not in before]
+        if new:
+            return new[0]
+        time.sleep(0.5)
+    raise AssertionError("the added node never joined the cluster")
+
+
 @pytest.fixture(scope="module")
 def cluster(docker_client):
-    ray = _require_ray()
+    _require_ray()
     from raycluster import LocalCluster
 
     local = LocalCluster(workers=2).start()
     try:
-        ray.init(address=local.address, log_to_driver=False, logging_level="WARNING")
-        yield local
+        with local.driver_env():
+            import ray
+
+            ray.init(address=local.address, log_to_driver=False, logging_level="WARNING")
+            try:
+                yield local
+            finally:
+                ray.shutdown()
     finally:
-        ray.shutdown()
         local.stop()
 
 
@@ -144,7 +162,7 @@ def test_node_killed_mid_run_still_complete(cluster, backend, catalog: Catalog, 
 
     before = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
     extra = cluster.add_worker(name="victim")
-    victim = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] not in before)
+    victim = _new_node(before)
     hit = threading.Event()
 
     def on_progress(_task: str, message: str) -> None:
@@ -189,7 +207,7 @@ def test_retries_exhausted_is_infra_error_then_resume(cluster, backend, catalog:
     no_retry = RayBackend(max_retries=0)
     before = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
     extra = cluster.add_worker(name="victim-noretry")
-    victim = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] not in before)
+    victim = _new_node(before)
     hit = threading.Event()
     box: dict[str, Any] = {}
 

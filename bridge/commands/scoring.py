@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from bridge.commands.common import (
     add_backend_options,
@@ -18,6 +26,12 @@ from bridge.commands.common import (
     print_json,
     stderr_console,
 )
+
+if TYPE_CHECKING:
+    from bridge.catalog import Catalog
+    from bridge.scoring.backend import Backend
+    from bridge.scoring.evaluate import EvaluationPlan
+    from bridge.scoring.java.layers import MavenSources
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -176,7 +190,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             backend.close()
 
 
-def _run_evaluate(args, catalog, maven, preview, meta, backend, workers) -> int:  # noqa: ANN001
+def _run_evaluate(args: argparse.Namespace, catalog: Catalog, maven: MavenSources, preview: EvaluationPlan,
+                  meta: dict[str, str], backend: Backend | None, workers: int) -> int:
     from bridge.scoring.evaluate import evaluate
     from bridge.scoring.reporting import render_table
 

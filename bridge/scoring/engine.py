@@ -29,6 +29,7 @@ from requests import RequestException
 from bridge.errors import ScoringError
 from bridge.files import pid_alive
 from bridge.hashing import tree_hash
+from bridge.scoring.backend import Backend, ScoringJob
 from bridge.scoring.compat import run_compat
 from bridge.scoring.containers import sweep
 from bridge.scoring.docker_client import get_client
@@ -38,7 +39,6 @@ from bridge.scoring.java.layers import MavenSources
 from bridge.scoring.java.strict import run_java_strict
 from bridge.scoring.result import GRADER_VERSION, DSRResult, ProfileResult, ScoreResult
 from bridge.scoring.strict import run_strict
-from bridge.scoring.backend import Backend, ScoringJob
 from bridge.scoring.workdir import LogSink, ScoreContext, stage_repo
 from bridge.task import Task
 
