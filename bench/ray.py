@@ -99,6 +99,7 @@ def main() -> int:
                                         profile="both", use_cache=False, backend=backend)
                 ray_s = time.monotonic() - t0
                 nodes = sorted({t["node"] for t in backend.timings})
+                ray_profile = [t["score_seconds"] for t in backend.timings]
                 backend.timings.clear()
                 only = [f"{SOURCE_TASK}-{i}" for i in range(min(args.overhead_jobs, args.repos))]
                 evaluate(catalog, preds, output_dir=tmp / "overhead", workers=1, profile="strict", only=only,
@@ -111,6 +112,8 @@ def main() -> int:
         finally:
             cluster.stop()
         same = scores(local) == scores(remote)
+        local_profile = [p["elapsed_seconds"] for e in json.loads(local.read_text())["results"]
+                         for p in e["rgbridge"]["profiles"].values()]
         jobs = 2 * args.repos
         figures.update({
             "local_seconds": round(local_s, 1), "local_jobs_per_minute": round(60 * jobs / local_s, 2),
@@ -119,6 +122,8 @@ def main() -> int:
             "overhead_per_job_seconds": {"median": round(statistics.median(overheads), 3),
                                          "max": round(max(overheads), 3)},
             "overhead_on_worker_seconds": {"median": round(statistics.median(worker_side), 3)},
+            "profile_seconds_median": {"local": round(statistics.median(local_profile), 2),
+                                       "ray": round(statistics.median(ray_profile), 2)},
             "scores_identical": same,
         })
     print(f"jobs: {jobs} ({args.repos} repos x 2 profiles), result cache off")
@@ -129,6 +134,8 @@ def main() -> int:
     print(f"per-job overhead on an idle cluster: median {figures['overhead_per_job_seconds']['median']} s, "
           f"max {figures['overhead_per_job_seconds']['max']} s "
           f"(of which on the worker: {figures['overhead_on_worker_seconds']['median']} s)")
+    print(f"one profile's own scoring time (median): local {figures['profile_seconds_median']['local']} s, "
+          f"on a Ray node {figures['profile_seconds_median']['ray']} s")
     print(f"scores identical: {same}; cluster start {figures['cluster_start_seconds']} s (not counted)")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2), encoding="utf-8")
