@@ -359,3 +359,36 @@ def test_cli_ray_address_needs_the_ray_backend(capsys: pytest.CaptureFixture[str
     assert main(["evaluate", "--predictions-dir", str(tmp_path / "preds"), "--backend", "local",
                  "--ray-address", "127.0.0.1:1", "--output-dir", str(tmp_path / "out")]) == 2
     assert "--ray-address only applies" in capsys.readouterr().err
+
+
+def test_ctrl_c_on_the_cli_cancels_then_resume_completes(cluster, catalog: Catalog, preds: Path, tmp_path: Path,
+                                                         docker_client) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    repo_root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, **cluster.auth_env(), "PYTHONPATH": str(repo_root)}
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "bridge.cli", "evaluate", "--predictions-dir", str(preds), "--backend", "ray",
+           "--ray-address", cluster.address, "--output-dir", str(out), "--workers", "4"]
+    proc = subprocess.Popen([*cmd, "--run-id", "raysigint"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not _leftovers(docker_client, "raysigint-") and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)  # wait until a job's containers run on some node
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert not list((out / "intermediate" / "raysigint").glob("*.json"))  # nothing half-recorded
+    deadline = time.monotonic() + 60
+    while _leftovers(docker_client, "raysigint-") and time.monotonic() < deadline:
+        time.sleep(1)
+    assert _leftovers(docker_client, "raysigint-") == []  # cancelled jobs' containers swept
+    done = subprocess.run([*cmd, "--resume", "--run-id", "raysigint2", "--json"], env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert sorted(e["repo_name"] for e in report["results"]) == sorted([ORACLE, EMPTY])
+    assert report["metadata"]["backend"] == "ray"
