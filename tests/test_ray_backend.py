@@ -69,8 +69,9 @@ def _comparable(report_path: Path) -> dict[str, Any]:
 
 
 def _leftovers(client, prefix: str) -> list[str]:
-    found = client.containers.list(all=True, filters={"label": ["rgbridge.owner=rgbridge"]})
-    return [c.name for c in found if (c.labels or {}).get("rgbridge.run_id", "").startswith(prefix)]
+    # the list call alone (no per-container inspect): containers come and go while we look
+    found = client.api.containers(all=True, filters={"label": ["rgbridge.owner=rgbridge"]})
+    return [c["Names"][0] for c in found if (c.get("Labels") or {}).get("rgbridge.run_id", "").startswith(prefix)]
 
 
 def _new_node(before: set[str], timeout: float = 120.0) -> str:

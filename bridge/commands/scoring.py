@@ -202,10 +202,9 @@ def _run_evaluate(args: argparse.Namespace, catalog: Catalog, maven: MavenSource
         lines: dict[str, int] = {}
 
         def on_progress(task_id: str, message: str) -> None:
-            activity = getattr(backend, "activity", None)
-            if activity:  # per-node activity of the cluster on the overall line
-                busy = ", ".join(f"{node}: {n}" for node, n in sorted(activity().items()))
-                progress.update(overall, description=f"evaluating on ray ({busy or 'queued'})")
+            if backend is not None:  # per-node activity of a cluster on the overall line
+                busy = ", ".join(f"{node}: {n} job(s)" for node, n in sorted(backend.activity().items()))
+                progress.update(overall, description=f"evaluating on {backend.name} ({busy or 'queued'})")
             if task_id not in lines:
                 lines[task_id] = progress.add_task(f"{task_id}: {message}", total=None)
             progress.update(lines[task_id], description=f"{task_id}: {message}")

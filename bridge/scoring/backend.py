@@ -47,6 +47,14 @@ class Backend(Protocol):
         """Run the jobs (profiles of one snapshot) and return their results by profile."""
         ...
 
+    def default_workers(self) -> int:
+        """How many repos `evaluate` keeps in flight when --workers is not given."""
+        ...
+
+    def activity(self) -> dict[str, int]:
+        """Jobs running now, per node (for the progress display)."""
+        ...
+
     def cancel(self) -> None:
         """Ctrl-C: stop queued and running jobs; their `run_jobs` calls raise JobCancelled."""
         ...

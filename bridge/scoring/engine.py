@@ -312,6 +312,12 @@ class LocalBackend:
                 sweep(client, run_id=run_id)
                 LiveRuns.discard(run_id)
 
+    def default_workers(self) -> int:
+        return 1
+
+    def activity(self) -> dict[str, int]:
+        return {}
+
     def cancel(self) -> None:
         """Local jobs run in this process: its exit sweeps their containers (`LiveRuns`)."""
 
