@@ -107,7 +107,7 @@ class LocalCluster:
             for i in range(self.workers):
                 self.add_worker(timeout=timeout, name=f"worker{i}")
         except BaseException:
-            self.stop()  # never leave half a cluster running
+            self.stop(keep_logs=True)  # never leave half a cluster running; logs say why
             raise
         return self
 
@@ -142,7 +142,7 @@ class LocalCluster:
         proc.wait(timeout=30)
         self.procs.remove(proc)  # dead on purpose: not a node that "exited early"
 
-    def stop(self) -> None:
+    def stop(self, *, keep_logs: bool = False) -> None:
         for proc in reversed(self.procs):  # workers first, then the head
             if proc.poll() is None:
                 try:
@@ -153,3 +153,5 @@ class LocalCluster:
                     proc.wait(timeout=30)
         # The node processes have exited; their session files are ours to remove.
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+        if not keep_logs:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
