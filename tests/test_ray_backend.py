@@ -404,3 +404,13 @@ def test_ctrl_c_on_the_cli_cancels_then_resume_completes(cluster, catalog: Catal
     report = json.loads(done.stdout)
     assert sorted(e["repo_name"] for e in report["results"]) == sorted([ORACLE, EMPTY])
     assert report["metadata"]["backend"] == "ray"
+
+
+def test_ray_backend_without_ray_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from bridge.scoring.backend import make_backend
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError, as without the extra
+    with pytest.raises(ScoringError, match=r"pip install 'repogenesis-bridge\[ray\]'"):
+        make_backend("ray")
