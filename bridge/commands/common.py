@@ -27,6 +27,22 @@ def add_profile_option(parser: argparse.ArgumentParser, default: str | None = "b
                         help="scoring profile(s): both (default), strict or compat")
 
 
+def add_backend_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", choices=("local", "ray"), default="local",
+                        help="where scoring jobs run: this machine (default) or a Ray cluster (extra 'ray')")
+    parser.add_argument("--ray-address", metavar="ADDR",
+                        help="Ray cluster to join (default: $RAY_ADDRESS, else the cluster started on this machine)")
+
+
+def open_backend(args: argparse.Namespace):  # -> Backend, imported lazily
+    """The backend of `--backend/--ray-address` (None for local: the engine's default)."""
+    from bridge.scoring.backend import make_backend
+
+    if args.backend == "local" and not args.ray_address:
+        return None
+    return make_backend(args.backend, ray_address=args.ray_address)
+
+
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
 

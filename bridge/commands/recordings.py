@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-from bridge.commands.common import add_json_option, add_profile_option, add_task_source_options, console, print_json, stderr_console
+from bridge.commands.common import add_backend_options, add_json_option, add_profile_option, add_task_source_options, console, print_json, stderr_console
 from bridge.errors import RecordingError
 
 def _rec_path(value: str) -> Path:
@@ -30,6 +34,36 @@ def _catalog(args: argparse.Namespace):  # noqa: ANN202 - Catalog, imported lazi
     return load_catalog(args, report_errors=False)
 
 
+@contextlib.contextmanager
+def _backend_scorer(args: argparse.Namespace) -> Iterator[Callable[..., Any] | None]:
+    """`score_repo` bound to the `--backend` of the command line (None = the local default)."""
+    from bridge.commands.common import open_backend
+
+    backend = open_backend(args)
+    if backend is None:
+        yield None
+        return
+    import signal
+    import threading
+
+    from bridge.scoring.engine import score_repo
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        def on_interrupt(signum: int, frame: object) -> None:
+            # Ctrl-C: stop the remote jobs first, so the scoring threads return at once.
+            backend.cancel()
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield functools.partial(score_repo, backend=backend)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        backend.close()
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     rp = subparsers.add_parser("replay", help="rebuild a recorded workspace as it was at a moment")
     rp.add_argument("recording", metavar="REC")
@@ -47,6 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rs.add_argument("--cache", action="store_true", help="allow cached results (default: score afresh)")
     rs.add_argument("--no-verify", action="store_true", help="rescore even if the recording fails verification")
     add_task_source_options(rs)
+    add_backend_options(rs)
     add_json_option(rs)
     rs.set_defaults(handler=cmd_rescore)
 
@@ -63,6 +98,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cv.add_argument("--no-cache", action="store_true", help="ignore the engine's result cache")
     cv.add_argument("--no-save", action="store_true", help="do not store the curve in the recording")
     add_task_source_options(cv)
+    add_backend_options(cv)
     add_json_option(cv)
     cv.set_defaults(handler=cmd_curve)
 
@@ -148,8 +184,9 @@ def cmd_rescore(args: argparse.Namespace) -> int:
             if line and not args.json:
                 status.update(f"rescoring: {line[:100]}")
 
-        path = rescore(_rec_path(args.recording), profile=args.profile, at=args.at, catalog=_catalog(args),
-                       use_cache=args.cache, progress=say, verify_first=not args.no_verify)
+        with _backend_scorer(args) as score_fn:
+            path = rescore(_rec_path(args.recording), profile=args.profile, at=args.at, catalog=_catalog(args),
+                           use_cache=args.cache, progress=say, verify_first=not args.no_verify, score_fn=score_fn)
     data = json.loads(path.read_text(encoding="utf-8"))
     if args.json:
         print_json({"result": str(path), **data})
@@ -178,9 +215,11 @@ def cmd_curve(args: argparse.Namespace) -> int:
 
     err = stderr_console()
     with err.status("scoring moments", spinner="dots") as status:
-        curve = compute_curve(_rec_path(args.recording), points=args.points, workers=args.workers,
-                              profile=args.profile, catalog=_catalog(args), use_cache=not args.no_cache,
-                              save=not args.no_save, progress=lambda m: status.update(m[:100]))
+        with _backend_scorer(args) as score_fn:
+            curve = compute_curve(_rec_path(args.recording), points=args.points, workers=args.workers,
+                                  profile=args.profile, catalog=_catalog(args), use_cache=not args.no_cache,
+                                  save=not args.no_save, progress=lambda m: status.update(m[:100]),
+                                  score_fn=score_fn)
     if args.json:
         print_json(curve)
     else:

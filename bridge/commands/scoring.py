@@ -4,18 +4,34 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from bridge.commands.common import (
+    add_backend_options,
     add_json_option,
     add_profile_option,
     add_task_source_options,
     console,
     load_catalog,
+    open_backend,
     print_json,
     stderr_console,
 )
+
+if TYPE_CHECKING:
+    from bridge.catalog import Catalog
+    from bridge.scoring.backend import Backend
+    from bridge.scoring.evaluate import EvaluationPlan
+    from bridge.scoring.java.layers import MavenSources
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,7 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ev = subparsers.add_parser("evaluate", help="score a folder of repos (one subfolder per task) in parallel")
     ev.add_argument("--predictions-dir", type=Path, required=True, metavar="DIR")
     add_task_source_options(ev)
-    ev.add_argument("--workers", type=int, default=1)
+    ev.add_argument("--workers", type=int, metavar="N",
+                    help="repos scored at once (default: 1 locally, twice the cluster's docker slots on Ray)")
+    add_backend_options(ev)
     ev.add_argument("--run-id", metavar="ID")
     ev.add_argument("--resume", action="store_true", help="keep earlier results of this output dir")
     ev.add_argument("--output-dir", type=Path, default=Path("eval_results"), metavar="OUT")
@@ -154,8 +172,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from bridge.scoring.evaluate import evaluate, plan
-    from bridge.scoring.reporting import render_table
+    from bridge.scoring.evaluate import plan
 
     catalog = load_catalog(args)
     maven = maven_sources(args)
@@ -164,6 +181,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if preview.skipped:
         stderr_console().print(f"[yellow]skipping folders that name no known task:[/] {', '.join(preview.skipped)}")
     meta = {k: v for k, v in {"model_name": args.model_name, "agent_name": args.agent_name}.items() if v}
+    backend = open_backend(args)
+    workers = args.workers or (backend.default_workers() if backend is not None else 1)
+    try:
+        return _run_evaluate(args, catalog, maven, preview, meta, backend, workers)
+    finally:
+        if backend is not None:
+            backend.close()
+
+
+def _run_evaluate(args: argparse.Namespace, catalog: Catalog, maven: MavenSources, preview: EvaluationPlan,
+                  meta: dict[str, str], backend: Backend | None, workers: int) -> int:
+    from bridge.scoring.evaluate import evaluate
+    from bridge.scoring.reporting import render_table
+
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=stderr_console(), disable=args.json, transient=False)
     with progress:
@@ -171,6 +202,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         lines: dict[str, int] = {}
 
         def on_progress(task_id: str, message: str) -> None:
+            if backend is not None:  # per-node activity of a cluster on the overall line
+                busy = ", ".join(f"{node}: {n} job(s)" for node, n in sorted(backend.activity().items()))
+                progress.update(overall, description=f"evaluating on {backend.name} ({busy or 'queued'})")
             if task_id not in lines:
                 lines[task_id] = progress.add_task(f"{task_id}: {message}", total=None)
             progress.update(lines[task_id], description=f"{task_id}: {message}")
@@ -182,9 +216,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                                 total=1, completed=1)
 
         report_path, writer, _ = evaluate(
-            catalog, args.predictions_dir, output_dir=args.output_dir, run_id=args.run_id, workers=args.workers,
+            catalog, args.predictions_dir, output_dir=args.output_dir, run_id=args.run_id, workers=workers,
             resume=args.resume, profile=args.profile, wheelhouse=args.wheelhouse, maven=maven, only=args.repo_names,
-            progress=on_progress, on_done=on_done, metadata=meta,
+            progress=on_progress, on_done=on_done, metadata=meta, backend=backend,
         )
     if args.json:
         import json

@@ -30,6 +30,7 @@ from bridge.errors import ScoringError
 from bridge.files import pid_alive
 from bridge.hashing import tree_hash
 from bridge.locations import cache_dir
+from bridge.scoring.backend import Backend, ScoringJob
 from bridge.scoring.compat import run_compat
 from bridge.scoring.containers import sweep
 from bridge.scoring.docker_client import get_client
@@ -174,7 +175,7 @@ def sweep_stale(client: docker.DockerClient) -> int:
 _swept_once = False
 
 
-def _infra_result(profile: str, exc: BaseException, logs: LogSink, started: float) -> ProfileResult:
+def infra_result(profile: str, exc: BaseException, logs: LogSink, started: float) -> ProfileResult:
     logs.write("infra_error.txt", "".join(traceback.format_exception(exc)))
     return ProfileResult(
         profile=profile,  # type: ignore[arg-type]
@@ -185,6 +186,33 @@ def _infra_result(profile: str, exc: BaseException, logs: LogSink, started: floa
         logs=logs.names(),
         elapsed_seconds=round(time.monotonic() - started, 3),
     )
+
+
+def node_context(run_id: str, *, wheelhouse: Path | None = None,
+                 progress: ProgressFn | None = None) -> ScoreContext:
+    """The scoring context of this process: containers carry its pid and host, so a process
+    that dies leaves containers `sweep_stale` can recognise as orphans on that host."""
+    return ScoreContext(run_id=run_id, wheelhouse=wheelhouse, image_progress=progress,
+                        extra_labels={LABEL_PID: str(os.getpid()), "rgbridge.host": os.uname().nodename})
+
+
+def run_profile(client: docker.DockerClient, task: Task, snapshot: Path, name: str, *, ctx: ScoreContext,
+                log_dir: Path, scratch: Path, maven: MavenSources | None = None,
+                progress: ProgressFn | None = None) -> ProfileResult:
+    """Run one profile on a private copy of a staged snapshot, on this machine's engine.
+
+    Engine and bridge faults become `infra_error`; log paths in the result are `logs/<profile>/...`.
+    """
+    started = time.monotonic()
+    logs = LogSink(log_dir)
+    work = scratch / f"repo-{name}"  # each profile gets its own copy to modify
+    shutil.copytree(snapshot, work, symlinks=True)
+    try:
+        result = _runner(task, name, maven)(client, task, work, ctx=ctx, logs=logs,
+                                            progress=progress or (lambda _m: None))
+    except (DockerException, RequestException, ScoringError, OSError, RuntimeError) as exc:
+        result = infra_result(name, exc, logs, started)
+    return result.model_copy(update={"logs": {k: f"logs/{v}" for k, v in logs.names().items()}})
 
 
 def score_repo(
@@ -200,73 +228,101 @@ def score_repo(
     use_cache: bool = True,
     client: docker.DockerClient | None = None,
     cache: ResultCache | None = None,
+    backend: Backend | None = None,
 ) -> ScoreResult:
-    """Score one repo against one task under the chosen profile(s)."""
-    global _swept_once
+    """Score one repo against one task under the chosen profile(s).
+
+    Staging, the snapshot hash, the result cache and result.json stay here whatever the backend;
+    the backend only runs the profiles that missed the cache (one job per profile).
+    """
     repo_dir = Path(repo_dir)
     if not repo_dir.is_dir():
         raise ScoringError(f"{repo_dir}: not a directory")
     say = progress or (lambda _msg: None)
     names = profiles_for(profile)
     run_id = run_id or f"score-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-    client = client or get_client()
+    backend = backend or LocalBackend(client)
     cache = cache or ResultCache()
-    if not _swept_once:
-        _swept_once = True
-        sweep_stale(client)
-    LiveRuns.add(run_id)
-    ctx = ScoreContext(run_id=run_id, wheelhouse=wheelhouse, image_progress=say,
-                       extra_labels={LABEL_PID: str(os.getpid()), "rgbridge.host": os.uname().nodename})
     out_root = Path(output_dir) if output_dir else Path(tempfile.mkdtemp(prefix="rgbridge-score-"))
     out_root.mkdir(parents=True, exist_ok=True)
-    try:
-        with tempfile.TemporaryDirectory(prefix="rgbridge-stage-") as tmp:
-            staged = Path(tmp) / "snapshot"
-            stage_repo(repo_dir, staged)
-            snapshot_hash = tree_hash(staged, frozenset())
-            results: dict[str, ProfileResult] = {}
-            todo: list[str] = []
-            for name in names:
-                hit = cache.get(cache_key(snapshot_hash, task.content_hash, name)) if use_cache else None
-                if hit is None:
-                    todo.append(name)
-                    continue
-                result, entry = hit
-                dest = out_root / "logs" / name
-                if (entry / "logs").is_dir():
-                    shutil.rmtree(dest, ignore_errors=True)
-                    shutil.copytree(entry / "logs", dest)
-                results[name] = result
-                say(f"{name}: cached result")
-
-            def run_one(name: str) -> ProfileResult:
-                started = time.monotonic()
-                log_dir = out_root / "logs" / name
-                logs = LogSink(log_dir)
-                work = Path(tmp) / f"repo-{name}"  # each profile gets its own copy to modify
-                shutil.copytree(staged, work, symlinks=True)
-                try:
-                    result = _runner(task, name, maven)(client, task, work, ctx=ctx, logs=logs, progress=say)
-                except (DockerException, RequestException, ScoringError, OSError, RuntimeError) as exc:
-                    result = _infra_result(name, exc, logs, started)
-                result = result.model_copy(update={"logs": {k: f"logs/{v}" for k, v in logs.names().items()}})
+    with tempfile.TemporaryDirectory(prefix="rgbridge-stage-") as tmp:
+        staged = Path(tmp) / "snapshot"
+        stage_repo(repo_dir, staged)
+        snapshot_hash = tree_hash(staged, frozenset())
+        results: dict[str, ProfileResult] = {}
+        jobs: list[ScoringJob] = []
+        for name in names:
+            hit = cache.get(cache_key(snapshot_hash, task.content_hash, name)) if use_cache else None
+            if hit is None:
+                jobs.append(ScoringJob(task=task, snapshot=staged, snapshot_hash=snapshot_hash, profile=name,
+                                       log_dir=out_root / "logs" / name, run_id=run_id, wheelhouse=wheelhouse,
+                                       maven=maven, progress=say))
+                continue
+            result, entry = hit
+            dest = out_root / "logs" / name
+            if (entry / "logs").is_dir():
+                shutil.rmtree(dest, ignore_errors=True)
+                shutil.copytree(entry / "logs", dest)
+            results[name] = result
+            say(f"{name}: cached result")
+        if jobs:
+            done = backend.run_jobs(jobs)
+            for job in jobs:
+                results[job.profile] = done[job.profile]
                 if use_cache:
-                    cache.put(cache_key(snapshot_hash, task.content_hash, name), result, log_dir)
-                return result
-
-            if todo:
-                with ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="rgbridge-profile") as pool:
-                    for name, result in zip(todo, pool.map(run_one, todo)):
-                        results[name] = result
-    finally:
-        sweep(client, run_id=run_id)
-        LiveRuns.discard(run_id)
+                    cache.put(cache_key(snapshot_hash, task.content_hash, job.profile), done[job.profile],
+                              job.log_dir)
     score = ScoreResult(
         task_id=task.id, task_hash=task.content_hash, snapshot_hash=snapshot_hash, lang=task.lang,
         port=task.port, framework=task.framework, profiles={n: results[n] for n in names},
     )
     (out_root / "result.json").write_text(score.model_dump_json(indent=2), encoding="utf-8")
     return score
+
+
+class LocalBackend:
+    """Profiles run in threads of this process on this machine's Docker engine (the default)."""
+
+    name = "local"
+
+    def __init__(self, client: docker.DockerClient | None = None) -> None:
+        self._client = client
+
+    def run_jobs(self, jobs: Sequence[ScoringJob]) -> dict[str, ProfileResult]:
+        global _swept_once
+        client = self._client or get_client()
+        if not _swept_once:
+            _swept_once = True
+            sweep_stale(client)
+        run_ids = sorted({job.run_id for job in jobs})
+        for run_id in run_ids:
+            LiveRuns.add(run_id)
+        try:
+            with tempfile.TemporaryDirectory(prefix="rgbridge-work-") as scratch:
+
+                def one(job: ScoringJob) -> ProfileResult:
+                    ctx = node_context(job.run_id, wheelhouse=job.wheelhouse, progress=job.progress)
+                    return run_profile(client, job.task, job.snapshot, job.profile, ctx=ctx, log_dir=job.log_dir,
+                                       scratch=Path(scratch), maven=job.maven, progress=job.progress)
+
+                with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="rgbridge-profile") as pool:
+                    return {job.profile: result for job, result in zip(jobs, pool.map(one, jobs))}
+        finally:
+            for run_id in run_ids:
+                sweep(client, run_id=run_id)
+                LiveRuns.discard(run_id)
+
+    def default_workers(self) -> int:
+        return 1
+
+    def activity(self) -> dict[str, int]:
+        return {}
+
+    def cancel(self) -> None:
+        """Local jobs run in this process: its exit sweeps their containers (`LiveRuns`)."""
+
+    def close(self) -> None:
+        """Nothing to release: the Docker client is the process's shared one."""
 
 
 def deploy_check(task: Task, repo_dir: Path, *, output_dir: Path, wheelhouse: Path | None = None,
@@ -277,8 +333,7 @@ def deploy_check(task: Task, repo_dir: Path, *, output_dir: Path, wheelhouse: Pa
     client = client or get_client()
     run_id = f"practice-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     LiveRuns.add(run_id)
-    ctx = ScoreContext(run_id=run_id, wheelhouse=wheelhouse, image_progress=progress,
-                       extra_labels={LABEL_PID: str(os.getpid()), "rgbridge.host": os.uname().nodename})
+    ctx = node_context(run_id, wheelhouse=wheelhouse, progress=progress)
     logs = LogSink(Path(output_dir) / "logs" / "practice")
     started = time.monotonic()
     try:
@@ -290,7 +345,7 @@ def deploy_check(task: Task, repo_dir: Path, *, output_dir: Path, wheelhouse: Pa
                 result = strict(client, task, staged, ctx=ctx, logs=logs, progress=progress or (lambda _m: None),
                                 deploy_only=True)
             except (DockerException, RequestException, ScoringError, OSError, RuntimeError) as exc:
-                result = _infra_result("strict", exc, logs, started)
+                result = infra_result("strict", exc, logs, started)
     finally:
         sweep(client, run_id=run_id)
         LiveRuns.discard(run_id)

@@ -12,6 +12,7 @@ from typing import Any
 
 from bridge.catalog import Catalog
 from bridge.errors import ScoringError
+from bridge.scoring.backend import Backend, JobCancelled
 from bridge.scoring.engine import score_repo
 from bridge.scoring.java.layers import MavenSources
 from bridge.scoring.reporting import RunWriter, load_previous
@@ -62,8 +63,14 @@ def evaluate(
     progress: ProgressFn | None = None,
     on_done: Callable[[str, dict[str, Any]], None] | None = None,
     metadata: dict[str, Any] | None = None,
+    backend: Backend | None = None,
+    use_cache: bool = True,
 ) -> tuple[Path, RunWriter, EvaluationPlan]:
-    """Score every repo folder named after a known task; write the run report; return its path."""
+    """Score every repo folder named after a known task; write the run report; return its path.
+
+    `backend` decides where the scoring jobs run (default: this machine); the report is written
+    here either way, and `resume` adopts earlier results whichever backend produced them.
+    """
     if workers < 1:
         raise ScoringError("--workers must be at least 1")
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -79,7 +86,8 @@ def evaluate(
         task_out = output_dir / "tasks" / writer.run_id / task.id
         t0 = time.monotonic()
         result = score_repo(task, repo, profile=profile, output_dir=task_out, run_id=f"{writer.run_id}-{task.id}",
-                            wheelhouse=wheelhouse, maven=maven, progress=say)
+                            wheelhouse=wheelhouse, maven=maven, progress=say, backend=backend,
+                            use_cache=use_cache)
         for prof in result.profiles.values():
             prof.elapsed_seconds = prof.elapsed_seconds or round(time.monotonic() - t0, 3)
         entry = writer.record(result, primary)
@@ -97,8 +105,13 @@ def evaluate(
         except KeyboardInterrupt:
             for f in futures:
                 f.cancel()
+            if backend is not None:  # remote jobs stop and their containers are swept; nothing is recorded
+                backend.cancel()
             raise
+        except JobCancelled:
+            raise KeyboardInterrupt from None
     meta = {"predictions_dir": str(predictions_dir), "total_elapsed_seconds": round(time.monotonic() - started, 2),
-            "workers": workers, "profile": profile, "resumed": sorted(the_plan.resumed)}
+            "workers": workers, "profile": profile, "resumed": sorted(the_plan.resumed),
+            "backend": backend.name if backend else "local"}
     meta.update(metadata or {})
     return writer.finalize(meta), writer, the_plan

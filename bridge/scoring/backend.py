@@ -1,0 +1,80 @@
+"""Where scoring jobs run: the Backend protocol shared by the local engine and a Ray cluster.
+
+One job = one (snapshot, task, profile). The engine (`score_repo`) stages the repo, hashes it,
+answers from the result cache and writes result.json; a backend only runs the jobs that missed
+the cache and returns their `ProfileResult`s with each job's logs written under `job.log_dir`.
+So the result cache key, the grader version and the report are the same whatever the backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from bridge.errors import ScoringError
+
+if TYPE_CHECKING:
+    from bridge.scoring.java.layers import MavenSources
+    from bridge.scoring.result import ProfileResult
+    from bridge.task import Task
+
+BACKENDS = ("local", "ray")
+
+
+class JobCancelled(ScoringError):
+    """The run was interrupted while this job was queued or running; nothing is recorded for it."""
+
+
+@dataclass(frozen=True)
+class ScoringJob:
+    task: Task
+    snapshot: Path  # the staged tree on the driver (read-only for backends)
+    snapshot_hash: str
+    profile: str
+    log_dir: Path  # where this profile's logs must end up on the driver
+    run_id: str
+    wheelhouse: Path | None = None
+    maven: MavenSources | None = None
+    progress: Callable[[str], None] | None = None
+
+
+class Backend(Protocol):
+    name: str
+
+    def run_jobs(self, jobs: Sequence[ScoringJob]) -> dict[str, ProfileResult]:
+        """Run the jobs (profiles of one snapshot) and return their results by profile."""
+        ...
+
+    def default_workers(self) -> int:
+        """How many repos `evaluate` keeps in flight when --workers is not given."""
+        ...
+
+    def activity(self) -> dict[str, int]:
+        """Jobs running now, per node (for the progress display)."""
+        ...
+
+    def cancel(self) -> None:
+        """Ctrl-C: stop queued and running jobs; their `run_jobs` calls raise JobCancelled."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+def make_backend(name: str, *, ray_address: str | None = None) -> Backend:
+    """The backend named on the command line (`--backend`, `--ray-address`)."""
+    if name == "local":
+        if ray_address:
+            raise ScoringError("--ray-address only applies with --backend ray")
+        from bridge.scoring.engine import LocalBackend
+
+        return LocalBackend()
+    if name == "ray":
+        from bridge.scoring.ray_backend import (
+            RayBackend,  # lazy: Ray is an optional extra
+        )
+
+        return RayBackend(address=ray_address)
+    raise ScoringError(f"unknown backend {name!r} (choose {' or '.join(BACKENDS)})")
