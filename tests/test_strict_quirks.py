@@ -175,6 +175,31 @@ def test_plugin_suite_deadline_stops_starting_items(tmp_path: Path) -> None:
     assert len(report.collected) == 10 and 1 <= len(report.tests) < 10
 
 
+def test_deadline_stop_is_not_blamed_on_the_suite(tmp_path: Path) -> None:
+    """Real TaskManagement run (all-404 control): pytest reports strict's own deadline stop as an
+    interruption, and the result said "the suite ended the session early" as if the suite had
+    called pytest.exit(). Only the deadline note belongs there."""
+    report = _run_plugin(tmp_path / "deadline", {
+        "tests/test_x.py": "import time\n\n" + "".join(
+            f"def test_{i}():\n    time.sleep(0.4)\n\n" for i in range(10)),
+    }, budget="1")
+    assert report.deadline_hit and report.exit_reason and grading.DEADLINE_STOP_REASON in report.exit_reason
+    notes = grading.session_notes(report, 1)
+    assert notes == ["suite deadline (1s) reached; items not started count as not passed"]
+    exited = _run_plugin(tmp_path / "exit", {
+        "tests/conftest.py": """
+            import pytest
+
+            @pytest.fixture(autouse=True)
+            def gate():
+                pytest.exit("service down")
+        """,
+        "tests/test_x.py": "def test_a():\n    pass\n",
+    }, budget="60")
+    assert not exited.deadline_hit
+    assert [n for n in grading.session_notes(exited, 60) if "ended the session early" in n and "service down" in n]
+
+
 # ----------------------------------------------------------------------------- real Docker, both profiles
 
 CASES: dict[str, tuple[str, str]] = {
@@ -292,6 +317,7 @@ def test_autouse_poll_is_bounded_by_the_suite_deadline(quirks) -> None:
     strict, compat = _both(quirks, "autouse_poll")
     assert strict.outcome == "scored" and _counts(strict) == (0, 10)
     assert strict.pass_at_1.not_run >= 5 and any("deadline" in n for n in strict.notes)
+    assert not any("ended the session" in n for n in strict.notes)  # the stop was ours, not the suite's
     assert compat.outcome != "infra_error" and compat.pass_at_1.passed == 0
 
 

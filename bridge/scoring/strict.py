@@ -429,10 +429,7 @@ def _grade(task: Task, service: Container, tester: Container, ini: str, ini_opts
         if mismatch:
             logs.write("junit-crosscheck.log", "plugin and JUnit XML disagree on:\n" + "\n".join(mismatch) + "\n")
             notes.append(f"JUnit XML disagrees with the plugin on {len(mismatch)} item(s); the plugin's record is used")
-        if report.exit_reason:
-            notes.append(f"the suite ended the session early ({report.exit_reason}); items not run count as not passed")
-        if report.deadline_hit:
-            notes.append(f"suite deadline ({budget}s) reached; items not started count as not passed")
+        notes += grading.session_notes(report, budget)
     elif not run.timed_out:
         notes.append(f"pytest wrote no report (exit {run.exit_code}); no item counts as passed")
     merged = grading.merge_results(collected, results)
