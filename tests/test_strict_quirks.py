@@ -25,7 +25,11 @@ import pytest
 from bridge.scoring import grading
 from bridge.scoring.conformance import make_control_repos
 from bridge.scoring.result import ProfileResult, ScoreResult
-from bridge.scoring.strict import suite_timing, white_box_denominator
+from bridge.scoring.strict import (
+    stage_golden_suite,
+    suite_timing,
+    white_box_denominator,
+)
 from bridge.suite import (
     agent_imports,
     detect_quirks,
@@ -118,7 +122,11 @@ def _run_plugin(tmp_path: Path, files: dict[str, str], *args: str, budget: str =
     (suite / "tests").mkdir(parents=True)
     for rel, text in files.items():
         (suite / rel).write_text(textwrap.dedent(text).lstrip("\n"))
-    report = tmp_path / "report.json"
+    return _run_suite(suite, tmp_path / "report.json", *args, budget=budget)
+
+
+def _run_suite(suite: Path, report: Path, *args: str, budget: str = "") -> grading.PluginReport:
+    """Run `suite/tests` with the plugin the way the tester does, on the host (no Docker)."""
     env = {**os.environ, "PYTHONPATH": str(PLUGIN_DIR), "RGBRIDGE_REPORT": str(report)}
     env.pop("PYTEST_ADDOPTS", None)
     if budget:
@@ -200,6 +208,21 @@ def test_deadline_stop_is_not_blamed_on_the_suite(tmp_path: Path) -> None:
     assert [n for n in grading.session_notes(exited, 60) if "ended the session early" in n and "service down" in n]
 
 
+def test_staged_suite_reads_the_task_readme_beside_its_tests(tmp_path: Path) -> None:
+    """Real synapse suite: its contract tests open `<tests>/../README.md`; strict restored the
+    README in the service's repo only, so the tester had none and a perfect submission failed
+    them. The staged tester workdir now holds the task's README."""
+    task = load_task(FIXTURES / "readme_reader")
+    staged = tmp_path / "work"
+    staged.mkdir()
+    stage_golden_suite(task, staged)
+    assert (staged / "README.md").read_bytes() == task.readme_path.read_bytes()
+    report = _run_suite(staged, tmp_path / "report.json")
+    results = {r.nodeid: r.outcome for r in grading.results_from_plugin(report)}
+    assert results == {"tests/test_readme_contract.py::test_readme_present_and_sections": "passed",
+                       "tests/test_readme_contract.py::test_readme_schemas_are_json": "passed"}
+
+
 # ----------------------------------------------------------------------------- real Docker, both profiles
 
 CASES: dict[str, tuple[str, str]] = {
@@ -220,6 +243,7 @@ CASES: dict[str, tuple[str, str]] = {
     "runner_class_again": ("runner_class", "404"),
     "broken_tests": ("broken_tests", "solution"),
     "base_urls": ("base_urls", "solution"),
+    "readme_reader": ("readme_reader", "solution"),
 }
 
 
@@ -365,3 +389,10 @@ def test_base_urls(quirks) -> None:
     strict, compat = _both(quirks, "base_urls")
     assert _counts(strict) == (3, 3)
     assert _counts(compat) == (1, 3)  # upstream sets neither SERVICE_BASE_URL nor API_BASE_URL
+
+
+@pytest.mark.docker
+def test_suite_reading_the_readme_finds_the_original_in_the_tester(quirks) -> None:
+    strict, compat = _both(quirks, "readme_reader")
+    assert strict.outcome == "scored" and _counts(strict) == (2, 2)
+    assert _counts(compat) == (2, 2)  # upstream: the README sits in the repo the tests are merged into

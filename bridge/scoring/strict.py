@@ -80,13 +80,17 @@ TESTER_LIMITS = ContainerLimits(pids_limit=512, mem_limit="2g", nano_cpus=1_000_
 
 
 def stage_golden_suite(task: Task, dest: Path) -> str:
-    """Lay out the tester workdir: `tests/` (golden) plus task-root extras; return the ini path.
+    """Lay out the tester workdir: `tests/` (golden), the task's README and task-root extras;
+    return the ini path.
 
     The config is always pinned: the task-root pytest.ini when the task has one (GameBackend's
     `pythonpath = tests`, upstream W3), else the golden `tests/pytest.ini`, else an empty ini of
     ours, so nothing else can become the config or the rootdir.
     """
     shutil.copytree(task.tests_dir, dest / "tests", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # Suites read the README beside their tests folder (synapse's contract tests): the task's
+    # original, as in the service's repo, never an agent's edit.
+    shutil.copyfile(task.readme_path, dest / "README.md")
     for name, source in task.test_extras.items():
         if name != "requirements.txt":
             shutil.copyfile(source, dest / name)
