@@ -34,6 +34,7 @@ from bridge.suite import (
     agent_imports,
     detect_quirks,
     filter_addopts,
+    optional_imports,
     pinned_ini_options,
     read_ini_section,
     static_test_ids,
@@ -97,6 +98,11 @@ def test_quirk_detection_labels() -> None:
     assert "root-pytest.ini" in quirks("root_ini")
     assert any(q.startswith("plugins:") and "xdist" in q for q in quirks("plugin_options"))
     assert "pytest.exit" in quirks("session_exit")
+    # synapse-style `try: import jsonschema ... = None` + skipif: flagged unless the task (or the
+    # tester's own pins, like requests) provides the package
+    assert optional_imports(FIXTURES / "optional_import" / "tests") == ["requests", "rgbridge_undeclared_schema_lib"]
+    assert "optional-import:rgbridge_undeclared_schema_lib" in quirks("optional_import")
+    assert not [q for q in quirks("skip_gates") if q.startswith("optional-import")]
     assert "autouse-skip" in quirks("autouse_poll")
     assert "white-box:app" in quirks("white_box")
     assert "no-service" in quirks("no_service")
@@ -244,6 +250,7 @@ CASES: dict[str, tuple[str, str]] = {
     "broken_tests": ("broken_tests", "solution"),
     "base_urls": ("base_urls", "solution"),
     "readme_reader": ("readme_reader", "solution"),
+    "optional_import": ("optional_import", "solution"),
 }
 
 
@@ -396,3 +403,10 @@ def test_suite_reading_the_readme_finds_the_original_in_the_tester(quirks) -> No
     strict, compat = _both(quirks, "readme_reader")
     assert strict.outcome == "scored" and _counts(strict) == (2, 2)
     assert _counts(compat) == (2, 2)  # upstream: the README sits in the repo the tests are merged into
+
+
+@pytest.mark.docker
+def test_optional_import_of_an_undeclared_package_skips_and_is_not_passed(quirks) -> None:
+    strict, compat = _both(quirks, "optional_import")
+    assert strict.outcome == "scored" and _counts(strict) == (1, 2) and strict.pass_at_1.skipped == 1
+    assert _counts(compat) == (1, 1)  # upstream: skips are not counted (W10)
