@@ -267,6 +267,8 @@ def quirks(docker_client, tmp_path_factory):
         shutil.copytree(FIXTURES / "server", repo)
         if quirk == "white_box":
             shutil.copytree(FIXTURES / "white_box_app", repo, dirs_exist_ok=True)
+        if quirk == "readme_reader":  # the agent rewrote the README it was given
+            (repo / "README.md").write_text("# Items service\n\nRewritten by the agent.\n")
         return repo
 
     def run(case: str) -> ScoreResult:
@@ -401,8 +403,8 @@ def test_base_urls(quirks) -> None:
 @pytest.mark.docker
 def test_suite_reading_the_readme_finds_the_original_in_the_tester(quirks) -> None:
     strict, compat = _both(quirks, "readme_reader")
-    assert strict.outcome == "scored" and _counts(strict) == (2, 2)
-    assert _counts(compat) == (2, 2)  # upstream: the README sits in the repo the tests are merged into
+    assert strict.outcome == "scored" and _counts(strict) == (2, 2)  # the task's README, not the agent's edit
+    assert _counts(compat) == (0, 2)  # upstream: the suite reads the agent's copy of the README
 
 
 @pytest.mark.docker
