@@ -164,6 +164,34 @@ def agent_imports(tests_dir: Path) -> list[str]:
     return sorted((found & _AGENT_MODULES) - shipped)
 
 
+def optional_imports(tests_dir: Path) -> list[str]:
+    """Top-level modules the golden files import inside `try:` and set to None when missing
+    (synapse: `try: import jsonschema` / `except ...: jsonschema = None`, then
+    `skipif(jsonschema is None)`): without the package the tests skip instead of failing."""
+    found: set[str] = set()
+    for _, text in _py_sources(tests_dir):
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Try):
+                continue
+            bound = {alias.asname or alias.name.split(".")[0]: alias.name.split(".")[0]
+                     for stmt in node.body if isinstance(stmt, ast.Import) for alias in stmt.names}
+            for handler in node.handlers:
+                for stmt in handler.body:
+                    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) \
+                            and stmt.value.value is None:
+                        found |= {bound[t.id] for t in stmt.targets if isinstance(t, ast.Name) and t.id in bound}
+    return sorted(found)
+
+
+def _declares(requirements: str, module: str) -> bool:
+    name = re.escape(module.lower()).replace("_", "[-_]")
+    return re.search(rf"^\s*{name}\s*(?:[<>=!~;\[#]|$)", requirements.lower(), re.MULTILINE) is not None
+
+
 def detect_quirks(tests_dir: Path, extras: dict[str, Path] | None = None, *, port: int | None = None) -> list[str]:
     """Short labels for what a suite does that a grader must handle (conformance table)."""
     extras = extras or {}
@@ -191,6 +219,14 @@ def detect_quirks(tests_dir: Path, extras: dict[str, Path] | None = None, *, por
     plugins = sorted(set(re.findall(r"^\s*(pytest-[a-z0-9_-]+)", reqs, re.MULTILINE)))
     if plugins:
         quirks.append("plugins:" + ",".join(p.removeprefix("pytest-") for p in plugins))
+    # The tester installs only its pins and what the task declares (docs/strict-rules.md): an
+    # optional import of anything else makes its tests skip, whatever the submission.
+    from bridge.scoring.images import TESTER_PINS
+
+    provided = "\n".join(pin.split("==")[0] for pin in TESTER_PINS) + "\n" + reqs
+    missing = [m for m in optional_imports(tests_dir) if not _declares(provided, m)]
+    if missing:
+        quirks.append("optional-import:" + ",".join(missing))
     sources = _py_sources(tests_dir)
     text = "\n".join(t for _, t in sources)
     if "pytest.exit(" in text:

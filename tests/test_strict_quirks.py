@@ -25,11 +25,16 @@ import pytest
 from bridge.scoring import grading
 from bridge.scoring.conformance import make_control_repos
 from bridge.scoring.result import ProfileResult, ScoreResult
-from bridge.scoring.strict import suite_timing, white_box_denominator
+from bridge.scoring.strict import (
+    stage_golden_suite,
+    suite_timing,
+    white_box_denominator,
+)
 from bridge.suite import (
     agent_imports,
     detect_quirks,
     filter_addopts,
+    optional_imports,
     pinned_ini_options,
     read_ini_section,
     static_test_ids,
@@ -93,6 +98,11 @@ def test_quirk_detection_labels() -> None:
     assert "root-pytest.ini" in quirks("root_ini")
     assert any(q.startswith("plugins:") and "xdist" in q for q in quirks("plugin_options"))
     assert "pytest.exit" in quirks("session_exit")
+    # synapse-style `try: import jsonschema ... = None` + skipif: flagged unless the task (or the
+    # tester's own pins, like requests) provides the package
+    assert optional_imports(FIXTURES / "optional_import" / "tests") == ["requests", "rgbridge_undeclared_schema_lib"]
+    assert "optional-import:rgbridge_undeclared_schema_lib" in quirks("optional_import")
+    assert not [q for q in quirks("skip_gates") if q.startswith("optional-import")]
     assert "autouse-skip" in quirks("autouse_poll")
     assert "white-box:app" in quirks("white_box")
     assert "no-service" in quirks("no_service")
@@ -118,7 +128,11 @@ def _run_plugin(tmp_path: Path, files: dict[str, str], *args: str, budget: str =
     (suite / "tests").mkdir(parents=True)
     for rel, text in files.items():
         (suite / rel).write_text(textwrap.dedent(text).lstrip("\n"))
-    report = tmp_path / "report.json"
+    return _run_suite(suite, tmp_path / "report.json", *args, budget=budget)
+
+
+def _run_suite(suite: Path, report: Path, *args: str, budget: str = "") -> grading.PluginReport:
+    """Run `suite/tests` with the plugin the way the tester does, on the host (no Docker)."""
     env = {**os.environ, "PYTHONPATH": str(PLUGIN_DIR), "RGBRIDGE_REPORT": str(report)}
     env.pop("PYTEST_ADDOPTS", None)
     if budget:
@@ -175,6 +189,46 @@ def test_plugin_suite_deadline_stops_starting_items(tmp_path: Path) -> None:
     assert len(report.collected) == 10 and 1 <= len(report.tests) < 10
 
 
+def test_deadline_stop_is_not_blamed_on_the_suite(tmp_path: Path) -> None:
+    """Real TaskManagement run (all-404 control): pytest reports strict's own deadline stop as an
+    interruption, and the result said "the suite ended the session early" as if the suite had
+    called pytest.exit(). Only the deadline note belongs there."""
+    report = _run_plugin(tmp_path / "deadline", {
+        "tests/test_x.py": "import time\n\n" + "".join(
+            f"def test_{i}():\n    time.sleep(0.4)\n\n" for i in range(10)),
+    }, budget="1")
+    assert report.deadline_hit and report.exit_reason and grading.DEADLINE_STOP_REASON in report.exit_reason
+    notes = grading.session_notes(report, 1)
+    assert notes == ["suite deadline (1s) reached; items not started count as not passed"]
+    exited = _run_plugin(tmp_path / "exit", {
+        "tests/conftest.py": """
+            import pytest
+
+            @pytest.fixture(autouse=True)
+            def gate():
+                pytest.exit("service down")
+        """,
+        "tests/test_x.py": "def test_a():\n    pass\n",
+    }, budget="60")
+    assert not exited.deadline_hit
+    assert [n for n in grading.session_notes(exited, 60) if "ended the session early" in n and "service down" in n]
+
+
+def test_staged_suite_reads_the_task_readme_beside_its_tests(tmp_path: Path) -> None:
+    """Real synapse suite: its contract tests open `<tests>/../README.md`; strict restored the
+    README in the service's repo only, so the tester had none and a perfect submission failed
+    them. The staged tester workdir now holds the task's README."""
+    task = load_task(FIXTURES / "readme_reader")
+    staged = tmp_path / "work"
+    staged.mkdir()
+    stage_golden_suite(task, staged)
+    assert (staged / "README.md").read_bytes() == task.readme_path.read_bytes()
+    report = _run_suite(staged, tmp_path / "report.json")
+    results = {r.nodeid: r.outcome for r in grading.results_from_plugin(report)}
+    assert results == {"tests/test_readme_contract.py::test_readme_present_and_sections": "passed",
+                       "tests/test_readme_contract.py::test_readme_schemas_are_json": "passed"}
+
+
 # ----------------------------------------------------------------------------- real Docker, both profiles
 
 CASES: dict[str, tuple[str, str]] = {
@@ -195,6 +249,8 @@ CASES: dict[str, tuple[str, str]] = {
     "runner_class_again": ("runner_class", "404"),
     "broken_tests": ("broken_tests", "solution"),
     "base_urls": ("base_urls", "solution"),
+    "readme_reader": ("readme_reader", "solution"),
+    "optional_import": ("optional_import", "solution"),
 }
 
 
@@ -211,6 +267,8 @@ def quirks(docker_client, tmp_path_factory):
         shutil.copytree(FIXTURES / "server", repo)
         if quirk == "white_box":
             shutil.copytree(FIXTURES / "white_box_app", repo, dirs_exist_ok=True)
+        if quirk == "readme_reader":  # the agent rewrote the README it was given
+            (repo / "README.md").write_text("# Items service\n\nRewritten by the agent.\n")
         return repo
 
     def run(case: str) -> ScoreResult:
@@ -292,6 +350,7 @@ def test_autouse_poll_is_bounded_by_the_suite_deadline(quirks) -> None:
     strict, compat = _both(quirks, "autouse_poll")
     assert strict.outcome == "scored" and _counts(strict) == (0, 10)
     assert strict.pass_at_1.not_run >= 5 and any("deadline" in n for n in strict.notes)
+    assert not any("ended the session" in n for n in strict.notes)  # the stop was ours, not the suite's
     assert compat.outcome != "infra_error" and compat.pass_at_1.passed == 0
 
 
@@ -339,3 +398,17 @@ def test_base_urls(quirks) -> None:
     strict, compat = _both(quirks, "base_urls")
     assert _counts(strict) == (3, 3)
     assert _counts(compat) == (1, 3)  # upstream sets neither SERVICE_BASE_URL nor API_BASE_URL
+
+
+@pytest.mark.docker
+def test_suite_reading_the_readme_finds_the_original_in_the_tester(quirks) -> None:
+    strict, compat = _both(quirks, "readme_reader")
+    assert strict.outcome == "scored" and _counts(strict) == (2, 2)  # the task's README, not the agent's edit
+    assert _counts(compat) == (0, 2)  # upstream: the suite reads the agent's copy of the README
+
+
+@pytest.mark.docker
+def test_optional_import_of_an_undeclared_package_skips_and_is_not_passed(quirks) -> None:
+    strict, compat = _both(quirks, "optional_import")
+    assert strict.outcome == "scored" and _counts(strict) == (1, 2) and strict.pass_at_1.skipped == 1
+    assert _counts(compat) == (1, 1)  # upstream: skips are not counted (W10)

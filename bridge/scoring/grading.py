@@ -151,6 +151,23 @@ class PluginReport:
     finished: bool = False
 
 
+#: the stop reason the plugin gives pytest at the suite deadline (assets/rgbridge_pytest_report.py)
+DEADLINE_STOP_REASON = "rgbridge: suite deadline reached"
+
+
+def session_notes(report: PluginReport, budget: int) -> list[str]:
+    """Why a run stopped before its last item: the suite's own `pytest.exit()`, or strict's suite
+    deadline. pytest reports the deadline stop as an interruption too (`Interrupted: ...`), so
+    that one is not blamed on the suite (docs/strict-rules.md, time bounds)."""
+    notes: list[str] = []
+    reason = report.exit_reason
+    if reason and not (report.deadline_hit and DEADLINE_STOP_REASON in reason):
+        notes.append(f"the suite ended the session early ({reason}); items not run count as not passed")
+    if report.deadline_hit:
+        notes.append(f"suite deadline ({budget}s) reached; items not started count as not passed")
+    return notes
+
+
 def parse_plugin_report(raw: bytes | str | None) -> PluginReport | None:
     """The plugin's JSON report, validated field by field; None when absent or unreadable."""
     if not raw:

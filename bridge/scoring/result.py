@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from bridge.errors import ScoringError
 
 #: Bumped whenever a change can alter a score; part of the result cache key.
-GRADER_VERSION = "1.1.0"
+GRADER_VERSION = "1.1.1"
 
 #: `task_error`: the task itself cannot be graded (e.g. a golden suite pytest collects nothing
 #: from): not the agent's fault and not the engine's; excluded from aggregates, never re-run.

@@ -80,13 +80,17 @@ TESTER_LIMITS = ContainerLimits(pids_limit=512, mem_limit="2g", nano_cpus=1_000_
 
 
 def stage_golden_suite(task: Task, dest: Path) -> str:
-    """Lay out the tester workdir: `tests/` (golden) plus task-root extras; return the ini path.
+    """Lay out the tester workdir: `tests/` (golden), the task's README and task-root extras;
+    return the ini path.
 
     The config is always pinned: the task-root pytest.ini when the task has one (GameBackend's
     `pythonpath = tests`, upstream W3), else the golden `tests/pytest.ini`, else an empty ini of
     ours, so nothing else can become the config or the rootdir.
     """
     shutil.copytree(task.tests_dir, dest / "tests", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # Suites read the README beside their tests folder (synapse's contract tests): the task's
+    # original, as in the service's repo, never an agent's edit.
+    shutil.copyfile(task.readme_path, dest / "README.md")
     for name, source in task.test_extras.items():
         if name != "requirements.txt":
             shutil.copyfile(source, dest / name)
@@ -429,10 +433,7 @@ def _grade(task: Task, service: Container, tester: Container, ini: str, ini_opts
         if mismatch:
             logs.write("junit-crosscheck.log", "plugin and JUnit XML disagree on:\n" + "\n".join(mismatch) + "\n")
             notes.append(f"JUnit XML disagrees with the plugin on {len(mismatch)} item(s); the plugin's record is used")
-        if report.exit_reason:
-            notes.append(f"the suite ended the session early ({report.exit_reason}); items not run count as not passed")
-        if report.deadline_hit:
-            notes.append(f"suite deadline ({budget}s) reached; items not started count as not passed")
+        notes += grading.session_notes(report, budget)
     elif not run.timed_out:
         notes.append(f"pytest wrote no report (exit {run.exit_code}); no item counts as passed")
     merged = grading.merge_results(collected, results)
