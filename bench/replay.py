@@ -31,7 +31,9 @@ from bridge.clock import iso, utcnow  # noqa: E402
 from bridge.events import EventLog  # noqa: E402
 from bridge.hashing import MODE_EXEC, MODE_FILE, sha256_bytes  # noqa: E402
 from bridge.manifest import FileEntry, Manifest  # noqa: E402
-from bridge.replay import open_recording, replay, resolve_moment, state_at  # noqa: E402
+from bridge.moments import resolve_moment, state_at
+from bridge.reader import open_recording
+from bridge.replay import replay
 from bridge.session import SessionRecord  # noqa: E402
 from bridge.shadowgit import ShadowStore  # noqa: E402
 

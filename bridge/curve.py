@@ -21,16 +21,11 @@ from typing import Any
 from bridge.clock import iso, parse_iso, utcnow
 from bridge.errors import RecordingError
 from bridge.files import write_json_atomic
-from bridge.replay import (
-    Moment,
-    load_task_for,
-    Recording,
-    materialise,
-    open_recording,
-    resolve_moment,
-    state_at,
-    write_index,
-)
+from bridge.moments import Moment, resolve_moment, state_at
+from bridge.reader import Recording, open_recording
+from bridge.replay import materialise
+from bridge.rescore import load_task_for
+from bridge.results import write_index
 from bridge.timeline import SPARK, fmt_secs
 
 CURVE_PROFILES = ("strict", "compat")

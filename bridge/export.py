@@ -114,7 +114,9 @@ def export_recordings(recordings_dir: Path | str, out_dir: Path | str, *, ide: s
     """Materialise each recording's submission as `<config>/<Task>/` (newest submission per task)."""
     from bridge.clock import parse_iso
     from bridge.contamination import evidence
-    from bridge.replay import iter_recordings, latest_result, load_meta, replay
+    from bridge.reader import iter_recordings, load_meta
+    from bridge.replay import replay
+    from bridge.results import latest_result
 
     chosen: dict[str, tuple[str, Path, str]] = {}  # task -> (submitted at, recording, lang)
     result = ExportResult(Path(out_dir))

@@ -79,7 +79,8 @@ def report_from_entries(entries: list[dict[str, Any]], metadata: Mapping[str, An
 
 def recording_report(rec_dir: Path | str) -> dict[str, Any]:
     """A recording's latest result as a one-task run report."""
-    from bridge.replay import latest_result, load_meta
+    from bridge.reader import load_meta
+    from bridge.results import latest_result
 
     rec_dir = Path(rec_dir)
     meta = load_meta(rec_dir)

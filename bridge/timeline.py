@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from bridge.clock import parse_iso
-from bridge.replay import FILE_EVENTS, Recording, list_results, open_recording, working_seconds_at
+from bridge.moments import working_seconds_at
+from bridge.reader import FILE_EVENTS, Recording, open_recording
+from bridge.results import list_results
 
 NICE_BUCKETS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400)
 MAX_BUCKETS = 40

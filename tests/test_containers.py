@@ -12,21 +12,8 @@ import pytest
 
 from bridge.errors import ScoringError
 from bridge.scoring import images
-from bridge.scoring.containers import (
-    ContainerLimits,
-    UnsafeArchiveError,
-    _HeadTail,
-    build_directory_tar,
-    create_container,
-    exec_with_timeout,
-    fetch_file,
-    managed,
-    put_directory,
-    read_logs,
-    strip_ansi,
-    sweep,
-    wait_with_timeout,
-)
+from bridge.scoring.containers import ContainerLimits, UnsafeArchiveError, _HeadTail, build_directory_tar, create_container, exec_with_timeout, fetch_file, managed, put_directory, read_logs, strip_ansi, wait_with_timeout
+from bridge.scoring.sweep import sweep
 from bridge.scoring.docker_client import LABEL_RUN, make_labels
 
 RUN = f"test-{secrets.token_hex(3)}"

@@ -8,13 +8,7 @@ import pytest
 
 from bridge.errors import ScoringError
 from bridge.scoring import images
-from bridge.scoring.containers import (
-    ContainerLimits,
-    create_container,
-    managed,
-    read_logs,
-    wait_with_timeout,
-)
+from bridge.scoring.containers import ContainerLimits, create_container, managed, read_logs, wait_with_timeout
 from bridge.scoring.docker_client import LABEL_KIND, LABEL_OWNER, make_labels
 
 

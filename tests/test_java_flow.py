@@ -17,7 +17,7 @@ from mcp import Client, stdio_client
 
 from bridge.catalog import Catalog
 from bridge.export import leaderboard_rows
-from bridge.replay import rescore
+from bridge.rescore import rescore
 from bridge.scoring.evaluate import evaluate
 from tests.test_mcp_stdio import stdio_params
 

@@ -194,13 +194,7 @@ def test_layers_fill_then_reuse_the_cache_and_refetch_corrupt_entries(docker_cli
         again = list((private_cache / "wheels").glob("*/six-1.16.0-py2.py3-none-any.whl"))
         assert len(again) == 1 and again[0].read_bytes() != b"corrupt"
         assert pkgcache.sha256_file(again[0]) == again[0].parent.name
-        from bridge.scoring.containers import (
-            ContainerLimits,
-            create_container,
-            managed,
-            read_logs,
-            wait_with_timeout,
-        )
+        from bridge.scoring.containers import ContainerLimits, create_container, managed, read_logs, wait_with_timeout
         c = create_container(docker_client, third.tag, name=f"rgbridge-test-cache-{time.time_ns()}",
                              command=["sh", "-c", ("python -c 'import six; print(six.__version__)'; "
                                                    "ls /tmp/rgbridge-build 2>&1")],
@@ -318,13 +312,7 @@ def test_uv_installs_exactly_what_pip_would(docker_client, private_cache, monkey
     set as a pip-only layer, for requirements with unpinned transitive dependencies."""
     if not images.index_reachable_from_containers(docker_client):
         pytest.skip("containers cannot reach the package index here")
-    from bridge.scoring.containers import (
-        ContainerLimits,
-        create_container,
-        managed,
-        read_logs,
-        wait_with_timeout,
-    )
+    from bridge.scoring.containers import ContainerLimits, create_container, managed, read_logs, wait_with_timeout
 
     def freeze(tag: str) -> str:
         c = create_container(docker_client, tag, name=f"rgbridge-test-freeze-{time.time_ns()}",

@@ -331,7 +331,7 @@ def test_unpack_refuses_paths_out_of_the_folder(tmp_path: Path) -> None:
 
 
 def test_backend_switch_errors() -> None:
-    from bridge.scoring.backend import make_backend
+    from bridge.scoring.engine import make_backend
 
     with pytest.raises(ScoringError, match="--ray-address only applies"):
         make_backend("local", ray_address="127.0.0.1:1")
@@ -409,7 +409,7 @@ def test_ctrl_c_on_the_cli_cancels_then_resume_completes(cluster, catalog: Catal
 def test_ray_backend_without_ray_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from bridge.scoring.backend import make_backend
+    from bridge.scoring.engine import make_backend
 
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError, as without the extra
     with pytest.raises(ScoringError, match=r"pip install 'repogenesis-bridge\[ray\]'"):

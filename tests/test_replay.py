@@ -13,13 +13,11 @@ import pytest
 
 from bridge.errors import RecordingError
 from bridge.hashing import tree_hash
-from bridge.replay import (
-    list_results,
-    open_recording,
-    replay,
-    rescore,
-    resolve_moment,
-)
+from bridge.moments import resolve_moment
+from bridge.reader import open_recording
+from bridge.replay import replay
+from bridge.rescore import rescore
+from bridge.results import list_results
 from bridge.shadowgit import ShadowStore
 
 SAMPLE = Path(__file__).resolve().parent.parent / "recordings" / "samples" / "kv-ledger-sample"

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from bridge.curve import compute_curve, curve_moments, latest_curve, render_curve
-from bridge.replay import open_recording
+from bridge.reader import open_recording
 from bridge.timeline import bucket_seconds, build_timeline, render_timeline, sparkline
 
 SAMPLE = Path(__file__).resolve().parent.parent / "recordings" / "samples" / "kv-ledger-sample"

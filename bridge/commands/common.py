@@ -36,7 +36,7 @@ def add_backend_options(parser: argparse.ArgumentParser) -> None:
 
 def open_backend(args: argparse.Namespace):  # -> Backend, imported lazily
     """The backend of `--backend/--ray-address` (None for local: the engine's default)."""
-    from bridge.scoring.backend import make_backend
+    from bridge.scoring.engine import make_backend
 
     if args.backend == "local" and not args.ray_address:
         return None

@@ -174,7 +174,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
-    from bridge.replay import rescore
+    from bridge.rescore import rescore
 
     err = stderr_console()
     with err.status("rescoring", spinner="dots") as status:

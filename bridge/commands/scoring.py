@@ -233,7 +233,7 @@ def _run_evaluate(args: argparse.Namespace, catalog: Catalog, maven: MavenSource
 def cmd_cleanup(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from bridge.scoring.containers import sweep
+    from bridge.scoring.sweep import sweep
     from bridge.scoring.docker_client import get_client
 
     report = sweep(get_client(), run_id=args.run_id, include_images=args.images)

@@ -61,20 +61,3 @@ class Backend(Protocol):
 
     def close(self) -> None:
         ...
-
-
-def make_backend(name: str, *, ray_address: str | None = None) -> Backend:
-    """The backend named on the command line (`--backend`, `--ray-address`)."""
-    if name == "local":
-        if ray_address:
-            raise ScoringError("--ray-address only applies with --backend ray")
-        from bridge.scoring.engine import LocalBackend
-
-        return LocalBackend()
-    if name == "ray":
-        from bridge.scoring.ray_backend import (
-            RayBackend,  # lazy: Ray is an optional extra
-        )
-
-        return RayBackend(address=ray_address)
-    raise ScoringError(f"unknown backend {name!r} (choose {' or '.join(BACKENDS)})")

@@ -20,7 +20,6 @@ with ``network_mode=f"container:{service.id}"``; the two share only the loopback
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import fnmatch
 import os
 import re
@@ -43,7 +42,7 @@ from docker.models.containers import Container
 
 from bridge.errors import ScoringError
 from bridge.fs.ignore import UPSTREAM_COPY_IGNORE
-from bridge.scoring.docker_client import LABEL_OWNER, LABEL_RUN, OWNER_VALUE, owner_filter
+from bridge.scoring.docker_client import LABEL_OWNER, OWNER_VALUE
 
 APP_UID = 10001
 APP_GID = 10001
@@ -136,18 +135,6 @@ class ExecOutcome:
     exit_code: int | None
     output: str
     timed_out: bool
-
-
-@dataclass
-class SweepReport:
-    containers: list[str] = field(default_factory=list)
-    networks: list[str] = field(default_factory=list)
-    images: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    @property
-    def total(self) -> int:
-        return len(self.containers) + len(self.networks) + len(self.images)
 
 
 # ----------------------------------------------------------------------------- create / remove
@@ -461,61 +448,3 @@ def fetch_file(container: Container, path: str, *, max_bytes: int) -> bytes | No
         raise UnsafeArchiveError(f"{path}: unreadable archive ({exc})") from exc
     finally:
         spool.close()
-
-
-# ----------------------------------------------------------------------------- sweep
-
-
-def _age_seconds(created: str | int | None) -> float | None:
-    if created is None:
-        return None
-    if isinstance(created, (int, float)):
-        return time.time() - float(created)
-    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?", created)
-    if not m:
-        return None
-    frac = (m.group(2) or ".0")[:7]
-    tz = m.group(3) or "Z"
-    stamp = _dt.datetime.fromisoformat(m.group(1) + frac + ("+00:00" if tz == "Z" else tz))
-    return time.time() - stamp.timestamp()
-
-
-def sweep(client: docker.DockerClient, *, run_id: str | None = None,
-          older_than_seconds: float | None = None, include_images: bool = False) -> SweepReport:
-    """Remove our labelled containers and networks (one run's, or all; optionally only the
-    old ones), and our images when asked. Errors are collected, never raised."""
-    report = SweepReport()
-    filters = [owner_filter()] + ([f"{LABEL_RUN}={run_id}"] if run_id else [])
-
-    def old_enough(created: Any) -> bool:
-        if older_than_seconds is None:
-            return True
-        age = _age_seconds(created)
-        return age is not None and age >= older_than_seconds
-
-    try:
-        for c in client.containers.list(all=True, filters={"label": filters}):
-            if not old_enough(c.attrs.get("Created")):
-                continue
-            try:
-                remove_container(c)
-                report.containers.append(c.name)
-            except DockerException as exc:
-                report.errors.append(f"container {c.name}: {exc}")
-        for n in client.networks.list(filters={"label": filters}):
-            if not old_enough(n.attrs.get("Created")):
-                continue
-            try:
-                n.remove()
-                report.networks.append(n.name)
-            except NotFound:
-                pass
-            except DockerException as exc:
-                report.errors.append(f"network {n.name}: {exc}")
-        if include_images:
-            from bridge.scoring.images import remove_images
-
-            report.images.extend(remove_images(client))
-    except (DockerException, requests.RequestException) as exc:
-        report.errors.append(f"engine: {exc}")
-    return report

@@ -602,12 +602,7 @@ def index_reachable_from_containers(client: docker.DockerClient, *, base: str | 
         if saved.get("base") == base and time.time() - saved.get("checked", 0) < INDEX_PROBE_TTL:
             _index_probe[base] = bool(saved["reachable"])
             return _index_probe[base]
-    from bridge.scoring.containers import (
-        ContainerLimits,
-        create_container,
-        managed,
-        wait_with_timeout,
-    )
+    from bridge.scoring.containers import ContainerLimits, create_container, managed, wait_with_timeout
 
     cmd = ["timeout", str(timeout), "python", "-m", "pip", "download", "--no-deps",
            "--no-cache-dir", "-q", "-d", "/tmp/probe", "six"]
@@ -950,14 +945,7 @@ def build_layer(client: docker.DockerClient, *, base: str, tag: str, kind: str,
     ``view`` (the package cache) and ``wheels`` (a wheelhouse, ``local`` mode) are bind-mounted
     read-only: the build writes nothing on the host. No network in ``local`` mode.
     """
-    from bridge.scoring.containers import (
-        ContainerLimits,
-        create_container,
-        managed,
-        put_directory,
-        read_logs,
-        wait_with_timeout,
-    )
+    from bridge.scoring.containers import ContainerLimits, create_container, managed, put_directory, read_logs, wait_with_timeout
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="rgbridge-layer-") as tmp:

@@ -136,9 +136,9 @@ def score_on_node(meta: dict[str, Any], task_desc: dict[str, Any], task_blob: by
                   reporter: Any) -> dict[str, Any]:
     """Body of one Ray job: unpack, verify, score one profile on this node's engine, pack logs."""
     from bridge.hashing import tree_hash
-    from bridge.scoring.containers import sweep
+    from bridge.scoring.sweep import sweep
     from bridge.scoring.docker_client import get_client
-    from bridge.scoring.engine import node_context, run_profile, sweep_stale
+    from bridge.scoring.runner import node_context, run_profile, sweep_stale
 
     began = time.monotonic()
     node = node_label()
@@ -179,9 +179,9 @@ def score_on_node(meta: dict[str, Any], task_desc: dict[str, Any], task_blob: by
 
 def sweep_node(run_ids: list[str]) -> int:
     """Remove the given runs' containers (and orphans) from this node's engine."""
-    from bridge.scoring.containers import sweep
+    from bridge.scoring.sweep import sweep
     from bridge.scoring.docker_client import get_client
-    from bridge.scoring.engine import sweep_stale
+    from bridge.scoring.runner import sweep_stale
 
     client = get_client()
     removed = sweep_stale(client)
@@ -408,7 +408,7 @@ class RayBackend:
         return result
 
     def _infra(self, job: ScoringJob, exc: BaseException) -> ProfileResult:
-        from bridge.scoring.engine import infra_result
+        from bridge.scoring.runner import infra_result
         from bridge.scoring.workdir import LogSink
 
         lines = [line for line in str(exc).strip().splitlines() if line.strip()]

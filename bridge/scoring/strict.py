@@ -28,15 +28,7 @@ from docker.models.containers import Container
 
 from bridge.files import write_json_atomic
 from bridge.scoring import coverage, grading
-from bridge.scoring.containers import (
-    ContainerLimits,
-    create_container,
-    exec_with_timeout,
-    fetch_file,
-    managed,
-    put_directory,
-    read_logs,
-)
+from bridge.scoring.containers import ContainerLimits, create_container, exec_with_timeout, fetch_file, managed, put_directory, read_logs
 from bridge.scoring.docker_client import make_labels
 from bridge.scoring.images import (
     DependencyInstallError,

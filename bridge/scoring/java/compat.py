@@ -22,15 +22,7 @@ import docker
 
 from bridge.scoring import coverage, upstream
 from bridge.scoring.compat import _follow_digests
-from bridge.scoring.containers import (
-    create_container,
-    fetch_file,
-    managed,
-    put_directory,
-    read_logs,
-    strip_ansi,
-    wait_with_timeout,
-)
+from bridge.scoring.containers import create_container, fetch_file, managed, put_directory, read_logs, strip_ansi, wait_with_timeout
 from bridge.scoring.docker_client import make_labels
 from bridge.scoring.java.common import JAVA_ENV, ensure_layer, layer_failure, replace_golden_tests
 from bridge.scoring.java.images import ensure_java_image

@@ -1,0 +1,207 @@
+"""Running scoring jobs in this process: one profile on a staged snapshot, on this machine's
+Docker engine. Both backends use it: the local one in threads (`LocalBackend`), the Ray one on
+whichever node a job lands (bridge/scoring/ray_backend.py).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import docker
+from docker.errors import DockerException
+from requests import RequestException
+
+from bridge.errors import ScoringError
+from bridge.files import pid_alive
+from bridge.scoring.backend import ScoringJob
+from bridge.scoring.compat import run_compat
+from bridge.scoring.sweep import sweep
+from bridge.scoring.docker_client import get_client
+from bridge.scoring.java.compat import run_java_compat
+from bridge.scoring.java.layers import MavenSources
+from bridge.scoring.java.strict import run_java_strict
+from bridge.scoring.result import DSRResult, ProfileResult
+from bridge.scoring.strict import run_strict
+from bridge.scoring.workdir import LogSink, ScoreContext
+from bridge.task import Task
+
+ProgressFn = Callable[[str], None]
+LABEL_PID = "rgbridge.pid"
+
+_RUNNERS = {"strict": run_strict, "compat": run_compat}
+_JAVA_RUNNERS = {"strict": run_java_strict, "compat": run_java_compat}
+
+
+def runner_for(task: Task, name: str, maven: MavenSources | None) -> Callable[..., ProfileResult]:
+    """The profile's runner for the task's language (Java runners also get the Maven sources)."""
+    if task.lang == "java":
+        java = _JAVA_RUNNERS[name]
+        return lambda *args, **kwargs: java(*args, maven=maven, **kwargs)
+    return _RUNNERS[name]
+
+
+class LiveRuns:
+    """Runs of this process: swept on exit and on SIGTERM, so an interrupted run leaves nothing."""
+
+    _lock = threading.Lock()
+    _runs: set[str] = set()
+    _installed = False
+
+    @classmethod
+    def add(cls, run_id: str) -> None:
+        with cls._lock:
+            cls._runs.add(run_id)
+            if not cls._installed:
+                cls._installed = True
+                atexit.register(cls.sweep_all)
+                if threading.current_thread() is threading.main_thread():
+                    previous = signal.getsignal(signal.SIGTERM)
+
+                    def on_term(signum: int, frame: object) -> None:
+                        cls.sweep_all()
+                        if callable(previous):
+                            previous(signum, frame)
+                        raise SystemExit(128 + signum)
+
+                    signal.signal(signal.SIGTERM, on_term)
+
+    @classmethod
+    def discard(cls, run_id: str) -> None:
+        with cls._lock:
+            cls._runs.discard(run_id)
+
+    @classmethod
+    def sweep_all(cls) -> None:
+        with cls._lock:
+            runs = list(cls._runs)
+            cls._runs.clear()
+        if not runs:
+            return
+        try:
+            client = get_client()
+        except ScoringError:
+            return
+        for run_id in runs:
+            sweep(client, run_id=run_id)
+
+
+def sweep_stale(client: docker.DockerClient) -> int:
+    """Remove labelled containers whose owning bridge process (same host) is gone."""
+    removed = 0
+    host = os.uname().nodename
+    try:
+        containers = client.containers.list(all=True, filters={"label": ["rgbridge.owner=rgbridge"]})
+    except (DockerException, RequestException):
+        return 0
+    for container in containers:
+        labels = container.labels or {}
+        pid_text, owner_host = labels.get(LABEL_PID, ""), labels.get("rgbridge.host", "")
+        if not pid_text.isdigit() or owner_host != host:
+            continue
+        if not pid_alive(int(pid_text)):
+            try:
+                container.remove(force=True, v=True)
+                removed += 1
+            except (DockerException, RequestException):
+                pass
+    return removed
+
+
+_swept_once = False
+
+
+def infra_result(profile: str, exc: BaseException, logs: LogSink, started: float) -> ProfileResult:
+    logs.write("infra_error.txt", "".join(traceback.format_exception(exc)))
+    return ProfileResult(
+        profile=profile,  # type: ignore[arg-type]
+        outcome="infra_error",
+        dsr=DSRResult(success=False, message=f"Evaluation error: {exc}"),
+        error=f"{type(exc).__name__}: {exc}",
+        exit_code=-99,
+        logs=logs.names(),
+        elapsed_seconds=round(time.monotonic() - started, 3),
+    )
+
+
+def node_context(run_id: str, *, wheelhouse: Path | None = None,
+                 progress: ProgressFn | None = None) -> ScoreContext:
+    """The scoring context of this process: containers carry its pid and host, so a process
+    that dies leaves containers `sweep_stale` can recognise as orphans on that host."""
+    return ScoreContext(run_id=run_id, wheelhouse=wheelhouse, image_progress=progress,
+                        extra_labels={LABEL_PID: str(os.getpid()), "rgbridge.host": os.uname().nodename})
+
+
+def run_profile(client: docker.DockerClient, task: Task, snapshot: Path, name: str, *, ctx: ScoreContext,
+                log_dir: Path, scratch: Path, maven: MavenSources | None = None,
+                progress: ProgressFn | None = None) -> ProfileResult:
+    """Run one profile on a private copy of a staged snapshot, on this machine's engine.
+
+    Engine and bridge faults become `infra_error`; log paths in the result are `logs/<profile>/...`.
+    """
+    started = time.monotonic()
+    logs = LogSink(log_dir)
+    work = scratch / f"repo-{name}"  # each profile gets its own copy to modify
+    shutil.copytree(snapshot, work, symlinks=True)
+    try:
+        result = runner_for(task, name, maven)(client, task, work, ctx=ctx, logs=logs,
+                                            progress=progress or (lambda _m: None))
+    except (DockerException, RequestException, ScoringError, OSError, RuntimeError) as exc:
+        result = infra_result(name, exc, logs, started)
+    return result.model_copy(update={"logs": {k: f"logs/{v}" for k, v in logs.names().items()}})
+
+
+class LocalBackend:
+    """Profiles run in threads of this process on this machine's Docker engine (the default)."""
+
+    name = "local"
+
+    def __init__(self, client: docker.DockerClient | None = None) -> None:
+        self._client = client
+
+    def run_jobs(self, jobs: Sequence[ScoringJob]) -> dict[str, ProfileResult]:
+        global _swept_once
+        client = self._client or get_client()
+        if not _swept_once:
+            _swept_once = True
+            sweep_stale(client)
+        run_ids = sorted({job.run_id for job in jobs})
+        for run_id in run_ids:
+            LiveRuns.add(run_id)
+        try:
+            with tempfile.TemporaryDirectory(prefix="rgbridge-work-") as scratch:
+
+                def one(job: ScoringJob) -> ProfileResult:
+                    ctx = node_context(job.run_id, wheelhouse=job.wheelhouse, progress=job.progress)
+                    return run_profile(client, job.task, job.snapshot, job.profile, ctx=ctx, log_dir=job.log_dir,
+                                       scratch=Path(scratch), maven=job.maven, progress=job.progress)
+
+                with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="rgbridge-profile") as pool:
+                    return {job.profile: result for job, result in zip(jobs, pool.map(one, jobs))}
+        finally:
+            for run_id in run_ids:
+                sweep(client, run_id=run_id)
+                LiveRuns.discard(run_id)
+
+    def default_workers(self) -> int:
+        return 1
+
+    def activity(self) -> dict[str, int]:
+        return {}
+
+    def cancel(self) -> None:
+        """Local jobs run in this process: its exit sweeps their containers (`LiveRuns`)."""
+
+    def close(self) -> None:
+        """Nothing to release: the Docker client is the process's shared one."""
+
+
