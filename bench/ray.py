@@ -34,7 +34,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from bridge.catalog import Catalog
+from bridge.tasks.catalog import Catalog
 from bridge.scoring.evaluate import evaluate
 
 SOURCE_TASK = "kv-ledger"

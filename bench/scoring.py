@@ -46,7 +46,7 @@ from typing import Any
 import docker
 from docker.errors import APIError, ImageNotFound
 
-from bridge.catalog import Catalog
+from bridge.tasks.catalog import Catalog
 from bridge.scoring import coverage, upstream
 from bridge.scoring.compat import TEST_TOOLS, _requirement_lines
 from bridge.scoring.containers import read_logs, remove_container, wait_with_timeout
@@ -60,7 +60,7 @@ from bridge.scoring.images import (
 )
 from bridge.scoring.result import DSRResult, PassAt1
 from bridge.scoring.workdir import ASSETS, requirements_of
-from bridge.task import Task
+from bridge.tasks.model import Task
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK_ID = "library-api"

@@ -29,7 +29,7 @@ import anyio
 from rich.console import Console
 from rich.table import Table
 
-from bridge.catalog import Catalog
+from bridge.tasks.catalog import Catalog
 from mcp import Client, StdioServerParameters, stdio_client
 
 console = Console()

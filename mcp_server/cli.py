@@ -66,8 +66,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.transport == "http":
         check_bind(args.host, allow_remote=args.allow_remote, token_given=bool(token_given))
 
-    from bridge.catalog import Catalog
-    from bridge.session import SessionManager
+    from bridge.tasks.catalog import Catalog
+    from bridge.sessions.manager import SessionManager
     from mcp_server.server import build_server
     from mcp_server.transport import run_http, run_stdio
 

@@ -1,4 +1,4 @@
-"""The MCP surface over `bridge.session.SessionManager`: tools, a resource template, a prompt.
+"""The MCP surface over `bridge.sessions.manager.SessionManager`: tools, a resource template, a prompt.
 
 The adapter holds no benchmark logic. It resolves which workspace and session a call means,
 moves blocking manager calls off the event loop, turns bridge errors into tool errors, and
@@ -22,7 +22,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from bridge.errors import BridgeError, SessionError
-from bridge.session import (
+from bridge.sessions.manager import (
     ClientInfo,
     ResultStatus,
     SessionManager,

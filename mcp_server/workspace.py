@@ -2,7 +2,7 @@
 
 Order: the server's `--workspace` (or $RGBRIDGE_WORKSPACE), then `CLAUDE_PROJECT_DIR`; these
 form the *root*. A `workspace` tool argument may then pick the root itself or a subfolder of
-it (confined with `bridge.paths.confine`: no `..` or symlink escapes). Without a root the
+it (confined with `bridge.fs.paths.confine`: no `..` or symlink escapes). Without a root the
 argument must be an absolute path. Values still containing `${` are IDE variables that were
 never expanded and are treated as absent.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.errors import PathError
-from bridge.paths import confine
+from bridge.fs.paths import confine
 
 log = logging.getLogger("mcp_server.workspace")
 

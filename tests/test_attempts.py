@@ -13,10 +13,10 @@ import anyio
 import pytest
 from mcp import Client
 
-from bridge.attempts import pass_at_k, pass_at_k_table
-from bridge.catalog import Catalog
+from bridge.sessions.attempts import pass_at_k, pass_at_k_table
+from bridge.tasks.catalog import Catalog
 from bridge.errors import PathError, SessionError
-from bridge.session import SessionManager, load_record
+from bridge.sessions.manager import SessionManager, load_record
 from mcp_server.server import TaskResult, build_server
 from tests.test_session import CountingScorer, write_solution
 
@@ -102,7 +102,7 @@ def test_attempts_option_records_each_attempt_and_pass_at_k(tmp_path: Path, task
         mgr.close()
     records = [load_record(tmp_path / "rec" / sid) for sid in ids]
     assert [r.attempt for r in records] == [1, 2, 3] and len({r.run_id for r in records}) == 1
-    from bridge.report_html import recording_report
+    from bridge.reports.html import recording_report
 
     meta = recording_report(tmp_path / "rec" / ids[2])["metadata"]
     assert (meta["attempt"], meta["run_id"]) == (3, records[0].run_id)

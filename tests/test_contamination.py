@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from bridge import contamination
-from bridge.catalog import Catalog
-from bridge.events import read_events
-from bridge.report_html import recording_report, render_html
-from bridge.session import SessionManager
+from bridge.sessions import contamination
+from bridge.tasks.catalog import Catalog
+from bridge.recording.events import read_events
+from bridge.reports.html import recording_report, render_html
+from bridge.sessions.manager import SessionManager
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux-only")
 
@@ -77,7 +77,7 @@ def test_another_process_reading_a_golden_file_marks_the_session_contaminated(tm
         assert report["results"][0]["contaminated"] is True
         assert str(golden) in {e["path"] for e in report["results"][0]["contamination"]}
         assert "contaminated" in render_html(rec_dir).lower()
-        from bridge.timeline import build_timeline
+        from bridge.recording.timeline import build_timeline
 
         timeline = build_timeline(rec_dir)
         assert timeline["contaminated"] is True
@@ -167,7 +167,7 @@ def test_the_bridges_own_scoring_reads_never_count(tmp_path: Path, task_copy: Pa
 
 def test_other_bridge_commands_loading_the_task_do_not_count(tmp_path: Path, task_copy: Path) -> None:
     """`rgbridge tasks list` (or a second server) loads the catalog while the agent works: the
-    task's content hash comes from a stat-keyed cache (bridge/statcache.py), so no golden file is
+    task's content hash comes from a stat-keyed cache (bridge/tasks/statcache.py), so no golden file is
     opened and the session stays clean."""
     mgr = _manager(tmp_path, task_copy, "rec", scorer=NullScorer())
     try:

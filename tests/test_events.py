@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.events import EventLog, ReadStats, load_events, read_events
+from bridge.recording.events import EventLog, ReadStats, load_events, read_events
 
 
 def test_records_have_seq_time_mono_type(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bridge.fs.walk import open_parent, split_rel
-from bridge.manifest import read_entry
+from bridge.recording.manifest import read_entry
 
 
 def test_split_rel_refuses_unclean_paths() -> None:

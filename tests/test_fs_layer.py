@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from bridge.catalog import Catalog
+from bridge.tasks.catalog import Catalog
 from bridge.fs import ignore
-from bridge.hashing import tree_hash
+from bridge.fs.hashing import tree_hash
 from bridge.scoring.workdir import stage_repo
-from bridge.session import SessionManager
+from bridge.sessions.manager import SessionManager
 
 TASK = "word-duel"
 # Files the recorder left out but upstream's copy kept, or the other way round, before the rules met.
@@ -77,7 +77,7 @@ def test_recorded_tree_hash_equals_the_engines_snapshot_hash(tmp_path: Path, tas
 def test_walk_never_enters_a_directory_swapped_for_a_symlink_after_it_was_listed(tmp_path: Path) -> None:
     """Every reader walks with bridge/fs (fd-relative, O_NOFOLLOW at the moment a folder is
     entered): a sibling folder swapped for a link to outside while the walk runs is left out."""
-    from bridge.hashing import walk_files
+    from bridge.fs.hashing import walk_files
 
     root, outside = tmp_path / "ws", tmp_path / "outside"
     outside.mkdir()
@@ -109,7 +109,7 @@ def test_verify_reads_the_recording_through_bridge_fs_and_never_opens_a_fifo(tmp
     forever on open(); now it is listed as a special file and the change is reported."""
     import threading
 
-    from bridge.integrity import verify_recording
+    from bridge.recording.integrity import verify_recording
 
     sample = Path(__file__).resolve().parent.parent / "recordings" / "samples" / "kv-ledger-sample"
     rec = tmp_path / "rec"

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import pytest
 
-from bridge.catalog import Catalog
+from bridge.tasks.catalog import Catalog
 from bridge.scoring.engine import score_repo
 from bridge.scoring.result import ProfileResult, ScoreResult
 from bridge.scoring.workdir import LOG_CAP_BYTES
-from bridge.task import Task
+from bridge.tasks.model import Task
 
 pytestmark = pytest.mark.docker
 

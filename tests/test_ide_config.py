@@ -228,9 +228,9 @@ def test_antigravity_config_inside_workspace_is_refused(tmp_path: Path, monkeypa
 
 
 def test_recorded_session_never_holds_the_token(home: Path, tmp_path: Path, tasks_dir: Path) -> None:
-    from bridge.catalog import Catalog
-    from bridge.session import SessionManager
-    from bridge.shadowgit import ShadowStore
+    from bridge.tasks.catalog import Catalog
+    from bridge.sessions.manager import SessionManager
+    from bridge.recording.store import ShadowStore
     from tests.test_session import CountingScorer
 
     mgr = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec", scorer=CountingScorer(),

@@ -15,9 +15,9 @@ import anyio
 import pytest
 from mcp import Client, stdio_client
 
-from bridge.catalog import Catalog
-from bridge.export import leaderboard_rows
-from bridge.rescore import rescore
+from bridge.tasks.catalog import Catalog
+from bridge.reports.export import leaderboard_rows
+from bridge.recording.rescore import rescore
 from bridge.scoring.evaluate import evaluate
 from tests.test_mcp_stdio import stdio_params
 

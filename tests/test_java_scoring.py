@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.catalog import Catalog
+from bridge.tasks.catalog import Catalog
 from bridge.scoring.engine import score_repo
 from bridge.scoring.java.images import ensure_java_image
 from bridge.scoring.java.layers import MavenSources, ensure_java_deps_image, repo_poms

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-import bridge.manifest as manifest_mod
-from bridge.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, is_temp_file, tree_hash
-from bridge.manifest import Manifest, diff, scan, stable_scan
+import bridge.recording.manifest as manifest_mod
+from bridge.fs.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, is_temp_file, tree_hash
+from bridge.recording.manifest import Manifest, diff, scan, stable_scan
 
 
 def _tree(root: Path) -> None:
@@ -152,7 +152,7 @@ def test_stable_scan_reports_unstable_under_constant_writes(tmp_path: Path) -> N
 
 def test_directory_chain_deeper_than_path_max_is_skipped_and_reported(tmp_path: Path) -> None:
     """Issue 8: a chain longer than PATH_MAX made scan (submit/quit/time-limit seal) raise OSError."""
-    from bridge.manifest import scan
+    from bridge.recording.manifest import scan
 
     (tmp_path / "ok.txt").write_text("kept")
     fd = os.open(tmp_path, os.O_RDONLY)

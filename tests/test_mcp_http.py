@@ -21,7 +21,7 @@ import pytest
 import requests
 
 from bridge.cli import main as rgbridge
-from bridge.shadowgit import ShadowStore
+from bridge.recording.store import ShadowStore
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from bridge.shadowgit import ShadowStore
+from bridge.recording.store import ShadowStore
 from mcp import Client, StdioServerParameters, stdio_client
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -16,8 +16,8 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from bridge.catalog import Catalog
-from bridge.session import SessionManager
+from bridge.tasks.catalog import Catalog
+from bridge.sessions.manager import SessionManager
 from mcp import Client
 from mcp.types import Implementation
 from mcp_server.server import INSTRUCTIONS, build_server

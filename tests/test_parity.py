@@ -19,7 +19,7 @@ import pytest
 
 from bridge.scoring.engine import score_repo
 from bridge.scoring.result import ProfileResult, ScoreResult
-from bridge.task import load_task
+from bridge.tasks.model import load_task
 
 pytestmark = pytest.mark.docker
 

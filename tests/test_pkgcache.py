@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.catalog import Catalog
+from bridge.tasks.catalog import Catalog
 from bridge.scoring import images, pkgcache, reqfile
 from bridge.scoring.engine import score_repo
 from bridge.scoring.pkgcache import WheelCache

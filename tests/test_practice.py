@@ -9,10 +9,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bridge.catalog import Catalog
+from bridge.tasks.catalog import Catalog
 from bridge.errors import SessionError
-from bridge.events import load_events
-from bridge.session import SessionManager
+from bridge.recording.events import load_events
+from bridge.sessions.manager import SessionManager
 from mcp import Client
 from mcp_server.server import build_server
 

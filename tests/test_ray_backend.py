@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from bridge.catalog import Catalog
+from bridge.tasks.catalog import Catalog
 from bridge.errors import ScoringError
 from bridge.scoring.evaluate import evaluate
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from bridge.events import EventLog, load_events
-from bridge.hashing import is_temp_file, tree_hash
-from bridge.manifest import scan
-from bridge.recorder import Recorder, _SelectiveInotifyEmitter
-from bridge.shadowgit import ShadowStore
+from bridge.recording.events import EventLog, load_events
+from bridge.fs.hashing import is_temp_file, tree_hash
+from bridge.recording.manifest import scan
+from bridge.sessions.recorder import Recorder, _SelectiveInotifyEmitter
+from bridge.recording.store import ShadowStore
 
 SETTLE = 0.3
 FILE_EVENTS = {"file_created", "file_modified", "file_deleted", "file_moved"}

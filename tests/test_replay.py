@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from bridge.errors import RecordingError
-from bridge.hashing import tree_hash
-from bridge.moments import resolve_moment
-from bridge.reader import open_recording
-from bridge.replay import replay
-from bridge.rescore import rescore
-from bridge.results import list_results
-from bridge.shadowgit import ShadowStore
+from bridge.fs.hashing import tree_hash
+from bridge.recording.moments import resolve_moment
+from bridge.recording.reader import open_recording
+from bridge.recording.replay import replay
+from bridge.recording.rescore import rescore
+from bridge.recording.results import list_results
+from bridge.recording.store import ShadowStore
 
 SAMPLE = Path(__file__).resolve().parent.parent / "recordings" / "samples" / "kv-ledger-sample"
 
@@ -174,8 +174,8 @@ def _summary(data: dict) -> dict:
 
 @pytest.mark.docker
 def test_rescore_reproduces_stored_score(docker_client, sample: Path, tmp_path: Path) -> None:
-    from bridge.catalog import Catalog
-    from bridge.integrity import verify_recording
+    from bridge.tasks.catalog import Catalog
+    from bridge.recording.integrity import verify_recording
 
     rec = _copy(sample, tmp_path)
     catalog = Catalog.from_options()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.report_html import render_html, write_html
+from bridge.reports.html import render_html, write_html
 from bridge.scoring.reporting import RunWriter
 from bridge.scoring.result import ScoreResult
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from bridge.catalog import Catalog
+from bridge.tasks.catalog import Catalog
 from bridge.scoring.engine import score_repo
 from bridge.scoring.result import ScoreResult
-from bridge.task import Task
+from bridge.tasks.model import Task
 
 pytestmark = pytest.mark.docker
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from bridge.catalog import Catalog
+from bridge.tasks.catalog import Catalog
 from bridge.errors import PathError, SessionError
-from bridge.events import load_events
+from bridge.recording.events import load_events
 from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, ScoreResult
-from bridge.session import SUBMISSION_REF, ClientInfo, SessionManager, load_record
-from bridge.shadowgit import ShadowStore
+from bridge.sessions.manager import SUBMISSION_REF, ClientInfo, SessionManager, load_record
+from bridge.recording.store import ShadowStore
 
 
 class CountingScorer:

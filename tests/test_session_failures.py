@@ -18,12 +18,12 @@ import anyio
 import pytest
 from mcp import Client
 
-import bridge.session as session_module
-from bridge.catalog import Catalog
-from bridge.clock import parse_iso
+import bridge.sessions.manager as session_module
+from bridge.tasks.catalog import Catalog
+from bridge.recording.clock import parse_iso
 from bridge.errors import SessionError
-from bridge.events import load_events
-from bridge.session import SessionManager, load_record
+from bridge.recording.events import load_events
+from bridge.sessions.manager import SessionManager, load_record
 from mcp_server.server import build_server
 from tests.test_session import CountingScorer, write_solution
 
@@ -143,8 +143,8 @@ def test_full_disk_for_real(tmp_path: Path, tasks_dir: Path) -> None:
 KILL_SCRIPT = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from bridge.catalog import Catalog
-    from bridge.session import SessionManager
+    from bridge.tasks.catalog import Catalog
+    from bridge.sessions.manager import SessionManager
     from tests.test_session import CountingScorer
     tasks, rec, ws, delay = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), float(sys.argv[4])
     mgr = SessionManager(Catalog.from_options(tasks), recordings_dir=rec, scorer=CountingScorer(),

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from bridge.attach import read_marker
-from bridge.catalog import Catalog
+from bridge.sessions.attach import read_marker
+from bridge.tasks.catalog import Catalog
 from bridge.errors import SessionError
-from bridge.session import (
+from bridge.sessions.manager import (
     SessionManager,
     SessionStatus,
     find_recording_for_workspace,
@@ -224,7 +224,7 @@ def test_reattach_rechecks_the_final_resolved_workspace(tmp_path: Path, tasks_co
 
 @pytest.mark.parametrize("task_id", ["kv-ledger", "é-tâche", "x" * 80, "a.b/c", "..", "日本"])
 def test_every_new_session_id_is_well_formed(task_id: str) -> None:
-    from bridge.attach import is_session_id
-    from bridge.session import _new_session_id
+    from bridge.sessions.attach import is_session_id
+    from bridge.sessions.manager import _new_session_id
 
     assert is_session_id(_new_session_id(task_id))

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from bridge.errors import RecordingError
-from bridge.hashing import tree_hash, walk_files
-from bridge.manifest import scan
-from bridge.shadowgit import ShadowStore, StoreMismatch
+from bridge.fs.hashing import tree_hash, walk_files
+from bridge.recording.manifest import scan
+from bridge.recording.store import ShadowStore, StoreMismatch
 
 
 def _files(root: Path) -> dict[str, tuple[bytes, bool, str | None]]:

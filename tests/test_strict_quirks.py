@@ -24,13 +24,15 @@ import pytest
 
 from bridge.scoring import grading
 from bridge.scoring.conformance import make_control_repos
+from bridge.scoring.images import TESTER_PINS
 from bridge.scoring.result import ProfileResult, ScoreResult
 from bridge.scoring.strict import (
     stage_golden_suite,
     suite_timing,
     white_box_denominator,
 )
-from bridge.suite import (
+from bridge.tasks.model import load_task
+from bridge.tasks.suite import (
     agent_imports,
     detect_quirks,
     filter_addopts,
@@ -39,7 +41,6 @@ from bridge.suite import (
     read_ini_section,
     static_test_ids,
 )
-from bridge.task import load_task
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "strict_quirks"
 PLUGIN_DIR = Path(__file__).resolve().parent.parent / "bridge" / "scoring" / "assets"
@@ -91,7 +92,7 @@ def test_static_ids_and_white_box_detection() -> None:
 def test_quirk_detection_labels() -> None:
     def quirks(name: str) -> list[str]:
         task = load_task(FIXTURES / name)
-        return detect_quirks(task.tests_dir, task.test_extras)
+        return detect_quirks(task.tests_dir, task.test_extras, provided=TESTER_PINS)
 
     assert "addopts:-q" in quirks("addopts_q") and "markers" in quirks("addopts_q")
     assert "ini[tool:pytest]-ignored" in quirks("tool_pytest_header")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from bridge.catalog import Catalog
-from bridge.dataset import VERIFIED_SPECS, load_dataset, load_dataset_task
+from bridge.tasks.catalog import Catalog
+from bridge.tasks.dataset import VERIFIED_SPECS, load_dataset, load_dataset_task
 from bridge.errors import TaskError
-from bridge.task import load_task
+from bridge.tasks.model import load_task
 
 TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from bridge.curve import compute_curve, curve_moments, latest_curve, render_curve
-from bridge.reader import open_recording
-from bridge.timeline import bucket_seconds, build_timeline, render_timeline, sparkline
+from bridge.recording.curve import compute_curve, curve_moments, latest_curve, render_curve
+from bridge.recording.reader import open_recording
+from bridge.recording.timeline import bucket_seconds, build_timeline, render_timeline, sparkline
 
 SAMPLE = Path(__file__).resolve().parent.parent / "recordings" / "samples" / "kv-ledger-sample"
 
@@ -88,7 +88,7 @@ def test_curve_scores_moments(docker_client, tmp_path: Path) -> None:
     assert curve["distinct_snapshots"] == len({p["tree_hash"] for p in pts})
     saved = rec / curve["path"]
     assert saved.is_file() and json.loads(saved.read_text())["points"] == pts
-    from bridge.integrity import verify_recording
+    from bridge.recording.integrity import verify_recording
 
     assert verify_recording(rec).ok
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.packing import pack_recording
+from bridge.recording.packing import pack_recording
 
 SAMPLE = Path(__file__).resolve().parent.parent / "recordings" / "samples" / "kv-ledger-sample"
 

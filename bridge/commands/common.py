@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from bridge.catalog import Catalog
+from bridge.tasks.catalog import Catalog
 
 
 def add_task_source_options(parser: argparse.ArgumentParser) -> None:

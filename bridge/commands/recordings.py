@@ -156,7 +156,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from bridge.replay import replay
+    from bridge.recording.replay import replay
 
     res = replay(_rec_path(args.recording), args.at, args.out, force=args.force)
     if args.json:
@@ -174,7 +174,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
-    from bridge.rescore import rescore
+    from bridge.recording.rescore import rescore
 
     err = stderr_console()
     with err.status("rescoring", spinner="dots") as status:
@@ -200,7 +200,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
-    from bridge.timeline import build_timeline, render_timeline
+    from bridge.recording.timeline import build_timeline, render_timeline
 
     data = build_timeline(_rec_path(args.recording))
     if args.json:
@@ -211,7 +211,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
 
 def cmd_curve(args: argparse.Namespace) -> int:
-    from bridge.curve import compute_curve, render_curve
+    from bridge.recording.curve import compute_curve, render_curve
 
     err = stderr_console()
     with err.status("scoring moments", spinner="dots") as status:
@@ -230,12 +230,12 @@ def cmd_curve(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from bridge.report_html import load_run_report, recording_report, write_html
+    from bridge.reports.html import load_run_report, recording_report, write_html
 
     target: Path = args.target
     is_rec = (target / "session.json").is_file()
     if args.leaderboard_row:
-        from bridge.export import leaderboard_rows
+        from bridge.reports.export import leaderboard_rows
 
         if not args.ide or not args.model:
             raise RecordingError("--leaderboard-row needs --ide and --model")
@@ -264,7 +264,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
-    from bridge.export import export_recordings, export_run
+    from bridge.reports.export import export_recordings, export_run
 
     if args.recordings and args.run_dir:
         raise RecordingError("give either RUN_DIR or --recordings DIR, not both")
@@ -293,7 +293,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_pack(args: argparse.Namespace) -> int:
     import hashlib
 
-    from bridge.packing import pack_recording
+    from bridge.recording.packing import pack_recording
 
     path = pack_recording(_rec_path(args.recording), args.output)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -305,8 +305,8 @@ def cmd_pack(args: argparse.Namespace) -> int:
 
 
 def cmd_unpack(args: argparse.Namespace) -> int:
-    from bridge.integrity import verify_recording
-    from bridge.packing import unpack_recording
+    from bridge.recording.integrity import verify_recording
+    from bridge.recording.packing import unpack_recording
 
     res = unpack_recording(args.archive, args.output)
     report = verify_recording(res.recording)
@@ -333,7 +333,7 @@ def _print_verify(report) -> None:  # noqa: ANN001 - VerifyReport
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from bridge.integrity import verify_recording
+    from bridge.recording.integrity import verify_recording
 
     report = verify_recording(_rec_path(args.recording))
     if args.json:
@@ -344,7 +344,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_seal(args: argparse.Namespace) -> int:
-    from bridge.integrity import seal_digest, seal_recording
+    from bridge.recording.integrity import seal_digest, seal_recording
 
     rec = _rec_path(args.recording)
     path = seal_recording(rec)

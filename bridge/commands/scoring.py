@@ -28,7 +28,7 @@ from bridge.commands.common import (
 )
 
 if TYPE_CHECKING:
-    from bridge.catalog import Catalog
+    from bridge.tasks.catalog import Catalog
     from bridge.scoring.backend import Backend
     from bridge.scoring.evaluate import EvaluationPlan
     from bridge.scoring.java.layers import MavenSources

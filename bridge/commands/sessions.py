@@ -25,7 +25,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from bridge.attempts import pass_at_k_table
+from bridge.sessions.attempts import pass_at_k_table
 from bridge.commands.common import (
     add_json_option,
     add_profile_option,
@@ -37,7 +37,7 @@ from bridge.commands.common import (
 )
 from bridge.errors import PathError, SessionError
 from bridge.locations import default_recordings_dir
-from bridge.session import (
+from bridge.sessions.manager import (
     META_DIR,
     SENTINEL,
     ClientInfo,
@@ -275,7 +275,7 @@ def cmd_session_list(args: argparse.Namespace) -> int:
                      "mode": record.mode, "created_at": record.created_at, "attempt": record.attempt,
                      "working_seconds": round(record.clock.elapsed(), 1)})
         attempts.append({"run_id": record.run_id, "task_id": record.task_id, "summary": summary})
-    # Pass@k where a run made more than one scored attempt of a task (bridge/attempts.py)
+    # Pass@k where a run made more than one scored attempt of a task (bridge/sessions/attempts.py)
     pass_k = [row for profile in ("strict", "compat") for row in pass_at_k_table(attempts, profile)]
     if args.json:
         print_json({"sessions": rows, "pass_at_k": pass_k})

@@ -18,7 +18,7 @@ from bridge.errors import ScoringError
 if TYPE_CHECKING:
     from bridge.scoring.java.layers import MavenSources
     from bridge.scoring.result import ProfileResult
-    from bridge.task import Task
+    from bridge.tasks.model import Task
 
 BACKENDS = ("local", "ray")
 

@@ -39,7 +39,7 @@ from bridge.scoring.images import (
 )
 from bridge.scoring.result import DSRResult, ProfileResult
 from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, merge_tree, requirements_of
-from bridge.task import Task
+from bridge.tasks.model import Task
 
 ProgressFn = Callable[[str], None]
 

@@ -1,6 +1,6 @@
 """`rgbridge conformance`: how every task of a checkout behaves under both profiles.
 
-For each task: the quirks its golden files show (bridge/suite.py), then two control repos scored
+For each task: the quirks its golden files show (bridge/tasks/suite.py), then two control repos scored
 under both profiles through the normal engine (so results and collections are cached and a
 rerun is fast):
 
@@ -24,9 +24,10 @@ from pathlib import Path
 import docker
 
 from bridge.scoring.engine import score_repo
+from bridge.scoring.images import TESTER_PINS
 from bridge.scoring.result import ProfileResult, ScoreResult
-from bridge.suite import detect_quirks
-from bridge.task import Task
+from bridge.tasks.model import Task
+from bridge.tasks.suite import detect_quirks
 
 ProgressFn = Callable[[str, str], None]
 CONTROLS = ("empty", "404")
@@ -96,7 +97,8 @@ def check_task(task: Task, controls: dict[str, Path], *, profile: str, out_dir: 
                client: docker.DockerClient | None = None, use_cache: bool = True,
                progress: ProgressFn | None = None) -> ConformanceRow:
     started = time.monotonic()
-    row = ConformanceRow(task=task.id, quirks=detect_quirks(task.tests_dir, task.test_extras, port=task.port),
+    row = ConformanceRow(task=task.id, quirks=detect_quirks(task.tests_dir, task.test_extras, port=task.port,
+                                                            provided=TESTER_PINS),
                          white_box=task.white_box)
     for name in CONTROLS:
         if progress:

@@ -22,7 +22,7 @@ from docker.errors import DockerException
 from requests import RequestException
 
 from bridge.errors import ScoringError
-from bridge.hashing import tree_hash
+from bridge.fs.hashing import tree_hash
 from bridge.locations import cache_dir
 from bridge.scoring.backend import BACKENDS, Backend, ScoringJob
 from bridge.scoring.runner import LiveRuns, LocalBackend, infra_result, node_context, runner_for
@@ -31,7 +31,7 @@ from bridge.scoring.docker_client import get_client
 from bridge.scoring.java.layers import MavenSources
 from bridge.scoring.result import GRADER_VERSION, ProfileResult, ScoreResult
 from bridge.scoring.workdir import LogSink, stage_repo
-from bridge.task import Task
+from bridge.tasks.model import Task
 
 ProgressFn = Callable[[str], None]
 PROFILES = ("strict", "compat")
@@ -176,7 +176,7 @@ def deploy_check(task: Task, repo_dir: Path, *, output_dir: Path, wheelhouse: Pa
 
 
 def default_scorer(*, wheelhouse: Path | None = None, maven: MavenSources | None = None) -> Callable[..., ScoreResult]:
-    """A `bridge.session.Scorer` backed by the Docker engine."""
+    """A `bridge.sessions.manager.Scorer` backed by the Docker engine."""
 
     def scorer(task: Task, repo_dir: Path, *, profile: str, output_dir: Path, snapshot_hash: str,
                progress: ProgressFn) -> ScoreResult:

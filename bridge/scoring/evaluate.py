@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bridge.catalog import Catalog
+from bridge.tasks.catalog import Catalog
 from bridge.errors import ScoringError
 from bridge.scoring.backend import Backend, JobCancelled
 from bridge.scoring.engine import score_repo
 from bridge.scoring.java.layers import MavenSources
 from bridge.scoring.reporting import RunWriter, load_previous
-from bridge.task import Task
+from bridge.tasks.model import Task
 
 ProgressFn = Callable[[str, str], None]  # (task id, message)
 

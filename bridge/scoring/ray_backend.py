@@ -11,6 +11,9 @@ Images are built on a node's first use (recipe hash tags; builds are serialised 
 the image module's file locks). Results and logs come back to the driver, which alone writes
 the run folder and the result cache (see `bridge.scoring.engine.score_repo`).
 
+Why this module is long: the driver side (submit, progress per node, retries, cancel) and the
+worker side (unpack, verify, score, sweep) are one protocol and are read together.
+
 A job whose worker or node dies is retried by Ray (`max_retries`), then reported as
 `infra_error` with Ray's reason, which `--resume` re-runs. Containers of a killed job carry the
 dead worker's pid and are swept when a job next starts on that node (and by the end-of-run sweep).
@@ -36,7 +39,7 @@ from typing import Any
 from bridge.errors import ScoringError
 from bridge.scoring.backend import JobCancelled, ScoringJob
 from bridge.scoring.result import ProfileResult
-from bridge.task import Manifest, Task, compute_task_hash
+from bridge.tasks.model import Manifest, Task, compute_task_hash
 
 DOCKER_RESOURCE = "docker"
 #: what one job reserves on its node, per profile: each runs one service container and one
@@ -135,7 +138,7 @@ def node_label() -> str:
 def score_on_node(meta: dict[str, Any], task_desc: dict[str, Any], task_blob: bytes, snapshot_blob: bytes,
                   reporter: Any) -> dict[str, Any]:
     """Body of one Ray job: unpack, verify, score one profile on this node's engine, pack logs."""
-    from bridge.hashing import tree_hash
+    from bridge.fs.hashing import tree_hash
     from bridge.scoring.sweep import sweep
     from bridge.scoring.docker_client import get_client
     from bridge.scoring.runner import node_context, run_profile, sweep_stale

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.errors import ScoringError
-from bridge.files import write_json_atomic
+from bridge.fs.files import write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -414,7 +414,7 @@ def render_table(results: Sequence[Mapping[str, Any]], console: Any = None) -> A
         f"DSR {st['deployment_success_rate']:.4f}  infra errors {st['infra_errors']}"
     )
     dirty = sorted(str(e.get("repo_name", "?")) for e in results if e.get("contaminated"))
-    if dirty:  # golden files opened while the session was open (bridge/contamination.py)
+    if dirty:  # golden files opened while the session was open (bridge/sessions/contamination.py)
         table.caption += f"\ncontaminated (golden files opened during the session): {', '.join(dirty)}"
     # Per-language lines, as upstream's table ends (the leaderboard is split by language too).
     present = [lang for lang in LANGS if any(e.get("lang") == lang for e in results)]

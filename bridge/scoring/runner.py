@@ -22,7 +22,7 @@ from docker.errors import DockerException
 from requests import RequestException
 
 from bridge.errors import ScoringError
-from bridge.files import pid_alive
+from bridge.fs.files import pid_alive
 from bridge.scoring.backend import ScoringJob
 from bridge.scoring.compat import run_compat
 from bridge.scoring.sweep import sweep
@@ -33,7 +33,7 @@ from bridge.scoring.java.strict import run_java_strict
 from bridge.scoring.result import DSRResult, ProfileResult
 from bridge.scoring.strict import run_strict
 from bridge.scoring.workdir import LogSink, ScoreContext
-from bridge.task import Task
+from bridge.tasks.model import Task
 
 ProgressFn = Callable[[str], None]
 LABEL_PID = "rgbridge.pid"

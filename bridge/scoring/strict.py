@@ -26,7 +26,7 @@ from pathlib import Path
 import docker
 from docker.models.containers import Container
 
-from bridge.files import write_json_atomic
+from bridge.fs.files import write_json_atomic
 from bridge.scoring import coverage, grading
 from bridge.scoring.containers import ContainerLimits, create_container, exec_with_timeout, fetch_file, managed, put_directory, read_logs
 from bridge.scoring.docker_client import make_labels
@@ -50,8 +50,8 @@ from bridge.scoring.workdir import (
     place_file,
     requirements_of,
 )
-from bridge.suite import DEFAULT_PER_TEST_TIMEOUT, pinned_ini_options, static_test_ids
-from bridge.task import Task
+from bridge.tasks.suite import DEFAULT_PER_TEST_TIMEOUT, pinned_ini_options, static_test_ids
+from bridge.tasks.model import Task
 
 ProgressFn = Callable[[str], None]
 
@@ -105,7 +105,7 @@ def test_requirements(task: Task) -> str:
 def _pytest_args(ini: str, ini_opts: list[str]) -> list[str]:
     # Our plugin is loaded explicitly (last `-p` wins over a suite's `-p no:...`); xdist is off so
     # every item runs in the process that records it; `ini_opts` pin addopts and the per-test
-    # timeout (bridge/suite.py). Modules that fail to import do not stop the others.
+    # timeout (bridge/tasks/suite.py). Modules that fail to import do not stop the others.
     return ["python", "-m", "pytest", "tests", "-c", ini, "--rootdir", TESTER_ROOT,
             "-p", "no:cacheprovider", "-p", "no:xdist", "-p", PLUGIN, *ini_opts,
             "-o", "console_output_style=classic", "--continue-on-collection-errors"]

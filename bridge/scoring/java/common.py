@@ -24,7 +24,7 @@ from bridge.scoring.java.layers import (
 )
 from bridge.scoring.result import DSRResult, PassAt1, ProfileResult
 from bridge.scoring.workdir import LogSink
-from bridge.task import Task
+from bridge.tasks.model import Task
 
 REPORTS_TAR = "/tmp/rgbridge-surefire.tar"
 REPORTS_MAX_BYTES = 20_000_000

@@ -30,7 +30,7 @@ from bridge.scoring.java.layers import JavaDependencyError, MavenSources
 from bridge.scoring.java.pom import java11_to_17
 from bridge.scoring.result import ProfileResult
 from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext
-from bridge.task import Task
+from bridge.tasks.model import Task
 
 ProgressFn = Callable[[str], None]
 BUILD_LOG_MAX = 2_000_000

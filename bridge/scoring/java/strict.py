@@ -42,7 +42,7 @@ from bridge.scoring.java.pom import PomError, forced_property_args, sanitize_rep
 from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, TestCaseResult
 from bridge.scoring.strict import PROBE_DIR, TESTER_ROOT, _dynamic_coverage, _service_state, _wait_deployed
 from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, place_file
-from bridge.task import Task
+from bridge.tasks.model import Task
 
 ProgressFn = Callable[[str], None]
 #: dropped from the tester's copy: build output (stale or forged reports), Maven's per-project

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bridge.errors import PathError, SessionError
 from bridge.fs.walk import open_parent
-from bridge.task import Task
+from bridge.tasks.model import Task
 
 META_DIR = ".rgbridge"  # bridge metadata inside the workspace (never recorded)
 MARKER = "session.json"

@@ -6,11 +6,11 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bridge.dataset import load_dataset
+from bridge.tasks.dataset import load_dataset
 from bridge.errors import TaskError
-from bridge.statcache import remembered, tree_files
-from bridge.suite import static_test_ids
-from bridge.task import Task, load_task
+from bridge.tasks.statcache import remembered, tree_files
+from bridge.tasks.suite import static_test_ids
+from bridge.tasks.model import Task, load_task
 
 from bridge.locations import shipped_tasks_dir as default_tasks_dir
 
@@ -18,7 +18,7 @@ __all__ = ["Catalog", "default_tasks_dir"]
 
 
 def _static_ids(tests_dir: Path) -> dict[str, list[str]]:
-    """static_test_ids, remembered by stat (bridge/statcache.py: no golden file opened)."""
+    """static_test_ids, remembered by stat (bridge/tasks/statcache.py: no golden file opened)."""
     return remembered("static-test-ids", "", tree_files(tests_dir), lambda: static_test_ids(tests_dir))
 
 

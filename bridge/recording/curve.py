@@ -18,15 +18,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bridge.clock import iso, parse_iso, utcnow
+from bridge.recording.clock import iso, parse_iso, utcnow
 from bridge.errors import RecordingError
-from bridge.files import write_json_atomic
-from bridge.moments import Moment, resolve_moment, state_at
-from bridge.reader import Recording, open_recording
-from bridge.replay import materialise
-from bridge.rescore import load_task_for
-from bridge.results import write_index
-from bridge.timeline import SPARK, fmt_secs
+from bridge.fs.files import write_json_atomic
+from bridge.recording.moments import Moment, resolve_moment, state_at
+from bridge.recording.reader import Recording, open_recording
+from bridge.recording.replay import materialise
+from bridge.recording.rescore import load_task_for
+from bridge.recording.results import write_index
+from bridge.recording.timeline import SPARK, fmt_secs
 
 CURVE_PROFILES = ("strict", "compat")
 
@@ -118,7 +118,7 @@ def compute_curve(
 
 
 def save_curve(rec_dir: Path, curve: dict[str, Any]) -> Path:
-    from bridge import integrity
+    from bridge.recording import integrity
 
     results = rec_dir / "results"
     results.mkdir(exist_ok=True)

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bridge.events import read_events
-from bridge.task import Task
+from bridge.recording.events import read_events
+from bridge.tasks.model import Task
 
 # inotify(7) constants (linux/inotify.h).
 IN_ACCESS = 0x00000001

@@ -21,14 +21,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridge.clock import parse_iso
+from bridge.recording.clock import parse_iso
 from bridge.errors import RecordingError
-from bridge.events import ReadStats, read_events
-from bridge.gitsafe import HARDENING_ARGS, check_store_layout, isolated_git_env
-from bridge.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, sha256_bytes
+from bridge.recording.events import ReadStats, read_events
+from bridge.recording.gitsafe import HARDENING_ARGS, check_store_layout, isolated_git_env
+from bridge.fs.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, sha256_bytes
 
 
-#: The newest recording format this reader understands (equals bridge.session.FORMAT_VERSION).
+#: The newest recording format this reader understands (equals bridge.sessions.manager.FORMAT_VERSION).
 READER_FORMAT_VERSION = 1
 SUPPORTED_FORMAT_VERSIONS = frozenset({1})
 HEAD_REF = "refs/heads/main"

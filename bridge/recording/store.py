@@ -27,9 +27,9 @@ from pathlib import Path
 
 from bridge.errors import RecordingError
 from bridge.fs.relpath import check_layout, rel_parts
-from bridge.gitsafe import HARDENING_ARGS, check_store_layout, isolated_git_env
-from bridge.hashing import EXCLUDED_DIRS, EXCLUDED_DIR_SUFFIXES, MODE_EXEC, MODE_LINK, sha256_bytes, tree_hash_from_entries
-from bridge.manifest import FileEntry, Manifest, Oversized, read_entry
+from bridge.recording.gitsafe import HARDENING_ARGS, check_store_layout, isolated_git_env
+from bridge.fs.hashing import EXCLUDED_DIRS, EXCLUDED_DIR_SUFFIXES, MODE_EXEC, MODE_LINK, sha256_bytes, tree_hash_from_entries
+from bridge.recording.manifest import FileEntry, Manifest, Oversized, read_entry
 
 HEAD_REF = "refs/heads/main"
 SUBMISSION_REF = "refs/rgbridge/submission"

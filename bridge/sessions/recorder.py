@@ -55,8 +55,8 @@ from watchdog.observers.inotify_c import inotify_rm_watch
 from watchdog.observers.polling import PollingEmitter
 
 from bridge.errors import RecordingError
-from bridge.events import EventLog
-from bridge.hashing import (
+from bridge.recording.events import EventLog
+from bridge.fs.hashing import (
     EXCLUDED_DIRS,
     METADATA_DIR,
     SENTINEL_REL,
@@ -64,7 +64,7 @@ from bridge.hashing import (
     is_ignored_file,
     walk_files,
 )
-from bridge.manifest import (
+from bridge.recording.manifest import (
     DEFAULT_MAX_FILE_BYTES,
     Change,
     FileEntry,
@@ -75,7 +75,7 @@ from bridge.manifest import (
     scan,
     stable_scan,
 )
-from bridge.shadowgit import ShadowStore, StoreMismatch
+from bridge.recording.store import ShadowStore, StoreMismatch
 
 # Only what changes content; no IN_OPEN/IN_ACCESS/IN_CLOSE_NOWRITE, so our own reads are silent.
 _EVENT_FILTER: list[type[FileSystemEvent]] = [

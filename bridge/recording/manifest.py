@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from bridge.fs.walk import open_parent
-from bridge.hashing import (
+from bridge.fs.hashing import (
     EXCLUDED_DIRS,
     MODE_LINK,
     mode_of,

@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 
-from bridge.clock import iso, utcnow
+from bridge.recording.clock import iso, utcnow
 from bridge.errors import RecordingError
-from bridge.moments import Moment, State, resolve_moment, state_at
-from bridge.reader import Recording, open_recording
-from bridge.replay import materialise
-from bridge.results import write_index
-from bridge.files import write_json_atomic
-from bridge import integrity
+from bridge.recording.moments import Moment, State, resolve_moment, state_at
+from bridge.recording.reader import Recording, open_recording
+from bridge.recording.replay import materialise
+from bridge.recording.results import write_index
+from bridge.fs.files import write_json_atomic
+from bridge.recording import integrity
 
 
 def _now_stamp() -> str:
@@ -32,7 +32,7 @@ def _now_stamp() -> str:
 def load_task_for(task_id: str, catalog: Any | None) -> Any:
     """The task a recording names, from `catalog` (default: the shipped tasks)."""
     if catalog is None:
-        from bridge.catalog import Catalog
+        from bridge.tasks.catalog import Catalog
 
         catalog = Catalog.from_options()
     return catalog.get(task_id)

@@ -14,6 +14,7 @@ import ast
 import configparser
 import re
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 
 #: options strict owns, dropped from the suite's addopts with their value
@@ -192,7 +193,8 @@ def _declares(requirements: str, module: str) -> bool:
     return re.search(rf"^\s*{name}\s*(?:[<>=!~;\[#]|$)", requirements.lower(), re.MULTILINE) is not None
 
 
-def detect_quirks(tests_dir: Path, extras: dict[str, Path] | None = None, *, port: int | None = None) -> list[str]:
+def detect_quirks(tests_dir: Path, extras: dict[str, Path] | None = None, *, port: int | None = None,
+                  provided: Sequence[str] = ()) -> list[str]:
     """Short labels for what a suite does that a grader must handle (conformance table)."""
     extras = extras or {}
     quirks: list[str] = []
@@ -219,12 +221,10 @@ def detect_quirks(tests_dir: Path, extras: dict[str, Path] | None = None, *, por
     plugins = sorted(set(re.findall(r"^\s*(pytest-[a-z0-9_-]+)", reqs, re.MULTILINE)))
     if plugins:
         quirks.append("plugins:" + ",".join(p.removeprefix("pytest-") for p in plugins))
-    # The tester installs only its pins and what the task declares (docs/strict-rules.md): an
-    # optional import of anything else makes its tests skip, whatever the submission.
-    from bridge.scoring.images import TESTER_PINS
-
-    provided = "\n".join(pin.split("==")[0] for pin in TESTER_PINS) + "\n" + reqs
-    missing = [m for m in optional_imports(tests_dir) if not _declares(provided, m)]
+    # The tester installs only its pins (`provided`, from scoring) and what the task declares
+    # (docs/strict-rules.md): an optional import of anything else makes its tests skip.
+    available = "\n".join(pin.split("==")[0] for pin in provided) + "\n" + reqs
+    missing = [m for m in optional_imports(tests_dir) if not _declares(available, m)]
     if missing:
         quirks.append("optional-import:" + ",".join(missing))
     sources = _py_sources(tests_dir)

@@ -8,8 +8,8 @@ from typing import Any
 
 
 from bridge.scoring.result import summarize_result
-from bridge.reader import INDEX_NAME, READER_FORMAT_VERSION, load_meta
-from bridge.files import write_json_atomic
+from bridge.recording.reader import INDEX_NAME, READER_FORMAT_VERSION, load_meta
+from bridge.fs.files import write_json_atomic
 
 
 # ----------------------------------------------------------------------------- results & index

@@ -21,8 +21,10 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from bridge import __version__, contamination, integrity
-from bridge.attach import (
+from bridge import __version__
+from bridge.recording import integrity
+from bridge.sessions import contamination
+from bridge.sessions.attach import (
     MARKER,
     META_DIR,
     check_confined,
@@ -32,18 +34,18 @@ from bridge.attach import (
     read_marker,
     recording_dir_for,
 )
-from bridge.attempts import (
+from bridge.sessions.attempts import (
     HeldSession,
     check_not_nested,
     check_run_id,
     next_attempt,
     recorded_sessions_of_run,
 )
-from bridge.catalog import Catalog
-from bridge.clock import Clock, iso, utcnow
+from bridge.tasks.catalog import Catalog
+from bridge.recording.clock import Clock, iso, utcnow
 from bridge.errors import BridgeError, PathError, RecordingError, SessionError
-from bridge.events import EventLog
-from bridge.files import pid_alive, write_json_atomic
+from bridge.recording.events import EventLog
+from bridge.fs.files import pid_alive, write_json_atomic
 from bridge.fs.anchor import (
     identity,
     identity_at,
@@ -53,16 +55,16 @@ from bridge.fs.anchor import (
     still_at,
     write_new,
 )
-from bridge.hashing import EXCLUDED_DIRS
+from bridge.fs.hashing import EXCLUDED_DIRS
 from bridge.locations import default_recordings_dir  # noqa: F401 - re-exported (older imports)
-from bridge.paths import safe_relative
-from bridge.recorder import Recorder
-from bridge.recovery import settle_orphaned_clock
+from bridge.fs.paths import safe_relative
+from bridge.sessions.recorder import Recorder
+from bridge.sessions.recovery import settle_orphaned_clock
 from bridge.scoring.result import summarize_result
-from bridge.shadowgit import ShadowStore
-from bridge.task import Task
+from bridge.recording.store import ShadowStore
+from bridge.tasks.model import Task
 
-log = logging.getLogger("bridge.session")
+log = logging.getLogger("bridge.sessions.manager")
 
 FORMAT_VERSION = 1
 SENTINEL = "SUBMIT"
@@ -147,7 +149,7 @@ class SessionRecord(BaseModel):
     task_port: int
     time_limit: int = 0
     workspace: str
-    run_id: str = ""  # the bridge process (agent run) that started it (bridge/attempts.py)
+    run_id: str = ""  # the bridge process (agent run) that started it (bridge/sessions/attempts.py)
     attempt: int = 1  # this session's attempt at the task within its run
     mode: Literal["agent", "human"] = "agent"
     practice: bool = False
@@ -201,7 +203,7 @@ class ResultStatus(BaseModel):
     message: str = ""
     result: dict[str, Any] | None = None
     summary: dict[str, Any] | None = None
-    #: a golden test or solution file was opened while the session was open (bridge/contamination.py)
+    #: a golden test or solution file was opened while the session was open (bridge/sessions/contamination.py)
     contaminated: bool = False
     contamination: list[dict[str, Any]] = Field(default_factory=list)
 
@@ -224,7 +226,7 @@ def rules_text(task: Task) -> str:
 
 def _new_session_id(task_id: str) -> str:
     stamp = utcnow().strftime("%Y%m%dT%H%M%SZ")
-    # ASCII only: the id must match bridge.attach.SESSION_ID_RE to be found again
+    # ASCII only: the id must match bridge.sessions.attach.SESSION_ID_RE to be found again
     safe = "".join(c if (c.isascii() and c.isalnum()) or c in "-_" else "-" for c in task_id)[:40] or "task"
     return f"{stamp}-{safe}-{secrets.token_hex(3)}"
 
@@ -310,7 +312,7 @@ def load_record(recording_dir: Path) -> SessionRecord:
 
 def find_recording_for_workspace(recordings_dir: Path, workspace: Path) -> Path | None:
     """The recording of the session in `workspace`: the marker names only an id, the recording
-    is looked up by id under `recordings_dir` and must name this very workspace (bridge/attach.py)."""
+    is looked up by id under `recordings_dir` and must name this very workspace (bridge/sessions/attach.py)."""
     sid = read_marker(workspace)
     if sid is None:
         return None
@@ -478,7 +480,7 @@ class SessionManager:
 
     def _check_run_rules(self, task: Task, workspace: Path) -> int:
         """Refuse a workspace nested with another of this run's, or a task out of attempts
-        (bridge/attempts.py); returns the new session's attempt number."""
+        (bridge/sessions/attempts.py); returns the new session's attempt number."""
         for other in self.sessions.values():
             if other.workspace == workspace and other.record.state in ("active", "paused"):
                 raise SessionError(f"workspace {workspace} already has an open session {other.record.session_id}")
@@ -551,7 +553,7 @@ class SessionManager:
         for name, source in sorted(task.seed_files.items()):
             if write_new(ws_fd, name, Path(source).read_bytes()):
                 seeded.append(name)
-        # Only the id: the recording is found under our recordings folder (bridge/attach.py).
+        # Only the id: the recording is found under our recordings folder (bridge/sessions/attach.py).
         replace_file(ws_fd, f"{META_DIR}/{MARKER}", marker_bytes(session.record.session_id))
         session.events.append("seed", files=seeded)
 
@@ -941,7 +943,7 @@ class SessionManager:
         return session_id
 
     def _reattach(self, rec_dir: Path, *, only_open: bool) -> str | None:
-        """Re-attach one recording after checking it like a new session (bridge/attach.py):
+        """Re-attach one recording after checking it like a new session (bridge/sessions/attach.py):
         a well-formed id equal to its folder, a known task, and a recorded workspace that is
         resolved and confined. Returns the id, or None when there is nothing to resume."""
         if rec_dir.is_symlink() or not (rec_dir / "session.json").is_file():

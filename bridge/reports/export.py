@@ -53,7 +53,7 @@ class ExportResult:
     out_dir: Path
     folders: dict[str, list[str]] = field(default_factory=dict)  # config folder -> tasks
     skipped: list[str] = field(default_factory=list)
-    #: exported tasks whose recording opened golden files while open (bridge/contamination.py)
+    #: exported tasks whose recording opened golden files while open (bridge/sessions/contamination.py)
     contaminated: list[str] = field(default_factory=list)
 
 
@@ -85,7 +85,7 @@ def _prepare(out_dir: Path) -> Path:
 def export_run(run_dir: Path | str, out_dir: Path | str, *, ide: str, model: str, run_id: str | None = None,
                predictions_dir: Path | None = None) -> ExportResult:
     """Copy the repos a run scored (its predictions) into the upstream IDE layout."""
-    from bridge.report_html import load_run_report
+    from bridge.reports.html import load_run_report
 
     _, report = load_run_report(Path(run_dir), run_id)
     preds = Path(predictions_dir or (report.get("metadata") or {}).get("predictions_dir") or "")
@@ -112,11 +112,11 @@ def export_run(run_dir: Path | str, out_dir: Path | str, *, ide: str, model: str
 def export_recordings(recordings_dir: Path | str, out_dir: Path | str, *, ide: str, model: str,
                       catalog: Any | None = None) -> ExportResult:
     """Materialise each recording's submission as `<config>/<Task>/` (newest submission per task)."""
-    from bridge.clock import parse_iso
-    from bridge.contamination import evidence
-    from bridge.reader import iter_recordings, load_meta
-    from bridge.replay import replay
-    from bridge.results import latest_result
+    from bridge.recording.clock import parse_iso
+    from bridge.sessions.contamination import evidence
+    from bridge.recording.reader import iter_recordings, load_meta
+    from bridge.recording.replay import replay
+    from bridge.recording.results import latest_result
 
     chosen: dict[str, tuple[str, Path, str]] = {}  # task -> (submitted at, recording, lang)
     result = ExportResult(Path(out_dir))
@@ -140,7 +140,7 @@ def export_recordings(recordings_dir: Path | str, out_dir: Path | str, *, ide: s
                 lang = None
         if not lang:
             if catalog is None:
-                from bridge.catalog import Catalog
+                from bridge.tasks.catalog import Catalog
 
                 catalog = Catalog.from_options()
             lang = catalog.get(meta.task_id).lang

@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from bridge import __version__
-from bridge.clock import iso, parse_iso, utcnow
+from bridge.recording.clock import iso, parse_iso, utcnow
 from bridge.errors import BridgeError, RecordingError
-from bridge.files import write_json_atomic
+from bridge.fs.files import write_json_atomic
 from bridge.fs.ignore import UPSTREAM_COPY_IGNORE
 from bridge.fs.walk import digest_at, walk_sorted_at
-from bridge.hashing import sha256_bytes, tree_hash_from_entries
+from bridge.fs.hashing import sha256_bytes, tree_hash_from_entries
 
 INTEGRITY_NAME = "integrity.json"
 INTEGRITY_VERSION = 1
@@ -80,7 +80,7 @@ def recording_files(rec_dir: Path) -> dict[str, str]:
 
 def store_digest(store: Path) -> dict[str, Any]:
     """Refs, per-file hashes of the store's non-object files, and one digest over its objects."""
-    from bridge.reader import StoreReader
+    from bridge.recording.reader import StoreReader
 
     files: dict[str, str] = {}
     obj = hashlib.sha256()
@@ -125,7 +125,7 @@ def events_chain(path: Path) -> dict[str, Any]:
 
 def compute_seal(rec_dir: Path) -> dict[str, Any]:
     rec_dir = Path(rec_dir)
-    from bridge.reader import load_meta
+    from bridge.recording.reader import load_meta
 
     meta = load_meta(rec_dir)
     return {
@@ -147,7 +147,7 @@ def seal_recording(rec_dir: Path | str, *, index: bool = True) -> Path:
     """
     rec_dir = Path(rec_dir)
     if index and (rec_dir / "results").is_dir():
-        from bridge.results import write_index
+        from bridge.recording.results import write_index
 
         write_index(rec_dir)
     data = compute_seal(rec_dir)
@@ -263,9 +263,9 @@ def _staged_hash(entries: list[tuple[str, int, str]]) -> str:
 
 
 def _check_content(rec_dir: Path, problems: list[str], warnings: list[str], checked: dict[str, int]) -> None:
-    from bridge.moments import FileState, apply_file_event
-    from bridge.reader import FILE_EVENTS, open_recording
-    from bridge.results import list_results
+    from bridge.recording.moments import FileState, apply_file_event
+    from bridge.recording.reader import FILE_EVENTS, open_recording
+    from bridge.recording.results import list_results
 
     try:
         rec = open_recording(rec_dir)
@@ -434,7 +434,7 @@ def verify_recording(rec_dir: Path | str) -> VerifyReport:
     problems: list[str] = []
     warnings: list[str] = []
     checked: dict[str, int] = {}
-    from bridge.reader import load_meta
+    from bridge.recording.reader import load_meta
 
     try:
         meta = load_meta(rec_dir)

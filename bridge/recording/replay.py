@@ -12,10 +12,10 @@ from typing import Any
 
 
 from bridge.errors import RecordingError
-from bridge.moments import Moment, State, resolve_moment, state_at
-from bridge.reader import Recording, open_recording
+from bridge.recording.moments import Moment, State, resolve_moment, state_at
+from bridge.recording.reader import Recording, open_recording
 from bridge.fs.relpath import check_layout, rel_parts
-from bridge.hashing import MODE_EXEC, MODE_LINK, sha256_bytes
+from bridge.fs.hashing import MODE_EXEC, MODE_LINK, sha256_bytes
 
 
 @dataclass

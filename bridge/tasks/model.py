@@ -180,9 +180,9 @@ def _iter_tree(root: Path) -> list[Path]:
 def compute_task_hash(manifest: Manifest, readme: Path, tests_dir: Path, extras: dict[str, Path]) -> str:
     """Content hash over manifest, README, golden tests and test extras (not the solution).
 
-    Remembered by the files' stat signatures (bridge/statcache.py): loading a catalog while a
+    Remembered by the files' stat signatures (bridge/tasks/statcache.py): loading a catalog while a
     session is open then opens no golden file."""
-    from bridge.statcache import remembered
+    from bridge.tasks.statcache import remembered
 
     dump = manifest.model_dump(mode="json")
     if not dump.get("white_box"):

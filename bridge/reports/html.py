@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bridge.contamination import evidence, mark_entries
+from bridge.sessions.contamination import evidence, mark_entries
 from bridge.errors import RecordingError, ScoringError
 from bridge.scoring.reporting import build_entry, profile_rows, summarize_strict, summarize_upstream
 from bridge.scoring.result import ScoreResult
@@ -79,8 +79,8 @@ def report_from_entries(entries: list[dict[str, Any]], metadata: Mapping[str, An
 
 def recording_report(rec_dir: Path | str) -> dict[str, Any]:
     """A recording's latest result as a one-task run report."""
-    from bridge.reader import load_meta
-    from bridge.results import latest_result
+    from bridge.recording.reader import load_meta
+    from bridge.recording.results import latest_result
 
     rec_dir = Path(rec_dir)
     meta = load_meta(rec_dir)
@@ -90,7 +90,7 @@ def recording_report(rec_dir: Path | str) -> dict[str, Any]:
                           "created_at": meta.created_at, "timestamp": meta.ended_at or meta.created_at,
                           "client": f"{meta.client.name} {meta.client.version}".strip(), "mode": meta.mode}
     extra = meta.model_extra or {}
-    if isinstance(extra.get("attempt"), int):  # recorded since attempts exist (bridge/attempts.py)
+    if isinstance(extra.get("attempt"), int):  # recorded since attempts exist (bridge/sessions/attempts.py)
         md.update(attempt=extra["attempt"], run_id=str(extra.get("run_id") or ""))
     if latest is not None:
         try:
@@ -100,7 +100,7 @@ def recording_report(rec_dir: Path | str) -> dict[str, Any]:
         entries.append(build_entry(result))
         md.update(result=latest["name"], grader_version=result.grader_version,
                   moment=(latest.get("moment") or {}).get("spec", ""))
-    # Golden files opened while the session was open (bridge/contamination.py): on every entry.
+    # Golden files opened while the session was open (bridge/sessions/contamination.py): on every entry.
     mark_entries(entries, rec_dir)
     md["contaminated"] = bool(evidence(rec_dir))
     return report_from_entries(entries, md)
@@ -253,7 +253,7 @@ def _tasks_html(results: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _fmt_t(seconds: float) -> str:
-    from bridge.timeline import fmt_secs
+    from bridge.recording.timeline import fmt_secs
 
     return fmt_secs(seconds)
 
@@ -364,8 +364,8 @@ def curve_svg(points: Sequence[Mapping[str, Any]], *, width: int = 1000, height:
 
 
 def _recording_html(rec_dir: Path, report: Mapping[str, Any]) -> str:
-    from bridge.curve import latest_curve
-    from bridge.timeline import build_timeline, fmt_secs
+    from bridge.recording.curve import latest_curve
+    from bridge.recording.timeline import build_timeline, fmt_secs
 
     tl = build_timeline(rec_dir)
     d = tl["duration"]

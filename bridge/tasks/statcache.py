@@ -1,6 +1,6 @@
 """Facts read from task files, remembered by the files' stat signatures.
 
-While a session is open the task's golden folders are watched (bridge/contamination.py) and any
+While a session is open the task's golden folders are watched (bridge/sessions/contamination.py) and any
 open of a file there is evidence against the session, whoever opened it. Loading a catalog reads
 the golden tests (content hash, static test ids, imports): a second bridge process, or
 `rgbridge tasks list` run while an agent works, would mark the session contaminated. So those

@@ -12,17 +12,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bridge.clock import parse_iso
-from bridge.moments import working_seconds_at
-from bridge.reader import FILE_EVENTS, Recording, open_recording
-from bridge.results import list_results
+from bridge.recording.clock import parse_iso
+from bridge.recording.moments import working_seconds_at
+from bridge.recording.reader import FILE_EVENTS, Recording, open_recording
+from bridge.recording.results import list_results
 
 NICE_BUCKETS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400)
 MAX_BUCKETS = 40
 SPARK = "▁▂▃▄▅▆▇█"
 _INCIDENTS = frozenset({"recorder_degraded", "recorder_error", "reattach", "detach", "score_failed",
                         "score_resume", "sentinel", "quit",
-                        # a golden test/solution file opened while the session was open (bridge/contamination.py)
+                        # a golden test/solution file opened while the session was open (bridge/sessions/contamination.py)
                         "golden_access", "golden_watch_warning"})
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 
-from bridge.clock import iso, parse_iso
+from bridge.recording.clock import iso, parse_iso
 from bridge.errors import RecordingError
-from bridge.reader import FILE_EVENTS, SHA256_HEX, Recording, SessionMetaV1, open_recording
+from bridge.recording.reader import FILE_EVENTS, SHA256_HEX, Recording, SessionMetaV1, open_recording
 from bridge.fs.relpath import rel_parts
-from bridge.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, tree_hash_from_entries
+from bridge.fs.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, tree_hash_from_entries
 
 
 # ----------------------------------------------------------------------------- moments

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.errors import TaskError
-from bridge.statcache import remembered, tree_files
-from bridge.suite import agent_imports
-from bridge.task import (
+from bridge.tasks.statcache import remembered, tree_files
+from bridge.tasks.suite import agent_imports
+from bridge.tasks.model import (
     TEST_EXTRA_NAMES,
     Manifest,
     Seed,

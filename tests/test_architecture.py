@@ -1,0 +1,124 @@
+"""The import graph matches docs/architecture.md: no cycles (function-level imports included),
+and imports only point down the layers, so a newcomer can read the flow from `ls`."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Lower layers never import higher ones. Data flows tasks → sessions → recording → scoring →
+# reports; the code that performs a step imports the layers it hands work to, so the import
+# order is: utilities < tasks < scoring < recording < sessions < reports < adapters.
+LAYERS: list[tuple[str, ...]] = [
+    ("bridge", "bridge.errors", "bridge.textsafe", "bridge.locations", "bridge.fs"),
+    ("bridge.tasks",),
+    ("bridge.scoring",),
+    ("bridge.recording",),
+    ("bridge.sessions",),
+    ("bridge.reports",),
+    ("bridge.commands", "bridge.cli"),
+    ("mcp_server",),
+]
+MAX_LINES = 400
+LONG_MODULE_NOTE = "Why this module is long:"
+# Modules still waiting for their split (issue 10); this list only shrinks.
+PENDING_SPLIT = {
+    "bridge.scoring.images", "bridge.sessions.recorder", "bridge.sessions.manager",
+    "bridge.recording.integrity", "bridge.scoring.strict", "bridge.scoring.containers",
+    "bridge.reports.html", "mcp_server.server", "bridge.scoring.reporting", "bridge.recording.store",
+}
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for top in ("bridge", "mcp_server"):
+        for path in (REPO_ROOT / top).rglob("*.py"):
+            parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+            if "assets" in parts:  # files copied into containers, never imported by the bridge
+                continue
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = path
+    return found
+
+
+def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        # Imports under `if TYPE_CHECKING:` are for annotations only: they never run.
+        type_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                     and getattr(block.test, "id", getattr(block.test, "attr", "")) == "TYPE_CHECKING"
+                     for stmt in block.body for n in ast.walk(stmt)}
+        for node in ast.walk(tree):
+            if id(node) in type_only:
+                continue
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            graph[name].update(t for t in targets if t in modules and t != name)
+    return graph
+
+
+def _layer(module: str) -> int:
+    best, rank = -1, -1
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, rank = len(prefix), index
+    assert rank >= 0, f"{module} belongs to no layer: add it to LAYERS and docs/architecture.md"
+    return rank
+
+
+def test_no_import_cycles() -> None:
+    graph = _imports(_modules())
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_imports_point_down_the_layers() -> None:
+    graph = _imports(_modules())
+    wrong = [f"{src} imports {dst}" for src, targets in graph.items() for dst in targets
+             if dst != "bridge" and _layer(dst) > _layer(src)]
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_bridge_never_imports_the_mcp_adapter() -> None:
+    graph = _imports(_modules())
+    assert not [src for src, targets in graph.items()
+                if src.startswith("bridge") and any(t.startswith("mcp_server") for t in targets)]
+
+
+def test_pending_split_list_only_names_long_modules() -> None:
+    modules = _modules()
+    stale = [name for name in PENDING_SPLIT
+             if name not in modules or len(modules[name].read_text().splitlines()) <= MAX_LINES]
+    assert not stale, f"split or gone, remove from PENDING_SPLIT: {stale}"
+
+
+def test_long_modules_say_why() -> None:
+    long = [f"{name} ({n} lines)" for name, path in _modules().items()
+            if (n := len(path.read_text().splitlines())) > MAX_LINES and name not in PENDING_SPLIT
+            and LONG_MODULE_NOTE not in (ast.get_docstring(ast.parse(path.read_text())) or "")]
+    assert not long, f"modules over {MAX_LINES} lines without '{LONG_MODULE_NOTE}' in their docstring: {long}"
