@@ -34,7 +34,7 @@ from bridge.recording.manifest import FileEntry, Manifest  # noqa: E402
 from bridge.recording.moments import resolve_moment, state_at
 from bridge.recording.reader import open_recording
 from bridge.recording.replay import replay
-from bridge.sessions.manager import SessionRecord  # noqa: E402
+from bridge.sessions.models import SessionRecord
 from bridge.recording.store import ShadowStore  # noqa: E402
 
 WORDS = "def class return import self value key ledger store version items request response error".split()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -22,15 +23,17 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from bridge.errors import BridgeError, SessionError
-from bridge.sessions.manager import (
+from bridge.sessions.manager import SessionManager
+from bridge.sessions.models import (
     ClientInfo,
     ResultStatus,
-    SessionManager,
     SessionStatus,
     SubmitReceipt,
     TaskSpec,
     TaskSummary,
 )
+from bridge.sessions.rules import INSTRUCTIONS, solve_prompt
+from bridge.sessions.verbs import START, VERBS, Verb
 from mcp_server.ownership import Caller, Owners
 from mcp_server.workspace import WorkspaceRoot, find_root, is_inside, resolve_workspace
 
@@ -41,20 +44,6 @@ SERVER_NAME = "rgbridge"
 MAX_WAIT_SECONDS = 50.0
 PROGRESS_INTERVAL = 2.0
 
-INSTRUCTIONS = """\
-RepoGenesis bridge: build a whole web microservice from its README, then get it scored.
-Flow:
-1. list_tasks, then get_task(task_id) to read the README and the rules.
-2. start_task(task_id) opens a recorded session in the workspace (the README is copied there).
-3. Work only inside that workspace. Write requirements.txt and a start.sh at the repository
-   root; start.sh runs the service in the foreground bound to 0.0.0.0 on the task's port.
-4. Do not look for the golden tests: they are not available and are never shown.
-5. When done, call submit_task once. It returns at once with a job id while scoring runs
-   in the background (containers: this takes minutes).
-6. Poll get_result (wait_seconds up to 50) until its state is done or failed.
-task_status shows the session; pause_task/resume_task stop/start the working clock;
-add_note records a note; quit_task ends the session without scoring.
-"""
 
 # Set by the call-log middleware for each tools/call; a tool handler marks it as handled so
 # the middleware only logs calls that never reached a handler (bad arguments, unknown tool).
@@ -264,6 +253,44 @@ class CallLogMiddleware:
         await anyio.to_thread.run_sync(functools.partial(self.tools.log, sid, name, arguments, ok=ok, error=error))
 
 
+#: Session verbs whose MCP tool is the verb itself (bridge/sessions/verbs.py); submit, result and
+#: start add adapter behaviour (progress, next steps, workspace choice) and are written out below.
+SIMPLE_VERBS = tuple(VERBS[name] for name in ("status", "pause", "resume", "note", "quit"))
+
+
+def _verb_annotations(verb: Verb) -> ToolAnnotations:
+    if verb.read_only:
+        return READ_ONLY
+    return _annotations(idempotent=verb.idempotent, destructive=verb.destructive, title=verb.title)
+
+
+def _add_session_verb(server: MCPServer, tools: BridgeTools, verb: Verb) -> None:
+    """Register `verb` as an MCP tool: its declared arguments, then an optional session_id.
+
+    The SDK reads a tool's input schema from the function signature, so the generated function
+    carries one built from the verb's parameters."""
+
+    async def tool(ctx: Context, **kwargs: Any) -> BaseModel:
+        session_id = kwargs.pop("session_id", None)
+
+        async def body(box: dict[str, Any]) -> BaseModel:
+            caller = tools.owners.caller(ctx.request_context)
+            box["session_id"] = sid = await _thread(tools.session_for, session_id, caller)
+            return await _thread(functools.partial(verb.invoke, tools.manager, sid, **kwargs))
+
+        return await tools.run(verb.tool, verb.logged_arguments(session_id, kwargs), body)
+
+    kw = inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context)]
+    params += [inspect.Parameter(p.name, kw, default=p.default, annotation=p.type) for p in verb.params]
+    params.append(inspect.Parameter("session_id", kw, default=None, annotation=str | None))
+    tool.__signature__ = inspect.Signature(params, return_annotation=verb.result)  # type: ignore[attr-defined]
+    tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": verb.result}
+    tool.__name__ = tool.__qualname__ = verb.tool
+    tool.__doc__ = verb.doc
+    server.add_tool(tool, name=verb.tool, description=verb.doc, annotations=_verb_annotations(verb))
+
+
 def build_server(
     manager: SessionManager,
     *,
@@ -300,21 +327,12 @@ def build_server(
             return await _thread(manager.get_task, task_id)
         return await tools.run("get_task", {"task_id": task_id}, body)
 
-    @server.tool(annotations=READ_ONLY)
-    async def task_status(ctx: Context, session_id: str | None = None) -> SessionStatus:
-        """Session state, working clock, files changed, recorder and submission/scoring state."""
-        async def body(box: dict[str, Any]) -> SessionStatus:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id, tools.owners.caller(ctx.request_context))
-            return await _thread(manager.status, sid)
-        return await tools.run("task_status", {"session_id": session_id}, body)
+    for verb in SIMPLE_VERBS:
+        _add_session_verb(server, tools, verb)
 
-    @server.tool(annotations=READ_ONLY)
+    @server.tool(description=VERBS["result"].doc, annotations=_verb_annotations(VERBS["result"]))
     async def get_result(ctx: Context, session_id: str | None = None, wait_seconds: float = 0.0) -> TaskResult:
-        """Scoring state and, when done, the result per profile (outcome, DSR, Pass@1, AC).
-
-        After submit_task, call this until state is 'done' or 'failed'. wait_seconds (0-50)
-        long-polls: the call returns as soon as scoring finishes or the wait runs out."""
-        args = {"session_id": session_id, "wait_seconds": wait_seconds}
+        args = VERBS["result"].logged_arguments(session_id, {"wait_seconds": wait_seconds})
 
         async def body(box: dict[str, Any]) -> TaskResult:
             box["session_id"] = sid = await _thread(tools.session_for, session_id, tools.owners.caller(ctx.request_context),
@@ -342,12 +360,9 @@ def build_server(
         return await tools.run("get_result", args, body)
 
     # ------------------------------------------------------------------ session tools
-    @server.tool(annotations=_annotations(idempotent=False, title="Start a task"))
+    @server.tool(description=START.doc, annotations=_verb_annotations(START))
     async def start_task(ctx: Context, task_id: str, workspace: str | None = None,
                          mode: Literal["agent", "human"] = "agent") -> StartTaskResult:
-        """Open a recorded session for a task: seed the workspace with its README, start the
-        recorder and the working clock. `workspace` is optional: the server's configured
-        workspace is used, and an argument may only name it or a folder inside it."""
         args = {"task_id": task_id, "workspace": workspace, "mode": mode}
 
         async def body(box: dict[str, Any]) -> StartTaskResult:
@@ -369,35 +384,8 @@ def build_server(
             )
         return await tools.run("start_task", args, body)
 
-    @server.tool(annotations=_annotations(idempotent=True))
-    async def pause_task(ctx: Context, session_id: str | None = None) -> SessionStatus:
-        """Stop the working clock (human-in-the-loop breaks). The recorder keeps watching."""
-        async def body(box: dict[str, Any]) -> SessionStatus:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id, tools.owners.caller(ctx.request_context))
-            return await _thread(manager.pause, sid)
-        return await tools.run("pause_task", {"session_id": session_id}, body)
-
-    @server.tool(annotations=_annotations(idempotent=True))
-    async def resume_task(ctx: Context, session_id: str | None = None) -> SessionStatus:
-        """Start the working clock again after pause_task."""
-        async def body(box: dict[str, Any]) -> SessionStatus:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id, tools.owners.caller(ctx.request_context))
-            return await _thread(manager.resume, sid)
-        return await tools.run("resume_task", {"session_id": session_id}, body)
-
-    @server.tool(annotations=_annotations(idempotent=False))
-    async def add_note(ctx: Context, text: str, session_id: str | None = None) -> SessionStatus:
-        """Record a free-text note in the session's recording."""
-        async def body(box: dict[str, Any]) -> SessionStatus:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id, tools.owners.caller(ctx.request_context))
-            return await _thread(manager.note, sid, text)
-        return await tools.run("add_note", {"text": text, "session_id": session_id}, body)
-
-    @server.tool(annotations=_annotations(idempotent=False, title="Submit for scoring"))
+    @server.tool(description=VERBS["submit"].doc, annotations=_verb_annotations(VERBS["submit"]))
     async def submit_task(ctx: Context, session_id: str | None = None) -> SubmitResult:
-        """The completion signal: seal a snapshot of the workspace and start scoring in the
-        background. Returns at once with a job id; then poll get_result until state is done.
-        Call it once, when the work is finished: there is no second submission."""
         async def body(box: dict[str, Any]) -> SubmitResult:
             box["session_id"] = sid = await _thread(tools.session_for, session_id, tools.owners.caller(ctx.request_context))
             try:
@@ -412,15 +400,7 @@ def build_server(
                 next_step=f"Scoring runs in the background (job {receipt.job_id}); it takes minutes. "
                           "Call get_result with wait_seconds=50 until state is done.",
             )
-        return await tools.run("submit_task", {"session_id": session_id}, body)
-
-    @server.tool(annotations=_annotations(idempotent=False, destructive=True, title="Quit without scoring"))
-    async def quit_task(ctx: Context, reason: str = "", session_id: str | None = None) -> SessionStatus:
-        """End the session without scoring (the recording is kept)."""
-        async def body(box: dict[str, Any]) -> SessionStatus:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id, tools.owners.caller(ctx.request_context))
-            return await _thread(manager.quit, sid, reason)
-        return await tools.run("quit_task", {"reason": reason, "session_id": session_id}, body)
+        return await tools.run("submit_task", VERBS["submit"].logged_arguments(session_id, {}), body)
 
     if manager.practice:
         # Practice mode only (`rgbridge serve --practice`): a deploy-only check, recorded as such.
@@ -450,17 +430,6 @@ def build_server(
             spec = manager.get_task(task_id)
         except BridgeError as exc:
             raise ValueError(str(exc)) from None
-        return (
-            f"Solve the benchmark task '{spec.id}' ({spec.title}).\n\n"
-            f"1. Call start_task with task_id='{spec.id}'. It opens a recorded session and copies the README "
-            "into the workspace; the README is the whole specification (also readable as resource "
-            f"task://{spec.id}/readme).\n"
-            "2. Work only inside that workspace. Write requirements.txt and a start.sh at the repository root; "
-            f"start.sh runs the service in the foreground, bound to 0.0.0.0 on port {spec.port}.\n"
-            "3. Do not look for the golden tests; they are not available to you.\n"
-            "4. When you are done, call submit_task once, then poll get_result (wait_seconds=50) "
-            "until its state is done.\n\n"
-            f"{rules}"
-        )
+        return solve_prompt(spec, rules)
 
     return server

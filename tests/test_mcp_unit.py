@@ -14,13 +14,14 @@ from typing import Any
 
 import anyio
 import pytest
-from pydantic import BaseModel
-
-from bridge.tasks.catalog import Catalog
-from bridge.sessions.manager import SessionManager
 from mcp import Client
 from mcp.types import Implementation
-from mcp_server.server import INSTRUCTIONS, build_server
+from pydantic import BaseModel
+
+from bridge.sessions.manager import SessionManager
+from bridge.sessions.rules import INSTRUCTIONS
+from bridge.tasks.catalog import Catalog
+from mcp_server.server import build_server
 from mcp_server.workspace import find_root, resolve_workspace
 
 CANARY = "CANARY-7f3e9b1c-golden-do-not-leak"

@@ -23,7 +23,8 @@ from bridge.tasks.catalog import Catalog
 from bridge.recording.clock import parse_iso
 from bridge.errors import SessionError
 from bridge.recording.events import load_events
-from bridge.sessions.manager import SessionManager, load_record
+from bridge.sessions.live import load_record
+from bridge.sessions.manager import SessionManager
 from mcp_server.server import build_server
 from tests.test_session import CountingScorer, write_solution
 

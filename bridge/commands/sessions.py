@@ -25,7 +25,6 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from bridge.sessions.attempts import pass_at_k_table
 from bridge.commands.common import (
     add_json_option,
     add_profile_option,
@@ -37,19 +36,23 @@ from bridge.commands.common import (
 )
 from bridge.errors import PathError, SessionError
 from bridge.locations import default_recordings_dir
-from bridge.sessions.manager import (
-    META_DIR,
-    SENTINEL,
-    ClientInfo,
-    ResultStatus,
-    SessionManager,
-    SessionStatus,
+from bridge.scoring.result import summarize_result
+from bridge.sessions.attach import META_DIR
+from bridge.sessions.attempts import pass_at_k_table
+from bridge.sessions.live import (
     find_recording_for_workspace,
     load_record,
     owned_by_live_process,
-    result_status,
-    summarize_result,
 )
+from bridge.sessions.manager import SessionManager
+from bridge.sessions.models import (
+    SENTINEL,
+    ClientInfo,
+    ResultStatus,
+    SessionStatus,
+    result_status,
+)
+from bridge.sessions.verbs import VERBS
 
 
 def _recordings(args: argparse.Namespace) -> Path:
@@ -207,31 +210,30 @@ def _apply(mgr: SessionManager, sid: str, command: str, status: SessionStatus, i
         return False
     if verb == "toggle":
         verb = "resume" if status.state == "paused" else "pause"
-    if verb == "pause":
-        log.append(mgr.pause(sid).message)
-    elif verb == "resume":
-        log.append(mgr.resume(sid).message)
-    elif verb == "note":
+    action = VERBS.get(verb)
+    if action is None or action.name in ("status", "result"):
+        log.append(f"unknown command {command!r}")
+        return True
+    arguments: dict[str, object] = {}
+    if action.name == "note":
         text = rest
         if is_tty and not text:
             live.stop()
             text = console().input("note: ")
             live.start()
-        log.append(mgr.note(sid, text).message)
-    elif verb in ("submit", "quit"):
-        if is_tty:
-            live.stop()
-            answer = console().input(f"{verb} the session? This cannot be undone [y/N] ").strip().lower()
-            live.start()
-            if answer != "y":
-                log.append(f"{verb} cancelled")
-                return True
-        if verb == "submit":
-            log.append(mgr.submit(sid, signal="cli").message)
-        else:
-            log.append(mgr.quit(sid, reason="quit from the session panel").message)
-    else:
-        log.append(f"unknown command {command!r}")
+        arguments["text"] = text
+    elif action.name == "submit":
+        arguments["signal"] = "cli"
+    elif action.name == "quit":
+        arguments["reason"] = "quit from the session panel"
+    if action.final and is_tty:
+        live.stop()
+        answer = console().input(f"{verb} the session? This cannot be undone [y/N] ").strip().lower()
+        live.start()
+        if answer != "y":
+            log.append(f"{verb} cancelled")
+            return True
+    log.append(getattr(action.call(mgr, sid, **arguments), "message", ""))
     return True
 
 

@@ -8,44 +8,16 @@ their workspaces, and resumes scoring jobs that were interrupted.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import secrets
 import tempfile
 import threading
 import traceback
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
-
-from bridge import __version__
-from bridge.recording import integrity
-from bridge.sessions import contamination
-from bridge.sessions.attach import (
-    MARKER,
-    META_DIR,
-    check_confined,
-    check_recorded_workspace,
-    is_session_id,
-    marker_bytes,
-    read_marker,
-    recording_dir_for,
-)
-from bridge.sessions.attempts import (
-    HeldSession,
-    check_not_nested,
-    check_run_id,
-    next_attempt,
-    recorded_sessions_of_run,
-)
-from bridge.tasks.catalog import Catalog
-from bridge.recording.clock import Clock, iso, utcnow
 from bridge.errors import BridgeError, PathError, RecordingError, SessionError
-from bridge.recording.events import EventLog
-from bridge.fs.files import pid_alive, write_json_atomic
 from bridge.fs.anchor import (
     identity,
     identity_at,
@@ -55,174 +27,62 @@ from bridge.fs.anchor import (
     still_at,
     write_new,
 )
+from bridge.fs.files import write_json_atomic
 from bridge.fs.hashing import EXCLUDED_DIRS
-from bridge.locations import default_recordings_dir  # noqa: F401 - re-exported (older imports)
-from bridge.fs.paths import safe_relative
+from bridge.recording import integrity
+from bridge.recording.clock import iso, utcnow
+from bridge.recording.events import EventLog
+from bridge.scoring.result import summarize_result
+from bridge.sessions import contamination
+from bridge.sessions.attach import (
+    MARKER,
+    META_DIR,
+    check_confined,
+    check_recorded_workspace,
+    is_session_id,
+    marker_bytes,
+    recording_dir_for,
+)
+from bridge.sessions.attempts import (
+    HeldSession,
+    check_not_nested,
+    check_run_id,
+    next_attempt,
+    recorded_sessions_of_run,
+)
+from bridge.sessions.calllog import MAX_LOGGED_CHARS, capped_arguments, clip
+from bridge.sessions.live import (
+    Session,
+    find_recording_for_workspace,
+    load_record,
+    owned_by_live_process,
+)
+from bridge.sessions.models import (
+    IDE_FILES,
+    SENTINEL,
+    SUBMISSION_REF,
+    SUBMIT_RETRY_SECONDS,
+    ClientInfo,
+    Job,
+    Profile,
+    ResultStatus,
+    Scorer,
+    SessionRecord,
+    SessionStatus,
+    Signal,
+    Submission,
+    SubmitReceipt,
+    TaskSpec,
+    TaskSummary,
+    result_status,
+)
 from bridge.sessions.recorder import Recorder
 from bridge.sessions.recovery import settle_orphaned_clock
-from bridge.scoring.result import summarize_result
-from bridge.recording.store import ShadowStore
+from bridge.sessions.rules import rules_text
+from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
 
 log = logging.getLogger("bridge.sessions.manager")
-
-FORMAT_VERSION = 1
-SENTINEL = "SUBMIT"
-SUBMIT_RETRY_SECONDS = 5.0  # a time-limit submit the disk refused is retried this often
-SUBMISSION_REF = "refs/rgbridge/submission"
-#: files an IDE may put in a fresh workspace that do not make it "non-empty"
-IDE_FILES = frozenset({".mcp.json", ".DS_Store"})
-
-SessionState = Literal["active", "paused", "submitted", "scored", "quit"]
-JobState = Literal["not_submitted", "queued", "running", "done", "failed"]
-Profile = Literal["strict", "compat", "both"]
-Signal = Literal["mcp", "sentinel", "cli", "time_limit"]
-
-
-class Scorer(Protocol):
-    """Scores a materialised snapshot; writes result.json and logs into `output_dir`."""
-
-    def __call__(
-        self,
-        task: Task,
-        repo_dir: Path,
-        *,
-        profile: str,
-        output_dir: Path,
-        snapshot_hash: str,
-        progress: Callable[[str], None],
-    ) -> BaseModel: ...
-
-
-class ClientInfo(BaseModel):
-    name: str = "unknown"
-    version: str = ""
-    protocol: str = ""  # MCP protocol version the client negotiated, when known
-
-
-class TaskSummary(BaseModel):
-    id: str
-    title: str
-    lang: str
-    framework: str
-    port: int
-    difficulty: str
-
-
-class TaskSpec(TaskSummary):
-    readme: str
-    rules: str
-    seed_files: list[str] = Field(default_factory=list)
-
-
-class Submission(BaseModel):
-    signal: Signal
-    at: str
-    commit: str
-    tree_hash: str
-    stable: bool
-    seal_seconds: float
-    files: int
-
-
-class Job(BaseModel):
-    job_id: str
-    state: JobState = "queued"
-    message: str = ""
-    profile: str = "both"
-    started_at: str | None = None
-    finished_at: str | None = None
-    result_dir: str | None = None
-    error: str | None = None
-
-
-class SessionRecord(BaseModel):
-    """The content of session.json (format documented in docs/recording-format.md)."""
-
-    format_version: int = FORMAT_VERSION
-    bridge_version: str = __version__
-    session_id: str
-    task_id: str
-    task_hash: str
-    task_version: str
-    task_source: str
-    task_port: int
-    time_limit: int = 0
-    workspace: str
-    run_id: str = ""  # the bridge process (agent run) that started it (bridge/sessions/attempts.py)
-    attempt: int = 1  # this session's attempt at the task within its run
-    mode: Literal["agent", "human"] = "agent"
-    practice: bool = False
-    client: ClientInfo = Field(default_factory=ClientInfo)
-    created_at: str
-    ended_at: str | None = None
-    state: SessionState = "active"
-    clock: Clock = Field(default_factory=Clock)
-    notes: int = 0
-    submission: Submission | None = None
-    job: Job | None = None
-    quit_reason: str | None = None
-    failure: str | None = None  # the last failed operation (e.g. a submit the disk refused); None when fine
-
-
-class SessionStatus(BaseModel):
-    session_id: str
-    task_id: str
-    state: SessionState
-    mode: str
-    workspace: str
-    recording: str
-    clock_running: bool
-    working_seconds: float
-    time_limit: int
-    files_changed: int
-    recorder_mode: str
-    recorder_degraded: str | None
-    submission: Submission | None
-    scoring: JobState
-    job_id: str | None
-    attempt: int = 1
-    failure: str | None = None
-    message: str = ""
-
-
-class SubmitReceipt(BaseModel):
-    session_id: str
-    job_id: str
-    commit: str
-    tree_hash: str
-    stable: bool
-    message: str
-
-
-class ResultStatus(BaseModel):
-    session_id: str
-    state: JobState
-    job_id: str | None = None
-    attempt: int = 1
-    message: str = ""
-    result: dict[str, Any] | None = None
-    summary: dict[str, Any] | None = None
-    #: a golden test or solution file was opened while the session was open (bridge/sessions/contamination.py)
-    contaminated: bool = False
-    contamination: list[dict[str, Any]] = Field(default_factory=list)
-
-
-def rules_text(task: Task) -> str:
-    """The rules of the exercise, shown by get_task and the solve_task prompt."""
-    return (
-        f"Build the service described in the README of task '{task.id}' ({task.lang}, {task.framework}).\n"
-        "Rules:\n"
-        "1. Work only inside the session workspace; the README there is the whole specification.\n"
-        f"2. The service must listen on 0.0.0.0 port {task.port}.\n"
-        "3. Provide requirements.txt (Python dependencies, may be empty) and start.sh at the repository root;\n"
-        "   start.sh starts the service in the foreground (it is run as `bash start.sh` from the repo root).\n"
-        "4. Do not look for, fetch or write the benchmark's golden tests; they are not available to you.\n"
-        "5. Scoring builds your repository in a container without network access at run time: install\n"
-        "   everything through requirements.txt.\n"
-        "6. When you are done, call submit_task once, then poll get_result until the state is done.\n"
-    )
-
 
 def _new_session_id(task_id: str) -> str:
     stamp = utcnow().strftime("%Y%m%dT%H%M%SZ")
@@ -230,124 +90,6 @@ def _new_session_id(task_id: str) -> str:
     safe = "".join(c if (c.isascii() and c.isalnum()) or c in "-_" else "-" for c in task_id)[:40] or "task"
     return f"{stamp}-{safe}-{secrets.token_hex(3)}"
 
-
-def result_status(record: SessionRecord, rec_dir: Path) -> ResultStatus:
-    """What get_result reports for a session: job state and, when done, the per-profile summary."""
-    job = record.job
-    if job is None:
-        return contamination.annotate(ResultStatus(
-            session_id=record.session_id, state="not_submitted", attempt=record.attempt,
-            message="not submitted yet: call submit_task when the work is done"), rec_dir)
-    status = ResultStatus(session_id=record.session_id, state=job.state, job_id=job.job_id,
-                          attempt=record.attempt, message=job.error or job.message)
-    if job.state == "done" and job.result_dir:
-        path = rec_dir / safe_relative(job.result_dir) / "result.json"
-        data = json.loads(path.read_text(encoding="utf-8"))
-        status.result = data
-        status.summary = summarize_result(data)
-    return contamination.annotate(status, rec_dir)
-
-
-class Session:
-    """One live session owned by this process: record, recorder, event log, job thread."""
-
-    def __init__(self, record: SessionRecord, recording_dir: Path, task: Task) -> None:
-        self.record = record
-        self.dir = recording_dir
-        self.task = task
-        self.lock = threading.RLock()
-        self.events = EventLog(recording_dir / "events.jsonl")
-        self.store = ShadowStore(recording_dir / "store", Path(record.workspace))
-        self.recorder: Recorder | None = None
-        self.job_thread: threading.Thread | None = None
-        self.job_done = threading.Event()
-        self.timer: threading.Timer | None = None
-        #: (st_dev, st_ino) of the workspace folder the session started on (bridge/fs/anchor.py)
-        self.anchor: tuple[int, int] | None = None
-
-    def check_anchor(self) -> None:
-        """Refuse to use a workspace path that, walked without following symlinks, no longer leads
-        to the folder the session started on (a folder on it was swapped for a symlink, e.g. into
-        a task's solution: the snapshot must come from the agent's own folder)."""
-        if self.anchor is not None and identity_at(self.workspace) != self.anchor:
-            raise PathError(f"the workspace path {self.workspace} no longer leads to this session's folder "
-                            "(a folder on it was moved or replaced by a symlink)")
-
-    @property
-    def workspace(self) -> Path:
-        return Path(self.record.workspace)
-
-    def save(self) -> None:
-        write_json_atomic(self.dir / "session.json", self.record.model_dump(mode="json"))
-
-    def claim(self) -> None:
-        (self.dir / "owner.pid").write_text(str(os.getpid()), encoding="ascii")
-
-    def release(self) -> None:
-        owner = self.dir / "owner.pid"
-        try:
-            if owner.read_text(encoding="ascii").strip() == str(os.getpid()):
-                owner.unlink()
-        except (OSError, ValueError):
-            pass
-
-
-def owned_by_live_process(recording_dir: Path) -> bool:
-    try:
-        pid = int((recording_dir / "owner.pid").read_text(encoding="ascii").strip())
-    except (OSError, ValueError):
-        return False
-    return pid != os.getpid() and pid_alive(pid)
-
-
-def load_record(recording_dir: Path) -> SessionRecord:
-    path = recording_dir / "session.json"
-    try:
-        return SessionRecord.model_validate_json(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SessionError(f"{recording_dir}: not a recording (no session.json)") from None
-    except ValueError as exc:
-        raise SessionError(f"{path}: invalid session.json: {str(exc).splitlines()[0]}") from None
-
-
-def find_recording_for_workspace(recordings_dir: Path, workspace: Path) -> Path | None:
-    """The recording of the session in `workspace`: the marker names only an id, the recording
-    is looked up by id under `recordings_dir` and must name this very workspace (bridge/sessions/attach.py)."""
-    sid = read_marker(workspace)
-    if sid is None:
-        return None
-    try:
-        rec_dir = recording_dir_for(recordings_dir, sid)
-        record = load_record(rec_dir)
-    except SessionError:
-        return None
-    if record.session_id != sid or record.workspace != str(workspace):
-        return None
-    return rec_dir
-
-
-# Tool-call logging keeps what a reviewer needs and no more: every key, value and error is
-# capped, and so is the number of keys, so a client cannot grow events.jsonl without bound.
-MAX_LOGGED_CHARS = 2000
-MAX_LOGGED_KEY_CHARS = 200
-MAX_LOGGED_KEYS = 50
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def capped_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
-    """Tool arguments as logged: keys and values capped, at most MAX_LOGGED_KEYS of them."""
-    out: dict[str, Any] = {}
-    for i, (key, value) in enumerate(arguments.items()):
-        if i == MAX_LOGGED_KEYS:
-            out["…"] = f"{len(arguments) - MAX_LOGGED_KEYS} more argument(s) not logged"
-            break
-        text = value if isinstance(value, (bool, int, float, type(None))) else str(value)
-        out[_clip(str(key), MAX_LOGGED_KEY_CHARS)] = (
-            text if not isinstance(text, str) else _clip(text, MAX_LOGGED_CHARS))
-    return out
 
 
 class SessionManager:
@@ -671,7 +413,7 @@ class SessionManager:
                  ok: bool, error: str | None = None) -> None:
         """Log an MCP call into its session's recording (or the server log when there is none)."""
         safe_args = capped_arguments(arguments)
-        error = _clip(error, MAX_LOGGED_CHARS) if error is not None else None
+        error = clip(error, MAX_LOGGED_CHARS) if error is not None else None
         target = self.sessions.get(session_id) if session_id else None
         if target is None:
             log = EventLog(self.recordings_dir / "server-calls.jsonl")

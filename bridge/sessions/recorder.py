@@ -55,7 +55,6 @@ from watchdog.observers.inotify_c import inotify_rm_watch
 from watchdog.observers.polling import PollingEmitter
 
 from bridge.errors import RecordingError
-from bridge.recording.events import EventLog
 from bridge.fs.hashing import (
     EXCLUDED_DIRS,
     METADATA_DIR,
@@ -64,6 +63,7 @@ from bridge.fs.hashing import (
     is_ignored_file,
     walk_files,
 )
+from bridge.recording.events import EventLog
 from bridge.recording.manifest import (
     DEFAULT_MAX_FILE_BYTES,
     Change,

@@ -11,12 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bridge.fs.files import write_json_atomic
 from bridge.recording.clock import iso, parse_iso
 from bridge.recording.events import read_events
-from bridge.fs.files import write_json_atomic
 
 if TYPE_CHECKING:
-    from bridge.sessions.manager import SessionRecord
+    from bridge.sessions.models import SessionRecord
 
 
 def last_event_time(rec_dir: Path) -> str | None:

@@ -1,0 +1,105 @@
+"""A live session held by this process (record, recorder, event log, job thread) and the helpers
+that find and load recordings on disk."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from bridge.errors import PathError, SessionError
+from bridge.fs.anchor import (
+    identity_at,
+)
+from bridge.fs.files import pid_alive, write_json_atomic
+from bridge.recording.events import EventLog
+from bridge.recording.store import ShadowStore
+from bridge.sessions.attach import (
+    read_marker,
+    recording_dir_for,
+)
+from bridge.sessions.models import SessionRecord
+from bridge.sessions.recorder import Recorder
+from bridge.tasks.model import Task
+
+
+class Session:
+    """One live session owned by this process: record, recorder, event log, job thread."""
+
+    def __init__(self, record: SessionRecord, recording_dir: Path, task: Task) -> None:
+        self.record = record
+        self.dir = recording_dir
+        self.task = task
+        self.lock = threading.RLock()
+        self.events = EventLog(recording_dir / "events.jsonl")
+        self.store = ShadowStore(recording_dir / "store", Path(record.workspace))
+        self.recorder: Recorder | None = None
+        self.job_thread: threading.Thread | None = None
+        self.job_done = threading.Event()
+        self.timer: threading.Timer | None = None
+        #: (st_dev, st_ino) of the workspace folder the session started on (bridge/fs/anchor.py)
+        self.anchor: tuple[int, int] | None = None
+
+    def check_anchor(self) -> None:
+        """Refuse to use a workspace path that, walked without following symlinks, no longer leads
+        to the folder the session started on (a folder on it was swapped for a symlink, e.g. into
+        a task's solution: the snapshot must come from the agent's own folder)."""
+        if self.anchor is not None and identity_at(self.workspace) != self.anchor:
+            raise PathError(f"the workspace path {self.workspace} no longer leads to this session's folder "
+                            "(a folder on it was moved or replaced by a symlink)")
+
+    @property
+    def workspace(self) -> Path:
+        return Path(self.record.workspace)
+
+    def save(self) -> None:
+        write_json_atomic(self.dir / "session.json", self.record.model_dump(mode="json"))
+
+    def claim(self) -> None:
+        (self.dir / "owner.pid").write_text(str(os.getpid()), encoding="ascii")
+
+    def release(self) -> None:
+        owner = self.dir / "owner.pid"
+        try:
+            if owner.read_text(encoding="ascii").strip() == str(os.getpid()):
+                owner.unlink()
+        except (OSError, ValueError):
+            pass
+
+
+def owned_by_live_process(recording_dir: Path) -> bool:
+    try:
+        pid = int((recording_dir / "owner.pid").read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        return False
+    return pid != os.getpid() and pid_alive(pid)
+
+
+def load_record(recording_dir: Path) -> SessionRecord:
+    path = recording_dir / "session.json"
+    try:
+        return SessionRecord.model_validate_json(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SessionError(f"{recording_dir}: not a recording (no session.json)") from None
+    except ValueError as exc:
+        raise SessionError(f"{path}: invalid session.json: {str(exc).splitlines()[0]}") from None
+
+
+def find_recording_for_workspace(recordings_dir: Path, workspace: Path) -> Path | None:
+    """The recording of the session in `workspace`: the marker names only an id, the recording
+    is looked up by id under `recordings_dir` and must name this very workspace (bridge/sessions/attach.py)."""
+    sid = read_marker(workspace)
+    if sid is None:
+        return None
+    try:
+        rec_dir = recording_dir_for(recordings_dir, sid)
+        record = load_record(rec_dir)
+    except SessionError:
+        return None
+    if record.session_id != sid or record.workspace != str(workspace):
+        return None
+    return rec_dir
+
+
+# Tool-call logging keeps what a reviewer needs and no more: every key, value and error is
+# capped, and so is the number of keys, so a client cannot grow events.jsonl without bound.

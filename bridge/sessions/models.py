@@ -1,0 +1,178 @@
+"""What a session is on disk and over the wire: session.json (`SessionRecord`, format version 1)
+and the typed answers of the session verbs (status, submit receipt, result).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+from bridge import __version__
+from bridge.fs.paths import safe_relative
+from bridge.recording.clock import Clock
+from bridge.scoring.result import summarize_result
+from bridge.sessions import contamination
+from bridge.tasks.model import Task
+
+FORMAT_VERSION = 1
+SENTINEL = "SUBMIT"
+SUBMIT_RETRY_SECONDS = 5.0  # a time-limit submit the disk refused is retried this often
+SUBMISSION_REF = "refs/rgbridge/submission"
+#: files an IDE may put in a fresh workspace that do not make it "non-empty"
+IDE_FILES = frozenset({".mcp.json", ".DS_Store"})
+
+SessionState = Literal["active", "paused", "submitted", "scored", "quit"]
+JobState = Literal["not_submitted", "queued", "running", "done", "failed"]
+Profile = Literal["strict", "compat", "both"]
+Signal = Literal["mcp", "sentinel", "cli", "time_limit"]
+
+
+class Scorer(Protocol):
+    """Scores a materialised snapshot; writes result.json and logs into `output_dir`."""
+
+    def __call__(
+        self,
+        task: Task,
+        repo_dir: Path,
+        *,
+        profile: str,
+        output_dir: Path,
+        snapshot_hash: str,
+        progress: Callable[[str], None],
+    ) -> BaseModel: ...
+
+
+class ClientInfo(BaseModel):
+    name: str = "unknown"
+    version: str = ""
+    protocol: str = ""  # MCP protocol version the client negotiated, when known
+
+
+class TaskSummary(BaseModel):
+    id: str
+    title: str
+    lang: str
+    framework: str
+    port: int
+    difficulty: str
+
+
+class TaskSpec(TaskSummary):
+    readme: str
+    rules: str
+    seed_files: list[str] = Field(default_factory=list)
+
+
+class Submission(BaseModel):
+    signal: Signal
+    at: str
+    commit: str
+    tree_hash: str
+    stable: bool
+    seal_seconds: float
+    files: int
+
+
+class Job(BaseModel):
+    job_id: str
+    state: JobState = "queued"
+    message: str = ""
+    profile: str = "both"
+    started_at: str | None = None
+    finished_at: str | None = None
+    result_dir: str | None = None
+    error: str | None = None
+
+
+class SessionRecord(BaseModel):
+    """The content of session.json (format documented in docs/recording-format.md)."""
+
+    format_version: int = FORMAT_VERSION
+    bridge_version: str = __version__
+    session_id: str
+    task_id: str
+    task_hash: str
+    task_version: str
+    task_source: str
+    task_port: int
+    time_limit: int = 0
+    workspace: str
+    run_id: str = ""  # the bridge process (agent run) that started it (bridge/sessions/attempts.py)
+    attempt: int = 1  # this session's attempt at the task within its run
+    mode: Literal["agent", "human"] = "agent"
+    practice: bool = False
+    client: ClientInfo = Field(default_factory=ClientInfo)
+    created_at: str
+    ended_at: str | None = None
+    state: SessionState = "active"
+    clock: Clock = Field(default_factory=Clock)
+    notes: int = 0
+    submission: Submission | None = None
+    job: Job | None = None
+    quit_reason: str | None = None
+    failure: str | None = None  # the last failed operation (e.g. a submit the disk refused); None when fine
+
+
+class SessionStatus(BaseModel):
+    session_id: str
+    task_id: str
+    state: SessionState
+    mode: str
+    workspace: str
+    recording: str
+    clock_running: bool
+    working_seconds: float
+    time_limit: int
+    files_changed: int
+    recorder_mode: str
+    recorder_degraded: str | None
+    submission: Submission | None
+    scoring: JobState
+    job_id: str | None
+    attempt: int = 1
+    failure: str | None = None
+    message: str = ""
+
+
+class SubmitReceipt(BaseModel):
+    session_id: str
+    job_id: str
+    commit: str
+    tree_hash: str
+    stable: bool
+    message: str
+
+
+class ResultStatus(BaseModel):
+    session_id: str
+    state: JobState
+    job_id: str | None = None
+    attempt: int = 1
+    message: str = ""
+    result: dict[str, Any] | None = None
+    summary: dict[str, Any] | None = None
+    #: a golden test or solution file was opened while the session was open (bridge/sessions/contamination.py)
+    contaminated: bool = False
+    contamination: list[dict[str, Any]] = Field(default_factory=list)
+
+
+
+def result_status(record: SessionRecord, rec_dir: Path) -> ResultStatus:
+    """What get_result reports for a session: job state and, when done, the per-profile summary."""
+    job = record.job
+    if job is None:
+        return contamination.annotate(ResultStatus(
+            session_id=record.session_id, state="not_submitted", attempt=record.attempt,
+            message="not submitted yet: call submit_task when the work is done"), rec_dir)
+    status = ResultStatus(session_id=record.session_id, state=job.state, job_id=job.job_id,
+                          attempt=record.attempt, message=job.error or job.message)
+    if job.state == "done" and job.result_dir:
+        path = rec_dir / safe_relative(job.result_dir) / "result.json"
+        data = json.loads(path.read_text(encoding="utf-8"))
+        status.result = data
+        status.summary = summarize_result(data)
+    return contamination.annotate(status, rec_dir)
