@@ -48,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = handler(args)
     except BridgeError as exc:
-        Console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True)
+        Console(stderr=True).print(
+            f"[bold red]error:[/] {escape(str(exc))}", highlight=False, markup=True, soft_wrap=True
+        )
         return 2
     except KeyboardInterrupt:
         Console(stderr=True).print("interrupted")

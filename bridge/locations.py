@@ -15,8 +15,8 @@ The XDG rules are those of the freedesktop.org Base Directory Specification.
 
 from __future__ import annotations
 
-import os
 import importlib.util
+import os
 from pathlib import Path
 
 
@@ -45,8 +45,10 @@ def shipped_tasks_dir() -> Path:
     # `rgbridge_tasks` is data only (no __init__.py): a namespace package, so ask for its folder.
     spec = importlib.util.find_spec("rgbridge_tasks")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the shipped tasks are missing from this install (package rgbridge_tasks); "
-                           "set RGBRIDGE_TASKS or pass --tasks")
+        raise RuntimeError(
+            "the shipped tasks are missing from this install (package rgbridge_tasks); "
+            "set RGBRIDGE_TASKS or pass --tasks"
+        )
     return Path(list(spec.submodule_search_locations)[0])
 
 

@@ -20,8 +20,10 @@ def show_raw_bytes(text: str) -> str:
 
 def sanitize_terminal(text: str) -> str:
     """`text` with every control character shown as a visible escape (`\\x1b`, `\\u202e`)."""
-    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
-                       show_raw_bytes(text))
+    return _UNSAFE.sub(
+        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+        show_raw_bytes(text),
+    )
 
 
 def sanitize_data(value: Any) -> Any:

@@ -24,30 +24,58 @@ def _abs(path: Path | None) -> Path | None:
 
 # --------------------------------------------------------------------------- serve
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio",
-                        help="stdio (default; what IDEs spawn) or streamable HTTP")
+    parser.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio (default; what IDEs spawn) or streamable HTTP",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT})")
-    parser.add_argument("--token", default=None,
-                        help="HTTP bearer token (default: $RGBRIDGE_TOKEN, else a fresh random token)")
+    parser.add_argument(
+        "--token", default=None, help="HTTP bearer token (default: $RGBRIDGE_TOKEN, else a fresh random token)"
+    )
     parser.add_argument("--allow-remote", action="store_true", help="allow a non-loopback HTTP bind (needs --token)")
-    parser.add_argument("--allowed-host", action="append", default=[], metavar="HOST",
-                        help="extra Host header value accepted over HTTP (DNS-rebinding allow-list)")
-    parser.add_argument("--workspace", type=Path, metavar="DIR",
-                        help="the workspace root sessions work in (default: $RGBRIDGE_WORKSPACE, $CLAUDE_PROJECT_DIR)")
-    parser.add_argument("--tasks", type=Path, metavar="DIR", help="folder of native tasks (default: the shipped tasks/)")
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="extra Host header value accepted over HTTP (DNS-rebinding allow-list)",
+    )
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        metavar="DIR",
+        help="the workspace root sessions work in (default: $RGBRIDGE_WORKSPACE, $CLAUDE_PROJECT_DIR)",
+    )
+    parser.add_argument(
+        "--tasks", type=Path, metavar="DIR", help="folder of native tasks (default: the shipped tasks/)"
+    )
     parser.add_argument("--dataset", type=Path, metavar="DIR", help="a RepoGenesis checkout to serve tasks from")
-    parser.add_argument("--recordings", type=Path, metavar="DIR",
-                        help="where sessions are recorded (default: $RGBRIDGE_RECORDINGS or the project's recordings/)")
-    parser.add_argument("--profile", choices=PROFILE_CHOICES, default="both",
-                        help="scoring profile(s) (default both)")
+    parser.add_argument(
+        "--recordings",
+        type=Path,
+        metavar="DIR",
+        help="where sessions are recorded (default: $RGBRIDGE_RECORDINGS or the project's recordings/)",
+    )
+    parser.add_argument("--profile", choices=PROFILE_CHOICES, default="both", help="scoring profile(s) (default both)")
     parser.add_argument("--practice", action="store_true", help="opt-in practice mode (recorded as such)")
-    parser.add_argument("--attempts", type=int, default=1, metavar="N",
-                        help="scored submissions allowed per task in this run (one server process; default 1); "
-                             "each is recorded as its own attempt")
-    parser.add_argument("--run-id", default=None, metavar="ID",
-                        help="name the agent run so attempts are counted across server restarts (sessions of this "
-                             "run id in the recordings folder count); default: a fresh run per process")
+    parser.add_argument(
+        "--attempts",
+        type=int,
+        default=1,
+        metavar="N",
+        help="scored submissions allowed per task in this run (one server process; default 1); "
+        "each is recorded as its own attempt",
+    )
+    parser.add_argument(
+        "--run-id",
+        default=None,
+        metavar="ID",
+        help="name the agent run so attempts are counted across server restarts (sessions of this "
+        "run id in the recordings folder count); default: a fresh run per process",
+    )
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
 
@@ -66,8 +94,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.transport == "http":
         check_bind(args.host, allow_remote=args.allow_remote, token_given=bool(token_given))
 
-    from bridge.tasks.catalog import Catalog
     from bridge.sessions.manager import SessionManager
+    from bridge.tasks.catalog import Catalog
     from mcp_server.server import build_server
     from mcp_server.transport import run_http, run_stdio
 
@@ -75,8 +103,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     for line in catalog.errors:
         print(f"rgbridge serve: warning: {line}", file=sys.stderr)
     recordings = _abs(args.recordings) or default_recordings_dir()
-    manager = SessionManager(catalog, recordings_dir=recordings, profile=args.profile, practice=args.practice,
-                             attempts=args.attempts, run_id=args.run_id)
+    manager = SessionManager(
+        catalog,
+        recordings_dir=recordings,
+        profile=args.profile,
+        practice=args.practice,
+        attempts=args.attempts,
+        run_id=args.run_id,
+    )
     try:
         server = build_server(manager, default_workspace=_abs(args.workspace))
         if args.transport == "stdio":
@@ -98,19 +132,26 @@ def register_ide_config(subparsers: argparse._SubParsersAction) -> None:
 
     parser = subparsers.add_parser("ide-config", help="print or write an IDE's MCP config for this bridge")
     parser.add_argument("ide", choices=IDES)
-    parser.add_argument("--workspace", type=Path, metavar="DIR", required=True,
-                        help="the task workspace (absolute path written into the config)")
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        metavar="DIR",
+        required=True,
+        help="the task workspace (absolute path written into the config)",
+    )
     parser.add_argument("--write", action="store_true", help="merge into the IDE's config file (keeps a .bak)")
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     parser.add_argument("--url", default=None, help="HTTP endpoint (default http://127.0.0.1:8765/mcp)")
-    parser.add_argument("--token", default=None,
-                        help="HTTP bearer token for the headers (default: $RGBRIDGE_TOKEN, else the token file "
-                             "in the recordings folder)")
+    parser.add_argument(
+        "--token",
+        default=None,
+        help="HTTP bearer token for the headers (default: $RGBRIDGE_TOKEN, else the token file "
+        "in the recordings folder)",
+    )
     parser.add_argument("--tasks", type=Path, metavar="DIR", help="passed through to the server")
     parser.add_argument("--dataset", type=Path, metavar="DIR", help="passed through to the server")
     parser.add_argument("--recordings", type=Path, metavar="DIR", help="passed through to the server")
-    parser.add_argument("--profile", choices=PROFILE_CHOICES, default=None,
-                        help="passed through to the server")
+    parser.add_argument("--profile", choices=PROFILE_CHOICES, default=None, help="passed through to the server")
     parser.add_argument("--practice", action="store_true", help="passed through to the server")
     parser.set_defaults(handler=cmd_ide_config)
 
@@ -166,8 +207,14 @@ def cmd_ide_config(args: argparse.Namespace) -> int:
     if args.write and args.transport == "http" and in_workspace:
         # The workspace is recorded, snapshotted and packed: the token never goes there.
         written_token = token_reference(args.ide, target, workspace)
-    entry = server_entry(args.ide, workspace, transport=args.transport, url=args.url,
-                         token=written_token if args.write else token, extra_args=passthrough_args(args))
+    entry = server_entry(
+        args.ide,
+        workspace,
+        transport=args.transport,
+        url=args.url,
+        token=written_token if args.write else token,
+        extra_args=passthrough_args(args),
+    )
     if not args.write:
         sys.stdout.write(json.dumps(render(args.ide, entry), indent=2) + "\n")
         print(f"# merge into {target} (or rerun with --write)", file=sys.stderr)
@@ -178,10 +225,16 @@ def cmd_ide_config(args: argparse.Namespace) -> int:
     merge_into(target, args.ide, entry, inputs=inputs, private_backup=in_workspace)
     print(f"wrote server 'rgbridge' into {target}", file=sys.stderr)
     if written_token is not None and written_token != token:
-        how = ("VS Code asks for it once (input 'rgbridge-token')" if inputs else
-               f"set {TOKEN_ENV} in the environment the IDE starts from")
-        source = f"the token file {_token_file(args)}" if not (args.token or os.environ.get("RGBRIDGE_TOKEN")) \
+        how = (
+            "VS Code asks for it once (input 'rgbridge-token')"
+            if inputs
+            else f"set {TOKEN_ENV} in the environment the IDE starts from"
+        )
+        source = (
+            f"the token file {_token_file(args)}"
+            if not (args.token or os.environ.get("RGBRIDGE_TOKEN"))
             else "the token you gave"
+        )
         print(f"the bearer token was not written into the workspace: {how} (value: {source})", file=sys.stderr)
     return 0
 

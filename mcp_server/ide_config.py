@@ -41,10 +41,10 @@ class ConfigError(BridgeError):
 
 @dataclass(frozen=True)
 class IdeFormat:
-    top_key: str          # "mcpServers" or "servers"
-    typed: bool           # entries carry "type": "stdio" | "http"
-    http_url_key: str     # "url" or "serverUrl"
-    home_relative: bool   # the file lives under $HOME, not in the workspace
+    top_key: str  # "mcpServers" or "servers"
+    typed: bool  # entries carry "type": "stdio" | "http"
+    http_url_key: str  # "url" or "serverUrl"
+    home_relative: bool  # the file lives under $HOME, not in the workspace
     relative_path: str
 
 
@@ -120,14 +120,20 @@ def token_reference(ide: str, config_file: Path, workspace: Path) -> str:
     expands, never the token itself (the workspace is recorded, snapshotted and packed)."""
     reference = TOKEN_REFERENCES.get(ide)
     if reference is None:
-        raise ConfigError(f"{config_file} is inside the workspace {workspace} and {ide} cannot read the token "
-                          "from the environment; refusing to write the bearer token there")
+        raise ConfigError(
+            f"{config_file} is inside the workspace {workspace} and {ide} cannot read the token "
+            "from the environment; refusing to write the bearer token there"
+        )
     return reference
 
 
 def vscode_token_input() -> dict[str, Any]:
-    return {"id": VSCODE_TOKEN_INPUT, "type": "promptString", "password": True,
-            "description": "rgbridge HTTP bearer token (the server prints it and keeps it in its token file)"}
+    return {
+        "id": VSCODE_TOKEN_INPUT,
+        "type": "promptString",
+        "password": True,
+        "description": "rgbridge HTTP bearer token (the server prints it and keeps it in its token file)",
+    }
 
 
 def render(ide: str, entry: dict[str, Any]) -> dict[str, Any]:
@@ -135,8 +141,14 @@ def render(ide: str, entry: dict[str, Any]) -> dict[str, Any]:
     return {_format(ide).top_key: {SERVER_KEY: entry}}
 
 
-def merge_into(path: Path, ide: str, entry: dict[str, Any], *, inputs: list[dict[str, Any]] | None = None,
-               private_backup: bool = False) -> dict[str, Any]:
+def merge_into(
+    path: Path,
+    ide: str,
+    entry: dict[str, Any],
+    *,
+    inputs: list[dict[str, Any]] | None = None,
+    private_backup: bool = False,
+) -> dict[str, Any]:
     """Merge our entry into the config file at `path`, keeping every other key and server.
 
     Refuses a file that is not a JSON object (an IDE config we cannot parse is never

@@ -30,7 +30,7 @@ LOCAL = "local"
 
 @dataclass(frozen=True)
 class Caller:
-    key: str | None   # this connection's identity; None when it has none (2026 HTTP request)
+    key: str | None  # this connection's identity; None when it has none (2026 HTTP request)
     over_http: bool
 
 
@@ -100,14 +100,17 @@ class Owners:
                 self._current[caller.key] = session_id
         owner = self._owner.get(session_id)
         if owner is not None and owner != caller.key:
-            raise SessionError(f"session {session_id} belongs to another MCP client; "
-                               "a client can only use the sessions it started")
+            raise SessionError(
+                f"session {session_id} belongs to another MCP client; a client can only use the sessions it started"
+            )
 
     def mine(self, caller: Caller, session_ids: list[str]) -> list[str]:
         """The sessions a call without session_id may mean."""
         if not caller.over_http:
             return session_ids
         if caller.key is None:
-            raise SessionError("this client has no MCP session (each 2026-07-28 request stands alone): "
-                               "pass the session_id that start_task returned")
+            raise SessionError(
+                "this client has no MCP session (each 2026-07-28 request stands alone): "
+                "pass the session_id that start_task returned"
+            )
         return [sid for sid in session_ids if self._owner.get(sid) == caller.key]

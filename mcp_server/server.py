@@ -97,7 +97,10 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 
 def _annotations(*, idempotent: bool, destructive: bool = False, title: str | None = None) -> ToolAnnotations:
     return ToolAnnotations(
-        title=title, read_only_hint=False, destructive_hint=destructive, idempotent_hint=idempotent,
+        title=title,
+        read_only_hint=False,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
         open_world_hint=False,
     )
 
@@ -115,8 +118,11 @@ def client_info_of(ctx: Context | None) -> ClientInfo:
         protocol = str(ctx.protocol_version or "") if ctx is not None else ""
     except Exception:  # noqa: BLE001 - not every transport exposes it
         protocol = ""
-    return ClientInfo(name=str(getattr(info, "name", "") or "unknown"), version=str(getattr(info, "version", "") or ""),
-                      protocol=protocol)
+    return ClientInfo(
+        name=str(getattr(info, "name", "") or "unknown"),
+        version=str(getattr(info, "version", "") or ""),
+        protocol=protocol,
+    )
 
 
 def _protocol_of(ctx: Context | None) -> str | None:
@@ -136,15 +142,15 @@ class BridgeTools:
         self.owners = Owners()
 
     # ------------------------------------------------------------------ logging
-    def log(self, session_id: str | None, tool: str, arguments: dict[str, Any], *, ok: bool,
-            error: str | None = None) -> None:
+    def log(
+        self, session_id: str | None, tool: str, arguments: dict[str, Any], *, ok: bool, error: str | None = None
+    ) -> None:
         try:
             self.manager.log_call(session_id, tool, arguments, ok=ok, error=error)
         except Exception:  # noqa: BLE001 - a failing log must never turn a result into an error
             log.exception("could not log call %s", tool)
 
-    async def run(self, tool: str, arguments: dict[str, Any],
-                  body: Callable[[dict[str, Any]], Awaitable[T]]) -> T:
+    async def run(self, tool: str, arguments: dict[str, Any], body: Callable[[dict[str, Any]], Awaitable[T]]) -> T:
         """Run a tool body; log it; map failures to ToolError with a one-line message."""
         call = _CALL.get()
         if call is not None:
@@ -160,14 +166,16 @@ class BridgeTools:
             raise ToolError(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - unexpected: short message out, traceback to stderr
             log.exception("tool %s failed unexpectedly", tool)
-            await self._log_async(box["session_id"], tool, arguments, ok=False,
-                                  error=f"internal error: {type(exc).__name__}: {exc}")
+            await self._log_async(
+                box["session_id"], tool, arguments, ok=False, error=f"internal error: {type(exc).__name__}: {exc}"
+            )
             raise ToolError(f"internal error in {tool} ({type(exc).__name__}); see the server log") from None
         await self._log_async(box["session_id"], tool, arguments, ok=True)
         return result
 
-    async def _log_async(self, session_id: str | None, tool: str, arguments: dict[str, Any], *, ok: bool,
-                         error: str | None = None) -> None:
+    async def _log_async(
+        self, session_id: str | None, tool: str, arguments: dict[str, Any], *, ok: bool, error: str | None = None
+    ) -> None:
         await anyio.to_thread.run_sync(functools.partial(self.log, session_id, tool, arguments, ok=ok, error=error))
 
     # ------------------------------------------------------------------ session lookup
@@ -191,7 +199,7 @@ class BridgeTools:
         statuses = [s for s in statuses if s.session_id in ids]
         current = self.owners.current(caller)
         if current in ids:
-            return current  # type: ignore[return-value]
+            return current
         open_ones = [s for s in statuses if s.state in ("active", "paused")]
         pool = open_ones or statuses
         if not pool:
@@ -229,7 +237,8 @@ class CallLogMiddleware:
         self._ctx.set(ctx)
         params = ctx.params if isinstance(getattr(ctx, "params", None), dict) else {}
         name = str(params.get("name", "?"))
-        arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
+        raw = params.get("arguments")
+        arguments: dict[str, Any] = raw if isinstance(raw, dict) else {}
         try:
             result = await call_next(ctx)
         except Exception as exc:
@@ -316,15 +325,19 @@ def build_server(
     @server.tool(annotations=READ_ONLY)
     async def list_tasks() -> TaskList:
         """List the benchmark tasks: id, title, lang, framework, port, difficulty."""
+
         async def body(box: dict[str, Any]) -> TaskList:
             return TaskList(tasks=await _thread(manager.list_tasks))
+
         return await tools.run("list_tasks", {}, body)
 
     @server.tool(annotations=READ_ONLY)
     async def get_task(task_id: str) -> TaskSpec:
         """One task's README (the whole specification) and the rules of the exercise."""
+
         async def body(box: dict[str, Any]) -> TaskSpec:
             return await _thread(manager.get_task, task_id)
+
         return await tools.run("get_task", {"task_id": task_id}, body)
 
     for verb in SIMPLE_VERBS:
@@ -335,8 +348,9 @@ def build_server(
         args = VERBS["result"].logged_arguments(session_id, {"wait_seconds": wait_seconds})
 
         async def body(box: dict[str, Any]) -> TaskResult:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id, tools.owners.caller(ctx.request_context),
-                                                    recorded_ok=True)
+            box["session_id"] = sid = await _thread(
+                tools.session_for, session_id, tools.owners.caller(ctx.request_context), recorded_ok=True
+            )
             try:
                 wait = min(max(float(wait_seconds), 0.0), MAX_WAIT_SECONDS)
             except (TypeError, ValueError):
@@ -347,47 +361,76 @@ def build_server(
                 remaining = wait - (time.monotonic() - started)
                 if remaining <= 0:
                     break
-                await ctx.report_progress(round(time.monotonic() - started, 3), wait,
-                                          status.message or f"scoring {status.state}")
+                await ctx.report_progress(
+                    round(time.monotonic() - started, 3), wait, status.message or f"scoring {status.state}"
+                )
                 # Short slices keep progress flowing and let a cancelled call return promptly.
                 status = await _thread(manager.result, sid, wait_seconds=min(PROGRESS_INTERVAL, remaining))
             return TaskResult(
-                session_id=status.session_id, state=status.state, job_id=status.job_id, attempt=status.attempt,
-                message=status.message, summary=status.summary, contaminated=status.contaminated,
-                contamination=status.contamination, waited_seconds=round(time.monotonic() - started, 3),
+                session_id=status.session_id,
+                state=status.state,
+                job_id=status.job_id,
+                attempt=status.attempt,
+                message=status.message,
+                summary=status.summary,
+                contaminated=status.contaminated,
+                contamination=status.contamination,
+                waited_seconds=round(time.monotonic() - started, 3),
                 next_step=_result_next_step(status),
             )
+
         return await tools.run("get_result", args, body)
 
     # ------------------------------------------------------------------ session tools
     @server.tool(description=START.doc, annotations=_verb_annotations(START))
-    async def start_task(ctx: Context, task_id: str, workspace: str | None = None,
-                         mode: Literal["agent", "human"] = "agent") -> StartTaskResult:
+    async def start_task(
+        ctx: Context, task_id: str, workspace: str | None = None, mode: Literal["agent", "human"] = "agent"
+    ) -> StartTaskResult:
         args = {"task_id": task_id, "workspace": workspace, "mode": mode}
 
         async def body(box: dict[str, Any]) -> StartTaskResult:
             await _thread(manager.get_task, task_id)  # unknown task: fail before touching any folder
             resolved = await _thread(resolve_workspace, tools.root, workspace)
             client = client_info_of(ctx)
-            log.info("start_task %s in %s (workspace from %s; client %s %s; protocol %s)", task_id, resolved.path,
-                     resolved.source, client.name, client.version, _protocol_of(ctx))
+            log.info(
+                "start_task %s in %s (workspace from %s; client %s %s; protocol %s)",
+                task_id,
+                resolved.path,
+                resolved.source,
+                client.name,
+                client.version,
+                _protocol_of(ctx),
+            )
             # `within`: the final resolved path is re-checked against the root at creation time.
-            status = await _thread(manager.start, task_id, resolved.path, mode=mode, client=client,
-                                   within=tools.root.path if tools.root else None)
+            status = await _thread(
+                manager.start,
+                task_id,
+                resolved.path,
+                mode=mode,
+                client=client,
+                within=tools.root.path if tools.root else None,
+            )
             box["session_id"] = status.session_id
             tools.owners.started(tools.owners.caller(ctx.request_context), status.session_id)
             rules = await _thread(manager.rules, task_id)
             return StartTaskResult(
-                **status.model_dump(), workspace_source=resolved.source, rules=rules,
-                next_step=(f"Build the service in {status.workspace} (README.md there is the spec). "
-                           "When done call submit_task, then poll get_result."),
+                **status.model_dump(),
+                workspace_source=resolved.source,
+                rules=rules,
+                next_step=(
+                    f"Build the service in {status.workspace} (README.md there is the spec). "
+                    "When done call submit_task, then poll get_result."
+                ),
             )
+
         return await tools.run("start_task", args, body)
 
     @server.tool(description=VERBS["submit"].doc, annotations=_verb_annotations(VERBS["submit"]))
     async def submit_task(ctx: Context, session_id: str | None = None) -> SubmitResult:
         async def body(box: dict[str, Any]) -> SubmitResult:
-            box["session_id"] = sid = await _thread(tools.session_for, session_id, tools.owners.caller(ctx.request_context))
+            box["session_id"] = sid = await _thread(
+                tools.session_for, session_id, tools.owners.caller(ctx.request_context)
+            )
             try:
                 receipt = await _thread(manager.submit, sid, signal="mcp")
             except SessionError as exc:
@@ -398,8 +441,9 @@ def build_server(
             return SubmitResult(
                 **receipt.model_dump(),
                 next_step=f"Scoring runs in the background (job {receipt.job_id}); it takes minutes. "
-                          "Call get_result with wait_seconds=50 until state is done.",
+                "Call get_result with wait_seconds=50 until state is done.",
             )
+
         return await tools.run("submit_task", VERBS["submit"].logged_arguments(session_id, {}), body)
 
     if manager.practice:
@@ -408,14 +452,23 @@ def build_server(
         async def check_deployment(ctx: Context, session_id: str | None = None) -> PracticeCheck:
             """Practice mode: build and start the current workspace and report whether the service
             answers HTTP on its port. No golden test runs; the check is recorded in the session."""
+
             async def body(box: dict[str, Any]) -> PracticeCheck:
-                box["session_id"] = sid = await _thread(tools.session_for, session_id, tools.owners.caller(ctx.request_context))
+                box["session_id"] = sid = await _thread(
+                    tools.session_for, session_id, tools.owners.caller(ctx.request_context)
+                )
                 return PracticeCheck(**await _thread(manager.practice_check, sid))
+
             return await tools.run("check_deployment", {"session_id": session_id}, body)
 
     # ------------------------------------------------------------------ resource and prompt
-    @server.resource("task://{task_id}/readme", name="task_readme", title="Task README",
-                     description="The README (the whole specification) of a task.", mime_type="text/markdown")
+    @server.resource(
+        "task://{task_id}/readme",
+        name="task_readme",
+        title="Task README",
+        description="The README (the whole specification) of a task.",
+        mime_type="text/markdown",
+    )
     def task_readme(task_id: str) -> str:
         try:
             return manager.get_task(task_id).readme

@@ -16,9 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bridge.errors import BridgeError
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+
+from bridge.errors import BridgeError
 
 log = logging.getLogger("mcp_server.transport")
 
@@ -78,7 +79,9 @@ def security_settings(host: str, port: int, allowed_hosts: list[str] | None = No
         hosts.add(f"{name}:{port}")
         origins.add(f"http://{name}:{port}")
     return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=sorted(hosts), allowed_origins=sorted(origins),
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=sorted(hosts),
+        allowed_origins=sorted(origins),
     )
 
 
@@ -101,11 +104,17 @@ class BearerTokenMiddleware:
                 break
         if not hmac.compare_digest(given, self._expected):
             body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
-            await send({
-                "type": "http.response.start", "status": 401,
-                "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="rgbridge"'),
-                            (b"content-length", str(len(body)).encode())],
-            })
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"www-authenticate", b'Bearer realm="rgbridge"'),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
             await send({"type": "http.response.body", "body": body})
             return
         await self.app(scope, receive, send)
@@ -115,7 +124,9 @@ def http_app(server: MCPServer, *, host: str, port: int, token: str, allowed_hos
     """The ASGI app: bearer check around the SDK's streamable HTTP app (SSE responses kept
     for progress: json_response=False)."""
     inner = server.streamable_http_app(
-        streamable_http_path="/mcp", json_response=False, host=host,
+        streamable_http_path="/mcp",
+        json_response=False,
+        host=host,
         transport_security=security_settings(host, port, allowed_hosts),
     )
     return BearerTokenMiddleware(inner, token)

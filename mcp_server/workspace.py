@@ -82,8 +82,9 @@ def resolve_workspace(root: WorkspaceRoot | None, argument: str | None) -> Resol
     try:
         inside = confine(root.path, argument)
     except OSError as exc:  # a folder on the path changed while it was resolved (ENOTDIR, ELOOP, ...)
-        raise PathError(f"workspace {argument!r} could not be resolved inside {root.path}: "
-                        f"{exc.strerror or exc}") from None
+        raise PathError(
+            f"workspace {argument!r} could not be resolved inside {root.path}: {exc.strerror or exc}"
+        ) from None
     return ResolvedWorkspace(path=inside, source=f"tool argument inside {root.source}")
 
 

@@ -15,7 +15,9 @@ from bridge.tasks.catalog import Catalog
 
 
 def add_task_source_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tasks", type=Path, metavar="DIR", help="folder of native tasks (default: the shipped tasks/)")
+    parser.add_argument(
+        "--tasks", type=Path, metavar="DIR", help="folder of native tasks (default: the shipped tasks/)"
+    )
     parser.add_argument("--dataset", type=Path, metavar="DIR", help="a RepoGenesis checkout to serve tasks from")
 
 
@@ -23,15 +25,26 @@ PROFILE_CHOICES = ("both", "strict", "compat")
 
 
 def add_profile_option(parser: argparse.ArgumentParser, default: str | None = "both") -> None:
-    parser.add_argument("--profile", choices=PROFILE_CHOICES, default=default,
-                        help="scoring profile(s): both (default), strict or compat")
+    parser.add_argument(
+        "--profile",
+        choices=PROFILE_CHOICES,
+        default=default,
+        help="scoring profile(s): both (default), strict or compat",
+    )
 
 
 def add_backend_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--backend", choices=("local", "ray"), default="local",
-                        help="where scoring jobs run: this machine (default) or a Ray cluster (extra 'ray')")
-    parser.add_argument("--ray-address", metavar="ADDR",
-                        help="Ray cluster to join (default: $RAY_ADDRESS, else the cluster started on this machine)")
+    parser.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="where scoring jobs run: this machine (default) or a Ray cluster (extra 'ray')",
+    )
+    parser.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="Ray cluster to join (default: $RAY_ADDRESS, else the cluster started on this machine)",
+    )
 
 
 def open_backend(args: argparse.Namespace):  # -> Backend, imported lazily

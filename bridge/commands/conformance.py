@@ -25,7 +25,8 @@ from bridge.commands.common import (
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "conformance",
-        help="collect every golden suite of a checkout and score an empty and an all-404 repo under both profiles")
+        help="collect every golden suite of a checkout and score an empty and an all-404 repo under both profiles",
+    )
     parser.add_argument("--dataset", type=Path, metavar="DIR", help="a RepoGenesis checkout")
     parser.add_argument("--tasks", type=Path, metavar="DIR", help="a folder of native tasks instead (or as well)")
     parser.add_argument("--only", nargs="*", metavar="ID", help="only these task ids")
@@ -50,16 +51,17 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     err = stderr_console()
     started = time.monotonic()
     with err.status("conformance", spinner="dots") as status:
+
         def say(task_id: str, message: str) -> None:
             line = message.strip().splitlines()[-1] if message.strip() else ""
             if line and not args.json:
                 status.update(f"{task_id}: {line[:90]}")
 
-        rows = run_conformance(tasks, work_dir=work, profile=args.profile, workers=args.workers,
-                               use_cache=not args.no_cache, progress=say)
+        rows = run_conformance(
+            tasks, work_dir=work, profile=args.profile, workers=args.workers, use_cache=not args.no_cache, progress=say
+        )
     seconds = round(time.monotonic() - started, 1)
-    data = {"tasks": [row_dict(r) for r in rows], "seconds": seconds, "errors": catalog.errors,
-            "work_dir": str(work)}
+    data = {"tasks": [row_dict(r) for r in rows], "seconds": seconds, "errors": catalog.errors, "work_dir": str(work)}
     (work / "conformance.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
     if args.json:
         print_json(data)

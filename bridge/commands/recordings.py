@@ -12,8 +12,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bridge.commands.common import add_backend_options, add_json_option, add_profile_option, add_task_source_options, console, print_json, stderr_console
+from bridge.commands.common import (
+    add_backend_options,
+    add_json_option,
+    add_profile_option,
+    add_task_source_options,
+    console,
+    print_json,
+    stderr_console,
+)
 from bridge.errors import RecordingError
+
 
 def _rec_path(value: str) -> Path:
     """A recording folder, or a session id under the recordings dir ($RGBRIDGE_RECORDINGS or the project's)."""
@@ -50,6 +59,7 @@ def _backend_scorer(args: argparse.Namespace) -> Iterator[Callable[..., Any] | N
 
     previous = None
     if threading.current_thread() is threading.main_thread():
+
         def on_interrupt(signum: int, frame: object) -> None:
             # Ctrl-C: stop the remote jobs first, so the scoring threads return at once.
             backend.cancel()
@@ -67,8 +77,12 @@ def _backend_scorer(args: argparse.Namespace) -> Iterator[Callable[..., Any] | N
 def register(subparsers: argparse._SubParsersAction) -> None:
     rp = subparsers.add_parser("replay", help="rebuild a recorded workspace as it was at a moment")
     rp.add_argument("recording", metavar="REC")
-    rp.add_argument("--at", default="submission", metavar="T",
-                    help="submission | event:N | +SECONDS (wall-clock since start) | ISO-8601 time | start | end")
+    rp.add_argument(
+        "--at",
+        default="submission",
+        metavar="T",
+        help="submission | event:N | +SECONDS (wall-clock since start) | ISO-8601 time | start | end",
+    )
     rp.add_argument("--out", required=True, type=Path, metavar="DIR")
     rp.add_argument("--force", action="store_true", help="replace the contents of a non-empty --out")
     add_json_option(rp)
@@ -102,7 +116,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_json_option(cv)
     cv.set_defaults(handler=cmd_curve)
 
-    rep = subparsers.add_parser("report", help="report of a run folder or a recording (table, --html, leaderboard rows)")
+    rep = subparsers.add_parser(
+        "report", help="report of a run folder or a recording (table, --html, leaderboard rows)"
+    )
     rep.add_argument("target", type=Path, metavar="RUN_DIR|REC")
     rep.add_argument("--run-id", metavar="ID", help="which report_<ID>.json of a run folder (default: newest)")
     rep.add_argument("--html", type=Path, metavar="OUT.html", help="write one self-contained HTML file")
@@ -112,8 +128,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rep.add_argument("--org", metavar="NAME", help="row 'org' (default: the IDE's display name)")
     rep.add_argument("--link", default="", metavar="URL")
     rep.add_argument("--org-img", default="", metavar="URL")
-    rep.add_argument("--aggregation", choices=("compat", "strict"), default="compat",
-                     help="which summary feeds leaderboard rows (default compat = upstream's rules)")
+    rep.add_argument(
+        "--aggregation",
+        choices=("compat", "strict"),
+        default="compat",
+        help="which summary feeds leaderboard rows (default compat = upstream's rules)",
+    )
     add_json_option(rep)
     rep.set_defaults(handler=cmd_report)
 
@@ -163,11 +183,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print_json(res.to_dict())
         return 0
     m = res.moment
-    how = ("the submission commit" if m.commit else
-           f"checkpoint {str(res.commit)[:12]} (event {res.base_seq}) + {res.applied_events} file event(s)")
-    console().print(f"rebuilt {res.files} file(s) into {res.out_dir}\n  moment {m.spec}: event {m.seq}, {m.t} "
-                    f"(+{m.wall_seconds:.1f}s wall, {m.working_seconds:.1f}s working)\n  from {how}\n"
-                    f"  tree hash {res.tree_hash}", highlight=False)
+    how = (
+        "the submission commit"
+        if m.commit
+        else f"checkpoint {str(res.commit)[:12]} (event {res.base_seq}) + {res.applied_events} file event(s)"
+    )
+    console().print(
+        f"rebuilt {res.files} file(s) into {res.out_dir}\n  moment {m.spec}: event {m.seq}, {m.t} "
+        f"(+{m.wall_seconds:.1f}s wall, {m.working_seconds:.1f}s working)\n  from {how}\n"
+        f"  tree hash {res.tree_hash}",
+        highlight=False,
+    )
     for line in filter(None, [res.note, f"left out (oversized): {', '.join(res.left_out)}" if res.left_out else ""]):
         stderr_console().print(f"[yellow]note:[/] {line}", highlight=False)
     return 0
@@ -185,8 +211,16 @@ def cmd_rescore(args: argparse.Namespace) -> int:
                 status.update(f"rescoring: {line[:100]}")
 
         with _backend_scorer(args) as score_fn:
-            path = rescore(_rec_path(args.recording), profile=args.profile, at=args.at, catalog=_catalog(args),
-                           use_cache=args.cache, progress=say, verify_first=not args.no_verify, score_fn=score_fn)
+            path = rescore(
+                _rec_path(args.recording),
+                profile=args.profile,
+                at=args.at,
+                catalog=_catalog(args),
+                use_cache=args.cache,
+                progress=say,
+                verify_first=not args.no_verify,
+                score_fn=score_fn,
+            )
     data = json.loads(path.read_text(encoding="utf-8"))
     if args.json:
         print_json({"result": str(path), **data})
@@ -216,10 +250,17 @@ def cmd_curve(args: argparse.Namespace) -> int:
     err = stderr_console()
     with err.status("scoring moments", spinner="dots") as status:
         with _backend_scorer(args) as score_fn:
-            curve = compute_curve(_rec_path(args.recording), points=args.points, workers=args.workers,
-                                  profile=args.profile, catalog=_catalog(args), use_cache=not args.no_cache,
-                                  save=not args.no_save, progress=lambda m: status.update(m[:100]),
-                                  score_fn=score_fn)
+            curve = compute_curve(
+                _rec_path(args.recording),
+                points=args.points,
+                workers=args.workers,
+                profile=args.profile,
+                catalog=_catalog(args),
+                use_cache=not args.no_cache,
+                save=not args.no_save,
+                progress=lambda m: status.update(m[:100]),
+                score_fn=score_fn,
+            )
     if args.json:
         print_json(curve)
     else:
@@ -240,8 +281,15 @@ def cmd_report(args: argparse.Namespace) -> int:
         if not args.ide or not args.model:
             raise RecordingError("--leaderboard-row needs --ide and --model")
         report = recording_report(target) if is_rec else load_run_report(target, args.run_id)[1]
-        rows = leaderboard_rows(report, ide=args.ide, model=args.model, org=args.org, link=args.link,
-                                org_img=args.org_img, aggregation=args.aggregation)
+        rows = leaderboard_rows(
+            report,
+            ide=args.ide,
+            model=args.model,
+            org=args.org,
+            link=args.link,
+            org_img=args.org_img,
+            aggregation=args.aggregation,
+        )
         print_json(rows)
         return 0
     if args.html:
@@ -271,12 +319,22 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.recordings:
         res = export_recordings(args.recordings, args.output, ide=args.ide, model=args.model, catalog=_catalog(args))
     elif args.run_dir:
-        res = export_run(args.run_dir, args.output, ide=args.ide, model=args.model, run_id=args.run_id,
-                         predictions_dir=args.predictions_dir)
+        res = export_run(
+            args.run_dir,
+            args.output,
+            ide=args.ide,
+            model=args.model,
+            run_id=args.run_id,
+            predictions_dir=args.predictions_dir,
+        )
     else:
         raise RecordingError("give RUN_DIR or --recordings DIR")
-    data = {"output": str(res.out_dir), "folders": res.folders, "skipped": res.skipped,
-            "contaminated": res.contaminated}
+    data = {
+        "output": str(res.out_dir),
+        "folders": res.folders,
+        "skipped": res.skipped,
+        "contaminated": res.contaminated,
+    }
     if args.json:
         print_json(data)
     else:
@@ -285,8 +343,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         if res.skipped:
             stderr_console().print(f"[yellow]skipped:[/] {escape(', '.join(res.skipped))}", highlight=False)
         if res.contaminated:
-            stderr_console().print(f"[red]contaminated[/] (golden files opened during the session): "
-                                   f"{escape(', '.join(res.contaminated))}", highlight=False)
+            stderr_console().print(
+                f"[red]contaminated[/] (golden files opened during the session): {escape(', '.join(res.contaminated))}",
+                highlight=False,
+            )
     return 0
 
 
@@ -311,8 +371,9 @@ def cmd_unpack(args: argparse.Namespace) -> int:
     res = unpack_recording(args.archive, args.output)
     report = verify_recording(res.recording)
     if args.json:
-        print_json({"recording": str(res.recording), "files": res.files, "bytes": res.bytes,
-                    "verify": report.to_dict()})
+        print_json(
+            {"recording": str(res.recording), "files": res.files, "bytes": res.bytes, "verify": report.to_dict()}
+        )
     else:
         console().print(f"unpacked {res.files} file(s), {res.bytes} bytes into {res.recording}", highlight=False)
         _print_verify(report)
@@ -323,7 +384,9 @@ def _print_verify(report) -> None:  # noqa: ANN001 - VerifyReport
     out = console()
     checked = ", ".join(f"{v} {k}" for k, v in report.checked.items())
     if report.ok:
-        out.print(f"[green]verified[/] ({'sealed' if report.sealed else 'not sealed'}; checked {checked})", highlight=False)
+        out.print(
+            f"[green]verified[/] ({'sealed' if report.sealed else 'not sealed'}; checked {checked})", highlight=False
+        )
     else:
         out.print(f"[bold red]verification failed[/]: {len(report.problems)} problem(s)", highlight=False)
         for p in report.problems:

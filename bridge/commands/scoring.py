@@ -11,6 +11,7 @@ from rich.progress import (
     MofNCompleteColumn,
     Progress,
     SpinnerColumn,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
@@ -28,10 +29,10 @@ from bridge.commands.common import (
 )
 
 if TYPE_CHECKING:
-    from bridge.tasks.catalog import Catalog
     from bridge.scoring.backend import Backend
     from bridge.scoring.evaluate import EvaluationPlan
     from bridge.scoring.java.layers import MavenSources
+    from bridge.tasks.catalog import Catalog
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -62,8 +63,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ev = subparsers.add_parser("evaluate", help="score a folder of repos (one subfolder per task) in parallel")
     ev.add_argument("--predictions-dir", type=Path, required=True, metavar="DIR")
     add_task_source_options(ev)
-    ev.add_argument("--workers", type=int, metavar="N",
-                    help="repos scored at once (default: 1 locally, twice the cluster's docker slots on Ray)")
+    ev.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="repos scored at once (default: 1 locally, twice the cluster's docker slots on Ray)",
+    )
     add_backend_options(ev)
     ev.add_argument("--run-id", metavar="ID")
     ev.add_argument("--resume", action="store_true", help="keep earlier results of this output dir")
@@ -85,10 +90,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def add_maven_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--maven-repo", type=Path, metavar="DIR",
-                        help="Java: a Maven local repository folder to resolve dependencies from (offline)")
-    parser.add_argument("--maven-settings", type=Path, metavar="FILE",
-                        help="Java: a Maven settings.xml (e.g. a mirror) used when dependency layers are built")
+    parser.add_argument(
+        "--maven-repo",
+        type=Path,
+        metavar="DIR",
+        help="Java: a Maven local repository folder to resolve dependencies from (offline)",
+    )
+    parser.add_argument(
+        "--maven-settings",
+        type=Path,
+        metavar="FILE",
+        help="Java: a Maven settings.xml (e.g. a mirror) used when dependency layers are built",
+    )
 
 
 def maven_sources(args: argparse.Namespace):  # -> MavenSources
@@ -114,8 +127,9 @@ def cmd_images_build(args: argparse.Namespace) -> int:
     from bridge.scoring.java.images import ensure_java_image
 
     client = get_client()
-    result = build_all(client, progress=not args.json, wheelhouse=args.wheelhouse, force=args.force,
-                       console=stderr_console())
+    result = build_all(
+        client, progress=not args.json, wheelhouse=args.wheelhouse, force=args.force, console=stderr_console()
+    )
     if not args.python_only:
         started = time.monotonic()
         with stderr_console().status("building the Java image (JDK 17 + Maven)", spinner="dots"):
@@ -124,8 +138,10 @@ def cmd_images_build(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     else:
-        console().print(f"base image: [bold]{result.get('base')}[/]\ntester image: [bold]{result.get('tester')}[/]\n"
-                        f"java image: [bold]{result.get('java', '-')}[/]\ntimings (s): {result.get('timings')}")
+        console().print(
+            f"base image: [bold]{result.get('base')}[/]\ntester image: [bold]{result.get('tester')}[/]\n"
+            f"java image: [bold]{result.get('java', '-')}[/]\ntimings (s): {result.get('timings')}"
+        )
     return 0
 
 
@@ -161,9 +177,16 @@ def cmd_score(args: argparse.Namespace) -> int:
                     if ": " in line and line.split(": ", 1)[0] in ("strict", "compat"):
                         err.print(f"[dim]{line}[/]", highlight=False)
 
-        result = score_repo(task, args.repo, profile=args.profile, output_dir=args.output_dir,
-                            wheelhouse=args.wheelhouse, maven=maven_sources(args), progress=say,
-                            use_cache=not args.no_cache)
+        result = score_repo(
+            task,
+            args.repo,
+            profile=args.profile,
+            output_dir=args.output_dir,
+            wheelhouse=args.wheelhouse,
+            maven=maven_sources(args),
+            progress=say,
+            use_cache=not args.no_cache,
+        )
     if args.json:
         print_json(result.model_dump(mode="json"))
     else:
@@ -176,8 +199,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     catalog = load_catalog(args)
     maven = maven_sources(args)
-    preview = plan(catalog, args.predictions_dir, output_dir=args.output_dir, resume=args.resume,
-                   only=args.repo_names)
+    preview = plan(catalog, args.predictions_dir, output_dir=args.output_dir, resume=args.resume, only=args.repo_names)
     if preview.skipped:
         stderr_console().print(f"[yellow]skipping folders that name no known task:[/] {', '.join(preview.skipped)}")
     meta = {k: v for k, v in {"model_name": args.model_name, "agent_name": args.agent_name}.items() if v}
@@ -190,16 +212,31 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             backend.close()
 
 
-def _run_evaluate(args: argparse.Namespace, catalog: Catalog, maven: MavenSources, preview: EvaluationPlan,
-                  meta: dict[str, str], backend: Backend | None, workers: int) -> int:
+def _run_evaluate(
+    args: argparse.Namespace,
+    catalog: Catalog,
+    maven: MavenSources,
+    preview: EvaluationPlan,
+    meta: dict[str, str],
+    backend: Backend | None,
+    workers: int,
+) -> int:
     from bridge.scoring.evaluate import evaluate
     from bridge.scoring.reporting import render_table
 
-    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=stderr_console(), disable=args.json, transient=False)
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr_console(),
+        disable=args.json,
+        transient=False,
+    )
     with progress:
         overall = progress.add_task("evaluating", total=len(preview.todo))
-        lines: dict[str, int] = {}
+        lines: dict[str, TaskID] = {}
 
         def on_progress(task_id: str, message: str) -> None:
             if backend is not None:  # per-node activity of a cluster on the overall line
@@ -212,13 +249,25 @@ def _run_evaluate(args: argparse.Namespace, catalog: Catalog, maven: MavenSource
         def on_done(task_id: str, entry: dict) -> None:
             progress.advance(overall)
             if task_id in lines:
-                progress.update(lines[task_id], description=f"{task_id}: done ({entry.get('outcome')})",
-                                total=1, completed=1)
+                progress.update(
+                    lines[task_id], description=f"{task_id}: done ({entry.get('outcome')})", total=1, completed=1
+                )
 
         report_path, writer, _ = evaluate(
-            catalog, args.predictions_dir, output_dir=args.output_dir, run_id=args.run_id, workers=workers,
-            resume=args.resume, profile=args.profile, wheelhouse=args.wheelhouse, maven=maven, only=args.repo_names,
-            progress=on_progress, on_done=on_done, metadata=meta, backend=backend,
+            catalog,
+            args.predictions_dir,
+            output_dir=args.output_dir,
+            run_id=args.run_id,
+            workers=workers,
+            resume=args.resume,
+            profile=args.profile,
+            wheelhouse=args.wheelhouse,
+            maven=maven,
+            only=args.repo_names,
+            progress=on_progress,
+            on_done=on_done,
+            metadata=meta,
+            backend=backend,
         )
     if args.json:
         import json
@@ -233,16 +282,18 @@ def _run_evaluate(args: argparse.Namespace, catalog: Catalog, maven: MavenSource
 def cmd_cleanup(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from bridge.scoring.sweep import sweep
     from bridge.scoring.docker_client import get_client
+    from bridge.scoring.sweep import sweep
 
     report = sweep(get_client(), run_id=args.run_id, include_images=args.images)
     data = asdict(report)
     if args.json:
         print_json(data)
     else:
-        console().print(f"removed {len(report.containers)} container(s), {len(report.networks)} network(s), "
-                        f"{len(report.images)} image(s)")
+        console().print(
+            f"removed {len(report.containers)} container(s), {len(report.networks)} network(s), "
+            f"{len(report.images)} image(s)"
+        )
         for error in report.errors:
             stderr_console().print(f"[yellow]warning:[/] {error}")
     return 0

@@ -88,8 +88,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     submit.add_argument("--workspace", required=True, type=Path, metavar="DIR")
     submit.add_argument("--recordings", type=Path, metavar="DIR")
     submit.add_argument("--no-wait", action="store_true", help="do not wait for the score")
-    submit.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                        help="give up waiting after this long (default: wait as long as scoring takes)")
+    submit.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="give up waiting after this long (default: wait as long as scoring takes)",
+    )
     add_task_source_options(submit)
     add_json_option(submit)
     submit.set_defaults(handler=cmd_submit)
@@ -113,14 +118,19 @@ def render_panel(status: SessionStatus, result: ResultStatus | None, keys_hint: 
     grid.add_row("workspace", status.workspace)
     grid.add_row("clock", f"{_fmt_clock(status.working_seconds)}{limit} ({clock})")
     grid.add_row("files changed", str(status.files_changed))
-    recorder = status.recorder_mode + (f" [red](degraded: {status.recorder_degraded})[/]" if status.recorder_degraded else "")
+    recorder = status.recorder_mode + (
+        f" [red](degraded: {status.recorder_degraded})[/]" if status.recorder_degraded else ""
+    )
     grid.add_row("recorder", recorder)
     grid.add_row("state", status.state)
     if result is not None and result.state != "not_submitted":
         grid.add_row("scoring", f"{result.state} {result.message}")
         for name, row in (result.summary or {}).items():
-            grid.add_row(f"  {name}", f"{row['outcome']}  DSR {row['dsr']}  Pass@1 {row['passed']}/{row['total']} "
-                                      f"({row['pass_at_1']})  AC {row['api_coverage']}")
+            grid.add_row(
+                f"  {name}",
+                f"{row['outcome']}  DSR {row['dsr']}  Pass@1 {row['passed']}/{row['total']} "
+                f"({row['pass_at_1']})  AC {row['api_coverage']}",
+            )
     grid.add_row("", "")
     grid.add_row("how", keys_hint)
     for line in log[-4:]:
@@ -157,11 +167,18 @@ def cmd_session_start(args: argparse.Namespace) -> int:
     catalog = load_catalog(args)
     mgr = SessionManager(catalog, recordings_dir=_recordings(args), profile=args.profile, reattach=False)
     try:
-        status = mgr.start(args.task, args.workspace, mode="human" if args.human else "agent",
-                           client=ClientInfo(name="rgbridge-cli", version=""), allow_nonempty=args.allow_nonempty)
+        status = mgr.start(
+            args.task,
+            args.workspace,
+            mode="human" if args.human else "agent",
+            client=ClientInfo(name="rgbridge-cli", version=""),
+            allow_nonempty=args.allow_nonempty,
+        )
         if not args.human:
-            console().print(f"session {status.session_id} started in {status.workspace}; "
-                            "this process records until you submit (Ctrl-C detaches; `rgbridge submit` resumes it).")
+            console().print(
+                f"session {status.session_id} started in {status.workspace}; "
+                "this process records until you submit (Ctrl-C detaches; `rgbridge submit` resumes it)."
+            )
         return _run_live(mgr, status.session_id)
     finally:
         mgr.close()
@@ -172,10 +189,18 @@ def _run_live(mgr: SessionManager, sid: str) -> int:
     log: list[str] = []
     stdin_open = True
     with _cbreak(sys.stdin) as is_tty:
-        hint = ("[p] pause/resume  [n] note  [s] submit  [q] quit  — or create .rgbridge/SUBMIT"
-                if is_tty else "stdin commands: pause | resume | note TEXT | submit | quit")
-        with Live(render_panel(mgr.status(sid), None, hint, log), console=out, refresh_per_second=4,
-                  transient=False, redirect_stdout=False) as live:
+        hint = (
+            "[p] pause/resume  [n] note  [s] submit  [q] quit  — or create .rgbridge/SUBMIT"
+            if is_tty
+            else "stdin commands: pause | resume | note TEXT | submit | quit"
+        )
+        with Live(
+            render_panel(mgr.status(sid), None, hint, log),
+            console=out,
+            refresh_per_second=4,
+            transient=False,
+            redirect_stdout=False,
+        ) as live:
             while True:
                 status = mgr.status(sid)
                 result = mgr.result(sid) if status.state in ("submitted", "scored") else None
@@ -197,13 +222,23 @@ def _run_live(mgr: SessionManager, sid: str) -> int:
         out.print("session ended without scoring")
         return 0
     result = mgr.result(sid)
-    out.print_json(json.dumps({"session": sid, "recording": final.recording, "summary": result.summary,
-                               "state": result.state, "message": result.message}))
+    out.print_json(
+        json.dumps(
+            {
+                "session": sid,
+                "recording": final.recording,
+                "summary": result.summary,
+                "state": result.state,
+                "message": result.message,
+            }
+        )
+    )
     return 0 if result.state == "done" else 1
 
 
-def _apply(mgr: SessionManager, sid: str, command: str, status: SessionStatus, is_tty: bool, live: Live,
-           log: list[str]) -> bool:
+def _apply(
+    mgr: SessionManager, sid: str, command: str, status: SessionStatus, is_tty: bool, live: Live, log: list[str]
+) -> bool:
     """Run one panel command; returns False when input has ended."""
     verb, _, rest = command.partition(" ")
     if verb == "eof":
@@ -251,20 +286,25 @@ def _open_recording(args: argparse.Namespace) -> Path:
 def cmd_session_status(args: argparse.Namespace) -> int:
     rec_dir = _open_recording(args)
     record = load_record(rec_dir)
-    data = record.model_dump(mode="json") | {"recording": str(rec_dir), "working_seconds": record.clock.elapsed(),
-                                             "owned_by_live_process": owned_by_live_process(rec_dir)}
+    data = record.model_dump(mode="json") | {
+        "recording": str(rec_dir),
+        "working_seconds": record.clock.elapsed(),
+        "owned_by_live_process": owned_by_live_process(rec_dir),
+    }
     if args.json:
         print_json(data)
     else:
-        console().print(f"{record.session_id}: {record.state}, task {record.task_id}, "
-                        f"working time {_fmt_clock(record.clock.elapsed())}, job "
-                        f"{record.job.state if record.job else 'none'}")
+        console().print(
+            f"{record.session_id}: {record.state}, task {record.task_id}, "
+            f"working time {_fmt_clock(record.clock.elapsed())}, job "
+            f"{record.job.state if record.job else 'none'}"
+        )
     return 0
 
 
 def cmd_session_list(args: argparse.Namespace) -> int:
     root = _recordings(args)
-    rows = []
+    rows: list[dict[str, object]] = []
     attempts = []
     for rec_dir in sorted(root.glob("*/session.json")) if root.is_dir() else []:
         try:
@@ -273,9 +313,17 @@ def cmd_session_list(args: argparse.Namespace) -> int:
         except (SessionError, PathError, OSError, ValueError) as exc:
             rows.append({"session_id": rec_dir.parent.name, "error": str(exc)})
             continue
-        rows.append({"session_id": record.session_id, "task": record.task_id, "state": record.state,
-                     "mode": record.mode, "created_at": record.created_at, "attempt": record.attempt,
-                     "working_seconds": round(record.clock.elapsed(), 1)})
+        rows.append(
+            {
+                "session_id": record.session_id,
+                "task": record.task_id,
+                "state": record.state,
+                "mode": record.mode,
+                "created_at": record.created_at,
+                "attempt": record.attempt,
+                "working_seconds": round(record.clock.elapsed(), 1),
+            }
+        )
         attempts.append({"run_id": record.run_id, "task_id": record.task_id, "summary": summary})
     # Pass@k where a run made more than one scored attempt of a task (bridge/sessions/attempts.py)
     pass_k = [row for profile in ("strict", "compat") for row in pass_at_k_table(attempts, profile)]
@@ -290,9 +338,14 @@ def cmd_session_list(args: argparse.Namespace) -> int:
             table.add_row(*(Text(str(row.get(c, row.get("error", "")))) for c in cols))
         console().print(table)
         for row in pass_k:
-            ks = "  ".join(f"pass@{k} {v}" for k, v in row["pass_at_k"].items())
-            console().print(Text(f"{row['task_id']} ({row['profile']}, run {row['run_id']}): "
-                                 f"{row['c']}/{row['n']} attempts solved  {ks}"))
+            table_k: dict[str, object] = row["pass_at_k"]  # type: ignore[assignment]
+            ks = "  ".join(f"pass@{k} {v}" for k, v in table_k.items())
+            console().print(
+                Text(
+                    f"{row['task_id']} ({row['profile']}, run {row['run_id']}): "
+                    f"{row['c']}/{row['n']} attempts solved  {ks}"
+                )
+            )
     return 0
 
 

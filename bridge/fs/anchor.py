@@ -36,8 +36,10 @@ def open_workspace(path: Path, *, create: bool = True) -> int:
         raise PathError(f"workspace {path} is not a directory path ({exc})") from None
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise PathError(f"workspace {path}: a folder on the path is a symlink or not a directory "
-                            "(it may have changed while the session was starting)") from None
+            raise PathError(
+                f"workspace {path}: a folder on the path is a symlink or not a directory "
+                "(it may have changed while the session was starting)"
+            ) from None
         raise PathError(f"workspace {path}: {exc.strerror or exc}") from None
 
 
@@ -93,14 +95,15 @@ def write_new(dir_fd: int, rel: str, data: bytes, *, mode: int = 0o644) -> bool:
     fd = _descend(dir_fd, parts[:-1])
     try:
         try:
-            out = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
-                          dir_fd=fd)
+            out = os.open(
+                parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd
+            )
         except FileExistsError:
             return False
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(out, view):]
+                view = view[os.write(out, view) :]
         finally:
             os.close(out)
         return True

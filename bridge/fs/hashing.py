@@ -132,4 +132,3 @@ def tree_hash(
             continue
         triples.append((rel, mode_of(st), digest))
     return tree_hash_from_entries(triples)
-

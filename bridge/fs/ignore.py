@@ -19,9 +19,27 @@ import re
 # `env` is deliberately absent: it is a plausible source folder name (e.g. `app/env/`).
 EXCLUDED_DIRS: frozenset[str] = frozenset(
     {
-        ".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", "dist", "build",
-        "target", ".idea", ".vscode", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".tox", ".nox",
-        ".gradle", ".cursor", ".agents", ".rgbridge",
+        ".git",
+        ".hg",
+        ".svn",
+        "node_modules",
+        ".venv",
+        "venv",
+        "__pycache__",
+        "dist",
+        "build",
+        "target",
+        ".idea",
+        ".vscode",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".tox",
+        ".nox",
+        ".gradle",
+        ".cursor",
+        ".agents",
+        ".rgbridge",
     }
 )
 EXCLUDED_DIR_SUFFIXES: tuple[str, ...] = (".egg-info",)

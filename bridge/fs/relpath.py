@@ -51,8 +51,9 @@ def rel_parts(name: str, *, what: str = "path", error: type[BridgeError] = PathE
     return parts
 
 
-def check_layout(files: Iterable[str], dirs: Iterable[str] = (), *, what: str = "path",
-                 error: type[BridgeError] = PathError) -> None:
+def check_layout(
+    files: Iterable[str], dirs: Iterable[str] = (), *, what: str = "path", error: type[BridgeError] = PathError
+) -> None:
     """Refuse a set of paths that cannot coexist in one tree: a name that is both a file and a
     folder (`a` and `a/b`), or the same file twice."""
     seen: set[str] = set()

@@ -27,7 +27,6 @@ DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _DIR_FLAGS = DIR_FLAGS  # the name it had first: other modules import it
 
 
-
 def split_rel(rel: str) -> list[str]:
     """Components of a relative POSIX path (bridge/fs/relpath.py rules); ValueError when unclean."""
     try:
@@ -102,8 +101,9 @@ def walk_files_at(
     yield from _walk_dir(fd, "", exclude, skipped, dirs)
 
 
-def _walk_dir(fd: int, rel_dir: str, exclude: frozenset[str] | set[str], skipped: dict[str, str] | None,
-              dirs: bool) -> Iterator[tuple[str, os.DirEntry[str], int]]:
+def _walk_dir(
+    fd: int, rel_dir: str, exclude: frozenset[str] | set[str], skipped: dict[str, str] | None, dirs: bool
+) -> Iterator[tuple[str, os.DirEntry[str], int]]:
     try:
         try:
             with os.scandir(fd) as it:
@@ -123,7 +123,10 @@ def _walk_dir(fd: int, rel_dir: str, exclude: frozenset[str] | set[str], skipped
                 if is_excluded_dir(entry.name, exclude):
                     continue
                 sub_rel = rel + "/"
-                if len(sub_rel.encode("utf-8", "surrogateescape")) > MAX_DIR_PATH_BYTES or sub_rel.count("/") > MAX_DEPTH:
+                if (
+                    len(sub_rel.encode("utf-8", "surrogateescape")) > MAX_DIR_PATH_BYTES
+                    or sub_rel.count("/") > MAX_DEPTH
+                ):
                     if skipped is not None:
                         skipped[rel] = "path too long or too deep (limit PATH_MAX)"
                     continue
@@ -166,8 +169,9 @@ def sha256_at(dir_fd: int, name: str) -> str:
     return h.hexdigest()
 
 
-def copy_tree_at(src: str | os.PathLike[str], dest: str | os.PathLike[str],
-                 exclude: frozenset[str] | set[str] = EXCLUDED_DIRS) -> int:
+def copy_tree_at(
+    src: str | os.PathLike[str], dest: str | os.PathLike[str], exclude: frozenset[str] | set[str] = EXCLUDED_DIRS
+) -> int:
     """Copy the recorded files of `src` into a new folder `dest`; returns the number of files.
 
     Reads go through `walk_files_at` (fd-relative, O_NOFOLLOW): symlinks are copied as links and
@@ -209,8 +213,9 @@ def copy_tree_at(src: str | os.PathLike[str], dest: str | os.PathLike[str],
     return count
 
 
-def walk_sorted_at(root: str | os.PathLike[str], *, prune_root: frozenset[str] = frozenset()
-                   ) -> Iterator[tuple[str, os.DirEntry[str], int]]:
+def walk_sorted_at(
+    root: str | os.PathLike[str], *, prune_root: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, os.DirEntry[str], int]]:
     """Every non-directory entry under `root` (files, symlinks, special files), with no ignore
     rules, in `os.walk` order (a folder's names sorted, then its sub-folders sorted), for digests
     whose order is part of a format (integrity.json). Folders are entered fd-relative with

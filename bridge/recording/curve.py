@@ -18,9 +18,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bridge.recording.clock import iso, parse_iso, utcnow
 from bridge.errors import RecordingError
 from bridge.fs.files import write_json_atomic
+from bridge.recording.clock import iso, parse_iso, utcnow
 from bridge.recording.moments import Moment, resolve_moment, state_at
 from bridge.recording.reader import Recording, open_recording
 from bridge.recording.replay import materialise
@@ -52,8 +52,15 @@ def curve_moments(rec: Recording, points: int) -> list[Moment]:
 def _point(prof: Any) -> dict[str, Any]:
     ac = prof.api_coverage.score if prof.api_coverage is not None else None
     dyn = prof.dynamic_api_coverage.score if prof.dynamic_api_coverage is not None else None
-    return {"outcome": prof.outcome, "dsr": bool(prof.dsr.success), "pass_at_1": prof.pass_at_1.score,
-            "passed": prof.pass_at_1.passed, "total": prof.pass_at_1.total, "ac": ac, "dynamic_ac": dyn}
+    return {
+        "outcome": prof.outcome,
+        "dsr": bool(prof.dsr.success),
+        "pass_at_1": prof.pass_at_1.score,
+        "passed": prof.pass_at_1.passed,
+        "total": prof.pass_at_1.total,
+        "ac": ac,
+        "dynamic_ac": dyn,
+    }
 
 
 def compute_curve(
@@ -74,7 +81,10 @@ def compute_curve(
     if workers < 1:
         raise RecordingError("--workers must be at least 1")
     if score_fn is None:
-        from bridge.scoring.engine import score_repo as score_fn
+        from bridge.scoring.engine import score_repo
+
+        score_fn = score_repo
+    scorer: Callable[..., Any] = score_fn
     rec_dir = Path(rec_dir)
     rec = open_recording(rec_dir)
     task = load_task_for(rec.meta.task_id, catalog)
@@ -92,8 +102,15 @@ def compute_curve(
             repo.mkdir()
             materialise(rec, states[index], repo)
             say(f"point {index + 1}/{points}: scoring {hashes[index][:12]}")
-            return score_fn(task, repo, profile=profile, output_dir=Path(tmp) / "out", use_cache=use_cache,
-                            run_id=f"curve-{rec.meta.session_id}-{index}"[:60], progress=None)
+            return scorer(
+                task,
+                repo,
+                profile=profile,
+                output_dir=Path(tmp) / "out",
+                use_cache=use_cache,
+                run_id=f"curve-{rec.meta.session_id}-{index}"[:60],
+                progress=None,
+            )
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rgbridge-curve") as pool:
         futures = {h: pool.submit(score, i) for h, i in unique.items()}
@@ -102,14 +119,27 @@ def compute_curve(
     from bridge.scoring.result import GRADER_VERSION
 
     rows = []
-    for i, (m, st, h) in enumerate(zip(moments, states, hashes)):
+    for i, (m, st, h) in enumerate(zip(moments, states, hashes, strict=True)):
         result = scored[h]
-        rows.append({"index": i + 1, "moment": m.to_dict(), "tree_hash": h, "files": len(st.files),
-                     "snapshot_hash": result.snapshot_hash, "shared_with": unique[h] + 1 if unique[h] != i else None,
-                     **_point(result.profile(profile))})
+        rows.append(
+            {
+                "index": i + 1,
+                "moment": m.to_dict(),
+                "tree_hash": h,
+                "files": len(st.files),
+                "snapshot_hash": result.snapshot_hash,
+                "shared_with": unique[h] + 1 if unique[h] != i else None,
+                **_point(result.profile(profile)),
+            }
+        )
     curve = {
-        "kind": "curve", "session_id": rec.meta.session_id, "task_id": rec.meta.task_id, "profile": profile,
-        "grader_version": GRADER_VERSION, "points": rows, "distinct_snapshots": len(unique),
+        "kind": "curve",
+        "session_id": rec.meta.session_id,
+        "task_id": rec.meta.task_id,
+        "profile": profile,
+        "grader_version": GRADER_VERSION,
+        "points": rows,
+        "distinct_snapshots": len(unique),
         "created_at": iso(utcnow()),
     }
     if save:
@@ -159,15 +189,24 @@ def render_curve(curve: dict[str, Any], console: Any) -> None:
     from rich.table import Table
 
     pts = curve["points"]
-    t = Table(title=f"{curve['task_id']} — {curve['profile']} profile, grader {curve['grader_version']}",
-              title_justify="left")
+    t = Table(
+        title=f"{curve['task_id']} — {curve['profile']} profile, grader {curve['grader_version']}", title_justify="left"
+    )
     for col in ("#", "wall", "working", "files", "outcome", "DSR", "Pass@1", "", "AC"):
         t.add_column(col, justify="right" if col in ("#", "files") else "left")
     for p in pts:
         m = p["moment"]
-        t.add_row(str(p["index"]), fmt_secs(m["wall_seconds"]), fmt_secs(m["working_seconds"]), str(p["files"]),
-                  str(p["outcome"]), "PASS" if p["dsr"] else "FAIL", f"{p['passed']}/{p['total']} {p['pass_at_1']:.2f}",
-                  _bar(p["pass_at_1"]), "-" if p["ac"] is None else f"{p['ac']:.2f}")
+        t.add_row(
+            str(p["index"]),
+            fmt_secs(m["wall_seconds"]),
+            fmt_secs(m["working_seconds"]),
+            str(p["files"]),
+            str(p["outcome"]),
+            "PASS" if p["dsr"] else "FAIL",
+            f"{p['passed']}/{p['total']} {p['pass_at_1']:.2f}",
+            _bar(p["pass_at_1"]),
+            "-" if p["ac"] is None else f"{p['ac']:.2f}",
+        )
     console.print(t)
 
     def spark(values: list[float]) -> str:
@@ -180,6 +219,9 @@ def render_curve(curve: dict[str, Any], console: Any) -> None:
         line = "".join("██ " if v * rows >= r - 0.5 and v > 0 else "   " for v in p1)
         console.print(f"  {'1.0' if r == rows else '   '} │{line}", highlight=False)
     console.print("      └" + "───" * len(p1), highlight=False)
-    console.print(f"  Pass@1 │{spark(p1)}│  DSR │{spark([1.0 if p['dsr'] else 0.0 for p in pts])}│  "
-                  f"AC │{spark([float(p['ac'] or 0.0) for p in pts])}│", highlight=False)
+    console.print(
+        f"  Pass@1 │{spark(p1)}│  DSR │{spark([1.0 if p['dsr'] else 0.0 for p in pts])}│  "
+        f"AC │{spark([float(p['ac'] or 0.0) for p in pts])}│",
+        highlight=False,
+    )
     console.print(f"[dim]{curve.get('distinct_snapshots')} distinct snapshot(s) scored for {len(pts)} point(s)[/]")

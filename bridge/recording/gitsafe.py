@@ -79,13 +79,17 @@ def check_store_layout(git_dir: Path) -> None:
             if m:
                 section = m.group(1).lower() + (m.group(2) or "")
                 if section != "core":
-                    raise RecordingError(f"{where}: store config has a [{section}] section the bridge never writes: refused")
+                    raise RecordingError(
+                        f"{where}: store config has a [{section}] section the bridge never writes: refused"
+                    )
                 continue
             kv = _KEYVAL.match(line)
             key = kv.group(1).lower() if kv else ""
             value = (kv.group(2) or "true").strip().strip('"').lower() if kv else ""
             if section != "core" or key not in _ALLOWED_CORE or value not in _ALLOWED_CORE[key]:
-                raise RecordingError(f"{where}: store config sets {section or '?'}.{key or line!r}, which the bridge never writes: refused")
+                raise RecordingError(
+                    f"{where}: store config sets {section or '?'}.{key or line!r}, which the bridge never writes: refused"
+                )
     info = git_dir / "objects" / "info"
     for name in ("alternates", "http-alternates"):
         if (info / name).exists() or (info / name).is_symlink():

@@ -23,16 +23,17 @@ import fnmatch
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from bridge import __version__
-from bridge.recording.clock import iso, parse_iso, utcnow
 from bridge.errors import BridgeError, RecordingError
 from bridge.fs.files import write_json_atomic
+from bridge.fs.hashing import sha256_bytes, tree_hash_from_entries
 from bridge.fs.ignore import UPSTREAM_COPY_IGNORE
 from bridge.fs.walk import digest_at, walk_sorted_at
-from bridge.fs.hashing import sha256_bytes, tree_hash_from_entries
+from bridge.recording.clock import iso, parse_iso, utcnow
 
 INTEGRITY_NAME = "integrity.json"
 INTEGRITY_VERSION = 1
@@ -205,9 +206,13 @@ def _compare_seal(rec_dir: Path, sealed: dict[str, Any], problems: list[str], wa
     old_refs, now_refs = old_store.get("refs") or {}, now_store["refs"]
     problems.extend(_compare_digests(old_refs, now_refs, "ref ", show_values=True))
     old_sf, now_sf = old_store.get("files") or {}, now_store["files"]
-    problems.extend(_compare_digests(
-        {k: v for k, v in old_sf.items() if not _is_ref_file(k)},  # refs are reported above
-        {k: v for k, v in now_sf.items() if not _is_ref_file(k)}, ""))
+    problems.extend(
+        _compare_digests(
+            {k: v for k, v in old_sf.items() if not _is_ref_file(k)},  # refs are reported above
+            {k: v for k, v in now_sf.items() if not _is_ref_file(k)},
+            "",
+        )
+    )
     old_obj, now_obj = old_store.get("objects") or {}, now_store["objects"]
     if old_obj.get("digest") != now_obj["digest"]:
         problems.append(
@@ -249,8 +254,7 @@ def _locate_event_change(path: Path, old: dict[str, Any], now: dict[str, Any]) -
             types.append("(unparsable)")
     kinds = ", ".join(sorted(set(types)))
     benign = all(t in APPENDABLE for t in types)
-    return (f"events.jsonl: {len(appended)} line(s) appended after sealing (after line {old_lines}: {kinds})",
-            benign)
+    return (f"events.jsonl: {len(appended)} line(s) appended after sealing (after line {old_lines}: {kinds})", benign)
 
 
 def _staged_hash(entries: list[tuple[str, int, str]]) -> str:
@@ -276,6 +280,7 @@ def _check_content(rec_dir: Path, problems: list[str], warnings: list[str], chec
         warnings.append(f"events.jsonl: {rec.bad_lines} unparsable line(s) skipped (a crash mid-write leaves one)")
     # seqs and times
     prev_seq, prev_t = 0, None
+    t: datetime | None
     for ev in rec.events:
         seq = ev["seq"]
         if seq != prev_seq + 1:
@@ -317,7 +322,9 @@ def _check_content(rec_dir: Path, problems: list[str], warnings: list[str], chec
             continue
         try:
             if real_sha(oid) != sha:
-                problems.append(f"store/objects/{oid[:2]}/{oid[2:]}: content does not match sha256 of event {ev['seq']}")
+                problems.append(
+                    f"store/objects/{oid[:2]}/{oid[2:]}: content does not match sha256 of event {ev['seq']}"
+                )
         except RecordingError as exc:
             problems.append(f"store: {exc}")
     checked["blobs"] = len(seen_sha)
@@ -380,7 +387,9 @@ def _check_content(rec_dir: Path, problems: list[str], warnings: list[str], chec
     if sub is not None:
         ref = store.ref("refs/rgbridge/submission")
         if ref != sub.commit:
-            problems.append(f"store/refs/rgbridge/submission: points at {str(ref)[:12]}, session.json says {sub.commit[:12]}")
+            problems.append(
+                f"store/refs/rgbridge/submission: points at {str(ref)[:12]}, session.json says {sub.commit[:12]}"
+            )
         submit = [e for e in rec.events if e.get("type") == "submit"]
         if not submit:
             problems.append("events.jsonl: no submit event for the recorded submission")
@@ -420,11 +429,18 @@ def _check_content(rec_dir: Path, problems: list[str], warnings: list[str], chec
             staged_cache[commit] = _staged_hash(entries)
         if commit and staged_cache.get(commit) == got:
             continue  # the engine left out ignored files (e.g. *.pyc) when staging
-        problems.append(f"{entry['path']}: snapshot_hash {str(got)[:12]}… is not the tree it claims to score "
-                        f"({str(expected)[:12]}…)")
+        problems.append(
+            f"{entry['path']}: snapshot_hash {str(got)[:12]}… is not the tree it claims to score "
+            f"({str(expected)[:12]}…)"
+        )
     checked["results"] = len(results)
     job = rec.meta.job
-    if job is not None and job.state == "done" and job.result_dir and not (rec_dir / job.result_dir / "result.json").is_file():
+    if (
+        job is not None
+        and job.state == "done"
+        and job.result_dir
+        and not (rec_dir / job.result_dir / "result.json").is_file()
+    ):
         problems.append(f"{job.result_dir}/result.json: missing (session.json says scoring is done)")
 
 

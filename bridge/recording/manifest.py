@@ -11,12 +11,10 @@ from __future__ import annotations
 import os
 import stat
 import time
-
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from bridge.fs.walk import open_parent
 from bridge.fs.hashing import (
     EXCLUDED_DIRS,
     MODE_LINK,
@@ -25,13 +23,14 @@ from bridge.fs.hashing import (
     tree_hash_from_entries,
     walk_files,
 )
+from bridge.fs.walk import open_parent
 
 DEFAULT_MAX_FILE_BYTES = 5_000_000
 # Larger than the kernel's coarse timestamp tick (1-10 ms) with a wide margin.
 RACY_NS = 50_000_000
 
 # Called with (sha256, content bytes) for every freshly read file, e.g. to store the blob.
-ContentSink = Callable[[str, bytes], None]
+ContentSink = Callable[[str, bytes], object]  # the return value (e.g. a blob id) is ignored
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +92,12 @@ class Manifest(Mapping[str, FileEntry]):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> Manifest:
-        files = {p: FileEntry(**e) for p, e in dict(data.get("files", {})).items()}  # type: ignore[arg-type]
-        return cls(files, dict(data.get("oversized", {})))  # type: ignore[arg-type]
+        raw_files = data.get("files", {})
+        raw_oversized = data.get("oversized", {})
+        if not isinstance(raw_files, dict) or not isinstance(raw_oversized, dict):
+            raise ValueError("manifest: 'files' and 'oversized' must be objects")
+        files = {p: FileEntry(**e) for p, e in raw_files.items()}
+        return cls(files, dict(raw_oversized))
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,11 +177,13 @@ def _read_entry_at(
             return None
         except OSError:  # ELOOP (replaced by a link mid-open), EACCES...: treat as absent for now
             return None
-        stable = (
-            (st1.st_size, st1.st_mtime_ns, st1.st_ino, st1.st_mode, st1.st_ctime_ns)
-            == (st2.st_size, st2.st_mtime_ns, st2.st_ino, st2.st_mode, st2.st_ctime_ns)
-            and (is_link or len(data) == st2.st_size)
-        )
+        stable = (st1.st_size, st1.st_mtime_ns, st1.st_ino, st1.st_mode, st1.st_ctime_ns) == (
+            st2.st_size,
+            st2.st_mtime_ns,
+            st2.st_ino,
+            st2.st_mode,
+            st2.st_ctime_ns,
+        ) and (is_link or len(data) == st2.st_size)
         entry = FileEntry(
             sha256=sha256_bytes(data),
             size=st2.st_size if not is_link else len(data),
@@ -314,4 +319,3 @@ def stable_scan(
         m = scan(root_s, max_file_bytes=max_file_bytes, previous=m, exclude=exclude, on_content=on_content)
         passes += 1
     return StableScan(m, stable, passes, time.monotonic() - t0, redone)
-

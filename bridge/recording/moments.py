@@ -6,17 +6,15 @@ events after it, each blob looked up in the store by its SHA-256 and verified.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-
-from bridge.recording.clock import iso, parse_iso
 from bridge.errors import RecordingError
-from bridge.recording.reader import FILE_EVENTS, SHA256_HEX, Recording, SessionMetaV1, open_recording
-from bridge.fs.relpath import rel_parts
 from bridge.fs.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, tree_hash_from_entries
-
+from bridge.fs.relpath import rel_parts
+from bridge.recording.clock import iso, parse_iso
+from bridge.recording.reader import FILE_EVENTS, SHA256_HEX, Recording, SessionMetaV1, open_recording
 
 # ----------------------------------------------------------------------------- moments
 
@@ -62,13 +60,21 @@ def _parse_time(text: str) -> datetime:
         raise RecordingError(
             f"cannot read moment {text!r}: use an ISO-8601 time, +SECONDS, event:N, start, end or submission"
         ) from None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
-def _moment(rec: Recording, spec: str, seq: int, when: datetime, *, commit: str | None = None,
-            note: str = "") -> Moment:
-    return Moment(spec=spec, seq=seq, t=iso(when), wall_seconds=round((when - rec.started).total_seconds(), 3),
-                  working_seconds=working_seconds_at(rec.meta, when), commit=commit, note=note)
+def _moment(
+    rec: Recording, spec: str, seq: int, when: datetime, *, commit: str | None = None, note: str = ""
+) -> Moment:
+    return Moment(
+        spec=spec,
+        seq=seq,
+        t=iso(when),
+        wall_seconds=round((when - rec.started).total_seconds(), 3),
+        working_seconds=working_seconds_at(rec.meta, when),
+        commit=commit,
+        note=note,
+    )
 
 
 def resolve_moment(rec_dir: Path | str | Recording, at: str) -> Moment:
@@ -89,8 +95,9 @@ def resolve_moment(rec_dir: Path | str | Recording, at: str) -> Moment:
         sub = rec.meta.submission
         if sub is None:
             raise RecordingError(f"{rec.dir}: session was never submitted (state {rec.meta.state})")
-        ev = next((e for e in reversed(rec.events) if e.get("type") == "submit" and e.get("commit") == sub.commit),
-                  None)
+        ev = next(
+            (e for e in reversed(rec.events) if e.get("type") == "submit" and e.get("commit") == sub.commit), None
+        )
         seq = int(ev["seq"]) if ev else _last_seq_before(rec, parse_iso(sub.at))
         return _moment(rec, spec, seq, parse_iso(sub.at), commit=sub.commit)
     if spec == "start":
@@ -231,8 +238,9 @@ def state_at(rec: Recording, moment: Moment) -> State:
     """The recorded workspace at a moment (no files written)."""
     if moment.commit is not None:
         fields = rec.store.commit_fields(moment.commit)
-        return State(commit_state(rec, moment.commit), moment.commit, moment.seq, 0, True,
-                     left_out=sorted(fields["left_out"]))
+        return State(
+            commit_state(rec, moment.commit), moment.commit, moment.seq, 0, True, left_out=sorted(fields["left_out"])
+        )
     base: dict[str, Any] | None = None
     i_base = -1
     for i, ev in enumerate(rec.events):

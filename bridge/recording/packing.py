@@ -64,7 +64,9 @@ def _walk(rec_dir: Path) -> list[tuple[str, bool]]:
                     try:
                         sub = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
                     except OSError as exc:
-                        raise RecordingError(f"cannot pack {rec_dir}: {rel}: {exc.strerror} (swapped for a link?)") from None
+                        raise RecordingError(
+                            f"cannot pack {rec_dir}: {rel}: {exc.strerror} (swapped for a link?)"
+                        ) from None
                     visit(sub, rel + "/")
                 elif stat.S_ISREG(st.st_mode):
                     if not _skip(rel):
@@ -173,9 +175,17 @@ def unpack_recording(
                 parts = _check_name(member.name)
                 kind = "directory" if member.isdir() else "file" if member.isreg() else None
                 if kind is None:
-                    what = ("symlink" if member.issym() else "hardlink" if member.islnk()
-                            else "device file" if (member.ischr() or member.isblk())
-                            else "fifo" if member.isfifo() else f"type {member.type!r}")
+                    what = (
+                        "symlink"
+                        if member.issym()
+                        else "hardlink"
+                        if member.islnk()
+                        else "device file"
+                        if (member.ischr() or member.isblk())
+                        else "fifo"
+                        if member.isfifo()
+                        else f"type {member.type!r}"
+                    )
                     raise RecordingError(f"archive member {member.name!r}: {what} refused (recordings hold only files)")
                 if member.isreg() and getattr(member, "sparse", None):
                     raise RecordingError(f"archive member {member.name!r}: sparse file refused")
@@ -189,8 +199,10 @@ def unpack_recording(
                 seen.add(key)
                 if member.isreg():
                     if member.size > max_file_bytes:
-                        raise RecordingError(f"archive member {member.name!r}: {member.size} bytes exceeds the "
-                                             f"{max_file_bytes}-byte file cap")
+                        raise RecordingError(
+                            f"archive member {member.name!r}: {member.size} bytes exceeds the "
+                            f"{max_file_bytes}-byte file cap"
+                        )
                     total += member.size
                     if total > max_total_bytes:
                         raise RecordingError(f"{archive}: contents exceed the {max_total_bytes}-byte cap (refused)")
@@ -201,8 +213,12 @@ def unpack_recording(
             raise RecordingError(f"{archive}: empty archive")
         if f"{top}/session.json" not in seen:
             raise RecordingError(f"{archive}: no {top}/session.json: not a recording archive")
-        check_layout(["/".join(p) for m, p in plan if not m.isdir()], ["/".join(p) for m, p in plan if m.isdir()],
-                     what="archive member", error=RecordingError)
+        check_layout(
+            ["/".join(p) for m, p in plan if not m.isdir()],
+            ["/".join(p) for m, p in plan if m.isdir()],
+            what="archive member",
+            error=RecordingError,
+        )
 
         existed = out.exists()
         out.mkdir(parents=True, exist_ok=True)
@@ -263,4 +279,3 @@ def _clear(root: str, existed: bool) -> None:
                 child.unlink()
     else:
         shutil.rmtree(root, ignore_errors=True)
-

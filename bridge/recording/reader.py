@@ -21,12 +21,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridge.recording.clock import parse_iso
 from bridge.errors import RecordingError
+from bridge.fs.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, sha256_bytes
+from bridge.recording.clock import parse_iso
 from bridge.recording.events import ReadStats, read_events
 from bridge.recording.gitsafe import HARDENING_ARGS, check_store_layout, isolated_git_env
-from bridge.fs.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, sha256_bytes
-
 
 #: The newest recording format this reader understands (equals bridge.sessions.manager.FORMAT_VERSION).
 READER_FORMAT_VERSION = 1
@@ -207,8 +206,15 @@ class StoreReader:
         env = isolated_git_env(self.git_dir)
         argv = ["git", *HARDENING_ARGS, "cat-file", "--batch"]
         try:
-            proc = subprocess.run(argv, input=oid.encode() + b"\n", env=env, cwd=self.git_dir,
-                                  capture_output=True, check=False, timeout=60)
+            proc = subprocess.run(
+                argv,
+                input=oid.encode() + b"\n",
+                env=env,
+                cwd=self.git_dir,
+                capture_output=True,
+                check=False,
+                timeout=60,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise RecordingError(f"git cat-file failed: {exc}") from None
         head, _, rest = proc.stdout.partition(b"\n")
@@ -383,7 +389,6 @@ def open_recording(rec_dir: Path | str) -> Recording:
     events = [e for e in read_events(events_path, stats=stats) if isinstance(e.get("seq"), int)]
     events.sort(key=lambda e: e["seq"])  # written in order; sorting makes bisect safe on odd files
     return Recording(rec_dir, meta, events, stats.bad_lines, StoreReader(rec_dir / "store"))
-
 
 
 def iter_recordings(folder: Path) -> Iterator[Path]:

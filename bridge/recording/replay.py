@@ -10,12 +10,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 from bridge.errors import RecordingError
+from bridge.fs.hashing import MODE_EXEC, MODE_LINK, sha256_bytes
+from bridge.fs.relpath import check_layout, rel_parts
 from bridge.recording.moments import Moment, State, resolve_moment, state_at
 from bridge.recording.reader import Recording, open_recording
-from bridge.fs.relpath import check_layout, rel_parts
-from bridge.fs.hashing import MODE_EXEC, MODE_LINK, sha256_bytes
 
 
 @dataclass
@@ -132,6 +131,15 @@ def replay(rec_dir: Path | str | Recording, at: str, out_dir: Path | str, *, for
                 f"submission commit {moment.commit[:12]} rebuilds to tree hash {th[:12]}…, but session.json "
                 f"records {rec.meta.submission.tree_hash[:12]}…: the recording is inconsistent"
             )
-    return ReplayResult(files=files, tree_hash=th, commit=state.base_commit, moment=moment, out_dir=str(out),
-                        base_seq=state.base_seq, applied_events=state.applied, exact_commit=state.exact_commit,
-                        left_out=state.left_out, note=moment.note or state.note)
+    return ReplayResult(
+        files=files,
+        tree_hash=th,
+        commit=state.base_commit,
+        moment=moment,
+        out_dir=str(out),
+        base_seq=state.base_seq,
+        applied_events=state.applied,
+        exact_commit=state.exact_commit,
+        left_out=state.left_out,
+        note=moment.note or state.note,
+    )

@@ -14,15 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-
-from bridge.recording.clock import iso, utcnow
 from bridge.errors import RecordingError
+from bridge.fs.files import write_json_atomic
+from bridge.recording import integrity
+from bridge.recording.clock import iso, utcnow
 from bridge.recording.moments import Moment, State, resolve_moment, state_at
 from bridge.recording.reader import Recording, open_recording
 from bridge.recording.replay import materialise
 from bridge.recording.results import write_index
-from bridge.fs.files import write_json_atomic
-from bridge.recording import integrity
 
 
 def _now_stamp() -> str:
@@ -41,19 +40,32 @@ def load_task_for(task_id: str, catalog: Any | None) -> Any:
 ScoreFn = Callable[..., Any]
 
 
-def score_moment(rec: Recording, moment: Moment, *, task: Any, profile: str, output_dir: Path | None,
-                 use_cache: bool, score_fn: ScoreFn | None = None, run_id: str | None = None,
-                 progress: Callable[[str], None] | None = None) -> tuple[Any, State]:
+def score_moment(
+    rec: Recording,
+    moment: Moment,
+    *,
+    task: Any,
+    profile: str,
+    output_dir: Path | None,
+    use_cache: bool,
+    score_fn: ScoreFn | None = None,
+    run_id: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[Any, State]:
     """Materialise a moment into a temp dir and score it with the current grader."""
     if score_fn is None:
-        from bridge.scoring.engine import score_repo as score_fn
+        from bridge.scoring.engine import score_repo
+
+        score_fn = score_repo
+    scorer: Callable[..., Any] = score_fn
     state = state_at(rec, moment)
     with tempfile.TemporaryDirectory(prefix="rgbridge-replay-") as tmp:
         repo = Path(tmp) / "repo"
         repo.mkdir()
         materialise(rec, state, repo)
-        result = score_fn(task, repo, profile=profile, output_dir=output_dir, use_cache=use_cache,
-                          run_id=run_id, progress=progress)
+        result = scorer(
+            task, repo, profile=profile, output_dir=output_dir, use_cache=use_cache, run_id=run_id, progress=progress
+        )
     return result, state
 
 
@@ -93,9 +105,17 @@ def rescore(
     shutil.rmtree(tmp_out, ignore_errors=True)
     tmp_out.mkdir()
     try:
-        result, state = score_moment(rec, moment, task=task, profile=profile, output_dir=tmp_out,
-                                     use_cache=use_cache, score_fn=score_fn,
-                                     run_id=f"rescore-{rec.meta.session_id}"[:60], progress=progress)
+        result, state = score_moment(
+            rec,
+            moment,
+            task=task,
+            profile=profile,
+            output_dir=tmp_out,
+            use_cache=use_cache,
+            score_fn=score_fn,
+            run_id=f"rescore-{rec.meta.session_id}"[:60],
+            progress=progress,
+        )
         label = {
             "kind": "rescore",
             "grader_version": getattr(result, "grader_version", GRADER_VERSION),

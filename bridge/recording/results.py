@@ -6,11 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-
-from bridge.scoring.result import summarize_result
-from bridge.recording.reader import INDEX_NAME, READER_FORMAT_VERSION, load_meta
 from bridge.fs.files import write_json_atomic
-
+from bridge.recording.reader import INDEX_NAME, READER_FORMAT_VERSION, load_meta
+from bridge.scoring.result import summarize_result
 
 # ----------------------------------------------------------------------------- results & index
 
@@ -20,7 +18,6 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-
 
 
 def list_results(rec_dir: Path | str) -> list[dict[str, Any]]:
@@ -40,21 +37,23 @@ def list_results(rec_dir: Path | str) -> list[dict[str, Any]]:
         kind = "submission" if folder.name.startswith("submission-") else label.get("kind", "rescore")
         moment = label.get("moment") or ({"spec": "submission"} if kind == "submission" else {})
         profiles = sorted((data.get("profiles") or {}).keys())
-        out.append({
-            "name": folder.name,
-            "kind": kind,
-            "path": f"results/{folder.name}/result.json",
-            "grader_version": data.get("grader_version"),
-            "profile": label.get("profile") or ("both" if len(profiles) > 1 else (profiles[0] if profiles else "")),
-            "profiles": profiles,
-            "moment": moment,
-            "snapshot_hash": data.get("snapshot_hash"),
-            "moment_tree_hash": label.get("tree_hash") or (meta.submission.tree_hash if kind == "submission"
-                                                            and meta.submission else None),
-            "task_hash": data.get("task_hash"),
-            "created_at": data.get("created_at"),
-            "summary": summarize_result(data),
-        })
+        out.append(
+            {
+                "name": folder.name,
+                "kind": kind,
+                "path": f"results/{folder.name}/result.json",
+                "grader_version": data.get("grader_version"),
+                "profile": label.get("profile") or ("both" if len(profiles) > 1 else (profiles[0] if profiles else "")),
+                "profiles": profiles,
+                "moment": moment,
+                "snapshot_hash": data.get("snapshot_hash"),
+                "moment_tree_hash": label.get("tree_hash")
+                or (meta.submission.tree_hash if kind == "submission" and meta.submission else None),
+                "task_hash": data.get("task_hash"),
+                "created_at": data.get("created_at"),
+                "summary": summarize_result(data),
+            }
+        )
     out.sort(key=lambda r: (str(r.get("created_at") or ""), r["name"]))
     return out
 
@@ -65,8 +64,14 @@ def write_index(rec_dir: Path | str) -> Path:
     (rec_dir / "results").mkdir(exist_ok=True)
     path = rec_dir / "results" / INDEX_NAME
     curves = sorted(p.name for p in (rec_dir / "results").glob("curve-*.json"))
-    write_json_atomic(path, {"format_version": READER_FORMAT_VERSION, "results": list_results(rec_dir),
-                       "curves": [f"results/{c}" for c in curves]})
+    write_json_atomic(
+        path,
+        {
+            "format_version": READER_FORMAT_VERSION,
+            "results": list_results(rec_dir),
+            "curves": [f"results/{c}" for c in curves],
+        },
+    )
     return path
 
 

@@ -26,15 +26,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bridge.errors import RecordingError
+from bridge.fs.hashing import (
+    EXCLUDED_DIR_SUFFIXES,
+    EXCLUDED_DIRS,
+    MODE_EXEC,
+    MODE_LINK,
+    sha256_bytes,
+    tree_hash_from_entries,
+)
 from bridge.fs.relpath import check_layout, rel_parts
 from bridge.recording.gitsafe import HARDENING_ARGS, check_store_layout, isolated_git_env
-from bridge.fs.hashing import EXCLUDED_DIRS, EXCLUDED_DIR_SUFFIXES, MODE_EXEC, MODE_LINK, sha256_bytes, tree_hash_from_entries
 from bridge.recording.manifest import FileEntry, Manifest, Oversized, read_entry
 
 HEAD_REF = "refs/heads/main"
 SUBMISSION_REF = "refs/rgbridge/submission"
 IDENTITY = ("rgbridge", "rgbridge@localhost")
-_TEMP_PATTERNS = ("*.sw[a-px]", "*~", "4913", "*___jb_tmp___", "*___jb_old___", ".#*", "*.tmp.[0-9]*", "*.crswap", ".~lock.*#")
+_TEMP_PATTERNS = (
+    "*.sw[a-px]",
+    "*~",
+    "4913",
+    "*___jb_tmp___",
+    "*___jb_old___",
+    ".#*",
+    "*.tmp.[0-9]*",
+    "*.crswap",
+    ".~lock.*#",
+)
 
 
 class StoreMismatch(RecordingError):
@@ -245,18 +262,22 @@ class ShadowStore:
             body = message.rstrip("\n") + "\n\n" + f"Rgbridge-Tree-Hash: {th}\n"
             body += "".join(f"Rgbridge-Left-Out: {p}\n" for p in left_out)
             args = ["commit-tree", tree] + (["-p", parent] if parent else [])
-            commit = self._git(
-                *args,
-                input=body.encode("utf-8", "surrogateescape"),
-                extra_env={
-                    "GIT_AUTHOR_NAME": IDENTITY[0],
-                    "GIT_AUTHOR_EMAIL": IDENTITY[1],
-                    "GIT_COMMITTER_NAME": IDENTITY[0],
-                    "GIT_COMMITTER_EMAIL": IDENTITY[1],
-                    "GIT_AUTHOR_DATE": date,
-                    "GIT_COMMITTER_DATE": date,
-                },
-            ).decode().strip()
+            commit = (
+                self._git(
+                    *args,
+                    input=body.encode("utf-8", "surrogateescape"),
+                    extra_env={
+                        "GIT_AUTHOR_NAME": IDENTITY[0],
+                        "GIT_AUTHOR_EMAIL": IDENTITY[1],
+                        "GIT_COMMITTER_NAME": IDENTITY[0],
+                        "GIT_COMMITTER_EMAIL": IDENTITY[1],
+                        "GIT_AUTHOR_DATE": date,
+                        "GIT_COMMITTER_DATE": date,
+                    },
+                )
+                .decode()
+                .strip()
+            )
             if ref is not None:
                 self._git("update-ref", ref, commit)
             return CommitResult(commit, tree, th, True, left_out)
@@ -368,8 +389,14 @@ class ShadowStore:
         blobs = dict(self._cat_blobs(sorted({e.oid for e in entries})))
         for e in entries:
             data = blobs[e.oid]
-            files[e.path] = FileEntry(sha256=sha256_bytes(data), size=len(data), mode=e.mode, mtime_ns=0, ino=0,
-                                      is_symlink=e.mode == MODE_LINK)
+            files[e.path] = FileEntry(
+                sha256=sha256_bytes(data),
+                size=len(data),
+                mode=e.mode,
+                mtime_ns=0,
+                ino=0,
+                is_symlink=e.mode == MODE_LINK,
+            )
         return Manifest(files, {})
 
     def checkout_to(self, commit: str, out_dir: Path) -> int:

@@ -20,10 +20,21 @@ from bridge.recording.results import list_results
 NICE_BUCKETS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400)
 MAX_BUCKETS = 40
 SPARK = "▁▂▃▄▅▆▇█"
-_INCIDENTS = frozenset({"recorder_degraded", "recorder_error", "reattach", "detach", "score_failed",
-                        "score_resume", "sentinel", "quit",
-                        # a golden test/solution file opened while the session was open (bridge/sessions/contamination.py)
-                        "golden_access", "golden_watch_warning"})
+_INCIDENTS = frozenset(
+    {
+        "recorder_degraded",
+        "recorder_error",
+        "reattach",
+        "detach",
+        "score_failed",
+        "score_resume",
+        "sentinel",
+        "quit",
+        # a golden test/solution file opened while the session was open (bridge/sessions/contamination.py)
+        "golden_access",
+        "golden_watch_warning",
+    }
+)
 
 
 def bucket_seconds(duration: float, max_buckets: int = MAX_BUCKETS) -> int:
@@ -57,19 +68,34 @@ def build_timeline(rec_dir: Path | str | Recording) -> dict[str, Any]:
         s = parse_iso(span.start)
         e = parse_iso(span.end) if span.end else end_t
         if prev_end is not None and s > prev_end:
-            pauses.append({"start": prev_end.isoformat(), "end": s.isoformat(),
-                           "start_s": _secs(rec, prev_end.isoformat()), "end_s": _secs(rec, s.isoformat()),
-                           "seconds": round((s - prev_end).total_seconds(), 3)})
-        spans.append({"start": span.start, "end": span.end, "start_s": _secs(rec, span.start),
-                      "end_s": _secs(rec, span.end) if span.end else None, "open": span.end is None,
-                      "seconds": round((e - s).total_seconds(), 3)})
+            pauses.append(
+                {
+                    "start": prev_end.isoformat(),
+                    "end": s.isoformat(),
+                    "start_s": _secs(rec, prev_end.isoformat()),
+                    "end_s": _secs(rec, s.isoformat()),
+                    "seconds": round((s - prev_end).total_seconds(), 3),
+                }
+            )
+        spans.append(
+            {
+                "start": span.start,
+                "end": span.end,
+                "start_s": _secs(rec, span.start),
+                "end_s": _secs(rec, span.end) if span.end else None,
+                "open": span.end is None,
+                "seconds": round((e - s).total_seconds(), 3),
+            }
+        )
         prev_end = e
     working = working_seconds_at(meta, end_t)
 
     size = bucket_seconds(max(wall, 1.0))
     n_buckets = max(1, int(wall // size) + 1)
-    buckets = [{"start_s": i * size, "created": 0, "modified": 0, "deleted": 0, "moved": 0, "total": 0}
-               for i in range(n_buckets)]
+    buckets = [
+        {"start_s": i * size, "created": 0, "modified": 0, "deleted": 0, "moved": 0, "total": 0}
+        for i in range(n_buckets)
+    ]
     kinds: Counter[str] = Counter()
     per_path: Counter[str] = Counter()
     synthetic = 0
@@ -91,42 +117,94 @@ def build_timeline(rec_dir: Path | str | Recording) -> dict[str, Any]:
                 b[kind] += 1
                 b["total"] += 1
         elif typ == "checkpoint":
-            checkpoints.append({"seq": ev["seq"], "t_s": ts, "reason": ev.get("reason"), "commit": ev.get("commit"),
-                                "tree_hash": ev.get("tree_hash"), "files": ev.get("files"),
-                                "changes": ev.get("changes"), "reconciled": ev.get("reconciled", 0)})
+            checkpoints.append(
+                {
+                    "seq": ev["seq"],
+                    "t_s": ts,
+                    "reason": ev.get("reason"),
+                    "commit": ev.get("commit"),
+                    "tree_hash": ev.get("tree_hash"),
+                    "files": ev.get("files"),
+                    "changes": ev.get("changes"),
+                    "reconciled": ev.get("reconciled", 0),
+                }
+            )
             if ev.get("reconciled"):
-                incidents.append({"seq": ev["seq"], "t_s": ts, "type": "reconciled",
-                                  "detail": f"{ev.get('reconciled')} change(s) found only by reconciliation"})
+                incidents.append(
+                    {
+                        "seq": ev["seq"],
+                        "t_s": ts,
+                        "type": "reconciled",
+                        "detail": f"{ev.get('reconciled')} change(s) found only by reconciliation",
+                    }
+                )
         elif typ == "mcp_call":
             tool = str(ev.get("tool", "?"))
             ok = bool(ev.get("ok"))
             calls.append({"seq": ev["seq"], "t_s": ts, "tool": tool, "ok": ok, "error": ev.get("error")})
             slot = by_tool.setdefault(tool, {"ok": 0, "error": 0})
             slot["ok" if ok else "error"] += 1
-            entries.append({"seq": ev["seq"], "t_s": ts, "kind": "mcp",
-                            "text": f"{tool} → {'ok' if ok else 'error: ' + str(ev.get('error') or '')}"})
+            entries.append(
+                {
+                    "seq": ev["seq"],
+                    "t_s": ts,
+                    "kind": "mcp",
+                    "text": f"{tool} → {'ok' if ok else 'error: ' + str(ev.get('error') or '')}",
+                }
+            )
         elif typ == "note":
-            notes.append({"seq": ev["seq"], "t_s": ts, "working_seconds": ev.get("working_seconds"),
-                          "text": str(ev.get("text", ""))})
+            notes.append(
+                {
+                    "seq": ev["seq"],
+                    "t_s": ts,
+                    "working_seconds": ev.get("working_seconds"),
+                    "text": str(ev.get("text", "")),
+                }
+            )
             entries.append({"seq": ev["seq"], "t_s": ts, "kind": "note", "text": str(ev.get("text", ""))})
         elif typ in ("clock_start", "clock_stop"):
-            entries.append({"seq": ev["seq"], "t_s": ts, "kind": "clock",
-                            "text": ("clock running" if typ == "clock_start" else "clock paused")
-                            + f" (working {float(ev.get('working_seconds') or 0):.1f}s)"})
+            entries.append(
+                {
+                    "seq": ev["seq"],
+                    "t_s": ts,
+                    "kind": "clock",
+                    "text": ("clock running" if typ == "clock_start" else "clock paused")
+                    + f" (working {float(ev.get('working_seconds') or 0):.1f}s)",
+                }
+            )
         elif typ == "submit":
-            entries.append({"seq": ev["seq"], "t_s": ts, "kind": "submit",
-                            "text": f"submitted via {ev.get('signal')}: {ev.get('files')} files, commit "
-                                    f"{str(ev.get('commit'))[:12]}" + ("" if ev.get("stable", True) else " (unstable)")})
+            entries.append(
+                {
+                    "seq": ev["seq"],
+                    "t_s": ts,
+                    "kind": "submit",
+                    "text": f"submitted via {ev.get('signal')}: {ev.get('files')} files, commit "
+                    f"{str(ev.get('commit'))[:12]}" + ("" if ev.get("stable", True) else " (unstable)"),
+                }
+            )
         elif typ == "score":
-            parts = [f"{p}: Pass@1 {s.get('pass_at_1')} DSR {s.get('dsr')} AC {s.get('api_coverage')}"
-                     for p, s in (ev.get("summary") or {}).items()]
+            parts = [
+                f"{p}: Pass@1 {s.get('pass_at_1')} DSR {s.get('dsr')} AC {s.get('api_coverage')}"
+                for p, s in (ev.get("summary") or {}).items()
+            ]
             entries.append({"seq": ev["seq"], "t_s": ts, "kind": "score", "text": "scored — " + "; ".join(parts)})
         elif typ in ("session_start", "recorder_started"):
-            entries.append({"seq": ev["seq"], "t_s": ts, "kind": "session",
-                            "text": str(typ).replace("_", " ") + (f" ({ev.get('mode')})" if ev.get("mode") else "")})
+            entries.append(
+                {
+                    "seq": ev["seq"],
+                    "t_s": ts,
+                    "kind": "session",
+                    "text": str(typ).replace("_", " ") + (f" ({ev.get('mode')})" if ev.get("mode") else ""),
+                }
+            )
         if typ in _INCIDENTS:
-            detail = ev.get("reason") or ev.get("error") or ev.get("state") or ev.get("message") or (
-                f"{ev.get('kind')} {ev.get('path')}" if typ == "golden_access" else "")
+            detail = (
+                ev.get("reason")
+                or ev.get("error")
+                or ev.get("state")
+                or ev.get("message")
+                or (f"{ev.get('kind')} {ev.get('path')}" if typ == "golden_access" else "")
+            )
             incidents.append({"seq": ev["seq"], "t_s": ts, "type": typ, "detail": str(detail)})
             entries.append({"seq": ev["seq"], "t_s": ts, "kind": "incident", "text": f"{typ} {detail}".strip()})
     entries.sort(key=lambda e: e["seq"])
@@ -134,29 +212,51 @@ def build_timeline(rec_dir: Path | str | Recording) -> dict[str, Any]:
     sub = meta.submission
     submission = None
     if sub is not None:
-        submission = {**sub.model_dump(), "t_s": _secs(rec, sub.at),
-                      "working_seconds": working_seconds_at(meta, parse_iso(sub.at))}
+        submission = {
+            **sub.model_dump(),
+            "t_s": _secs(rec, sub.at),
+            "working_seconds": working_seconds_at(meta, parse_iso(sub.at)),
+        }
     try:
         scores = list_results(rec.dir)
     except Exception:  # noqa: BLE001 - a broken result folder must not hide the timeline
         scores = []
     return {
         "session": {
-            "session_id": meta.session_id, "task_id": meta.task_id, "task_hash": meta.task_hash,
-            "mode": meta.mode, "client": meta.client.model_dump(), "state": meta.state,
-            "created_at": meta.created_at, "ended_at": meta.ended_at, "format_version": meta.format_version,
-            "bridge_version": meta.bridge_version, "practice": meta.practice, "quit_reason": meta.quit_reason,
+            "session_id": meta.session_id,
+            "task_id": meta.task_id,
+            "task_hash": meta.task_hash,
+            "mode": meta.mode,
+            "client": meta.client.model_dump(),
+            "state": meta.state,
+            "created_at": meta.created_at,
+            "ended_at": meta.ended_at,
+            "format_version": meta.format_version,
+            "bridge_version": meta.bridge_version,
+            "practice": meta.practice,
+            "quit_reason": meta.quit_reason,
         },
-        "duration": {"wall_seconds": wall, "working_seconds": working,
-                     "paused_seconds": round(sum(p["seconds"] for p in pauses), 3)},
+        "duration": {
+            "wall_seconds": wall,
+            "working_seconds": working,
+            "paused_seconds": round(sum(float(p["seconds"] or 0) for p in pauses), 3),
+        },
         "clock": {"spans": spans, "pauses": pauses},
-        "files": {"events": sum(kinds.values()), **{k: kinds.get(k, 0) for k in ("created", "modified", "deleted", "moved")},
-                  "synthetic": synthetic, "paths": len(per_path),
-                  "top": [{"path": p, "changes": n} for p, n in per_path.most_common(10)]},
+        "files": {
+            "events": sum(kinds.values()),
+            **{k: kinds.get(k, 0) for k in ("created", "modified", "deleted", "moved")},
+            "synthetic": synthetic,
+            "paths": len(per_path),
+            "top": [{"path": p, "changes": n} for p, n in per_path.most_common(10)],
+        },
         "histogram": {"bucket_seconds": size, "buckets": buckets},
         "checkpoints": checkpoints,
-        "mcp_calls": {"total": len(calls), "errors": sum(1 for c in calls if not c["ok"]), "by_tool": by_tool,
-                      "calls": calls},
+        "mcp_calls": {
+            "total": len(calls),
+            "errors": sum(1 for c in calls if not c["ok"]),
+            "by_tool": by_tool,
+            "calls": calls,
+        },
         "notes": notes,
         "incidents": incidents,
         "contaminated": any(i["type"] == "golden_access" for i in incidents),
@@ -182,7 +282,9 @@ def sparkline(values: list[float]) -> str:
     top = max(values) if values else 0
     if top <= 0:
         return " " * len(values)
-    return "".join(" " if v <= 0 else SPARK[min(len(SPARK) - 1, int((v / top) * (len(SPARK) - 1) + 0.5))] for v in values)
+    return "".join(
+        " " if v <= 0 else SPARK[min(len(SPARK) - 1, int((v / top) * (len(SPARK) - 1) + 0.5))] for v in values
+    )
 
 
 def render_timeline(data: dict[str, Any], console: Any) -> None:
@@ -195,11 +297,13 @@ def render_timeline(data: dict[str, Any], console: Any) -> None:
 
     data = sanitize_data(data)  # notes and file names come from the agent: no raw escapes
     s, d = data["session"], data["duration"]
-    head = (f"[bold]{escape(s['session_id'])}[/]  task [bold]{escape(s['task_id'])}[/]  mode {escape(s['mode'])}  "
-            f"client {escape(str(s['client'].get('name')))} {escape(str(s['client'].get('version')))}\n"
-            f"state {escape(s['state'])}  started {escape(s['created_at'])}  wall {fmt_secs(d['wall_seconds'])}  "
-            f"working {fmt_secs(d['working_seconds'])}  paused {fmt_secs(d['paused_seconds'])}  "
-            f"events {data['events']}  format v{s['format_version']}")
+    head = (
+        f"[bold]{escape(s['session_id'])}[/]  task [bold]{escape(s['task_id'])}[/]  mode {escape(s['mode'])}  "
+        f"client {escape(str(s['client'].get('name')))} {escape(str(s['client'].get('version')))}\n"
+        f"state {escape(s['state'])}  started {escape(s['created_at'])}  wall {fmt_secs(d['wall_seconds'])}  "
+        f"working {fmt_secs(d['working_seconds'])}  paused {fmt_secs(d['paused_seconds'])}  "
+        f"events {data['events']}  format v{s['format_version']}"
+    )
     console.print(Panel(head, title="session", highlight=False))
 
     clock = Table(title="clock", title_justify="left")
@@ -208,8 +312,13 @@ def render_timeline(data: dict[str, Any], console: Any) -> None:
     items = [("run", x) for x in data["clock"]["spans"]] + [("pause", x) for x in data["clock"]["pauses"]]
     items.sort(key=lambda kv: kv[1]["start_s"] or 0)
     for kind, x in items:
-        clock.add_row(kind, fmt_secs(x["start_s"]), "open" if x.get("open") else fmt_secs(x["end_s"]),
-                      f"{x['seconds']:.1f}", style="dim" if kind == "pause" else None)
+        clock.add_row(
+            kind,
+            fmt_secs(x["start_s"]),
+            "open" if x.get("open") else fmt_secs(x["end_s"]),
+            f"{x['seconds']:.1f}",
+            style="dim" if kind == "pause" else None,
+        )
     console.print(clock)
 
     f, h = data["files"], data["histogram"]
@@ -217,15 +326,21 @@ def render_timeline(data: dict[str, Any], console: Any) -> None:
     console.print(
         f"[bold]file activity[/] {f['events']} events on {f['paths']} paths (created {f['created']}, modified "
         f"{f['modified']}, deleted {f['deleted']}, moved {f['moved']}; {f['synthetic']} found by reconciliation)",
-        highlight=False)
-    console.print(f"  per {fmt_secs(h['bucket_seconds'])}: │{sparkline([float(t) for t in totals])}│ max "
-                  f"{max(totals) if totals else 0}/bucket", highlight=False)
+        highlight=False,
+    )
+    console.print(
+        f"  per {fmt_secs(h['bucket_seconds'])}: │{sparkline([float(t) for t in totals])}│ max "
+        f"{max(totals) if totals else 0}/bucket",
+        highlight=False,
+    )
     end_label = fmt_secs(d["wall_seconds"])
     axis = "0".ljust(max(1, len(totals) + 2 - len(end_label))) + end_label
     console.print(f"  {' ' * len('per ' + fmt_secs(h['bucket_seconds']) + ': ')}{axis}", highlight=False)
     if f["top"]:
-        console.print("  most changed: " + ", ".join(f"{escape(t['path'])} ({t['changes']})" for t in f["top"][:5]),
-                      highlight=False)
+        console.print(
+            "  most changed: " + ", ".join(f"{escape(t['path'])} ({t['changes']})" for t in f["top"][:5]),
+            highlight=False,
+        )
 
     calls = data["mcp_calls"]
     if calls["total"]:
@@ -250,18 +365,26 @@ def render_timeline(data: dict[str, Any], console: Any) -> None:
 
     sub = data["submission"]
     if sub:
-        console.print(f"[bold]submission[/] at {fmt_secs(sub['t_s'])} (working {fmt_secs(sub['working_seconds'])}) via "
-                      f"{escape(str(sub.get('signal')))}: {sub.get('files')} files, commit {str(sub.get('commit'))[:12]}, "
-                      f"tree {str(sub.get('tree_hash'))[:12]}, {'stable' if sub.get('stable') else 'UNSTABLE'}",
-                      highlight=False)
+        console.print(
+            f"[bold]submission[/] at {fmt_secs(sub['t_s'])} (working {fmt_secs(sub['working_seconds'])}) via "
+            f"{escape(str(sub.get('signal')))}: {sub.get('files')} files, commit {str(sub.get('commit'))[:12]}, "
+            f"tree {str(sub.get('tree_hash'))[:12]}, {'stable' if sub.get('stable') else 'UNSTABLE'}",
+            highlight=False,
+        )
     if data["scores"]:
         t = Table(title="scores", title_justify="left")
         for col in ("result", "grader", "moment", "profile", "outcome", "DSR", "Pass@1", "AC"):
             t.add_column(col)
         for r in data["scores"]:
             for prof, sm in r["summary"].items():
-                t.add_row(escape(r["name"]), escape(str(r.get("grader_version"))),
-                          escape(str((r.get("moment") or {}).get("spec", ""))), prof, escape(str(sm.get("outcome"))),
-                          "PASS" if sm.get("dsr") else "FAIL", f"{sm.get('passed')}/{sm.get('total')} ({sm.get('pass_at_1')})",
-                          str(sm.get("api_coverage")))
+                t.add_row(
+                    escape(r["name"]),
+                    escape(str(r.get("grader_version"))),
+                    escape(str((r.get("moment") or {}).get("spec", ""))),
+                    prof,
+                    escape(str(sm.get("outcome"))),
+                    "PASS" if sm.get("dsr") else "FAIL",
+                    f"{sm.get('passed')}/{sm.get('total')} ({sm.get('pass_at_1')})",
+                    str(sm.get("api_coverage")),
+                )
         console.print(t)

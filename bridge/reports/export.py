@@ -82,15 +82,24 @@ def _prepare(out_dir: Path) -> Path:
     return out
 
 
-def export_run(run_dir: Path | str, out_dir: Path | str, *, ide: str, model: str, run_id: str | None = None,
-               predictions_dir: Path | None = None) -> ExportResult:
+def export_run(
+    run_dir: Path | str,
+    out_dir: Path | str,
+    *,
+    ide: str,
+    model: str,
+    run_id: str | None = None,
+    predictions_dir: Path | None = None,
+) -> ExportResult:
     """Copy the repos a run scored (its predictions) into the upstream IDE layout."""
     from bridge.reports.html import load_run_report
 
     _, report = load_run_report(Path(run_dir), run_id)
     preds = Path(predictions_dir or (report.get("metadata") or {}).get("predictions_dir") or "")
     if not str(preds) or not preds.is_dir():
-        raise ScoringError(f"predictions folder {str(preds) or '(none in the report)'} not found: pass --predictions-dir")
+        raise ScoringError(
+            f"predictions folder {str(preds) or '(none in the report)'} not found: pass --predictions-dir"
+        )
     mmdd = _run_date(report).strftime("%m%d")
     out = _prepare(Path(out_dir))
     result = ExportResult(out)
@@ -109,14 +118,15 @@ def export_run(run_dir: Path | str, out_dir: Path | str, *, ide: str, model: str
     return result
 
 
-def export_recordings(recordings_dir: Path | str, out_dir: Path | str, *, ide: str, model: str,
-                      catalog: Any | None = None) -> ExportResult:
+def export_recordings(
+    recordings_dir: Path | str, out_dir: Path | str, *, ide: str, model: str, catalog: Any | None = None
+) -> ExportResult:
     """Materialise each recording's submission as `<config>/<Task>/` (newest submission per task)."""
     from bridge.recording.clock import parse_iso
-    from bridge.sessions.contamination import evidence
     from bridge.recording.reader import iter_recordings, load_meta
     from bridge.recording.replay import replay
     from bridge.recording.results import latest_result
+    from bridge.sessions.contamination import evidence
 
     chosen: dict[str, tuple[str, Path, str]] = {}  # task -> (submitted at, recording, lang)
     result = ExportResult(Path(out_dir))
@@ -173,14 +183,25 @@ def export_recordings(recordings_dir: Path | str, out_dir: Path | str, *, ide: s
     return result
 
 
-def leaderboard_rows(report: dict[str, Any], *, ide: str, model: str, org: str | None = None, link: str = "",
-                     org_img: str = "", aggregation: str = "compat", date: str | None = None) -> list[dict[str, Any]]:
+def leaderboard_rows(
+    report: dict[str, Any],
+    *,
+    ide: str,
+    model: str,
+    org: str | None = None,
+    link: str = "",
+    org_img: str = "",
+    aggregation: str = "compat",
+    date: str | None = None,
+) -> list[dict[str, Any]]:
     """The run as upstream leaderboard rows, one per language present (see module doc)."""
     if aggregation not in ("compat", "strict"):
         raise ScoringError("aggregation must be compat or strict")
     day = date or _run_date(report).strftime("%Y-%m-%d")
-    langs = sorted({str(r.get("lang")) for r in report.get("results") or [] if r.get("lang") in LANGUAGE_NAMES},
-                   key=lambda lang: list(LANGUAGE_NAMES).index(lang))
+    langs = sorted(
+        {str(r.get("lang")) for r in report.get("results") or [] if r.get("lang") in LANGUAGE_NAMES},
+        key=lambda lang: list(LANGUAGE_NAMES).index(lang),
+    )
     rows = []
     for lang in langs:
         if aggregation == "compat":
@@ -190,17 +211,23 @@ def leaderboard_rows(report: dict[str, Any], *, ide: str, model: str, org: str |
             dsr = (s.get("dsr_by_lang") or {}).get(lang, 0.0)
         else:
             b = ((report.get("strict_summary") or {}).get("by_lang") or {}).get(lang) or {}
-            p1, ac, dsr = b.get("avg_pass_at_1", 0.0), b.get("avg_api_coverage") or 0.0, b.get("deployment_success_rate", 0.0)
-        rows.append({
-            "model": f"{ide_display(ide)} + {model}",
-            "category": "IDE",
-            "language": LANGUAGE_NAMES[lang],
-            "pass_at_1": round(100 * float(p1), 2),
-            "ac": round(100 * float(ac), 2),
-            "dsr": round(100 * float(dsr), 2),
-            "org": org if org is not None else ide_display(ide),
-            "date": day,
-            "link": link,
-            "org_img": org_img,
-        })
+            p1, ac, dsr = (
+                b.get("avg_pass_at_1", 0.0),
+                b.get("avg_api_coverage") or 0.0,
+                b.get("deployment_success_rate", 0.0),
+            )
+        rows.append(
+            {
+                "model": f"{ide_display(ide)} + {model}",
+                "category": "IDE",
+                "language": LANGUAGE_NAMES[lang],
+                "pass_at_1": round(100 * float(p1), 2),
+                "ac": round(100 * float(ac), 2),
+                "dsr": round(100 * float(dsr), 2),
+                "org": org if org is not None else ide_display(ide),
+                "date": day,
+                "link": link,
+                "org_img": org_img,
+            }
+        )
     return rows

@@ -23,10 +23,10 @@ import docker
 from docker.errors import DockerException
 from requests import RequestException
 
+from bridge.errors import ScoringError
 from bridge.scoring import coverage, upstream
 from bridge.scoring.containers import create_container, managed, put_directory, read_logs, wait_with_timeout
 from bridge.scoring.docker_client import make_labels
-from bridge.errors import ScoringError
 from bridge.scoring.images import (
     APP_DIRS,
     APP_GID,
@@ -44,8 +44,16 @@ from bridge.tasks.model import Task
 ProgressFn = Callable[[str], None]
 
 #: installed when the repo has no requirements.txt (upstream Dockerfile.python step 3)
-FALLBACK_PACKAGES = ("flask", "fastapi", "uvicorn", "django", "djangorestframework", "requests",
-                     "sqlalchemy", "pydantic")
+FALLBACK_PACKAGES = (
+    "flask",
+    "fastapi",
+    "uvicorn",
+    "django",
+    "djangorestframework",
+    "requests",
+    "sqlalchemy",
+    "pydantic",
+)
 #: always installed after tests/requirements.txt (upstream Dockerfile.python step 5)
 TEST_TOOLS = ("pytest", "pytest-json-report", "requests", "httpx")
 
@@ -71,15 +79,17 @@ def compat_base_image(client: docker.DockerClient, progress: ProgressFn | None) 
         f" && groupadd -g {APP_GID} app && useradd -u {APP_UID} -g {APP_GID} -m app"
         f" && mkdir -p {dirs} && chown {APP_UID}:{APP_GID} {dirs}\n"
     )
-    built = docker_build(client, dockerfile_body=body, base=official, tag=tag, kind="compat-base",
-                         timeout=600, progress=progress)
+    built = docker_build(
+        client, dockerfile_body=body, base=official, tag=tag, kind="compat-base", timeout=600, progress=progress
+    )
     if not built.ok:
         raise ScoringError(f"could not derive the compat base from {official}: {built.error}")
     return tag
 
 
-def _follow_digests(container, digest_factory: Callable[[], upstream.LogDigest] = upstream.LogDigest
-                    ) -> list[tuple[threading.Thread, upstream.LogDigest]]:
+def _follow_digests(
+    container, digest_factory: Callable[[], upstream.LogDigest] = upstream.LogDigest
+) -> list[tuple[threading.Thread, upstream.LogDigest]]:
     """Attach to stdout and stderr (one stream each) and digest them live for grading.
 
     Attaching reads the container's stdio directly: `logs(follow=True)` reads the engine's log
@@ -105,20 +115,29 @@ def _requirement_lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
-def run_compat(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: ScoreContext,
-               logs: LogSink, progress: ProgressFn) -> ProfileResult:
+def run_compat(
+    client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: ScoreContext, logs: LogSink, progress: ProgressFn
+) -> ProfileResult:
     started = time.monotonic()
     # Upstream computes AC on the host before the build and keeps it even if the build fails.
     static_ac = coverage.static_api_coverage(task.readme, repo_dir)
 
     def finish(**fields: object) -> ProfileResult:
-        return ProfileResult(profile="compat", api_coverage=static_ac, logs=logs.names(),
-                             elapsed_seconds=round(time.monotonic() - started, 3), **fields)  # type: ignore[arg-type]
+        return ProfileResult(
+            profile="compat",
+            api_coverage=static_ac,
+            logs=logs.names(),
+            elapsed_seconds=round(time.monotonic() - started, 3),
+            **fields,
+        )
 
     if task.lang != "python":
-        return finish(outcome="infra_error", dsr=DSRResult(success=False, message="Java scoring is not supported yet"),
-                      error="compat: no Maven/JDK image recipe in this version (Java tasks cannot be scored yet)",
-                      exit_code=upstream.EXIT_UNEXPECTED)
+        return finish(
+            outcome="infra_error",
+            dsr=DSRResult(success=False, message="Java scoring is not supported yet"),
+            error="compat: no Maven/JDK image recipe in this version (Java tasks cannot be scored yet)",
+            exit_code=upstream.EXIT_UNEXPECTED,
+        )
 
     requirements = requirements_of(repo_dir)
     extras: list[str] = []
@@ -131,14 +150,23 @@ def run_compat(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: 
 
     progress("compat: building the image")
     try:
-        image = ensure_deps_image(client, requirements, extra_packages=extras, wheelhouse=ctx.wheelhouse,
-                                  base=compat_base_image(client, ctx.image_progress),
-                                  timeout=task.manifest.timeouts.build, progress=ctx.image_progress)
+        image = ensure_deps_image(
+            client,
+            requirements,
+            extra_packages=extras,
+            wheelhouse=ctx.wheelhouse,
+            base=compat_base_image(client, ctx.image_progress),
+            timeout=task.manifest.timeouts.build,
+            progress=ctx.image_progress,
+        )
     except DependencyInstallError as exc:
         logs.write("build.log", exc.log_tail)
-        return finish(outcome="timeout" if exc.timed_out else "build_failed",
-                      dsr=DSRResult(success=False, message=upstream.NO_DSR_MARKERS_MESSAGE),
-                      build_error=f"Build failed: {exc}", exit_code=upstream.EXIT_BUILD_FAILED)
+        return finish(
+            outcome="timeout" if exc.timed_out else "build_failed",
+            dsr=DSRResult(success=False, message=upstream.NO_DSR_MARKERS_MESSAGE),
+            build_error=f"Build failed: {exc}",
+            exit_code=upstream.EXIT_BUILD_FAILED,
+        )
     if image.log_tail:
         logs.write("build.log", image.log_tail)
 
@@ -152,8 +180,13 @@ def run_compat(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: 
     }
     labels = make_labels(kind="compat", run_id=ctx.run_id, task=task.id, extra=ctx.extra_labels)
     container = create_container(
-        client, image.tag, name=ctx.container_name("compat"),
-        command=["bash", "/opt/rgbridge/compat_entrypoint.sh"], labels=labels, env=env, working_dir="/repo",
+        client,
+        image.tag,
+        name=ctx.container_name("compat"),
+        command=["bash", "/opt/rgbridge/compat_entrypoint.sh"],
+        labels=labels,
+        env=env,
+        working_dir="/repo",
         limits=ctx.service_limits,
     )
     with managed(container):
@@ -174,9 +207,14 @@ def run_compat(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: 
         # Upstream replaces the log and scores the repo from that text: zero tests, no DSR.
         timeout_log = f"Container timed out after {upstream.CONTAINER_TIMEOUT}s"
         dsr, p1 = upstream.grade_upstream_log(timeout_log, task.lang)
-        return finish(outcome="timeout", dsr=dsr, pass_at_1=p1, exit_code=upstream.EXIT_TIMEOUT,
-                      oom_killed=outcome.oom_killed)
+        return finish(
+            outcome="timeout", dsr=dsr, pass_at_1=p1, exit_code=upstream.EXIT_TIMEOUT, oom_killed=outcome.oom_killed
+        )
     dsr, p1 = upstream.grade_upstream_log(log, task.lang)
-    return finish(outcome="scored" if dsr.success else "deploy_failed", dsr=dsr, pass_at_1=p1,
-                  exit_code=outcome.exit_code, oom_killed=outcome.oom_killed)
-
+    return finish(
+        outcome="scored" if dsr.success else "deploy_failed",
+        dsr=dsr,
+        pass_at_1=p1,
+        exit_code=outcome.exit_code,
+        oom_killed=outcome.oom_killed,
+    )

@@ -93,23 +93,41 @@ def _cell(p: ProfileResult) -> str:
     return f"{p.outcome} {p.pass_at_1.passed}/{p.pass_at_1.total}"
 
 
-def check_task(task: Task, controls: dict[str, Path], *, profile: str, out_dir: Path,
-               client: docker.DockerClient | None = None, use_cache: bool = True,
-               progress: ProgressFn | None = None) -> ConformanceRow:
+def check_task(
+    task: Task,
+    controls: dict[str, Path],
+    *,
+    profile: str,
+    out_dir: Path,
+    client: docker.DockerClient | None = None,
+    use_cache: bool = True,
+    progress: ProgressFn | None = None,
+) -> ConformanceRow:
     started = time.monotonic()
-    row = ConformanceRow(task=task.id, quirks=detect_quirks(task.tests_dir, task.test_extras, port=task.port,
-                                                            provided=TESTER_PINS),
-                         white_box=task.white_box)
+    row = ConformanceRow(
+        task=task.id,
+        quirks=detect_quirks(task.tests_dir, task.test_extras, port=task.port, provided=TESTER_PINS),
+        white_box=task.white_box,
+    )
     for name in CONTROLS:
         if progress:
             progress(task.id, f"scoring the {name} repo")
         say = None
         if progress is not None:
+
             def say(message: str, _task: str = task.id, _progress: ProgressFn = progress) -> None:
                 _progress(_task, message)
-        result: ScoreResult = score_repo(task, controls[name], profile=profile, output_dir=out_dir / task.id / name,
-                                         run_id=f"conformance-{task.id}-{name}"[:60], use_cache=use_cache,
-                                         client=client, progress=say)
+
+        result: ScoreResult = score_repo(
+            task,
+            controls[name],
+            profile=profile,
+            output_dir=out_dir / task.id / name,
+            run_id=f"conformance-{task.id}-{name}"[:60],
+            use_cache=use_cache,
+            client=client,
+            progress=say,
+        )
         row.outcomes[name] = {p: _cell(r) for p, r in result.profiles.items()}
         compat = result.profiles.get("compat")
         if compat is not None:
@@ -125,15 +143,23 @@ def check_task(task: Task, controls: dict[str, Path], *, profile: str, out_dir: 
     return row
 
 
-def run_conformance(tasks: Sequence[Task], *, work_dir: Path, profile: str = "both", workers: int = 2,
-                    client: docker.DockerClient | None = None, use_cache: bool = True,
-                    progress: ProgressFn | None = None) -> list[ConformanceRow]:
+def run_conformance(
+    tasks: Sequence[Task],
+    *,
+    work_dir: Path,
+    profile: str = "both",
+    workers: int = 2,
+    client: docker.DockerClient | None = None,
+    use_cache: bool = True,
+    progress: ProgressFn | None = None,
+) -> list[ConformanceRow]:
     controls = make_control_repos(work_dir / "controls")
     out_dir = work_dir / "results"
 
     def one(task: Task) -> ConformanceRow:
-        return check_task(task, controls, profile=profile, out_dir=out_dir, client=client, use_cache=use_cache,
-                          progress=progress)
+        return check_task(
+            task, controls, profile=profile, out_dir=out_dir, client=client, use_cache=use_cache, progress=progress
+        )
 
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="conformance") as pool:
         rows = list(pool.map(one, tasks))
@@ -141,6 +167,14 @@ def run_conformance(tasks: Sequence[Task], *, work_dir: Path, profile: str = "bo
 
 
 def row_dict(row: ConformanceRow) -> dict[str, object]:
-    return {"task": row.task, "strict_items": row.strict_items, "collection_errors": row.collection_errors,
-            "compat_totals": row.compat_totals, "outcomes": row.outcomes, "task_error": row.task_error,
-            "white_box": row.white_box, "quirks": row.quirks, "seconds": row.seconds}
+    return {
+        "task": row.task,
+        "strict_items": row.strict_items,
+        "collection_errors": row.collection_errors,
+        "compat_totals": row.compat_totals,
+        "outcomes": row.outcomes,
+        "task_error": row.task_error,
+        "white_box": row.white_box,
+        "quirks": row.quirks,
+        "seconds": row.seconds,
+    }

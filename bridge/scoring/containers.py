@@ -109,14 +109,13 @@ class ContainerLimits:
         if self.tmpfs:
             kwargs["tmpfs"] = dict(self.tmpfs)
         if self.nofile:
-            kwargs["ulimits"] = [docker.types.Ulimit(name="nofile", soft=self.nofile,
-                                                     hard=self.nofile)]
+            kwargs["ulimits"] = [docker.types.Ulimit(name="nofile", soft=self.nofile, hard=self.nofile)]
         if self.runtime:
             kwargs["runtime"] = self.runtime
         if self.log_max_size:
             kwargs["log_config"] = docker.types.LogConfig(
-                type="json-file",
-                config={"max-size": self.log_max_size, "max-file": str(self.log_max_files)})
+                type="json-file", config={"max-size": self.log_max_size, "max-file": str(self.log_max_files)}
+            )
         return kwargs
 
 
@@ -144,18 +143,25 @@ def _is_conflict(exc: APIError) -> bool:
     return getattr(exc, "status_code", None) == 409 or "Conflict" in str(exc)
 
 
-def create_container(client: docker.DockerClient, image: str, *, name: str,
-                     command: Sequence[str] | str | None, labels: dict[str, str],
-                     env: dict[str, str] | None = None, limits: ContainerLimits | None = None,
-                     working_dir: str | None = None, network_mode: str | None = None,
-                     **extra: Any) -> Container:
+def create_container(
+    client: docker.DockerClient,
+    image: str,
+    *,
+    name: str,
+    command: Sequence[str] | str | None,
+    labels: dict[str, str],
+    env: dict[str, str] | None = None,
+    limits: ContainerLimits | None = None,
+    working_dir: str | None = None,
+    network_mode: str | None = None,
+    **extra: Any,
+) -> Container:
     """Create (not start) a container; never pulls. A ghost with the same name is removed
     first; on a 409 name conflict the name gets a random suffix (up to three tries)."""
     try:
         client.images.get(image)
     except ImageNotFound as exc:
-        raise ScoringError(f"image {image} not found locally; run `rgbridge images build`") \
-            from exc
+        raise ScoringError(f"image {image} not found locally; run `rgbridge images build`") from exc
     limits = limits or ContainerLimits()
     kwargs = limits.create_kwargs()
     if network_mode is not None:
@@ -167,13 +173,19 @@ def create_container(client: docker.DockerClient, image: str, *, name: str,
     for attempt in range(4):
         try:
             return client.containers.create(
-                image, command=command, name=attempt_name, labels=labels,
-                environment=dict(env or {}), working_dir=working_dir, detach=True,
-                **kwargs, **extra)
+                image,
+                command=command,
+                name=attempt_name,
+                labels=labels,
+                environment=dict(env or {}),
+                working_dir=working_dir,
+                detach=True,
+                **kwargs,
+                **extra,
+            )
         except APIError as exc:
             if not _is_conflict(exc) or attempt == 3:
-                raise ScoringError(f"cannot create container {attempt_name}: "
-                                   f"{exc.explanation or exc}") from exc
+                raise ScoringError(f"cannot create container {attempt_name}: {exc.explanation or exc}") from exc
             attempt_name = f"{name}-{secrets.token_hex(2)}"
     raise AssertionError("unreachable")
 
@@ -213,9 +225,15 @@ def _dir_info(arcname: str, mode: int, uid: int, gid: int) -> tarfile.TarInfo:
     return info
 
 
-def build_directory_tar(src_dir: Path, dest: str, *, uid: int = APP_UID, gid: int = APP_GID,
-                        exclude: Sequence[str] = DEFAULT_EXCLUDE,
-                        max_bytes: int | None = 2 * 1024**3) -> tempfile.SpooledTemporaryFile:
+def build_directory_tar(
+    src_dir: Path,
+    dest: str,
+    *,
+    uid: int = APP_UID,
+    gid: int = APP_GID,
+    exclude: Sequence[str] = DEFAULT_EXCLUDE,
+    max_bytes: int | None = 2 * 1024**3,
+) -> tempfile.SpooledTemporaryFile:
     """A tar rooted at ``/`` holding ``dest`` and the contents of ``src_dir`` below it.
 
     Owners are normalised to uid/gid, mtimes to NORMALISED_MTIME, permission bits kept (exec
@@ -265,17 +283,23 @@ def build_directory_tar(src_dir: Path, dest: str, *, uid: int = APP_UID, gid: in
     return out
 
 
-def put_directory(container: Container, src_dir: Path, dest: str, *, uid: int = APP_UID,
-                  gid: int = APP_GID, exclude: Sequence[str] = DEFAULT_EXCLUDE,
-                  max_bytes: int | None = 2 * 1024**3) -> None:
+def put_directory(
+    container: Container,
+    src_dir: Path,
+    dest: str,
+    *,
+    uid: int = APP_UID,
+    gid: int = APP_GID,
+    exclude: Sequence[str] = DEFAULT_EXCLUDE,
+    max_bytes: int | None = 2 * 1024**3,
+) -> None:
     """Copy ``src_dir``'s contents to ``dest`` in a created or running container.
 
     The archive is extracted at ``/`` and carries an entry for ``dest`` itself, so ``dest`` need
     not exist in the image (its missing parents are created by the engine as root 0755). The
     base image already has /repo, /tests and /results owned by 10001.
     """
-    archive = build_directory_tar(src_dir, dest, uid=uid, gid=gid, exclude=exclude,
-                                  max_bytes=max_bytes)
+    archive = build_directory_tar(src_dir, dest, uid=uid, gid=gid, exclude=exclude, max_bytes=max_bytes)
     try:
         ok = container.put_archive("/", archive)
     except APIError as exc:
@@ -309,8 +333,9 @@ def wait_with_timeout(container: Container, seconds: float) -> WaitOutcome:
             container.wait(condition="not-running", timeout=60)
     state = _state(container)
     code = state.get("ExitCode")
-    return WaitOutcome(exit_code=None if state.get("Running") else code, timed_out=timed_out,
-                       oom_killed=bool(state.get("OOMKilled")))
+    return WaitOutcome(
+        exit_code=None if state.get("Running") else code, timed_out=timed_out, oom_killed=bool(state.get("OOMKilled"))
+    )
 
 
 class _HeadTail:
@@ -354,10 +379,16 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text)
 
 
-def exec_with_timeout(container: Container, cmd: Sequence[str], seconds: float, *,
-                      user: str | None = None, workdir: str | None = None,
-                      env: dict[str, str] | None = None,
-                      cap_bytes: int = DEFAULT_LOG_CAP) -> ExecOutcome:
+def exec_with_timeout(
+    container: Container,
+    cmd: Sequence[str],
+    seconds: float,
+    *,
+    user: str | None = None,
+    workdir: str | None = None,
+    env: dict[str, str] | None = None,
+    cap_bytes: int = DEFAULT_LOG_CAP,
+) -> ExecOutcome:
     """Run ``cmd`` in a running container under ``timeout -k 5 N`` (kills the whole command
     in the container) and a host-side limit of N+15 s. 124, or 137 at/after the limit, means
     timed out."""
@@ -365,8 +396,9 @@ def exec_with_timeout(container: Container, cmd: Sequence[str], seconds: float, 
     limit = max(1, int(seconds))
     wrapped = ["timeout", "-k", "5", str(limit), *cmd]
     try:
-        exec_id = api.exec_create(container.id, wrapped, stdout=True, stderr=True,
-                                  user=user or "", workdir=workdir, environment=env)["Id"]
+        exec_id = api.exec_create(
+            container.id, wrapped, stdout=True, stderr=True, user=user or "", workdir=workdir, environment=env
+        )["Id"]
     except APIError as exc:
         raise ScoringError(f"exec in {container.name} failed: {exc.explanation or exc}") from exc
     buf = _HeadTail(cap_bytes)
@@ -392,8 +424,9 @@ def exec_with_timeout(container: Container, cmd: Sequence[str], seconds: float, 
 # ----------------------------------------------------------------------------- logs / files
 
 
-def read_logs(container: Container, *, cap_bytes: int = DEFAULT_LOG_CAP,
-              stdout: bool = True, stderr: bool = True) -> str:
+def read_logs(
+    container: Container, *, cap_bytes: int = DEFAULT_LOG_CAP, stdout: bool = True, stderr: bool = True
+) -> str:
     """Logs of the container (both streams), streamed and capped to head + tail."""
     buf = _HeadTail(cap_bytes)
     try:
@@ -432,8 +465,7 @@ def fetch_file(container: Container, path: str, *, max_bytes: int) -> bytes | No
         with tarfile.open(fileobj=spool, mode="r:") as tar:
             members = tar.getmembers()
             if len(members) != 1:
-                raise UnsafeArchiveError(f"{path}: expected one file, archive has "
-                                         f"{len(members)} members")
+                raise UnsafeArchiveError(f"{path}: expected one file, archive has {len(members)} members")
             m = members[0]
             name = PurePosixPath(m.name)
             if name.is_absolute() or ".." in name.parts or len(name.parts) != 1:

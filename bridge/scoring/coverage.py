@@ -23,8 +23,20 @@ from bridge.scoring.result import APICoverage, EndpointCoverage
 SOURCE_EXTENSIONS: frozenset[str] = frozenset({".py", ".java", ".js", ".ts", ".kt"})
 EXCLUDED_DIRS: frozenset[str] = frozenset(
     {
-        ".git", "__pycache__", "node_modules", "venv", ".venv", "target", "build",
-        ".pytest_cache", "dist", "egg-info", "test", "tests", ".idea", ".vscode",
+        ".git",
+        "__pycache__",
+        "node_modules",
+        "venv",
+        ".venv",
+        "target",
+        "build",
+        ".pytest_cache",
+        "dist",
+        "egg-info",
+        "test",
+        "tests",
+        ".idea",
+        ".vscode",
     }
 )
 HTTP_METHODS: tuple[str, ...] = ("GET", "POST", "PUT", "DELETE", "PATCH")
@@ -160,8 +172,9 @@ def static_api_coverage(readme_text: str, repo_dir: Path | str) -> APICoverage:
     rows = []
     for ep in endpoints:
         evidence = match_endpoint(ep, sources)
-        rows.append(EndpointCoverage(method=ep.method, path=ep.path, implemented=evidence is not None,
-                                     evidence=evidence or ""))
+        rows.append(
+            EndpointCoverage(method=ep.method, path=ep.path, implemented=evidence is not None, evidence=evidence or "")
+        )
     return APICoverage.from_endpoints(rows)
 
 
@@ -200,7 +213,11 @@ _DEFAULT_404_MARKERS: tuple[str, ...] = (
     "the requested resource was not found on this server",  # Django production page
     "<h2>404 not found</h2>",  # Spark Java
     "<title>404: not found</title>",  # Tornado
-    "cannot get /", "cannot post /", "cannot put /", "cannot delete /", "cannot patch /",  # Express
+    "cannot get /",
+    "cannot post /",
+    "cannot put /",
+    "cannot delete /",
+    "cannot patch /",  # Express
     "could not find resource for full path",  # RESTEasy / Quarkus
     "whitelabel error page",  # Spring Boot HTML
 )
@@ -227,7 +244,10 @@ def looks_like_default_not_found(body: str | None, path: str = "") -> bool:
             return True  # FastAPI / Starlette
         if lowered.get("error") == "Not Found" and "timestamp" in lowered and "path" in lowered:
             return True  # Spring Boot JSON error
-        if str(lowered.get("title", "")).lower().startswith("endpoint ") and "not found" in str(lowered["title"]).lower():
+        if (
+            str(lowered.get("title", "")).lower().startswith("endpoint ")
+            and "not found" in str(lowered["title"]).lower()
+        ):
             return True  # Javalin
         if lowered.get("message") == "Not Found" and "_links" in lowered:
             return True  # Micronaut
@@ -284,8 +304,9 @@ def probeable_endpoints(endpoints: Iterable[Endpoint]) -> list[dict[str, str]]:
     return [{"method": e.method, "path": e.path} for e in endpoints if e.method in HTTP_METHODS]
 
 
-def dynamic_api_coverage(endpoints: Iterable[Endpoint], probes: Iterable[Mapping[str, Any]], *,
-                         unreachable: str = "") -> APICoverage:
+def dynamic_api_coverage(
+    endpoints: Iterable[Endpoint], probes: Iterable[Mapping[str, Any]], *, unreachable: str = ""
+) -> APICoverage:
     """Dynamic AC from probe results (the JSON list printed by probe_endpoints.py).
 
     The denominator is exactly static AC's: every item the README lists, so the two always
@@ -300,8 +321,14 @@ def dynamic_api_coverage(endpoints: Iterable[Endpoint], probes: Iterable[Mapping
     for ep in endpoints:
         if ep.method not in HTTP_METHODS:
             features += 1
-            rows.append(EndpointCoverage(method=ep.method, path=ep.path, implemented=False,
-                                         evidence="not probeable: a feature bullet, not an HTTP route"))
+            rows.append(
+                EndpointCoverage(
+                    method=ep.method,
+                    path=ep.path,
+                    implemented=False,
+                    evidence="not probeable: a feature bullet, not an HTTP route",
+                )
+            )
             continue
         if unreachable:
             rows.append(EndpointCoverage(method=ep.method, path=ep.path, implemented=False, evidence=unreachable))

@@ -38,8 +38,9 @@ def owner_filter() -> str:
     return f"{LABEL_OWNER}={OWNER_VALUE}"
 
 
-def make_labels(*, kind: str, run_id: str | None = None, task: str | None = None,
-                extra: dict[str, str] | None = None) -> dict[str, str]:
+def make_labels(
+    *, kind: str, run_id: str | None = None, task: str | None = None, extra: dict[str, str] | None = None
+) -> dict[str, str]:
     """Labels for a new object: owner and kind always, run and task when known."""
     labels = {LABEL_OWNER: OWNER_VALUE, LABEL_KIND: kind}
     if run_id:

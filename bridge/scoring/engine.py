@@ -25,11 +25,11 @@ from bridge.errors import ScoringError
 from bridge.fs.hashing import tree_hash
 from bridge.locations import cache_dir
 from bridge.scoring.backend import BACKENDS, Backend, ScoringJob
-from bridge.scoring.runner import LiveRuns, LocalBackend, infra_result, node_context, runner_for
-from bridge.scoring.sweep import sweep
 from bridge.scoring.docker_client import get_client
 from bridge.scoring.java.layers import MavenSources
 from bridge.scoring.result import GRADER_VERSION, ProfileResult, ScoreResult
+from bridge.scoring.runner import LiveRuns, LocalBackend, infra_result, node_context, runner_for
+from bridge.scoring.sweep import sweep
 from bridge.scoring.workdir import LogSink, stage_repo
 from bridge.tasks.model import Task
 
@@ -37,6 +37,7 @@ ProgressFn = Callable[[str], None]
 PROFILES = ("strict", "compat")
 #: Languages both profiles can score (Python: bridge/scoring/{strict,compat}.py; Java: bridge/scoring/java/).
 SCORABLE_LANGS = ("python", "java")
+
 
 def profiles_for(profile: str) -> tuple[str, ...]:
     if profile == "both":
@@ -122,9 +123,19 @@ def score_repo(
         for name in names:
             hit = cache.get(cache_key(snapshot_hash, task.content_hash, name)) if use_cache else None
             if hit is None:
-                jobs.append(ScoringJob(task=task, snapshot=staged, snapshot_hash=snapshot_hash, profile=name,
-                                       log_dir=out_root / "logs" / name, run_id=run_id, wheelhouse=wheelhouse,
-                                       maven=maven, progress=say))
+                jobs.append(
+                    ScoringJob(
+                        task=task,
+                        snapshot=staged,
+                        snapshot_hash=snapshot_hash,
+                        profile=name,
+                        log_dir=out_root / "logs" / name,
+                        run_id=run_id,
+                        wheelhouse=wheelhouse,
+                        maven=maven,
+                        progress=say,
+                    )
+                )
                 continue
             result, entry = hit
             dest = out_root / "logs" / name
@@ -138,19 +149,30 @@ def score_repo(
             for job in jobs:
                 results[job.profile] = done[job.profile]
                 if use_cache:
-                    cache.put(cache_key(snapshot_hash, task.content_hash, job.profile), done[job.profile],
-                              job.log_dir)
+                    cache.put(cache_key(snapshot_hash, task.content_hash, job.profile), done[job.profile], job.log_dir)
     score = ScoreResult(
-        task_id=task.id, task_hash=task.content_hash, snapshot_hash=snapshot_hash, lang=task.lang,
-        port=task.port, framework=task.framework, profiles={n: results[n] for n in names},
+        task_id=task.id,
+        task_hash=task.content_hash,
+        snapshot_hash=snapshot_hash,
+        lang=task.lang,
+        port=task.port,
+        framework=task.framework,
+        profiles={n: results[n] for n in names},
     )
     (out_root / "result.json").write_text(score.model_dump_json(indent=2), encoding="utf-8")
     return score
 
 
-def deploy_check(task: Task, repo_dir: Path, *, output_dir: Path, wheelhouse: Path | None = None,
-                 progress: ProgressFn | None = None, client: docker.DockerClient | None = None,
-                 maven: MavenSources | None = None) -> ProfileResult:
+def deploy_check(
+    task: Task,
+    repo_dir: Path,
+    *,
+    output_dir: Path,
+    wheelhouse: Path | None = None,
+    progress: ProgressFn | None = None,
+    client: docker.DockerClient | None = None,
+    maven: MavenSources | None = None,
+) -> ProfileResult:
     """Practice mode: does the repo deploy (strict DSR)? No golden file enters any container and
     no test runs, so a practice check cannot contaminate Pass@1; never cached with scores."""
     client = client or get_client()
@@ -165,8 +187,9 @@ def deploy_check(task: Task, repo_dir: Path, *, output_dir: Path, wheelhouse: Pa
             stage_repo(Path(repo_dir), staged)
             try:
                 strict = runner_for(task, "strict", maven)
-                result = strict(client, task, staged, ctx=ctx, logs=logs, progress=progress or (lambda _m: None),
-                                deploy_only=True)
+                result = strict(
+                    client, task, staged, ctx=ctx, logs=logs, progress=progress or (lambda _m: None), deploy_only=True
+                )
             except (DockerException, RequestException, ScoringError, OSError, RuntimeError) as exc:
                 result = infra_result("strict", exc, logs, started)
     finally:
@@ -178,14 +201,24 @@ def deploy_check(task: Task, repo_dir: Path, *, output_dir: Path, wheelhouse: Pa
 def default_scorer(*, wheelhouse: Path | None = None, maven: MavenSources | None = None) -> Callable[..., ScoreResult]:
     """A `bridge.sessions.manager.Scorer` backed by the Docker engine."""
 
-    def scorer(task: Task, repo_dir: Path, *, profile: str, output_dir: Path, snapshot_hash: str,
-               progress: ProgressFn) -> ScoreResult:
-        result = score_repo(task, repo_dir, profile=profile, output_dir=output_dir, wheelhouse=wheelhouse,
-                            maven=maven, progress=progress, run_id=f"session-{output_dir.parent.parent.name}"[:80])
+    def scorer(
+        task: Task, repo_dir: Path, *, profile: str, output_dir: Path, snapshot_hash: str, progress: ProgressFn
+    ) -> ScoreResult:
+        result = score_repo(
+            task,
+            repo_dir,
+            profile=profile,
+            output_dir=output_dir,
+            wheelhouse=wheelhouse,
+            maven=maven,
+            progress=progress,
+            run_id=f"session-{output_dir.parent.parent.name}"[:80],
+        )
         if result.snapshot_hash != snapshot_hash:
             # Both hash the same tree with the same rules; record a mismatch rather than hide it.
             (output_dir / "snapshot-hash-note.txt").write_text(
-                f"recorder tree hash {snapshot_hash}\nscoring tree hash {result.snapshot_hash}\n", encoding="utf-8")
+                f"recorder tree hash {snapshot_hash}\nscoring tree hash {result.snapshot_hash}\n", encoding="utf-8"
+            )
         return result
 
     return scorer
@@ -195,9 +228,18 @@ def summary_rows(results: Sequence[ScoreResult]) -> list[dict[str, object]]:
     rows = []
     for r in results:
         for name, p in r.profiles.items():
-            rows.append({"task": r.task_id, "profile": name, "outcome": p.outcome, "dsr": p.dsr.success,
-                         "passed": p.pass_at_1.passed, "total": p.pass_at_1.total, "pass_at_1": p.pass_at_1.score,
-                         "api_coverage": p.api_coverage.score if p.api_coverage else None})
+            rows.append(
+                {
+                    "task": r.task_id,
+                    "profile": name,
+                    "outcome": p.outcome,
+                    "dsr": p.dsr.success,
+                    "passed": p.pass_at_1.passed,
+                    "total": p.pass_at_1.total,
+                    "pass_at_1": p.pass_at_1.score,
+                    "api_coverage": p.api_coverage.score if p.api_coverage else None,
+                }
+            )
     return rows
 
 

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bridge.tasks.catalog import Catalog
 from bridge.errors import ScoringError
 from bridge.scoring.backend import Backend, JobCancelled
 from bridge.scoring.engine import score_repo
 from bridge.scoring.java.layers import MavenSources
 from bridge.scoring.reporting import RunWriter, load_previous
+from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
 
 ProgressFn = Callable[[str, str], None]  # (task id, message)
@@ -28,8 +28,9 @@ class EvaluationPlan:
     skipped: list[str] = field(default_factory=list)  # folders that name no known task
 
 
-def plan(catalog: Catalog, predictions_dir: Path, *, output_dir: Path, resume: bool,
-         only: list[str] | None = None) -> EvaluationPlan:
+def plan(
+    catalog: Catalog, predictions_dir: Path, *, output_dir: Path, resume: bool, only: list[str] | None = None
+) -> EvaluationPlan:
     if not predictions_dir.is_dir():
         raise ScoringError(f"{predictions_dir}: predictions folder does not exist")
     result = EvaluationPlan()
@@ -85,9 +86,18 @@ def evaluate(
         say = (lambda msg: progress(task.id, msg)) if progress else None
         task_out = output_dir / "tasks" / writer.run_id / task.id
         t0 = time.monotonic()
-        result = score_repo(task, repo, profile=profile, output_dir=task_out, run_id=f"{writer.run_id}-{task.id}",
-                            wheelhouse=wheelhouse, maven=maven, progress=say, backend=backend,
-                            use_cache=use_cache)
+        result = score_repo(
+            task,
+            repo,
+            profile=profile,
+            output_dir=task_out,
+            run_id=f"{writer.run_id}-{task.id}",
+            wheelhouse=wheelhouse,
+            maven=maven,
+            progress=say,
+            backend=backend,
+            use_cache=use_cache,
+        )
         for prof in result.profiles.values():
             prof.elapsed_seconds = prof.elapsed_seconds or round(time.monotonic() - t0, 3)
         entry = writer.record(result, primary)
@@ -110,8 +120,13 @@ def evaluate(
             raise
         except JobCancelled:
             raise KeyboardInterrupt from None
-    meta = {"predictions_dir": str(predictions_dir), "total_elapsed_seconds": round(time.monotonic() - started, 2),
-            "workers": workers, "profile": profile, "resumed": sorted(the_plan.resumed),
-            "backend": backend.name if backend else "local"}
+    meta = {
+        "predictions_dir": str(predictions_dir),
+        "total_elapsed_seconds": round(time.monotonic() - started, 2),
+        "workers": workers,
+        "profile": profile,
+        "resumed": sorted(the_plan.resumed),
+        "backend": backend.name if backend else "local",
+    }
     meta.update(metadata or {})
     return writer.finalize(meta), writer, the_plan

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.errors import ScoringError
-from bridge.scoring.result import PassAt1, TestCaseResult
+from bridge.scoring.result import PassAt1, TestCaseResult, TestOutcome
 
 #: JUnit files larger than this are refused (a golden suite's report is kilobytes).
 MAX_JUNIT_BYTES = 20 * 1024 * 1024
@@ -115,12 +115,11 @@ def parse_junit_xml(xml_bytes: bytes | str, known_nodeids: Iterable[str] | None 
     known = set(known_nodeids) if known_nodeids is not None else None
     results: list[TestCaseResult] = []
     for case in root.iter("testcase"):
-        nodeid = nodeid_from_junit(
-            case.get("classname", ""), case.get("name", ""), case.get("file"), known
-        )
-        outcome = "passed"
+        nodeid = nodeid_from_junit(case.get("classname", ""), case.get("name", ""), case.get("file"), known)
+        outcome: TestOutcome = "passed"
         message = ""
-        for tag, kind in (("error", "error"), ("failure", "failed"), ("skipped", "skipped")):
+        kinds: tuple[tuple[str, TestOutcome], ...] = (("error", "error"), ("failure", "failed"), ("skipped", "skipped"))
+        for tag, kind in kinds:
             child = case.find(tag)
             if child is not None:
                 outcome = kind
@@ -131,9 +130,7 @@ def parse_junit_xml(xml_bytes: bytes | str, known_nodeids: Iterable[str] | None 
         except ValueError:
             duration = 0.0
         results.append(
-            TestCaseResult(
-                nodeid=nodeid, outcome=outcome, duration=duration, message=message[:MAX_MESSAGE_CHARS]
-            )
+            TestCaseResult(nodeid=nodeid, outcome=outcome, duration=duration, message=message[:MAX_MESSAGE_CHARS])
         )
     return results
 
@@ -179,19 +176,28 @@ def parse_plugin_report(raw: bytes | str | None) -> PluginReport | None:
     if not isinstance(data, dict) or data.get("version") != 1:
         return None
     collected = [normalize_nodeid(n) for n in data.get("collected") or [] if isinstance(n, str)]
-    errors = [{"nodeid": str(e.get("nodeid", "")), "message": str(e.get("message", ""))[:MAX_MESSAGE_CHARS]}
-              for e in data.get("collect_errors") or [] if isinstance(e, dict)]
+    errors = [
+        {"nodeid": str(e.get("nodeid", "")), "message": str(e.get("message", ""))[:MAX_MESSAGE_CHARS]}
+        for e in data.get("collect_errors") or []
+        if isinstance(e, dict)
+    ]
     tests: dict[str, dict[str, dict[str, Any]]] = {}
     for nodeid, phases in (data.get("tests") or {}).items():
         if isinstance(nodeid, str) and isinstance(phases, dict):
-            tests[normalize_nodeid(nodeid)] = {w: p for w, p in phases.items()
-                                               if w in ("setup", "call", "teardown") and isinstance(p, dict)}
+            tests[normalize_nodeid(nodeid)] = {
+                w: p for w, p in phases.items() if w in ("setup", "call", "teardown") and isinstance(p, dict)
+            }
     status = data.get("exitstatus")
     reason = data.get("exit_reason")
-    return PluginReport(collected=list(dict.fromkeys(collected)), collect_errors=errors, tests=tests,
-                        exitstatus=status if isinstance(status, int) else None,
-                        exit_reason=str(reason)[:MAX_MESSAGE_CHARS] if reason else None,
-                        deadline_hit=bool(data.get("deadline_hit")), finished=bool(data.get("finished")))
+    return PluginReport(
+        collected=list(dict.fromkeys(collected)),
+        collect_errors=errors,
+        tests=tests,
+        exitstatus=status if isinstance(status, int) else None,
+        exit_reason=str(reason)[:MAX_MESSAGE_CHARS] if reason else None,
+        deadline_hit=bool(data.get("deadline_hit")),
+        finished=bool(data.get("finished")),
+    )
 
 
 def item_outcome(phases: dict[str, dict[str, Any]]) -> tuple[str, str, float]:
@@ -227,8 +233,11 @@ def results_from_plugin(report: PluginReport) -> list[TestCaseResult]:
     out = []
     for nodeid, phases in report.tests.items():
         outcome, message, duration = item_outcome(phases)
-        out.append(TestCaseResult(nodeid=nodeid, outcome=outcome, duration=round(duration, 3),  # type: ignore[arg-type]
-                                  message=message[:MAX_MESSAGE_CHARS]))
+        out.append(
+            TestCaseResult(
+                nodeid=nodeid, outcome=outcome, duration=round(duration, 3), message=message[:MAX_MESSAGE_CHARS]
+            )
+        )
     return out
 
 

@@ -68,12 +68,20 @@ DEPS_RECIPE_VERSION = "2"
 
 DEFAULT_SUITE = "bookworm"
 BASE_PACKAGES: tuple[str, ...] = (
-    "python3", "python3-venv", "python3-pip", "ca-certificates", "curl", "procps",
+    "python3",
+    "python3-venv",
+    "python3-pip",
+    "ca-certificates",
+    "curl",
+    "procps",
     "netcat-openbsd",
 )
 # Pinned once here; the tester image hash covers them.
 TESTER_PINS: tuple[str, ...] = (
-    "pytest==8.3.5", "requests==2.32.3", "httpx==0.28.1", "pytest-timeout==2.3.1",
+    "pytest==8.3.5",
+    "requests==2.32.3",
+    "httpx==0.28.1",
+    "pytest-timeout==2.3.1",
 )
 
 APP_USER = "app"
@@ -240,12 +248,12 @@ def host_pip_index_settings() -> dict[str, str]:
     global _pip_settings
     if _pip_settings is not None:
         return dict(_pip_settings)
-    keys = {"index-url": "PIP_INDEX_URL", "extra-index-url": "PIP_EXTRA_INDEX_URL",
-            "trusted-host": "PIP_TRUSTED_HOST"}
+    keys = {"index-url": "PIP_INDEX_URL", "extra-index-url": "PIP_EXTRA_INDEX_URL", "trusted-host": "PIP_TRUSTED_HOST"}
     found: dict[str, str] = {}
     try:
-        out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
-                             text=True, timeout=30).stdout
+        out = subprocess.run(
+            [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=30
+        ).stdout
     except (OSError, subprocess.TimeoutExpired):
         out = ""
     for line in out.splitlines():
@@ -266,8 +274,9 @@ def host_pip_index_settings() -> dict[str, str]:
 def base_recipe_hash() -> str:
     _, suite = debian_source()
     cas = [(name, hashlib.sha256(pem).hexdigest()) for name, pem in host_extra_cas()]
-    return _hash12("base", RECIPE_VERSION, suite, BASE_PACKAGES, cas, APP_UID, APP_GID, VENV,
-                   APP_DIRS, PIP_DEFAULT_TIMEOUT)
+    return _hash12(
+        "base", RECIPE_VERSION, suite, BASE_PACKAGES, cas, APP_UID, APP_GID, VENV, APP_DIRS, PIP_DEFAULT_TIMEOUT
+    )
 
 
 def base_image_tag() -> str:
@@ -282,13 +291,20 @@ class CommandError(ScoringError):
         self.output = output
 
 
-def _run(cmd: Sequence[str], *, timeout: float, what: str,
-         progress: ProgressFn | None = None, env: dict[str, str] | None = None) -> str:
+def _run(
+    cmd: Sequence[str],
+    *,
+    timeout: float,
+    what: str,
+    progress: ProgressFn | None = None,
+    env: dict[str, str] | None = None,
+) -> str:
     """Run a host command, streaming lines to progress; ScoringError with the output tail."""
     tail: deque[str] = deque(maxlen=200)
     try:
-        proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, errors="replace", env=env)
+        proc = subprocess.Popen(
+            list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", env=env
+        )
     except FileNotFoundError as exc:
         raise ScoringError(f"{what}: command not found: {cmd[0]}") from exc
     timer = threading.Timer(timeout, proc.kill)
@@ -309,8 +325,7 @@ def _run(cmd: Sequence[str], *, timeout: float, what: str,
 
 
 def _chroot(root: Path, *args: str, progress: ProgressFn | None = None) -> None:
-    env_cmd = ["chroot", str(root), "/usr/bin/env", "-i", f"PATH={SYSTEM_PATH}", "LANG=C.UTF-8",
-               *args]
+    env_cmd = ["chroot", str(root), "/usr/bin/env", "-i", f"PATH={SYSTEM_PATH}", "LANG=C.UTF-8", *args]
     _run(env_cmd, timeout=300, what=f"chroot {' '.join(args)}", progress=progress)
 
 
@@ -342,8 +357,9 @@ def _remove_stale_work_dirs(max_age: float = 7200) -> None:
 
 def _build_rootfs(dest_tar: Path, progress: ProgressFn | None) -> None:
     if os.geteuid() != 0:
-        raise ScoringError("building the base image needs root (debootstrap and chroot); "
-                           "run `rgbridge images build` as root once")
+        raise ScoringError(
+            "building the base image needs root (debootstrap and chroot); run `rgbridge images build` as root once"
+        )
     if shutil.which("debootstrap") is None:
         raise ScoringError("debootstrap is not installed; run `apt-get install -y debootstrap`")
     mirror, suite = debian_source()
@@ -352,8 +368,12 @@ def _build_rootfs(dest_tar: Path, progress: ProgressFn | None) -> None:
     root = work / "root"
     try:
         _say(progress, f"debootstrap {suite} (minbase) from the host's apt mirror")
-        _run(["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}",
-              suite, str(root), mirror], timeout=1800, what="debootstrap", progress=progress)
+        _run(
+            ["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", suite, str(root), mirror],
+            timeout=1800,
+            what="debootstrap",
+            progress=progress,
+        )
         ca_dir = root / "usr/local/share/ca-certificates/rgbridge-host"
         ca_dir.mkdir(parents=True, exist_ok=True)
         for name, pem in host_extra_cas():
@@ -361,8 +381,20 @@ def _build_rootfs(dest_tar: Path, progress: ProgressFn | None) -> None:
         _say(progress, "trusting host CA certificates; creating user and venv")
         _chroot(root, "update-ca-certificates", progress=progress)
         _chroot(root, "groupadd", "-g", str(APP_GID), APP_USER)
-        _chroot(root, "useradd", "-u", str(APP_UID), "-g", str(APP_GID), "-m", "-d",
-                f"/home/{APP_USER}", "-s", "/bin/bash", APP_USER)
+        _chroot(
+            root,
+            "useradd",
+            "-u",
+            str(APP_UID),
+            "-g",
+            str(APP_GID),
+            "-m",
+            "-d",
+            f"/home/{APP_USER}",
+            "-s",
+            "/bin/bash",
+            APP_USER,
+        )
         _chroot(root, "/usr/bin/python3", "-m", "venv", VENV, progress=progress)
         for d in APP_DIRS:
             p = root / d.lstrip("/")
@@ -379,8 +411,11 @@ def _build_rootfs(dest_tar: Path, progress: ProgressFn | None) -> None:
                     child.unlink()
         _say(progress, "packing rootfs")
         partial = dest_tar.with_suffix(".partial")
-        _run(["tar", "--numeric-owner", "--one-file-system", "-C", str(root), "-cf", str(partial),
-              "."], timeout=600, what="tar rootfs")
+        _run(
+            ["tar", "--numeric-owner", "--one-file-system", "-C", str(root), "-cf", str(partial), "."],
+            timeout=600,
+            what="tar rootfs",
+        )
         partial.replace(dest_tar)
     finally:
         _remove_tree(work)
@@ -401,8 +436,7 @@ def _base_changes(recipe: str) -> list[str]:
     ]
 
 
-def ensure_base_image(client: docker.DockerClient, *, progress: ProgressFn | None = None,
-                      force: bool = False) -> str:
+def ensure_base_image(client: docker.DockerClient, *, progress: ProgressFn | None = None, force: bool = False) -> str:
     """Tag of the base image, building it (rootfs cached under the cache dir) if missing."""
     recipe = base_recipe_hash()
     tag = f"{BASE_REPO}:{recipe}"
@@ -419,8 +453,7 @@ def ensure_base_image(client: docker.DockerClient, *, progress: ProgressFn | Non
             _say(progress, f"rootfs built in {time.monotonic() - started:.0f}s")
         _say(progress, f"importing {tag}")
         try:
-            client.api.import_image(src=str(tar_path), repository=BASE_REPO, tag=recipe,
-                                    changes=_base_changes(recipe))
+            client.api.import_image(src=str(tar_path), repository=BASE_REPO, tag=recipe, changes=_base_changes(recipe))
         except (APIError, DockerException) as exc:
             raise ScoringError(f"docker import of {tag} failed: {exc}") from exc
         if not image_exists(client, tag):
@@ -434,8 +467,9 @@ OFFICIAL_PYTHON = "python:3.10-slim"
 _official_checked: dict[str, str | None] = {}
 
 
-def official_python_image(client: docker.DockerClient, *, ref: str = OFFICIAL_PYTHON,
-                          pull_timeout: int = 20) -> str | None:
+def official_python_image(
+    client: docker.DockerClient, *, ref: str = OFFICIAL_PYTHON, pull_timeout: int = 20
+) -> str | None:
     """``ref`` if present locally or pullable within a short timeout, else None (cached)."""
     if ref in _official_checked and _official_checked[ref] is not None:
         if image_exists(client, ref):
@@ -513,10 +547,19 @@ def _remove_build_leftovers(client: docker.DockerClient, token: str) -> None:
                 client.images.remove(img.id, force=False, noprune=False)
 
 
-def docker_build(client: docker.DockerClient, *, dockerfile_body: str, base: str, tag: str,
-                 kind: str, files: dict[str, bytes] | None = None,
-                 dirs: dict[str, Path] | None = None, buildargs: dict[str, str] | None = None,
-                 timeout: float = 600, progress: ProgressFn | None = None) -> BuildResult:
+def docker_build(
+    client: docker.DockerClient,
+    *,
+    dockerfile_body: str,
+    base: str,
+    tag: str,
+    kind: str,
+    files: dict[str, bytes] | None = None,
+    dirs: dict[str, Path] | None = None,
+    buildargs: dict[str, str] | None = None,
+    timeout: float = 600,
+    progress: ProgressFn | None = None,
+) -> BuildResult:
     """Build ``FROM base`` + body with the legacy builder, with a real wall-clock limit.
 
     A LABEL with a per-build token comes first, so the RUN step containers carry it; on timeout
@@ -527,8 +570,10 @@ def docker_build(client: docker.DockerClient, *, dockerfile_body: str, base: str
     args = dict(buildargs or {})
     arg_lines = "".join(f"ARG {k}\n" for k in sorted(args))
     # One LABEL step only: every legacy-builder step is a commit, slow on fuse-overlayfs.
-    dockerfile = (f"FROM {base}\nLABEL {LABEL_OWNER}={OWNER_VALUE} {LABEL_KIND}={kind} "
-                  f"{LABEL_BUILD}={token}\n{arg_lines}{dockerfile_body.rstrip()}\n")
+    dockerfile = (
+        f"FROM {base}\nLABEL {LABEL_OWNER}={OWNER_VALUE} {LABEL_KIND}={kind} "
+        f"{LABEL_BUILD}={token}\n{arg_lines}{dockerfile_body.rstrip()}\n"
+    )
     ctx_files = {"Dockerfile": dockerfile.encode(), **(files or {})}
     ctx = _tar_context(ctx_files, dirs or {})
     tail: deque[str] = deque(maxlen=400)
@@ -538,9 +583,16 @@ def docker_build(client: docker.DockerClient, *, dockerfile_body: str, base: str
     def consume() -> None:
         try:
             stream = client.api.build(
-                fileobj=ctx, custom_context=True, tag=tag, rm=True, forcerm=True, pull=False,
-                decode=True, buildargs=args,
-                timeout=max(int(timeout) + 120, 300))
+                fileobj=ctx,
+                custom_context=True,
+                tag=tag,
+                rm=True,
+                forcerm=True,
+                pull=False,
+                decode=True,
+                buildargs=args,
+                timeout=max(int(timeout) + 120, 300),
+            )
             for chunk in stream:
                 if "stream" in chunk:
                     for line in str(chunk["stream"]).splitlines():
@@ -572,8 +624,7 @@ def docker_build(client: docker.DockerClient, *, dockerfile_body: str, base: str
     if timed_out or state["error"]:
         _remove_build_leftovers(client, token)
     if timed_out:
-        return BuildResult(False, tag, seconds, log_tail, f"build timed out after {timeout:.0f}s",
-                           timed_out=True)
+        return BuildResult(False, tag, seconds, log_tail, f"build timed out after {timeout:.0f}s", timed_out=True)
     if state["error"] or not image_exists(client, tag):
         return BuildResult(False, tag, seconds, log_tail, state["error"] or "no image produced")
     return BuildResult(True, tag, seconds, log_tail)
@@ -584,8 +635,7 @@ def docker_build(client: docker.DockerClient, *, dockerfile_body: str, base: str
 _index_probe: dict[str, bool] = {}
 
 
-def index_reachable_from_containers(client: docker.DockerClient, *, base: str | None = None,
-                                    timeout: int = 45) -> bool:
+def index_reachable_from_containers(client: docker.DockerClient, *, base: str | None = None, timeout: int = 45) -> bool:
     """Can pip in a bridge-networked container download from the index? Cached for an hour.
 
     ``RGBRIDGE_INDEX_FROM_CONTAINERS=1|0`` forces the answer.
@@ -604,21 +654,38 @@ def index_reachable_from_containers(client: docker.DockerClient, *, base: str | 
             return _index_probe[base]
     from bridge.scoring.containers import ContainerLimits, create_container, managed, wait_with_timeout
 
-    cmd = ["timeout", str(timeout), "python", "-m", "pip", "download", "--no-deps",
-           "--no-cache-dir", "-q", "-d", "/tmp/probe", "six"]
+    cmd = [
+        "timeout",
+        str(timeout),
+        "python",
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-cache-dir",
+        "-q",
+        "-d",
+        "/tmp/probe",
+        "six",
+    ]
     name = f"rgbridge-index-probe-{secrets.token_hex(4)}"
-    container = create_container(client, base, name=name, command=cmd,
-                                 labels=make_labels(kind="probe"),
-                                 env=host_pip_index_settings(),
-                                 limits=ContainerLimits(user="0:0"), network_mode="bridge")
+    container = create_container(
+        client,
+        base,
+        name=name,
+        command=cmd,
+        labels=make_labels(kind="probe"),
+        env=host_pip_index_settings(),
+        limits=ContainerLimits(user="0:0"),
+        network_mode="bridge",
+    )
     with managed(container):
         container.start()
         outcome = wait_with_timeout(container, timeout + 15)
     reachable = outcome.exit_code == 0
     _index_probe[base] = reachable
     with contextlib.suppress(OSError):
-        marker.write_text(json.dumps({"base": base, "checked": time.time(),
-                                      "reachable": reachable}))
+        marker.write_text(json.dumps({"base": base, "checked": time.time(), "reachable": reachable}))
     return reachable
 
 
@@ -634,16 +701,25 @@ def check_requirements(requirements: str, *, host_fetch: bool = False) -> None:
     for line in reqfile.logical_lines(requirements):
         reason = check(line)
         if reason is not None:
-            where = ("the host fetches binary wheels of named requirements only and never builds "
-                     "anything of the agent's" if host_fetch else
-                     "dependency layers are built from requirements.txt alone, so local folders "
-                     "and files cannot be installed")
-            raise UnsafeRequirementError(f"requirement refused: {reason}; {where}",
-                                         log_tail=f"refused requirement line: {line}")
+            where = (
+                "the host fetches binary wheels of named requirements only and never builds anything of the agent's"
+                if host_fetch
+                else "dependency layers are built from requirements.txt alone, so local folders "
+                "and files cannot be installed"
+            )
+            raise UnsafeRequirementError(
+                f"requirement refused: {reason}; {where}", log_tail=f"refused requirement line: {line}"
+            )
 
 
-def prepare_wheelhouse(requirements: str, dest: Path, *, timeout: float = 900,
-                       progress: ProgressFn | None = None, cache_index: Path | None = None) -> Path:
+def prepare_wheelhouse(
+    requirements: str,
+    dest: Path,
+    *,
+    timeout: float = 900,
+    progress: ProgressFn | None = None,
+    cache_index: Path | None = None,
+) -> Path:
     """Download binary wheels for ``requirements`` with the host's pip into ``dest``.
 
     Only named requirements are accepted and only wheels are fetched (``--only-binary=:all:``):
@@ -660,19 +736,30 @@ def prepare_wheelhouse(requirements: str, dest: Path, *, timeout: float = 900,
     pyver: list[str] = []
     if sys.version_info[:2] != (3, 11):
         pyver = ["--python-version", "3.11"]
-    cmd = [sys.executable, "-m", "pip", "download", "--no-input", "--only-binary=:all:", *pyver,
-           "-d", str(dest), "-r", req]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-input",
+        "--only-binary=:all:",
+        *pyver,
+        "-d",
+        str(dest),
+        "-r",
+        req,
+    ]
     env = None
     if cache_index is not None:
         extra = host_pip_index_settings().get("PIP_EXTRA_INDEX_URL", "")
         env = {**os.environ, "PIP_EXTRA_INDEX_URL": f"{extra} {cache_index.as_uri()}/".strip()}
     try:
-        _run(cmd, timeout=timeout, what="pip download (binary wheels only)", progress=progress,
-             env=env)
+        _run(cmd, timeout=timeout, what="pip download (binary wheels only)", progress=progress, env=env)
     except CommandError as exc:
         raise DependencyInstallError(
             f"{exc} (wheelhouse mode installs binary wheels only and never builds from source)",
-            log_tail=exc.output[-LOG_TAIL_CHARS:]) from exc
+            log_tail=exc.output[-LOG_TAIL_CHARS:],
+        ) from exc
     finally:
         os.unlink(req)
     return dest
@@ -683,9 +770,15 @@ def _wheelhouse_digest(path: Path) -> str:
     return _hash12("wheelhouse", entries)
 
 
-def _resolve_wheelhouse(client: docker.DockerClient, base: str, requirements: str,
-                        wheelhouse: Path | str | None, key: str,
-                        progress: ProgressFn | None, timeout: float = 900) -> Path | None:
+def _resolve_wheelhouse(
+    client: docker.DockerClient,
+    base: str,
+    requirements: str,
+    wheelhouse: Path | str | None,
+    key: str,
+    progress: ProgressFn | None,
+    timeout: float = 900,
+) -> Path | None:
     """None = install from the index; else a directory to install from with --no-index."""
     if wheelhouse is not None:
         path = Path(wheelhouse).expanduser()
@@ -719,8 +812,13 @@ def tester_image_tag(base: str) -> str:
     return f"{TESTER_REPO}:{_hash12('tester', base, TESTER_PINS, TESTER_VENV, plugin)}"
 
 
-def ensure_tester_image(client: docker.DockerClient, *, wheelhouse: Path | str | None = None,
-                        progress: ProgressFn | None = None, timeout: float = 900) -> str:
+def ensure_tester_image(
+    client: docker.DockerClient,
+    *,
+    wheelhouse: Path | str | None = None,
+    progress: ProgressFn | None = None,
+    timeout: float = 900,
+) -> str:
     """Base + ``/opt/tester`` venv with ``TESTER_PINS``; /opt/tester/bin first on PATH."""
     base = ensure_base_image(client, progress=progress)
     tag = tester_image_tag(base)
@@ -730,39 +828,48 @@ def ensure_tester_image(client: docker.DockerClient, *, wheelhouse: Path | str |
         if image_exists(client, tag):
             return tag
         pins = "\n".join(TESTER_PINS) + "\n"
-        wheels = _resolve_wheelhouse(client, base, pins, wheelhouse, f"tester-{tag[-12:]}",
-                                     progress)
+        wheels = _resolve_wheelhouse(client, base, pins, wheelhouse, f"tester-{tag[-12:]}", progress)
         dirs = {"build/wheels": wheels} if wheels else {}
         body = (
             f"COPY build {_BUILD_DIR}\n"
             f"RUN /usr/bin/python3 -m venv {TESTER_VENV} && "
-            + _install_step(f"{TESTER_VENV}/bin/python", f"{_BUILD_DIR}/requirements.txt",
-                            f"{_BUILD_DIR}/wheels" if wheels else None)
-            + f" && {TESTER_VENV}/bin/python -c \"import shutil, sysconfig; shutil.copy("
-            f"'{_BUILD_DIR}/{TESTER_PLUGIN.name}', sysconfig.get_path('purelib'))\""
-            + f" && rm -rf {_BUILD_DIR}\n"
+            + _install_step(
+                f"{TESTER_VENV}/bin/python",
+                f"{_BUILD_DIR}/requirements.txt",
+                f"{_BUILD_DIR}/wheels" if wheels else None,
+            )
+            + f' && {TESTER_VENV}/bin/python -c "import shutil, sysconfig; shutil.copy('
+            f"'{_BUILD_DIR}/{TESTER_PLUGIN.name}', sysconfig.get_path('purelib'))\"" + f" && rm -rf {_BUILD_DIR}\n"
             f"ENV PATH={TESTER_PATH} VIRTUAL_ENV={TESTER_VENV}\n"
         )
         _say(progress, f"building {tag}")
-        res = docker_build(client, dockerfile_body=body, base=base, tag=tag, kind="tester",
-                           files={"build/requirements.txt": pins.encode(),
-                                  f"build/{TESTER_PLUGIN.name}": TESTER_PLUGIN.read_bytes()}, dirs=dirs,
-                           buildargs=None if wheels else host_pip_index_settings(),
-                           timeout=timeout, progress=progress)
+        res = docker_build(
+            client,
+            dockerfile_body=body,
+            base=base,
+            tag=tag,
+            kind="tester",
+            files={"build/requirements.txt": pins.encode(), f"build/{TESTER_PLUGIN.name}": TESTER_PLUGIN.read_bytes()},
+            dirs=dirs,
+            buildargs=None if wheels else host_pip_index_settings(),
+            timeout=timeout,
+            progress=progress,
+        )
         if not res.ok:
-            raise DependencyInstallError(f"tester image build failed: {res.error}",
-                                         log_tail=res.log_tail, timed_out=res.timed_out)
+            raise DependencyInstallError(
+                f"tester image build failed: {res.error}", log_tail=res.log_tail, timed_out=res.timed_out
+            )
         return tag
 
 
 # ----------------------------------------------------------------------------- deps image
 
 
-def deps_image_tag(base: str, requirements: str, extra_packages: Sequence[str] = (),
-                   wheelhouse: Path | str | None = None) -> str:
+def deps_image_tag(
+    base: str, requirements: str, extra_packages: Sequence[str] = (), wheelhouse: Path | str | None = None
+) -> str:
     mode = "auto" if wheelhouse is None else f"dir:{_wheelhouse_digest(Path(wheelhouse))}"
-    key = _hash12("deps", DEPS_RECIPE_VERSION, base, reqfile.normalise(requirements),
-                  list(extra_packages), mode)
+    key = _hash12("deps", DEPS_RECIPE_VERSION, base, reqfile.normalise(requirements), list(extra_packages), mode)
     return f"{DEPS_REPO}:{key}"
 
 
@@ -777,8 +884,8 @@ def _last_error_line(log: str) -> str:
 # Layer builds: one container from the base image runs the install and is committed as the
 # layer (one commit instead of a legacy build's per-step commits, each slow on fuse-overlayfs).
 _LAYER_BUILD = "/tmp/rgbridge-build"
-_LAYER_CACHE = "/opt/rgbridge-wheels"    # the wheel cache's view: read-only bind mount
-_LAYER_OUTBOX = "/opt/rgbridge-outbox"   # a wheelhouse (no-network builds): read-only bind mount
+_LAYER_CACHE = "/opt/rgbridge-wheels"  # the wheel cache's view: read-only bind mount
+_LAYER_OUTBOX = "/opt/rgbridge-outbox"  # a wheelhouse (no-network builds): read-only bind mount
 # Given pip's own dry-run report, the wheel files pip would install (found in the package cache,
 # sha256 checked against the report), linked into one folder and printed as name==version
 # (installed by name from that folder, not by path, so no direct-URL record differs from pip's):
@@ -808,7 +915,7 @@ for item in report.get("install", []):
         sys.exit(1)
 print("\\n".join(found))
 """
-_LAYER_TOOLS = "/opt/rgbridge-tools"   # the uv binary: read-only bind mount
+_LAYER_TOOLS = "/opt/rgbridge-tools"  # the uv binary: read-only bind mount
 UV_VERSION = "0.13.9"
 _uv_unavailable = False
 
@@ -839,8 +946,22 @@ def uv_tool() -> Path | None:
             return dest
         tmp = Path(tempfile.mkdtemp(prefix="uv-", dir=cache_dir()))
         try:
-            _run([sys.executable, "-m", "pip", "download", "--no-input", "--only-binary=:all:", "--no-deps",
-                  f"uv=={UV_VERSION}", "-d", str(tmp)], timeout=300, what="pip download uv")
+            _run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-input",
+                    "--only-binary=:all:",
+                    "--no-deps",
+                    f"uv=={UV_VERSION}",
+                    "-d",
+                    str(tmp),
+                ],
+                timeout=300,
+                what="pip download uv",
+            )
             wheel = next(tmp.glob("uv-*.whl"))
             with zipfile.ZipFile(wheel) as zf:
                 data = zf.read(f"uv-{UV_VERSION}.data/scripts/uv")
@@ -890,14 +1011,23 @@ def _layer_script(files: Sequence[str], *, mode: str) -> str:
     # The build files never reach the committed layer, whatever way the script ends; pip's HTTP
     # cache lives in /tmp for this build only (the install re-reads the pages the dry run read).
     scratch = "/tmp/rgbridge-pip /tmp/rgbridge-report.json /tmp/rgbridge-wheel-list /tmp/rgbridge-chosen"
-    lines = ["set -u", f"trap 'rm -rf {_LAYER_BUILD} {scratch}' EXIT",
-             f". {_LAYER_BUILD}/pip.env", "export PIP_CACHE_DIR=/tmp/rgbridge-pip",
-             # phase times in build.log (where a slow layer build spends its time)
-             'phase() { echo "RGBRIDGE_PHASE $1 $(date +%s.%N)"; }', "phase start"]
+    lines = [
+        "set -u",
+        f"trap 'rm -rf {_LAYER_BUILD} {scratch}' EXIT",
+        f". {_LAYER_BUILD}/pip.env",
+        "export PIP_CACHE_DIR=/tmp/rgbridge-pip",
+        # phase times in build.log (where a slow layer build spends its time)
+        'phase() { echo "RGBRIDGE_PHASE $1 $(date +%s.%N)"; }',
+        "phase start",
+    ]
     if mode == "local":
-        lines.append(" && ".join(
-            _pip(f"install --no-index --find-links {_LAYER_OUTBOX} --find-links {_LAYER_CACHE}/flat -r {r}")
-            for r in reqs) + " || exit 1")
+        lines.append(
+            " && ".join(
+                _pip(f"install --no-index --find-links {_LAYER_OUTBOX} --find-links {_LAYER_CACHE}/flat -r {r}")
+                for r in reqs
+            )
+            + " || exit 1"
+        )
         return "\n".join(lines) + "\n"
     cache_index = f"file://{_LAYER_CACHE}/simple/"
     lines += [
@@ -908,8 +1038,10 @@ def _layer_script(files: Sequence[str], *, mode: str) -> str:
         + _pip('install --dry-run --quiet --report /tmp/rgbridge-report.json -r "$1"')
         + f" && python3 {_LAYER_BUILD}/pick_wheels.py /tmp/rgbridge-report.json > /tmp/rgbridge-wheel-list; then",
         "    phase resolved; echo RGBRIDGE_INSTALLER=uv; [ -s /tmp/rgbridge-wheel-list ] || return 0",
-        (f"    xargs -d '\\n' {_LAYER_TOOLS}/uv pip install --python \"$(command -v python)\" --no-deps --no-index"
-         " --find-links /tmp/rgbridge-chosen --compile-bytecode --no-cache < /tmp/rgbridge-wheel-list && return 0"),
+        (
+            f"    xargs -d '\\n' {_LAYER_TOOLS}/uv pip install --python \"$(command -v python)\" --no-deps --no-index"
+            " --find-links /tmp/rgbridge-chosen --compile-bytecode --no-cache < /tmp/rgbridge-wheel-list && return 0"
+        ),
         "  fi",
         "  echo RGBRIDGE_INSTALLER=pip; " + _pip('install -r "$1"'),
         "}",
@@ -923,9 +1055,11 @@ def _commit_changes(client: docker.DockerClient, base: str, kind: str) -> list[s
     """Dockerfile changes that give the committed layer its base's run config back (the build
     container's command and user are not the image's) plus our labels."""
     config = client.images.get(base).attrs.get("Config") or {}
-    changes = [f"LABEL {LABEL_OWNER}={OWNER_VALUE} {LABEL_KIND}={kind}",
-               f"USER {config.get('User') or 'root'}",
-               f"WORKDIR {config.get('WorkingDir') or '/'}"]
+    changes = [
+        f"LABEL {LABEL_OWNER}={OWNER_VALUE} {LABEL_KIND}={kind}",
+        f"USER {config.get('User') or 'root'}",
+        f"WORKDIR {config.get('WorkingDir') or '/'}",
+    ]
     if config.get("Cmd"):
         changes.append(f"CMD {json.dumps(config['Cmd'])}")
     return changes
@@ -937,15 +1071,32 @@ def _shell_env(values: dict[str, str]) -> str:
     return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(values.items()))
 
 
-def build_layer(client: docker.DockerClient, *, base: str, tag: str, kind: str,
-                requirement_files: dict[str, str], mode: str, view: Path, wheels: Path | None,
-                timeout: float = 600, progress: ProgressFn | None = None) -> BuildResult:
+def build_layer(
+    client: docker.DockerClient,
+    *,
+    base: str,
+    tag: str,
+    kind: str,
+    requirement_files: dict[str, str],
+    mode: str,
+    view: Path,
+    wheels: Path | None,
+    timeout: float = 600,
+    progress: ProgressFn | None = None,
+) -> BuildResult:
     """Run ``_layer_script`` in one container FROM ``base`` and commit it as ``tag``.
 
     ``view`` (the package cache) and ``wheels`` (a wheelhouse, ``local`` mode) are bind-mounted
     read-only: the build writes nothing on the host. No network in ``local`` mode.
     """
-    from bridge.scoring.containers import ContainerLimits, create_container, managed, put_directory, read_logs, wait_with_timeout
+    from bridge.scoring.containers import (
+        ContainerLimits,
+        create_container,
+        managed,
+        put_directory,
+        read_logs,
+        wait_with_timeout,
+    )
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="rgbridge-layer-") as tmp:
@@ -955,8 +1106,7 @@ def build_layer(client: docker.DockerClient, *, base: str, tag: str, kind: str,
         pip_env = {} if mode == "local" else host_pip_index_settings()
         (files_dir / "pip.env").write_text(_shell_env(pip_env), encoding="utf-8")
         (files_dir / "pick_wheels.py").write_text(_PICK_WHEELS, encoding="utf-8")
-        (files_dir / "build.sh").write_text(_layer_script(list(requirement_files), mode=mode),
-                                            encoding="utf-8")
+        (files_dir / "build.sh").write_text(_layer_script(list(requirement_files), mode=mode), encoding="utf-8")
         # --mount style binds: unlike -v ones they are not recorded as VOLUMEs by the commit.
         mounts = [docker.types.Mount(_LAYER_CACHE, str(view), type="bind", read_only=True)]
         if wheels is not None:
@@ -965,12 +1115,16 @@ def build_layer(client: docker.DockerClient, *, base: str, tag: str, kind: str,
         if tools is not None:
             mounts.append(docker.types.Mount(_LAYER_TOOLS, str(tools), type="bind", read_only=True))
         container = create_container(
-            client, base, name=f"rgbridge-layer-{secrets.token_hex(5)}",
+            client,
+            base,
+            name=f"rgbridge-layer-{secrets.token_hex(5)}",
             command=["bash", f"{_LAYER_BUILD}/build.sh"],
             labels=make_labels(kind=f"{kind}-build"),
             # pip runs as root, as in a Dockerfile RUN; no capabilities, no new privileges
             limits=ContainerLimits(user="0:0", pids_limit=1024, nano_cpus=2_000_000_000),
-            network_mode="none" if mode == "local" else "bridge", mounts=mounts)
+            network_mode="none" if mode == "local" else "bridge",
+            mounts=mounts,
+        )
         with managed(container):
             put_directory(container, files_dir, _LAYER_BUILD, uid=0, gid=0)
             container.start()
@@ -981,26 +1135,34 @@ def build_layer(client: docker.DockerClient, *, base: str, tag: str, kind: str,
                     _say(progress, line)
             tail = log[-LOG_TAIL_CHARS:]
             if outcome.timed_out:
-                return BuildResult(False, tag, time.monotonic() - started, tail,
-                                   f"build timed out after {timeout:.0f}s", timed_out=True)
+                return BuildResult(
+                    False,
+                    tag,
+                    time.monotonic() - started,
+                    tail,
+                    f"build timed out after {timeout:.0f}s",
+                    timed_out=True,
+                )
             if outcome.exit_code != 0:
-                return BuildResult(False, tag, time.monotonic() - started, tail,
-                                   f"install exited {outcome.exit_code}")
+                return BuildResult(False, tag, time.monotonic() - started, tail, f"install exited {outcome.exit_code}")
             repo, _, version = tag.rpartition(":")
             try:
-                container.commit(repository=repo, tag=version,
-                                 changes=_commit_changes(client, base, kind))
+                container.commit(repository=repo, tag=version, changes=_commit_changes(client, base, kind))
             except DockerException as exc:
-                return BuildResult(False, tag, time.monotonic() - started, tail,
-                                   f"docker commit failed: {exc}")
-    return BuildResult(True, tag, time.monotonic() - started, tail,
-                       pip_installed="RGBRIDGE_INSTALLER=pip" in log)
+                return BuildResult(False, tag, time.monotonic() - started, tail, f"docker commit failed: {exc}")
+    return BuildResult(True, tag, time.monotonic() - started, tail, pip_installed="RGBRIDGE_INSTALLER=pip" in log)
 
 
-def ensure_deps_image(client: docker.DockerClient, requirements: str, *,
-                      extra_packages: Sequence[str] = (), base: str | None = None,
-                      wheelhouse: Path | str | None = None, progress: ProgressFn | None = None,
-                      timeout: float = 600) -> DepsImage:
+def ensure_deps_image(
+    client: docker.DockerClient,
+    requirements: str,
+    *,
+    extra_packages: Sequence[str] = (),
+    base: str | None = None,
+    wheelhouse: Path | str | None = None,
+    progress: ProgressFn | None = None,
+    timeout: float = 600,
+) -> DepsImage:
     """An image with ``requirements`` (then ``extra_packages``) installed in the active venv.
 
     The active venv is the first ``python`` on the base image's PATH (``/opt/venv`` for the base
@@ -1026,13 +1188,13 @@ def ensure_deps_image(client: docker.DockerClient, requirements: str, *,
         if image_exists(client, tag):
             return DepsImage(tag=tag, cached=True, seconds=time.monotonic() - started)
         extras_txt = "".join(f"{p}\n" for p in extras)
-        files = {name: text for name, text in (("requirements.txt", reqs), ("extras.txt", extras_txt))
-                 if text}
+        files = {name: text for name, text in (("requirements.txt", reqs), ("extras.txt", extras_txt)) if text}
         if reqs and extras:
             # pip installs the requirements, then the extras into that environment: the first
             # step is exactly the requirements-only layer (strict's), so build on it.
-            inner = ensure_deps_image(client, reqs, base=base, wheelhouse=wheelhouse,
-                                      progress=progress, timeout=timeout)
+            inner = ensure_deps_image(
+                client, reqs, base=base, wheelhouse=wheelhouse, progress=progress, timeout=timeout
+            )
             files = {"extras.txt": extras_txt}
         layer_base = inner.tag if reqs and extras else base
         cache = WheelCache()
@@ -1061,18 +1223,32 @@ def ensure_deps_image(client: docker.DockerClient, requirements: str, *,
                         # The cache is filled by the host, never by the build: the host's pip
                         # fetches the same requirements as binary wheels (nothing of the agent's
                         # runs), alongside the build; what it gets serves later builds.
-                        fetcher = threading.Thread(target=_host_fetch, daemon=True, name=f"fetch-{tag}",
-                                                   args=(text, fetched, view / "simple", remaining(), cache))
+                        fetcher = threading.Thread(
+                            target=_host_fetch,
+                            daemon=True,
+                            name=f"fetch-{tag}",
+                            args=(text, fetched, view / "simple", remaining(), cache),
+                        )
                         fetcher.start()
                 else:
-                    _say(progress, "containers cannot reach the package index: downloading "
-                                   "binary wheels on the host")
-                    prepare_wheelhouse(text, fetched, cache_index=view / "simple", progress=progress,
-                                       timeout=remaining())
+                    _say(progress, "containers cannot reach the package index: downloading binary wheels on the host")
+                    prepare_wheelhouse(
+                        text, fetched, cache_index=view / "simple", progress=progress, timeout=remaining()
+                    )
                     cache.import_dir(fetched)
                     mode, wheels = "local", fetched
-                res = build_layer(client, base=layer_base, tag=tag, kind="deps", requirement_files=files,
-                                  mode=mode, view=view, wheels=wheels, progress=progress, timeout=remaining())
+                res = build_layer(
+                    client,
+                    base=layer_base,
+                    tag=tag,
+                    kind="deps",
+                    requirement_files=files,
+                    mode=mode,
+                    view=view,
+                    wheels=wheels,
+                    progress=progress,
+                    timeout=remaining(),
+                )
                 if fetcher is not None and res.pip_installed:
                     # Something was not cached: wait, so the next build finds it. When everything
                     # came from the cache the fetch has nothing to add and finishes on its own.
@@ -1088,16 +1264,20 @@ def ensure_deps_image(client: docker.DockerClient, requirements: str, *,
             else:
                 msg = f"dependency install failed: {_last_error_line(res.log_tail)}"
             raise DependencyInstallError(msg, log_tail=res.log_tail, timed_out=res.timed_out)
-        return DepsImage(tag=tag, cached=False, seconds=time.monotonic() - started,
-                         log_tail=res.log_tail)
+        return DepsImage(tag=tag, cached=False, seconds=time.monotonic() - started, log_tail=res.log_tail)
 
 
 # ----------------------------------------------------------------------------- CLI helpers
 
 
-def build_all(client: docker.DockerClient, *, progress: bool | ProgressFn = True,
-              wheelhouse: Path | str | None = None, force: bool = False,
-              console: Any = None) -> dict[str, Any]:
+def build_all(
+    client: docker.DockerClient,
+    *,
+    progress: bool | ProgressFn = True,
+    wheelhouse: Path | str | None = None,
+    force: bool = False,
+    console: Any = None,
+) -> dict[str, Any]:
     """Build base + tester (``rgbridge images build``). ``progress=True`` shows a rich status."""
     timings: dict[str, float] = {}
     result: dict[str, Any] = {"timings": timings}
@@ -1117,8 +1297,10 @@ def build_all(client: docker.DockerClient, *, progress: bool | ProgressFn = True
 
         con = console or Console(stderr=True)
         with con.status("building scoring images...") as status:
+
             def say(line: str) -> None:
                 status.update(f"[bold]building scoring images[/] {line[:100]}")
+
             run(say)
         con.print(f"base   {result['base']}  ({timings['base']}s)")
         con.print(f"tester {result['tester']}  ({timings['tester']}s)")
@@ -1144,14 +1326,22 @@ def list_images(client: docker.DockerClient, *, include_dangling: bool = True) -
         labels = img.labels or {}
         tags = img.tags or ["<none>"]
         for tag in tags:
-            out.append(ImageInfo(tag=tag, id=img.short_id, kind=labels.get(LABEL_KIND, "?"),
-                                 size_mb=round(img.attrs.get("Size", 0) / 1e6, 1),
-                                 created=str(img.attrs.get("Created", "")), labels=labels))
+            out.append(
+                ImageInfo(
+                    tag=tag,
+                    id=img.short_id,
+                    kind=labels.get(LABEL_KIND, "?"),
+                    size_mb=round(img.attrs.get("Size", 0) / 1e6, 1),
+                    created=str(img.attrs.get("Created", "")),
+                    labels=labels,
+                )
+            )
     return out
 
 
-def remove_images(client: docker.DockerClient, *, kinds: Sequence[str] | None = None,
-                  keep: Sequence[str] = ()) -> list[str]:
+def remove_images(
+    client: docker.DockerClient, *, kinds: Sequence[str] | None = None, keep: Sequence[str] = ()
+) -> list[str]:
     """Remove our labelled images (optionally only some kinds); returns removed tags/ids.
 
     Children go first (deps/tester before base). Images in use by a container are skipped.

@@ -131,8 +131,12 @@ class WheelCache:
         file's size, mtime or inode changed since it last verified."""
         files = [p for p in unit.iterdir() if not p.name.startswith(".")] if unit.is_dir() else []
         wheel = files[0] if len(files) == 1 else None
-        ok = wheel is not None and wheel.is_file() and not wheel.is_symlink() \
+        ok = (
+            wheel is not None
+            and wheel.is_file()
+            and not wheel.is_symlink()
             and _WHEEL_NAME.match(wheel.name) is not None
+        )
         if ok and wheel is not None:
             stamp = unit / _STAMP
             key = self._stat_key(wheel)
@@ -241,7 +245,8 @@ class WheelCache:
             for project, links in pages.items():
                 (folder / "simple" / project).mkdir()
                 (folder / "simple" / project / "index.html").write_text(
-                    "<!DOCTYPE html><html><body>\n" + "<br>\n".join(sorted(links)) + "\n</body></html>\n")
+                    "<!DOCTYPE html><html><body>\n" + "<br>\n".join(sorted(links)) + "\n</body></html>\n"
+                )
             yield folder
         finally:
             shutil.rmtree(folder, ignore_errors=True)

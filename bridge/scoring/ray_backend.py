@@ -23,6 +23,7 @@ Ray is imported lazily: the rest of the bridge works without the `ray` extra.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import logging
 import os
@@ -96,14 +97,19 @@ def pack_task(task: Task) -> tuple[dict[str, Any], bytes]:
     with tempfile.TemporaryDirectory(prefix="rgbridge-taskpack-") as tmp:
         root = Path(tmp)
         (root / "README.md").write_bytes(task.readme_path.read_bytes())
-        shutil.copytree(task.tests_dir, root / "tests", symlinks=False,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(
+            task.tests_dir, root / "tests", symlinks=False, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
         (root / "extras").mkdir()
         for name, path in task.test_extras.items():
             (root / "extras" / name).write_bytes(path.read_bytes())
         blob = pack_tree(root)
-    desc = {"manifest": task.manifest.model_dump(mode="json"), "extras": sorted(task.test_extras),
-            "source": task.source, "content_hash": task.content_hash}
+    desc = {
+        "manifest": task.manifest.model_dump(mode="json"),
+        "extras": sorted(task.test_extras),
+        "source": task.source,
+        "content_hash": task.content_hash,
+    }
     return desc, blob
 
 
@@ -112,12 +118,19 @@ def unpack_task(desc: dict[str, Any], blob: bytes, dest: Path) -> Task:
     unpack_tree(blob, dest)
     manifest = Manifest.model_validate(desc["manifest"])
     extras = {name: dest / "extras" / name for name in desc["extras"]}
-    task = Task(manifest=manifest, root=dest, readme_path=dest / "README.md", tests_dir=dest / "tests",
-                test_extras=extras, source=desc["source"])
+    task = Task(
+        manifest=manifest,
+        root=dest,
+        readme_path=dest / "README.md",
+        tests_dir=dest / "tests",
+        test_extras=extras,
+        source=desc["source"],
+    )
     task.content_hash = compute_task_hash(manifest, task.readme_path, task.tests_dir, extras)
     if task.content_hash != desc["content_hash"]:
-        raise ScoringError(f"task {manifest.id}: shipped files hash to {task.content_hash}, "
-                           f"expected {desc['content_hash']}")
+        raise ScoringError(
+            f"task {manifest.id}: shipped files hash to {task.content_hash}, expected {desc['content_hash']}"
+        )
     return task
 
 
@@ -135,13 +148,14 @@ def node_label() -> str:
     return f"{ip}/{node_id[:6]}"
 
 
-def score_on_node(meta: dict[str, Any], task_desc: dict[str, Any], task_blob: bytes, snapshot_blob: bytes,
-                  reporter: Any) -> dict[str, Any]:
+def score_on_node(
+    meta: dict[str, Any], task_desc: dict[str, Any], task_blob: bytes, snapshot_blob: bytes, reporter: Any
+) -> dict[str, Any]:
     """Body of one Ray job: unpack, verify, score one profile on this node's engine, pack logs."""
     from bridge.fs.hashing import tree_hash
-    from bridge.scoring.sweep import sweep
     from bridge.scoring.docker_client import get_client
     from bridge.scoring.runner import node_context, run_profile, sweep_stale
+    from bridge.scoring.sweep import sweep
 
     began = time.monotonic()
     node = node_label()
@@ -166,25 +180,40 @@ def score_on_node(meta: dict[str, Any], task_desc: dict[str, Any], task_blob: by
         if got != meta["snapshot_hash"]:
             raise ScoringError(f"snapshot arrived with hash {got}, expected {meta['snapshot_hash']}")
         log_dir = work / "logs" / meta["profile"]
-        ctx = node_context(meta["container_run"], wheelhouse=Path(meta["wheelhouse"]) if meta["wheelhouse"] else None,
-                           progress=say)
+        ctx = node_context(
+            meta["container_run"], wheelhouse=Path(meta["wheelhouse"]) if meta["wheelhouse"] else None, progress=say
+        )
         scoring = time.monotonic()
         try:
-            result = run_profile(client, task, snapshot, meta["profile"], ctx=ctx, log_dir=log_dir, scratch=work,
-                                 maven=meta["maven"], progress=say)
+            result = run_profile(
+                client,
+                task,
+                snapshot,
+                meta["profile"],
+                ctx=ctx,
+                log_dir=log_dir,
+                scratch=work,
+                maven=meta["maven"],
+                progress=say,
+            )
         finally:
             sweep(client, run_id=meta["container_run"])
         score_seconds = time.monotonic() - scoring
         logs = pack_tree(log_dir) if log_dir.is_dir() else b""
-    return {"result": result.model_dump(mode="json"), "logs": logs, "node": node,
-            "score_seconds": score_seconds, "worker_seconds": time.monotonic() - began}
+    return {
+        "result": result.model_dump(mode="json"),
+        "logs": logs,
+        "node": node,
+        "score_seconds": score_seconds,
+        "worker_seconds": time.monotonic() - began,
+    }
 
 
 def sweep_node(run_ids: list[str]) -> int:
     """Remove the given runs' containers (and orphans) from this node's engine."""
-    from bridge.scoring.sweep import sweep
     from bridge.scoring.docker_client import get_client
     from bridge.scoring.runner import sweep_stale
+    from bridge.scoring.sweep import sweep
 
     client = get_client()
     removed = sweep_stale(client)
@@ -215,30 +244,46 @@ class RayBackend:
 
     name = "ray"
 
-    def __init__(self, address: str | None = None, *, max_retries: int = DEFAULT_MAX_RETRIES,
-                 no_docker_grace: float = NO_DOCKER_GRACE_SECONDS) -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        no_docker_grace: float = NO_DOCKER_GRACE_SECONDS,
+    ) -> None:
         ray = import_ray()
         self._ray = ray
         self.max_retries = max_retries
         self.no_docker_grace = no_docker_grace
         if not ray.is_initialized():
             try:
-                ray.init(address=address or os.environ.get("RAY_ADDRESS") or "auto", log_to_driver=False,
-                         logging_level=logging.WARNING, configure_logging=False)
+                ray.init(
+                    address=address or os.environ.get("RAY_ADDRESS") or "auto",
+                    log_to_driver=False,
+                    logging_level=logging.WARNING,
+                    configure_logging=False,
+                )
             except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise ScoringError(f"cannot reach a Ray cluster at {address or 'auto'}: {exc} "
-                                   "(start one with `ray start --head`, see the README)") from exc
+                raise ScoringError(
+                    f"cannot reach a Ray cluster at {address or 'auto'}: {exc} "
+                    "(start one with `ray start --head`, see the README)"
+                ) from exc
         if self.docker_slots() < 1:
-            raise ScoringError("no node of the Ray cluster offers the 'docker' resource: start each node that "
-                               "has a Docker engine with --resources='{\"docker\": 1}'")
+            raise ScoringError(
+                "no node of the Ray cluster offers the 'docker' resource: start each node that "
+                "has a Docker engine with --resources='{\"docker\": 1}'"
+            )
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         self._affinity = NodeAffinitySchedulingStrategy
         self._score = ray.remote(score_on_node)
         self._sweep = ray.remote(sweep_node)
         here = ray.get_runtime_context().get_node_id()
-        self._box = ray.remote(ProgressBox).options(
-            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=True)).remote()
+        self._box = (
+            ray.remote(ProgressBox)
+            .options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=True))
+            .remote()
+        )
         self._lock = threading.Lock()
         self._objects: dict[str, tuple[Any, int]] = {}  # snapshot key -> (object ref, users)
         self._tasks: dict[str, tuple[dict[str, Any], Any]] = {}  # task hash -> (description, ref)
@@ -325,17 +370,22 @@ class RayBackend:
             began = time.monotonic()  # per-job overhead counts packing and the object store too
             desc, task_ref = self._task_pack(job.task)
             snap_key = f"snapshot:{job.snapshot_hash}"
-            snap_ref = self._acquire(snap_key, lambda s=job.snapshot: pack_tree(s))
+            snap_ref = self._acquire(snap_key, functools.partial(pack_tree, job.snapshot))
             held.append(snap_key)
             key = f"{job.run_id}/{job.profile}/{uuid.uuid4().hex[:8]}"
             container_run = f"{job.run_id}-{job.profile}"[:100]
-            meta = {"key": key, "profile": job.profile, "snapshot_hash": job.snapshot_hash,
-                    "container_run": container_run, "wheelhouse": str(job.wheelhouse) if job.wheelhouse else None,
-                    "maven": job.maven}
+            meta = {
+                "key": key,
+                "profile": job.profile,
+                "snapshot_hash": job.snapshot_hash,
+                "container_run": container_run,
+                "wheelhouse": str(job.wheelhouse) if job.wheelhouse else None,
+                "maven": job.maven,
+            }
             opts = dict(PROFILE_RESOURCES[job.profile])
-            ref = self._score.options(resources={DOCKER_RESOURCE: 1}, max_retries=self.max_retries,
-                                      retry_exceptions=False, **opts).remote(
-                meta, desc, task_ref, snap_ref, self._box)
+            ref = self._score.options(
+                resources={DOCKER_RESOURCE: 1}, max_retries=self.max_retries, retry_exceptions=False, **opts
+            ).remote(meta, desc, task_ref, snap_ref, self._box)
             with self._lock:
                 self._listeners[key] = job.progress
                 self._container_runs.add(container_run)
@@ -377,10 +427,11 @@ class RayBackend:
                 if self.docker_slots() < 1:
                     no_docker_since = no_docker_since or now
                     if now - no_docker_since > self.no_docker_grace:
-                        for ref, (job, key) in list(pending.items()):
+                        for ref, (job, _key) in list(pending.items()):
                             ray.cancel(ref, force=True)
                             results[job.profile] = self._infra(
-                                job, RuntimeError("no alive node of the Ray cluster offers the 'docker' resource"))
+                                job, RuntimeError("no alive node of the Ray cluster offers the 'docker' resource")
+                            )
                         pending.clear()
                 else:
                     no_docker_since = None
@@ -404,8 +455,15 @@ class RayBackend:
         result = ProfileResult.model_validate(out["result"])
         with self._lock:
             wall = time.monotonic() - self._submitted_at.pop(key, time.monotonic())
-            self.timings.append({"profile": job.profile, "node": out["node"], "wall_seconds": wall,
-                                 "worker_seconds": out["worker_seconds"], "score_seconds": out["score_seconds"]})
+            self.timings.append(
+                {
+                    "profile": job.profile,
+                    "node": out["node"],
+                    "wall_seconds": wall,
+                    "worker_seconds": out["worker_seconds"],
+                    "score_seconds": out["score_seconds"],
+                }
+            )
         if job.progress:
             job.progress(f"{job.profile}: done on node {out['node']}")
         return result
@@ -420,8 +478,9 @@ class RayBackend:
         if job.progress:
             job.progress(f"{job.profile}: infra_error ({reason[:80]})")
         result = infra_result(job.profile, wrapped, LogSink(job.log_dir), time.monotonic())
-        return result.model_copy(update={"logs": {k: f"logs/{job.profile}/{Path(v).name}"
-                                                  for k, v in result.logs.items()}})
+        return result.model_copy(
+            update={"logs": {k: f"logs/{job.profile}/{Path(v).name}" for k, v in result.logs.items()}}
+        )
 
     # -- progress
 

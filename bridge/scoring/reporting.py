@@ -29,12 +29,12 @@ from typing import Any
 
 from bridge.errors import ScoringError
 from bridge.fs.files import write_json_atomic
+from bridge.scoring.result import GRADER_VERSION, OUTCOMES, ScoreResult
+from bridge.scoring.upstream import EXIT_BUILD_FAILED, EXIT_TIMEOUT, EXIT_UNEXPECTED, HARNESS_VERSION
 
 log = logging.getLogger(__name__)
 
 _NUMERIC_KEYS = frozenset({"score", "total", "passed", "failed", "total_apis", "implemented_apis"})
-from bridge.scoring.result import GRADER_VERSION, OUTCOMES, ScoreResult
-from bridge.scoring.upstream import EXIT_BUILD_FAILED, EXIT_TIMEOUT, EXIT_UNEXPECTED, HARNESS_VERSION
 
 LANGS = ("python", "java")
 _TASK_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
@@ -57,7 +57,11 @@ def _up_pass(rows: Sequence[Mapping[str, Any]]) -> float:
 
 def _up_ac(rows: Sequence[Mapping[str, Any]]) -> float:
     return _mean(
-        [r["api_coverage"]["score"] for r in rows if r.get("api_coverage") and r["api_coverage"].get("total_apis", 0) > 0]
+        [
+            r["api_coverage"]["score"]
+            for r in rows
+            if r.get("api_coverage") and r["api_coverage"].get("total_apis", 0) > 0
+        ]
     )
 
 
@@ -209,8 +213,10 @@ def bad_number(data: Any, where: str = "") -> str | None:
     if isinstance(data, Mapping):
         for k, v in data.items():
             here = f"{where}.{k}" if where else str(k)
-            if k in _NUMERIC_KEYS and v is not None and (
-                isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)
+            if (
+                k in _NUMERIC_KEYS
+                and v is not None
+                and (isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v))
             ):
                 return f"{here} = {v!r}"
             found = bad_number(v, here)
@@ -381,8 +387,9 @@ def render_table(results: Sequence[Mapping[str, Any]], console: Any = None) -> A
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title="RepoGenesis evaluation", box=box.SIMPLE_HEAD, show_lines=False, pad_edge=False,
-                  padding=(0, 1, 0, 0))
+    table = Table(
+        title="RepoGenesis evaluation", box=box.SIMPLE_HEAD, show_lines=False, pad_edge=False, padding=(0, 1, 0, 0)
+    )
     for col in ("Repo", "Profile", "Outcome", "DSR", "Pass@1", "AC", "Dyn AC"):
         table.add_column(col, overflow="fold")
     for e in sorted(results, key=lambda r: str(r.get("repo_name", ""))):
@@ -396,7 +403,8 @@ def render_table(results: Sequence[Mapping[str, Any]], console: Any = None) -> A
             table.add_row(
                 # Repo names and outcomes come from folders and reports: plain text, never markup.
                 Text(str(e.get("repo_name", "?")) + (" CONTAMINATED" if e.get("contaminated") else ""))
-                if first else "",
+                if first
+                else "",
                 name,
                 Text(infer_outcome(prof) if name == "compat" else str(prof.get("outcome"))),
                 _fmt_dsr(prof.get("dsr")),
@@ -421,8 +429,12 @@ def render_table(results: Sequence[Mapping[str, Any]], console: Any = None) -> A
     for lang in present:
         by = st["by_lang"][lang]
         # A strict-only run has no compat rows: its summary has no per-language blocks.
-        compat = (f"compat Pass@1 {up['pass_at_1_by_lang'][lang]:.4f}  AC {up['ac_by_lang'][lang]:.4f}  "
-                  f"DSR {up['dsr_by_lang'][lang]:.4f}" if "pass_at_1_by_lang" in up else "compat -")
+        compat = (
+            f"compat Pass@1 {up['pass_at_1_by_lang'][lang]:.4f}  AC {up['ac_by_lang'][lang]:.4f}  "
+            f"DSR {up['dsr_by_lang'][lang]:.4f}"
+            if "pass_at_1_by_lang" in up
+            else "compat -"
+        )
         table.caption += (
             f"\n{lang} ({by['repos']} scored): {compat}  |  strict: Pass@1 "
             f"{by['avg_pass_at_1']:.4f}  DSR {by['deployment_success_rate']:.4f}"

@@ -77,7 +77,7 @@ def local_path_reason(line: str) -> str | None:
         return None
     for opt in ("--editable=", "--requirement=", "--constraint=", "-e", "-r", "-c"):
         if head.startswith(opt) and head != opt:
-            return f"'{line}' installs from a local path ({head[len(opt):].lstrip('=')})"
+            return f"'{line}' installs from a local path ({head[len(opt) :].lstrip('=')})"
     if head.startswith("-"):
         return None
     spec = line.split(" --", 1)[0].split(";", 1)[0].strip()

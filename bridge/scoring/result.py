@@ -7,7 +7,7 @@ The models keep our richer view (outcomes, per-test results, logs) while `to_ups
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -158,7 +158,7 @@ class ScoreResult(BaseModel):
     port: int
     framework: str
     profiles: dict[str, ProfileResult] = Field(default_factory=dict)
-    created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
     def profile(self, name: str) -> ProfileResult:
         try:

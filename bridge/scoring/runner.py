@@ -16,6 +16,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import FrameType
 
 import docker
 from docker.errors import DockerException
@@ -25,13 +26,13 @@ from bridge.errors import ScoringError
 from bridge.fs.files import pid_alive
 from bridge.scoring.backend import ScoringJob
 from bridge.scoring.compat import run_compat
-from bridge.scoring.sweep import sweep
 from bridge.scoring.docker_client import get_client
 from bridge.scoring.java.compat import run_java_compat
 from bridge.scoring.java.layers import MavenSources
 from bridge.scoring.java.strict import run_java_strict
 from bridge.scoring.result import DSRResult, ProfileResult
 from bridge.scoring.strict import run_strict
+from bridge.scoring.sweep import sweep
 from bridge.scoring.workdir import LogSink, ScoreContext
 from bridge.tasks.model import Task
 
@@ -67,7 +68,7 @@ class LiveRuns:
                 if threading.current_thread() is threading.main_thread():
                     previous = signal.getsignal(signal.SIGTERM)
 
-                    def on_term(signum: int, frame: object) -> None:
+                    def on_term(signum: int, frame: FrameType | None) -> None:
                         cls.sweep_all()
                         if callable(previous):
                             previous(signum, frame)
@@ -123,7 +124,7 @@ _swept_once = False
 def infra_result(profile: str, exc: BaseException, logs: LogSink, started: float) -> ProfileResult:
     logs.write("infra_error.txt", "".join(traceback.format_exception(exc)))
     return ProfileResult(
-        profile=profile,  # type: ignore[arg-type]
+        profile=profile,
         outcome="infra_error",
         dsr=DSRResult(success=False, message=f"Evaluation error: {exc}"),
         error=f"{type(exc).__name__}: {exc}",
@@ -133,17 +134,29 @@ def infra_result(profile: str, exc: BaseException, logs: LogSink, started: float
     )
 
 
-def node_context(run_id: str, *, wheelhouse: Path | None = None,
-                 progress: ProgressFn | None = None) -> ScoreContext:
+def node_context(run_id: str, *, wheelhouse: Path | None = None, progress: ProgressFn | None = None) -> ScoreContext:
     """The scoring context of this process: containers carry its pid and host, so a process
     that dies leaves containers `sweep_stale` can recognise as orphans on that host."""
-    return ScoreContext(run_id=run_id, wheelhouse=wheelhouse, image_progress=progress,
-                        extra_labels={LABEL_PID: str(os.getpid()), "rgbridge.host": os.uname().nodename})
+    return ScoreContext(
+        run_id=run_id,
+        wheelhouse=wheelhouse,
+        image_progress=progress,
+        extra_labels={LABEL_PID: str(os.getpid()), "rgbridge.host": os.uname().nodename},
+    )
 
 
-def run_profile(client: docker.DockerClient, task: Task, snapshot: Path, name: str, *, ctx: ScoreContext,
-                log_dir: Path, scratch: Path, maven: MavenSources | None = None,
-                progress: ProgressFn | None = None) -> ProfileResult:
+def run_profile(
+    client: docker.DockerClient,
+    task: Task,
+    snapshot: Path,
+    name: str,
+    *,
+    ctx: ScoreContext,
+    log_dir: Path,
+    scratch: Path,
+    maven: MavenSources | None = None,
+    progress: ProgressFn | None = None,
+) -> ProfileResult:
     """Run one profile on a private copy of a staged snapshot, on this machine's engine.
 
     Engine and bridge faults become `infra_error`; log paths in the result are `logs/<profile>/...`.
@@ -153,8 +166,9 @@ def run_profile(client: docker.DockerClient, task: Task, snapshot: Path, name: s
     work = scratch / f"repo-{name}"  # each profile gets its own copy to modify
     shutil.copytree(snapshot, work, symlinks=True)
     try:
-        result = runner_for(task, name, maven)(client, task, work, ctx=ctx, logs=logs,
-                                            progress=progress or (lambda _m: None))
+        result = runner_for(task, name, maven)(
+            client, task, work, ctx=ctx, logs=logs, progress=progress or (lambda _m: None)
+        )
     except (DockerException, RequestException, ScoringError, OSError, RuntimeError) as exc:
         result = infra_result(name, exc, logs, started)
     return result.model_copy(update={"logs": {k: f"logs/{v}" for k, v in logs.names().items()}})
@@ -182,11 +196,20 @@ class LocalBackend:
 
                 def one(job: ScoringJob) -> ProfileResult:
                     ctx = node_context(job.run_id, wheelhouse=job.wheelhouse, progress=job.progress)
-                    return run_profile(client, job.task, job.snapshot, job.profile, ctx=ctx, log_dir=job.log_dir,
-                                       scratch=Path(scratch), maven=job.maven, progress=job.progress)
+                    return run_profile(
+                        client,
+                        job.task,
+                        job.snapshot,
+                        job.profile,
+                        ctx=ctx,
+                        log_dir=job.log_dir,
+                        scratch=Path(scratch),
+                        maven=job.maven,
+                        progress=job.progress,
+                    )
 
                 with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="rgbridge-profile") as pool:
-                    return {job.profile: result for job, result in zip(jobs, pool.map(one, jobs))}
+                    return {job.profile: result for job, result in zip(jobs, pool.map(one, jobs), strict=True)}
         finally:
             for run_id in run_ids:
                 sweep(client, run_id=run_id)
@@ -203,5 +226,3 @@ class LocalBackend:
 
     def close(self) -> None:
         """Nothing to release: the Docker client is the process's shared one."""
-
-

@@ -28,7 +28,15 @@ from docker.models.containers import Container
 
 from bridge.fs.files import write_json_atomic
 from bridge.scoring import coverage, grading
-from bridge.scoring.containers import ContainerLimits, create_container, exec_with_timeout, fetch_file, managed, put_directory, read_logs
+from bridge.scoring.containers import (
+    ContainerLimits,
+    create_container,
+    exec_with_timeout,
+    fetch_file,
+    managed,
+    put_directory,
+    read_logs,
+)
 from bridge.scoring.docker_client import make_labels
 from bridge.scoring.images import (
     DependencyInstallError,
@@ -50,8 +58,8 @@ from bridge.scoring.workdir import (
     place_file,
     requirements_of,
 )
-from bridge.tasks.suite import DEFAULT_PER_TEST_TIMEOUT, pinned_ini_options, static_test_ids
 from bridge.tasks.model import Task
+from bridge.tasks.suite import DEFAULT_PER_TEST_TIMEOUT, pinned_ini_options, static_test_ids
 
 ProgressFn = Callable[[str], None]
 
@@ -106,9 +114,26 @@ def _pytest_args(ini: str, ini_opts: list[str]) -> list[str]:
     # Our plugin is loaded explicitly (last `-p` wins over a suite's `-p no:...`); xdist is off so
     # every item runs in the process that records it; `ini_opts` pin addopts and the per-test
     # timeout (bridge/tasks/suite.py). Modules that fail to import do not stop the others.
-    return ["python", "-m", "pytest", "tests", "-c", ini, "--rootdir", TESTER_ROOT,
-            "-p", "no:cacheprovider", "-p", "no:xdist", "-p", PLUGIN, *ini_opts,
-            "-o", "console_output_style=classic", "--continue-on-collection-errors"]
+    return [
+        "python",
+        "-m",
+        "pytest",
+        "tests",
+        "-c",
+        ini,
+        "--rootdir",
+        TESTER_ROOT,
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:xdist",
+        "-p",
+        PLUGIN,
+        *ini_opts,
+        "-o",
+        "console_output_style=classic",
+        "--continue-on-collection-errors",
+    ]
 
 
 def suite_timing(tests_timeout: int) -> tuple[int, int, int]:
@@ -128,8 +153,16 @@ def _ini_host_path(staged: Path, ini: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def run_strict(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: ScoreContext,
-               logs: LogSink, progress: ProgressFn, deploy_only: bool = False) -> ProfileResult:
+def run_strict(
+    client: docker.DockerClient,
+    task: Task,
+    repo_dir: Path,
+    *,
+    ctx: ScoreContext,
+    logs: LogSink,
+    progress: ProgressFn,
+    deploy_only: bool = False,
+) -> ProfileResult:
     """Score `repo_dir`; with `deploy_only` (practice mode) only DSR is measured and the tester
     holds no golden file at all, so nothing about the tests can leak into a practice check."""
     started = time.monotonic()
@@ -138,43 +171,75 @@ def run_strict(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: 
     place_file(task.readme_path, repo_dir, "README.md")
 
     def finish(**fields: object) -> ProfileResult:
-        return ProfileResult(profile="strict", api_coverage=static_ac, logs=logs.names(),
-                             elapsed_seconds=round(time.monotonic() - started, 3), **fields)  # type: ignore[arg-type]
+        return ProfileResult(
+            profile="strict",
+            api_coverage=static_ac,
+            logs=logs.names(),
+            elapsed_seconds=round(time.monotonic() - started, 3),
+            **fields,
+        )
 
     progress("strict: installing dependencies")
     try:
-        deps = ensure_deps_image(client, requirements_of(repo_dir), wheelhouse=ctx.wheelhouse,
-                                 timeout=task.manifest.timeouts.build, progress=ctx.image_progress)
+        deps = ensure_deps_image(
+            client,
+            requirements_of(repo_dir),
+            wheelhouse=ctx.wheelhouse,
+            timeout=task.manifest.timeouts.build,
+            progress=ctx.image_progress,
+        )
     except DependencyInstallError as exc:
         logs.write("build.log", exc.log_tail)
         outcome = "timeout" if exc.timed_out else "build_failed"
-        return finish(outcome=outcome, dsr=DSRResult(success=False, message=str(exc)), build_error=str(exc),
-                      exit_code=-3, pass_at_1=PassAt1())
+        return finish(
+            outcome=outcome,
+            dsr=DSRResult(success=False, message=str(exc)),
+            build_error=str(exc),
+            exit_code=-3,
+            pass_at_1=PassAt1(),
+        )
     if deps.log_tail:
         logs.write("build.log", deps.log_tail)
     tester_image = ensure_tester_image(client, wheelhouse=ctx.wheelhouse, progress=ctx.image_progress)
     extra_test_reqs = "" if deploy_only else test_requirements(task)
     if extra_test_reqs.strip():
-        tester_image = ensure_deps_image(client, extra_test_reqs, base=tester_image, wheelhouse=ctx.wheelhouse,
-                                         progress=ctx.image_progress).tag
+        tester_image = ensure_deps_image(
+            client, extra_test_reqs, base=tester_image, wheelhouse=ctx.wheelhouse, progress=ctx.image_progress
+        ).tag
 
     if task.white_box and not deploy_only:
         # White-box suites import the agent's code: the tester gets the agent's requirements too.
         try:
-            tester_image = ensure_deps_image(client, requirements_of(repo_dir), base=tester_image,
-                                             wheelhouse=ctx.wheelhouse, timeout=task.manifest.timeouts.build,
-                                             progress=ctx.image_progress).tag
+            tester_image = ensure_deps_image(
+                client,
+                requirements_of(repo_dir),
+                base=tester_image,
+                wheelhouse=ctx.wheelhouse,
+                timeout=task.manifest.timeouts.build,
+                progress=ctx.image_progress,
+            ).tag
         except DependencyInstallError as exc:
             logs.write("build.log", exc.log_tail)
-            return finish(outcome="timeout" if exc.timed_out else "build_failed",
-                          dsr=DSRResult(success=False, message=str(exc)), build_error=str(exc), exit_code=-3,
-                          pass_at_1=PassAt1(), white_box=True)
+            return finish(
+                outcome="timeout" if exc.timed_out else "build_failed",
+                dsr=DSRResult(success=False, message=str(exc)),
+                build_error=str(exc),
+                exit_code=-3,
+                pass_at_1=PassAt1(),
+                white_box=True,
+            )
 
     labels = make_labels(kind="strict", run_id=ctx.run_id, task=task.id, extra=ctx.extra_labels)
     env = {"SERVICE_PORT": str(task.port), "PORT": str(task.port), "HOME": "/tmp", "PYTHONUNBUFFERED": "1"}
     service = create_container(
-        client, deps.tag, name=ctx.container_name("svc"), command=["bash", "/opt/rgbridge/strict_service.sh"],
-        labels=labels, env=env, working_dir="/repo", limits=ctx.service_limits,
+        client,
+        deps.tag,
+        name=ctx.container_name("svc"),
+        command=["bash", "/opt/rgbridge/strict_service.sh"],
+        labels=labels,
+        env=env,
+        working_dir="/repo",
+        limits=ctx.service_limits,
     )
     with managed(service):
         put_directory(service, repo_dir, "/repo")
@@ -183,12 +248,23 @@ def run_strict(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: 
         service.start()
         with tempfile.TemporaryDirectory(prefix="rgbridge-golden-") as tmp:
             ini = "" if deploy_only else stage_golden_suite(task, Path(tmp))
-            ini_opts = [] if deploy_only else pinned_ini_options(
-                _ini_host_path(Path(tmp), ini), per_test_timeout=suite_timing(task.manifest.timeouts.tests)[0])
+            ini_opts = (
+                []
+                if deploy_only
+                else pinned_ini_options(
+                    _ini_host_path(Path(tmp), ini), per_test_timeout=suite_timing(task.manifest.timeouts.tests)[0]
+                )
+            )
             tester = create_container(
-                client, tester_image, name=ctx.container_name("tst"), command=["sleep", "infinity"],
-                labels=labels | {"rgbridge.kind": "tester"}, env={"HOME": "/tmp"}, working_dir=TESTER_ROOT,
-                network_mode=f"container:{service.id}", limits=TESTER_LIMITS,
+                client,
+                tester_image,
+                name=ctx.container_name("tst"),
+                command=["sleep", "infinity"],
+                labels=labels | {"rgbridge.kind": "tester"},
+                env={"HOME": "/tmp"},
+                working_dir=TESTER_ROOT,
+                network_mode=f"container:{service.id}",
+                limits=TESTER_LIMITS,
             )
             with managed(tester):
                 put_directory(tester, Path(tmp), TESTER_ROOT)
@@ -199,8 +275,17 @@ def run_strict(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: 
                 if deploy_only:
                     dsr, oom = _wait_deployed(task, service, tester, logs, progress)
                     return finish(outcome="scored" if dsr.success else "deploy_failed", dsr=dsr, oom_killed=oom)
-                return _grade(task, service, tester, ini, ini_opts, static_ac=static_ac, logs=logs,
-                              progress=progress, finish=finish)
+                return _grade(
+                    task,
+                    service,
+                    tester,
+                    ini,
+                    ini_opts,
+                    static_ac=static_ac,
+                    logs=logs,
+                    progress=progress,
+                    finish=finish,
+                )
 
 
 @dataclass
@@ -260,9 +345,13 @@ def collect_suite(task: Task, tester: Container, ini: str, ini_opts: list[str], 
     try:
         cached = Collection(**json.loads(cache.read_text(encoding="utf-8")))
         cached.cached = True
-        logs.write("collect.log", f"(cached collection of the golden suite: {len(cached.nodeids)} items"
-                   f"{'; task error: ' + cached.task_error if cached.task_error else ''})\n"
-                   + "\n".join(cached.nodeids) + "\n")
+        logs.write(
+            "collect.log",
+            f"(cached collection of the golden suite: {len(cached.nodeids)} items"
+            f"{'; task error: ' + cached.task_error if cached.task_error else ''})\n"
+            + "\n".join(cached.nodeids)
+            + "\n",
+        )
         return cached
     except (OSError, ValueError, TypeError):
         pass
@@ -284,11 +373,14 @@ def collect_suite(task: Task, tester: Container, ini: str, ini_opts: list[str], 
             # declares): a defect of the task, not of any submission.
             why = _last_error_line(report.collect_errors[0]["message"])
             collection.error_items = {}
-            collection.task_error = (f"no golden test module can be imported in the tester ({why}); "
-                                     "declare the suite's packages in tests/requirements.txt")
+            collection.task_error = (
+                f"no golden test module can be imported in the tester ({why}); "
+                "declare the suite's packages in tests/requirements.txt"
+            )
         elif not collection.nodeids:
-            collection.task_error = (f"the golden suite collects no test items (pytest exit {report.exitstatus}); "
-                                     "see docs/strict-rules.md")
+            collection.task_error = (
+                f"the golden suite collects no test items (pytest exit {report.exitstatus}); see docs/strict-rules.md"
+            )
     if not task.white_box:
         write_json_atomic(cache, {k: v for k, v in asdict(collection).items() if k != "cached"}, indent=None)
     return collection
@@ -308,8 +400,9 @@ def white_box_denominator(task: Task, run_collected: list[str]) -> list[str]:
     return list(seen)
 
 
-def _wait_deployed(task: Task, service: Container, tester: Container, logs: LogSink,
-                   progress: ProgressFn) -> tuple[DSRResult, bool]:
+def _wait_deployed(
+    task: Task, service: Container, tester: Container, logs: LogSink, progress: ProgressFn
+) -> tuple[DSRResult, bool]:
     """Strict DSR: does the service answer HTTP on the task port within the startup timeout?
     Returns (DSR, OOM kill seen); the service log is saved when it did not deploy."""
     timeouts = task.manifest.timeouts
@@ -317,15 +410,22 @@ def _wait_deployed(task: Task, service: Container, tester: Container, logs: LogS
     if _launcher_entry(service) == "none":
         logs.write("service.log", read_logs(service))
         return DSRResult(success=False, message="No service entry point found"), False
-    ready = exec_with_timeout(tester, ["python", f"{PROBE_DIR}/wait_ready.py", str(task.port), str(timeouts.startup)],
-                              timeouts.startup + 10, workdir=TESTER_ROOT)
+    ready = exec_with_timeout(
+        tester,
+        ["python", f"{PROBE_DIR}/wait_ready.py", str(task.port), str(timeouts.startup)],
+        timeouts.startup + 10,
+        workdir=TESTER_ROOT,
+    )
     try:
         probe = json.loads(ready.output.strip().splitlines()[-1])
     except (ValueError, IndexError):
         probe = {"ready": False, "error": f"readiness probe failed: {ready.output[-300:]}"}
     if probe.get("ready"):
-        return DSRResult(success=True, message=f"service answered HTTP {probe.get('status')} on port {task.port}",
-                         time_to_ready=probe.get("seconds")), False
+        return DSRResult(
+            success=True,
+            message=f"service answered HTTP {probe.get('status')} on port {task.port}",
+            time_to_ready=probe.get("seconds"),
+        ), False
     running, exit_code, oom = _service_state(service)
     logs.write("service.log", read_logs(service))
     if oom:
@@ -361,16 +461,27 @@ def _service_state(service: Container) -> tuple[bool, int | None, bool]:
     oom = bool(state.get("OOMKilled"))
     if running and not oom:
         probe = exec_with_timeout(
-            service, ["sh", "-c", "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"],
-            10, user="10001",
+            service,
+            ["sh", "-c", "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"],
+            10,
+            user="10001",
         )
         oom = any(int(n) > 0 for n in _OOM_KILL_RE.findall(probe.output))
     return running, state.get("ExitCode"), oom
 
 
-def _grade(task: Task, service: Container, tester: Container, ini: str, ini_opts: list[str], *,
-           static_ac: APICoverage, logs: LogSink, progress: ProgressFn,
-           finish: Callable[..., ProfileResult]) -> ProfileResult:
+def _grade(
+    task: Task,
+    service: Container,
+    tester: Container,
+    ini: str,
+    ini_opts: list[str],
+    *,
+    static_ac: APICoverage,
+    logs: LogSink,
+    progress: ProgressFn,
+    finish: Callable[..., ProfileResult],
+) -> ProfileResult:
     timeouts = task.manifest.timeouts
     white_box = task.white_box
     if white_box:
@@ -379,19 +490,30 @@ def _grade(task: Task, service: Container, tester: Container, ini: str, ini_opts
     else:
         collection = collect_suite(task, tester, ini, ini_opts, logs)
         if collection.task_error:
-            return finish(outcome="task_error", dsr=DSRResult(success=False, message="not measured: task error"),
-                          error=collection.task_error, pass_at_1=PassAt1())
+            return finish(
+                outcome="task_error",
+                dsr=DSRResult(success=False, message="not measured: task error"),
+                error=collection.task_error,
+                pass_at_1=PassAt1(),
+            )
         collected = collection.nodeids
-    collection_errors = [TestCaseResult(nodeid=n, outcome="error", message=m)
-                         for n, m in collection.error_items.items()]
+    collection_errors = [
+        TestCaseResult(nodeid=n, outcome="error", message=m) for n, m in collection.error_items.items()
+    ]
 
     dsr, oom = _wait_deployed(task, service, tester, logs, progress)
     if not dsr.success:
-        return finish(outcome="deploy_failed", dsr=dsr,
-                      pass_at_1=grading.strict_pass_at_1(collected, collection_errors),
-                      tests=grading.merge_results(collected, collection_errors), oom_killed=oom, white_box=white_box,
-                      dynamic_api_coverage=coverage.dynamic_api_coverage(
-                          coverage.extract_endpoints(task.readme), [], unreachable="service did not deploy"))
+        return finish(
+            outcome="deploy_failed",
+            dsr=dsr,
+            pass_at_1=grading.strict_pass_at_1(collected, collection_errors),
+            tests=grading.merge_results(collected, collection_errors),
+            oom_killed=oom,
+            white_box=white_box,
+            dynamic_api_coverage=coverage.dynamic_api_coverage(
+                coverage.extract_endpoints(task.readme), [], unreachable="service did not deploy"
+            ),
+        )
 
     progress(f"strict: running {len(collected)} golden tests")
     _, budget, hard_limit = suite_timing(timeouts.tests)
@@ -399,8 +521,11 @@ def _grade(task: Task, service: Container, tester: Container, ini: str, ini_opts
     if white_box:
         env["RGBRIDGE_AGENT_PATH"] = AGENT_DIR
     run = exec_with_timeout(
-        tester, [*_pytest_args(ini, ini_opts), "-rA", f"--junitxml={JUNIT_PATH}"], hard_limit,
-        workdir=TESTER_ROOT, env=env,
+        tester,
+        [*_pytest_args(ini, ini_opts), "-rA", f"--junitxml={JUNIT_PATH}"],
+        hard_limit,
+        workdir=TESTER_ROOT,
+        env=env,
     )
     logs.write("tests.log", run.output)
     raw_report = fetch_file(tester, REPORT_PATH, max_bytes=JUNIT_MAX_BYTES)
@@ -438,9 +563,18 @@ def _grade(task: Task, service: Container, tester: Container, ini: str, ini_opts
     outcome = "timeout" if run.timed_out else "scored"
     if run.timed_out:
         notes.append(f"golden tests exceeded the hard limit of {hard_limit}s")
-    return finish(outcome=outcome, dsr=dsr, pass_at_1=pass_at_1, tests=merged, exit_code=run.exit_code,
-                  dynamic_api_coverage=dynamic, oom_killed=oom, white_box=white_box, notes=notes,
-                  error=f"golden tests exceeded {hard_limit}s" if run.timed_out else None)
+    return finish(
+        outcome=outcome,
+        dsr=dsr,
+        pass_at_1=pass_at_1,
+        tests=merged,
+        exit_code=run.exit_code,
+        dynamic_api_coverage=dynamic,
+        oom_killed=oom,
+        white_box=white_box,
+        notes=notes,
+        error=f"golden tests exceeded {hard_limit}s" if run.timed_out else None,
+    )
 
 
 def _dynamic_coverage(task: Task, tester: Container) -> APICoverage:
@@ -450,8 +584,10 @@ def _dynamic_coverage(task: Task, tester: Container) -> APICoverage:
         return coverage.dynamic_api_coverage(endpoints, [])
     spec = json.dumps(payload)
     out = exec_with_timeout(
-        tester, ["python", f"{PROBE_DIR}/probe_endpoints.py", spec, f"http://127.0.0.1:{task.port}"],
-        60 + 4 * len(payload), workdir=TESTER_ROOT,
+        tester,
+        ["python", f"{PROBE_DIR}/probe_endpoints.py", spec, f"http://127.0.0.1:{task.port}"],
+        60 + 4 * len(payload),
+        workdir=TESTER_ROOT,
     )
     try:
         probes = json.loads(out.output.strip().splitlines()[-1]) if out.output.strip() else []

@@ -46,8 +46,13 @@ def _age_seconds(created: str | int | None) -> float | None:
     return time.time() - stamp.timestamp()
 
 
-def sweep(client: docker.DockerClient, *, run_id: str | None = None,
-          older_than_seconds: float | None = None, include_images: bool = False) -> SweepReport:
+def sweep(
+    client: docker.DockerClient,
+    *,
+    run_id: str | None = None,
+    older_than_seconds: float | None = None,
+    include_images: bool = False,
+) -> SweepReport:
     """Remove our labelled containers and networks (one run's, or all; optionally only the
     old ones), and our images when asked. Errors are collected, never raised."""
     report = SweepReport()

@@ -61,7 +61,8 @@ def next_attempt(task_id: str, held: Iterable[HeldSession], limit: int) -> int:
         hint = f" (session {open_ones[0]} is still open)" if open_ones else ""
         raise SessionError(
             f"task {task_id} already used {len(used)} of {limit} attempt(s) in this run{hint}; "
-            "one scored submission per task per run (start the server with --attempts N to allow more)")
+            "one scored submission per task per run (start the server with --attempts N to allow more)"
+        )
     return len(mine) + 1
 
 
@@ -74,11 +75,11 @@ def check_not_nested(workspace: Path, held: Iterable[HeldSession]) -> None:
         if workspace.is_relative_to(other) or other.is_relative_to(workspace):
             raise PathError(
                 f"workspace {workspace} overlaps the workspace {other} of session {s.session_id}: "
-                "sessions of one run must use separate folders (neither inside the other)")
+                "sessions of one run must use separate folders (neither inside the other)"
+            )
 
 
-def recorded_sessions_of_run(recordings_dir: Path, run_id: str,
-                             load: Callable[[Path], Any]) -> list[HeldSession]:
+def recorded_sessions_of_run(recordings_dir: Path, run_id: str, load: Callable[[Path], Any]) -> list[HeldSession]:
     """Sessions of `run_id` in the recordings folder (also those of earlier processes of the run);
     `load` reads a recording's session.json (bridge.sessions.manager.load_record)."""
     from bridge.sessions.attach import is_session_id
@@ -90,9 +91,15 @@ def recorded_sessions_of_run(recordings_dir: Path, run_id: str,
         except (SessionError, OSError):
             continue
         if record.run_id == run_id and record.session_id == rec_dir.name:
-            out.append(HeldSession(session_id=record.session_id, task_id=record.task_id,
-                                   workspace=Path(record.workspace), state=record.state,
-                                   submitted=record.submission is not None))
+            out.append(
+                HeldSession(
+                    session_id=record.session_id,
+                    task_id=record.task_id,
+                    workspace=Path(record.workspace),
+                    state=record.state,
+                    submitted=record.submission is not None,
+                )
+            )
     return out
 
 
@@ -131,6 +138,14 @@ def pass_at_k_table(attempts: Iterable[Mapping[str, Any]], profile: str) -> list
         n, c = len(results), sum(results)
         if n < 2:
             continue
-        out.append({"run_id": run_id, "task_id": task_id, "profile": profile, "n": n, "c": c,
-                    "pass_at_k": {str(k): round(pass_at_k(n, c, k), 4) for k in range(1, n + 1)}})
+        out.append(
+            {
+                "run_id": run_id,
+                "task_id": task_id,
+                "profile": profile,
+                "n": n,
+                "c": c,
+                "pass_at_k": {str(k): round(pass_at_k(n, c, k), 4) for k in range(1, n + 1)},
+            }
+        )
     return out

@@ -22,6 +22,5 @@ def capped_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
             out["…"] = f"{len(arguments) - MAX_LOGGED_KEYS} more argument(s) not logged"
             break
         text = value if isinstance(value, (bool, int, float, type(None))) else str(value)
-        out[clip(str(key), MAX_LOGGED_KEY_CHARS)] = (
-            text if not isinstance(text, str) else clip(text, MAX_LOGGED_CHARS))
+        out[clip(str(key), MAX_LOGGED_KEY_CHARS)] = text if not isinstance(text, str) else clip(text, MAX_LOGGED_CHARS)
     return out

@@ -75,6 +75,7 @@ def _libc() -> Any:
 
 # ----------------------------------------------------------------------------- what is golden
 
+
 @dataclass(frozen=True)
 class GoldenSet:
     """Folders to watch: `trees` recursively; `roots` only for the listed file names."""
@@ -102,6 +103,7 @@ def golden_set(task: Task) -> GoldenSet:
 
 # ----------------------------------------------------------------------------- staging
 
+
 def stage_task(task: Task, dest: Path) -> Task:
     """Copy the golden tests, test extras and solution into `dest`; the Task that scores from it.
 
@@ -124,6 +126,7 @@ def stage_task(task: Task, dest: Path) -> Task:
 
 
 # ----------------------------------------------------------------------------- the watch
+
 
 @dataclass
 class _Watch:
@@ -209,7 +212,7 @@ class GoldenWatch:
             offset = 0
             while offset + _EVENT.size <= len(buf):
                 wd, mask, _cookie, length = _EVENT.unpack_from(buf, offset)
-                raw = buf[offset + _EVENT.size: offset + _EVENT.size + length].rstrip(b"\0")
+                raw = buf[offset + _EVENT.size : offset + _EVENT.size + length].rstrip(b"\0")
                 offset += _EVENT.size + length
                 self._handle(wd, mask, os.fsdecode(raw))
 
@@ -295,8 +298,11 @@ def open_guard(session: Any) -> None:
     session.task = staged(session.task)
     original = _originals[(session.task.root, session.task.content_hash)]  # never watch the copy
     append = session.events.append
-    gw = GoldenWatch(golden_set(original), report=lambda path, kind: append(EVENT, path=path, kind=kind),
-                     warn=lambda message: append(WARNING_EVENT, message=message))
+    gw = GoldenWatch(
+        golden_set(original),
+        report=lambda path, kind: append(EVENT, path=path, kind=kind),
+        warn=lambda message: append(WARNING_EVENT, message=message),
+    )
     try:
         gw.start()
     except OSError as exc:  # not Linux, or no inotify: the session runs, the gap is recorded
@@ -307,13 +313,17 @@ def open_guard(session: Any) -> None:
 
 # ----------------------------------------------------------------------------- reading it back
 
+
 def evidence(rec_dir: Path | str) -> list[dict[str, Any]]:
     """The recording's golden_access events (path, kind, time), oldest first."""
     path = Path(rec_dir) / "events.jsonl"
     if not path.is_file():
         return []
-    return [{"path": str(e.get("path")), "kind": str(e.get("kind")), "at": str(e.get("t"))}
-            for e in read_events(path) if e.get("type") == EVENT]
+    return [
+        {"path": str(e.get("path")), "kind": str(e.get("kind")), "at": str(e.get("t"))}
+        for e in read_events(path)
+        if e.get("type") == EVENT
+    ]
 
 
 def contamination(rec_dir: Path | str) -> dict[str, Any]:

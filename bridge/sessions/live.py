@@ -45,8 +45,10 @@ class Session:
         to the folder the session started on (a folder on it was swapped for a symlink, e.g. into
         a task's solution: the snapshot must come from the agent's own folder)."""
         if self.anchor is not None and identity_at(self.workspace) != self.anchor:
-            raise PathError(f"the workspace path {self.workspace} no longer leads to this session's folder "
-                            "(a folder on it was moved or replaced by a symlink)")
+            raise PathError(
+                f"the workspace path {self.workspace} no longer leads to this session's folder "
+                "(a folder on it was moved or replaced by a symlink)"
+            )
 
     @property
     def workspace(self) -> Path:

@@ -84,12 +84,12 @@ from bridge.tasks.model import Task
 
 log = logging.getLogger("bridge.sessions.manager")
 
+
 def _new_session_id(task_id: str) -> str:
     stamp = utcnow().strftime("%Y%m%dT%H%M%SZ")
     # ASCII only: the id must match bridge.sessions.attach.SESSION_ID_RE to be found again
     safe = "".join(c if (c.isascii() and c.isalnum()) or c in "-_" else "-" for c in task_id)[:40] or "task"
     return f"{stamp}-{safe}-{secrets.token_hex(3)}"
-
 
 
 class SessionManager:
@@ -115,7 +115,9 @@ class SessionManager:
         self.catalog = catalog
         self.attempts = attempts
         self.named_run = bool(run_id)
-        self.run_id = check_run_id(run_id) if run_id else f"{utcnow().strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(4)}"
+        self.run_id = (
+            check_run_id(run_id) if run_id else f"{utcnow().strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(4)}"
+        )
         self.recordings_dir = Path(recordings_dir).resolve()
         self.recordings_dir.mkdir(parents=True, exist_ok=True)
         self.profile = profile
@@ -133,17 +135,29 @@ class SessionManager:
     # ------------------------------------------------------------------ tasks
     def list_tasks(self) -> list[TaskSummary]:
         return [
-            TaskSummary(id=t.id, title=t.manifest.title, lang=t.lang, framework=t.framework,
-                        port=t.port, difficulty=t.manifest.difficulty)
+            TaskSummary(
+                id=t.id,
+                title=t.manifest.title,
+                lang=t.lang,
+                framework=t.framework,
+                port=t.port,
+                difficulty=t.manifest.difficulty,
+            )
             for t in self.catalog
         ]
 
     def get_task(self, task_id: str) -> TaskSpec:
         task = self.catalog.get(task_id)
         return TaskSpec(
-            id=task.id, title=task.manifest.title, lang=task.lang, framework=task.framework,
-            port=task.port, difficulty=task.manifest.difficulty, readme=task.readme,
-            rules=rules_text(task), seed_files=sorted(task.seed_files),
+            id=task.id,
+            title=task.manifest.title,
+            lang=task.lang,
+            framework=task.framework,
+            port=task.port,
+            difficulty=task.manifest.difficulty,
+            readme=task.readme,
+            rules=rules_text(task),
+            seed_files=sorted(task.seed_files),
         )
 
     def rules(self, task_id: str) -> str:
@@ -190,12 +204,16 @@ class SessionManager:
                     assert session.recorder is not None
                     session.anchor = identity(ws_fd)
                     if session.recorder.root != workspace or not still_at(ws_fd, workspace):
-                        raise PathError(f"workspace {workspace} changed while the session was starting "
-                                        "(a folder on its path was replaced); nothing was started")
+                        raise PathError(
+                            f"workspace {workspace} changed while the session was starting "
+                            "(a folder on its path was replaced); nothing was started"
+                        )
                 except OSError as exc:  # e.g. the folder vanished under the recorder: a clear error
                     self._abort_start(session, exc)
-                    raise PathError(f"workspace {workspace} changed while the session was starting "
-                                    f"({exc.strerror or exc}); nothing was started") from None
+                    raise PathError(
+                        f"workspace {workspace} changed while the session was starting "
+                        f"({exc.strerror or exc}); nothing was started"
+                    ) from None
                 except BaseException as exc:
                     self._abort_start(session, exc)
                     raise
@@ -226,10 +244,16 @@ class SessionManager:
         for other in self.sessions.values():
             if other.workspace == workspace and other.record.state in ("active", "paused"):
                 raise SessionError(f"workspace {workspace} already has an open session {other.record.session_id}")
-        held = {s.record.session_id: HeldSession(session_id=s.record.session_id, task_id=s.record.task_id,
-                                                 workspace=s.workspace, state=s.record.state,
-                                                 submitted=s.record.submission is not None)
-                for s in self.sessions.values()}
+        held = {
+            s.record.session_id: HeldSession(
+                session_id=s.record.session_id,
+                task_id=s.record.task_id,
+                workspace=s.workspace,
+                state=s.record.state,
+                submitted=s.record.submission is not None,
+            )
+            for s in self.sessions.values()
+        }
         # A run id given on the command line spans processes: its sessions on disk count too.
         for item in recorded_sessions_of_run(self.recordings_dir, self.run_id, load_record) if self.named_run else []:
             held.setdefault(item.session_id, item)
@@ -243,30 +267,48 @@ class SessionManager:
         if existing is not None:
             rec = load_record(existing)
             if rec.state in ("active", "paused"):
-                raise SessionError(f"workspace {workspace} already has an open session {rec.session_id}; "
-                                   "quit or submit it first")
+                raise SessionError(
+                    f"workspace {workspace} already has an open session {rec.session_id}; quit or submit it first"
+                )
         if not allow_nonempty and not is_empty(ws_fd, IDE_FILES | {META_DIR} | EXCLUDED_DIRS):
             raise SessionError(
-                f"workspace {workspace} is not empty; use an empty folder (or allow a non-empty one explicitly)")
+                f"workspace {workspace} is not empty; use an empty folder (or allow a non-empty one explicitly)"
+            )
 
-    def _new_session(self, task: Task, workspace: Path, *, mode: Literal["agent", "human"],
-                     client: ClientInfo | None, attempt: int) -> Session:
+    def _new_session(
+        self, task: Task, workspace: Path, *, mode: Literal["agent", "human"], client: ClientInfo | None, attempt: int
+    ) -> Session:
         session_id = _new_session_id(task.id)
         rec_dir = self.recordings_dir / session_id
         rec_dir.mkdir(parents=True)
         record = SessionRecord(
-            session_id=session_id, task_id=task.id, task_hash=task.content_hash,
-            task_version=task.manifest.version, task_source=task.source, task_port=task.port,
-            time_limit=task.manifest.timeouts.session, workspace=str(workspace), mode=mode,
-            practice=self.practice, client=client or ClientInfo(), created_at=iso(utcnow()),
-            run_id=self.run_id, attempt=attempt,
+            session_id=session_id,
+            task_id=task.id,
+            task_hash=task.content_hash,
+            task_version=task.manifest.version,
+            task_source=task.source,
+            task_port=task.port,
+            time_limit=task.manifest.timeouts.session,
+            workspace=str(workspace),
+            mode=mode,
+            practice=self.practice,
+            client=client or ClientInfo(),
+            created_at=iso(utcnow()),
+            run_id=self.run_id,
+            attempt=attempt,
         )
         session = Session(record, rec_dir, task)
         session.claim()
         session.events.append(
-            "session_start", session_id=session_id, task_id=task.id, task_hash=task.content_hash,
-            mode=mode, client=record.client.model_dump(), workspace=str(workspace),
-            run_id=self.run_id, attempt=attempt,
+            "session_start",
+            session_id=session_id,
+            task_id=task.id,
+            task_hash=task.content_hash,
+            mode=mode,
+            client=record.client.model_dump(),
+            workspace=str(workspace),
+            run_id=self.run_id,
+            attempt=attempt,
         )
         return session
 
@@ -350,14 +392,23 @@ class SessionManager:
         rec = session.record
         recorder = session.recorder
         return SessionStatus(
-            session_id=rec.session_id, task_id=rec.task_id, state=rec.state, mode=rec.mode,
-            workspace=rec.workspace, recording=str(session.dir), clock_running=rec.clock.running,
-            working_seconds=round(rec.clock.elapsed(), 3), time_limit=rec.time_limit,
+            session_id=rec.session_id,
+            task_id=rec.task_id,
+            state=rec.state,
+            mode=rec.mode,
+            workspace=rec.workspace,
+            recording=str(session.dir),
+            clock_running=rec.clock.running,
+            working_seconds=round(rec.clock.elapsed(), 3),
+            time_limit=rec.time_limit,
             files_changed=recorder.files_changed if recorder else 0,
             recorder_mode=recorder.mode if recorder else "stopped",
             recorder_degraded=recorder.degraded if recorder else None,
-            submission=rec.submission, scoring=rec.job.state if rec.job else "not_submitted",
-            job_id=rec.job.job_id if rec.job else None, attempt=rec.attempt, failure=rec.failure,
+            submission=rec.submission,
+            scoring=rec.job.state if rec.job else "not_submitted",
+            job_id=rec.job.job_id if rec.job else None,
+            attempt=rec.attempt,
+            failure=rec.failure,
             message=message or (rec.failure or ""),
         )
 
@@ -409,8 +460,9 @@ class SessionManager:
             session.save()
             return self._status(session, "note recorded")
 
-    def log_call(self, session_id: str | None, tool: str, arguments: dict[str, Any], *,
-                 ok: bool, error: str | None = None) -> None:
+    def log_call(
+        self, session_id: str | None, tool: str, arguments: dict[str, Any], *, ok: bool, error: str | None = None
+    ) -> None:
         """Log an MCP call into its session's recording (or the server log when there is none)."""
         safe_args = capped_arguments(arguments)
         error = clip(error, MAX_LOGGED_CHARS) if error is not None else None
@@ -443,8 +495,13 @@ class SessionManager:
             repo = Path(tmp) / "repo"
             session.store.checkout_to(ckpt.commit, repo)
             result = deploy_check(session.task, repo, output_dir=out_dir)
-        summary = {"commit": ckpt.commit, "deployed": result.dsr.success, "message": result.dsr.message,
-                   "outcome": result.outcome, "time_to_ready": result.dsr.time_to_ready}
+        summary = {
+            "commit": ckpt.commit,
+            "deployed": result.dsr.success,
+            "message": result.dsr.message,
+            "outcome": result.outcome,
+            "time_to_ready": result.dsr.time_to_ready,
+        }
         out_dir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out_dir / "practice.json", summary)
         session.events.append("practice_check", **summary)
@@ -500,17 +557,28 @@ class SessionManager:
                 session.events.append("clock_stop", working_seconds=rec.clock.elapsed())
                 assert session.recorder is not None
                 session.check_anchor()
-                seal = session.recorder.seal(quiet_seconds=self.seal_quiet_seconds, max_wait=self.seal_max_wait,
-                                             tag=SUBMISSION_REF)
+                seal = session.recorder.seal(
+                    quiet_seconds=self.seal_quiet_seconds, max_wait=self.seal_max_wait, tag=SUBMISSION_REF
+                )
                 session.check_anchor()  # the snapshot was read from the session's own folder
                 submission = Submission(
-                    signal=signal, at=iso(utcnow()), commit=seal.commit, tree_hash=seal.tree_hash,
-                    stable=seal.stable, seal_seconds=round(seal.seconds, 3), files=len(seal.manifest),
+                    signal=signal,
+                    at=iso(utcnow()),
+                    commit=seal.commit,
+                    tree_hash=seal.tree_hash,
+                    stable=seal.stable,
+                    seal_seconds=round(seal.seconds, 3),
+                    files=len(seal.manifest),
                 )
                 job = Job(job_id=secrets.token_hex(6), profile=self.profile)
                 saved = rec.model_copy(deep=True)
                 rec.submission, rec.state, rec.ended_at, rec.job, rec.failure = (
-                    submission, "submitted", submission.at, job, None)
+                    submission,
+                    "submitted",
+                    submission.at,
+                    job,
+                    None,
+                )
                 try:
                     session.save()  # the submission exists once session.json says so
                 except BaseException:
@@ -523,23 +591,35 @@ class SessionManager:
                 raise self._submit_failed(session, exc) from None
             session.recorder.stop()
             session.events.append(
-                "submit", signal=signal, commit=seal.commit, tree_hash=seal.tree_hash, stable=seal.stable,
-                files=len(seal.manifest), working_seconds=rec.clock.elapsed(), job_id=job.job_id,
+                "submit",
+                signal=signal,
+                commit=seal.commit,
+                tree_hash=seal.tree_hash,
+                stable=seal.stable,
+                files=len(seal.manifest),
+                working_seconds=rec.clock.elapsed(),
+                job_id=job.job_id,
             )
             self._launch_job(session)
             note = "" if seal.stable else " (workspace kept changing while sealing: snapshot marked unstable)"
             return SubmitReceipt(
-                session_id=session_id, job_id=job.job_id, commit=seal.commit, tree_hash=seal.tree_hash,
+                session_id=session_id,
+                job_id=job.job_id,
+                commit=seal.commit,
+                tree_hash=seal.tree_hash,
                 stable=seal.stable,
                 message=f"Submitted; scoring started as job {job.job_id}{note}. "
-                        "Call get_result until its state is done.",
+                "Call get_result until its state is done.",
             )
 
     def _submit_failed(self, session: Session, exc: OSError | RecordingError | PathError) -> SessionError:
         rec = session.record
         detail = (exc.strerror if isinstance(exc, OSError) else None) or str(exc).splitlines()[0][:300]
-        reason = (f"submit refused: {detail}" if isinstance(exc, PathError)
-                  else f"submit failed: could not write the recording ({detail})")
+        reason = (
+            f"submit refused: {detail}"
+            if isinstance(exc, PathError)
+            else f"submit failed: could not write the recording ({detail})"
+        )
         rec.failure = reason
         if rec.state == "active":
             rec.clock.start()
@@ -550,15 +630,17 @@ class SessionManager:
                 step()
             except OSError:
                 pass  # the disk is still failing: the in-memory state is what task_status shows
-        fix = ("restore the workspace folder" if isinstance(exc, PathError)
-               else "free space or fix the recordings folder")
+        fix = (
+            "restore the workspace folder" if isinstance(exc, PathError) else "free space or fix the recordings folder"
+        )
         return SessionError(f"{reason}; the session is still open: {fix}, then call submit_task again")
 
     def _launch_job(self, session: Session) -> None:
         session.task = contamination.staged(session.task)  # a resumed job too scores from the staged copy
         session.job_done.clear()
-        thread = threading.Thread(target=self._run_job, args=(session,), name=f"score-{session.record.session_id}",
-                                  daemon=True)
+        thread = threading.Thread(
+            target=self._run_job, args=(session,), name=f"score-{session.record.session_id}", daemon=True
+        )
         session.job_thread = thread
         thread.start()
 
@@ -574,8 +656,13 @@ class SessionManager:
         assert rec.job is not None and rec.submission is not None
         job_id = rec.job.job_id
         out_dir = session.dir / "results" / f"submission-{job_id}"
-        self._set_job(session, state="running", started_at=iso(utcnow()), message="preparing snapshot",
-                      result_dir=str(out_dir.relative_to(session.dir)))
+        self._set_job(
+            session,
+            state="running",
+            started_at=iso(utcnow()),
+            message="preparing snapshot",
+            result_dir=str(out_dir.relative_to(session.dir)),
+        )
         session.events.append("score_start", job_id=job_id, profile=rec.job.profile)
         last = {"t": 0.0}
 
@@ -595,8 +682,12 @@ class SessionManager:
                 session.store.checkout_to(rec.submission.commit, repo)
                 out_dir.mkdir(parents=True, exist_ok=True)
                 result = self.scorer(
-                    session.task, repo, profile=rec.job.profile, output_dir=out_dir,
-                    snapshot_hash=rec.submission.tree_hash, progress=progress,
+                    session.task,
+                    repo,
+                    profile=rec.job.profile,
+                    output_dir=out_dir,
+                    snapshot_hash=rec.submission.tree_hash,
+                    progress=progress,
                 )
             summary = summarize_result(result.model_dump(mode="json"))
             with session.lock:
@@ -743,4 +834,3 @@ class SessionManager:
             if session.job_thread is not None:
                 remaining = None if deadline is None else max(0.0, deadline - utcnow().timestamp())
                 session.job_thread.join(remaining)
-

@@ -160,16 +160,26 @@ class ResultStatus(BaseModel):
     contamination: list[dict[str, Any]] = Field(default_factory=list)
 
 
-
 def result_status(record: SessionRecord, rec_dir: Path) -> ResultStatus:
     """What get_result reports for a session: job state and, when done, the per-profile summary."""
     job = record.job
     if job is None:
-        return contamination.annotate(ResultStatus(
-            session_id=record.session_id, state="not_submitted", attempt=record.attempt,
-            message="not submitted yet: call submit_task when the work is done"), rec_dir)
-    status = ResultStatus(session_id=record.session_id, state=job.state, job_id=job.job_id,
-                          attempt=record.attempt, message=job.error or job.message)
+        return contamination.annotate(
+            ResultStatus(
+                session_id=record.session_id,
+                state="not_submitted",
+                attempt=record.attempt,
+                message="not submitted yet: call submit_task when the work is done",
+            ),
+            rec_dir,
+        )
+    status = ResultStatus(
+        session_id=record.session_id,
+        state=job.state,
+        job_id=job.job_id,
+        attempt=record.attempt,
+        message=job.error or job.message,
+    )
     if job.state == "done" and job.result_dir:
         path = rec_dir / safe_relative(job.result_dir) / "result.json"
         data = json.loads(path.read_text(encoding="utf-8"))

@@ -477,8 +477,13 @@ class Recorder:
         (`previous=True`) or everything (`previous=None`); new content goes into the store."""
         if previous is True:
             previous = Manifest(self._files, self._oversized)
-        return scan(self.root, max_file_bytes=self.max_file_bytes, previous=previous or None,
-                    exclude=self.exclude, on_content=self.store.put_blob)
+        return scan(
+            self.root,
+            max_file_bytes=self.max_file_bytes,
+            previous=previous or None,
+            exclude=self.exclude,
+            on_content=self.store.put_blob,
+        )
 
     # ---- observers ----------------------------------------------------------------------
 
@@ -524,7 +529,9 @@ class Recorder:
                 is_dir = e.is_dir(follow_symlinks=False)
             except OSError:
                 continue
-            if is_dir and (in_meta or (is_excluded_dir(e.name, self.exclude) and not (at_root and e.name == METADATA_DIR))):
+            if is_dir and (
+                in_meta or (is_excluded_dir(e.name, self.exclude) and not (at_root and e.name == METADATA_DIR))
+            ):
                 continue
             out.append(e)
         return iter(out)
@@ -606,7 +613,9 @@ class Recorder:
             return
         since = now - self._last_ckpt
         quiet = now - self._last_event
-        if (quiet >= self.checkpoint_quiet and since >= self.checkpoint_interval) or since >= self.checkpoint_max_interval:
+        if (
+            quiet >= self.checkpoint_quiet and since >= self.checkpoint_interval
+        ) or since >= self.checkpoint_max_interval:
             fresh = self._scan()
             self._commit_locked(fresh, "auto")
 
@@ -672,8 +681,8 @@ class Recorder:
         if kind == "moved":
             self._touch(srel, mono, "moved_from")
             self._touch(drel, mono, "moved_to")
-            if self._recorded_file(srel) and self._recorded_file(drel):
-                self._moves[drel] = srel  # type: ignore[index]
+            if drel and srel and self._recorded_file(srel) and self._recorded_file(drel):
+                self._moves[drel] = srel
         else:
             self._touch(srel, mono, kind)
 
@@ -788,7 +797,9 @@ class Recorder:
         self._files[rel] = entry
         self._log_file("file_created" if old is None and not was_oversized else "file_modified", rel, entry)
 
-    def _log_file(self, type_: str, rel: str, entry: FileEntry | None, *, synthetic: bool = False, **extra: Any) -> None:
+    def _log_file(
+        self, type_: str, rel: str, entry: FileEntry | None, *, synthetic: bool = False, **extra: Any
+    ) -> None:
         fields: dict[str, Any] = {"path": rel}
         if entry is not None:
             fields.update(sha256=entry.sha256, size=entry.size, mode=f"{entry.mode:o}")

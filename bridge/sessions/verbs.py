@@ -63,8 +63,7 @@ class Verb:
     def logged_arguments(self, session_id: str | None, arguments: dict[str, Any]) -> dict[str, Any]:
         """What a call's log line records: every declared argument (defaults filled in) and the
         session id, never anything undeclared."""
-        logged = {p.name: arguments.get(p.name, None if p.default is REQUIRED else p.default)
-                  for p in self.params}
+        logged = {p.name: arguments.get(p.name, None if p.default is REQUIRED else p.default) for p in self.params}
         logged["session_id"] = session_id
         return logged
 
@@ -97,41 +96,99 @@ def _quit(m: SessionManager, sid: str, reason: str = "") -> SessionStatus:
     return m.quit(sid, reason)
 
 
-VERBS: dict[str, Verb] = {v.name: v for v in (
-    Verb("status", "task_status",
-         "Session state, working clock, files changed, recorder and submission/scoring state.",
-         (), SessionStatus, _status, read_only=True, idempotent=True),
-    Verb("pause", "pause_task",
-         "Stop the working clock (human-in-the-loop breaks). The recorder keeps watching.",
-         (), SessionStatus, _pause, idempotent=True),
-    Verb("resume", "resume_task", "Start the working clock again after pause_task.",
-         (), SessionStatus, _resume, idempotent=True),
-    Verb("note", "add_note", "Record a free-text note in the session's recording.",
-         (Param("text", str, REQUIRED, "the note"),), SessionStatus, _note),
-    Verb("submit", "submit_task",
-         "The completion signal: seal a snapshot of the workspace and start scoring in the "
-         "background. Returns at once with a job id; then poll get_result until state is done. "
-         "Call it once, when the work is finished: there is no second submission.",
-         (), SubmitReceipt, _submit, title="Submit for scoring", final=True),
-    Verb("result", "get_result",
-         "Scoring state and, when done, the result per profile (outcome, DSR, Pass@1, AC).\n\n"
-         "After submit_task, call this until state is 'done' or 'failed'. wait_seconds (0-50) "
-         "long-polls: the call returns as soon as scoring finishes or the wait runs out.",
-         (Param("wait_seconds", float, 0.0, "long-poll up to this many seconds"),), ResultStatus, _result,
-         read_only=True, idempotent=True),
-    Verb("quit", "quit_task", "End the session without scoring (the recording is kept).",
-         (Param("reason", str, "", "why the session ends"),), SessionStatus, _quit,
-         destructive=True, title="Quit without scoring", final=True),
-)}
+VERBS: dict[str, Verb] = {
+    v.name: v
+    for v in (
+        Verb(
+            "status",
+            "task_status",
+            "Session state, working clock, files changed, recorder and submission/scoring state.",
+            (),
+            SessionStatus,
+            _status,
+            read_only=True,
+            idempotent=True,
+        ),
+        Verb(
+            "pause",
+            "pause_task",
+            "Stop the working clock (human-in-the-loop breaks). The recorder keeps watching.",
+            (),
+            SessionStatus,
+            _pause,
+            idempotent=True,
+        ),
+        Verb(
+            "resume",
+            "resume_task",
+            "Start the working clock again after pause_task.",
+            (),
+            SessionStatus,
+            _resume,
+            idempotent=True,
+        ),
+        Verb(
+            "note",
+            "add_note",
+            "Record a free-text note in the session's recording.",
+            (Param("text", str, REQUIRED, "the note"),),
+            SessionStatus,
+            _note,
+        ),
+        Verb(
+            "submit",
+            "submit_task",
+            "The completion signal: seal a snapshot of the workspace and start scoring in the "
+            "background. Returns at once with a job id; then poll get_result until state is done. "
+            "Call it once, when the work is finished: there is no second submission.",
+            (),
+            SubmitReceipt,
+            _submit,
+            title="Submit for scoring",
+            final=True,
+        ),
+        Verb(
+            "result",
+            "get_result",
+            "Scoring state and, when done, the result per profile (outcome, DSR, Pass@1, AC).\n\n"
+            "After submit_task, call this until state is 'done' or 'failed'. wait_seconds (0-50) "
+            "long-polls: the call returns as soon as scoring finishes or the wait runs out.",
+            (Param("wait_seconds", float, 0.0, "long-poll up to this many seconds"),),
+            ResultStatus,
+            _result,
+            read_only=True,
+            idempotent=True,
+        ),
+        Verb(
+            "quit",
+            "quit_task",
+            "End the session without scoring (the recording is kept).",
+            (Param("reason", str, "", "why the session ends"),),
+            SessionStatus,
+            _quit,
+            destructive=True,
+            title="Quit without scoring",
+            final=True,
+        ),
+    )
+}
 
 #: `start` opens a session rather than acting on one; its arguments are declared here so that
 #: every verb's surface is in this table (the adapters add where the workspace comes from).
-START = Verb("start", "start_task",
-             "Open a recorded session for a task: seed the workspace with its README, start the "
-             "recorder and the working clock. `workspace` is optional: the server's configured "
-             "workspace is used, and an argument may only name it or a folder inside it.",
-             (Param("task_id", str, REQUIRED, "the task"), Param("workspace", str | None, None, "the workspace"),
-              Param("mode", str, "agent", "agent or human")),
-             SessionStatus, lambda m, sid, **kw: m.status(sid), title="Start a task")
+START = Verb(
+    "start",
+    "start_task",
+    "Open a recorded session for a task: seed the workspace with its README, start the "
+    "recorder and the working clock. `workspace` is optional: the server's configured "
+    "workspace is used, and an argument may only name it or a folder inside it.",
+    (
+        Param("task_id", str, REQUIRED, "the task"),
+        Param("workspace", str | None, None, "the workspace"),
+        Param("mode", str, "agent", "agent or human"),
+    ),
+    SessionStatus,
+    lambda m, sid, **kw: m.status(sid),
+    title="Start a task",
+)
 
 BY_TOOL: dict[str, Verb] = {v.tool: v for v in (*VERBS.values(), START)}

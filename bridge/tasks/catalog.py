@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bridge.tasks.dataset import load_dataset
 from bridge.errors import TaskError
+from bridge.locations import shipped_tasks_dir as default_tasks_dir
+from bridge.tasks.dataset import load_dataset
+from bridge.tasks.model import Task, load_task
 from bridge.tasks.statcache import remembered, tree_files
 from bridge.tasks.suite import static_test_ids
-from bridge.tasks.model import Task, load_task
-
-from bridge.locations import shipped_tasks_dir as default_tasks_dir
 
 __all__ = ["Catalog", "default_tasks_dir"]
 
@@ -44,7 +43,8 @@ class Catalog:
                 if task.lang == "python" and not task.white_box and not any(_static_ids(task.tests_dir).values()):
                     catalog.warnings.append(
                         f"{task.id}: its golden suite has no pytest-collectable test (runner classes or no "
-                        "test functions): strict reports task_error for it; see docs/strict-rules.md")
+                        "test functions): strict reports task_error for it; see docs/strict-rules.md"
+                    )
             catalog.errors.extend(errors.values())
             catalog.broken.update(errors)
         return catalog

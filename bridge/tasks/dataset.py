@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.errors import TaskError
-from bridge.tasks.statcache import remembered, tree_files
-from bridge.tasks.suite import agent_imports
 from bridge.tasks.model import (
     TEST_EXTRA_NAMES,
     Manifest,
@@ -24,6 +22,8 @@ from bridge.tasks.model import (
     compute_task_hash,
     has_test_files,
 )
+from bridge.tasks.statcache import remembered, tree_files
+from bridge.tasks.suite import agent_imports
 
 
 @dataclass(frozen=True)
@@ -121,17 +121,17 @@ def load_dataset_task(root: Path, name: str) -> Task:
     manifest = Manifest(
         id=name,
         title=name,
-        lang=spec.lang,  # type: ignore[arg-type]
+        lang=spec.lang,
         framework=spec.framework,
         port=spec.port,
         difficulty="unrated",
         version="upstream",
-        timeouts=Timeouts(build=600, startup=15 if is_python else 20, tests=300 if is_python else 600),
+        timeouts=Timeouts(build=600, startup=15 if is_python else 20, tests=300 if is_python else 600, session=0),
         seed=Seed(files=sorted(seeds)),
         test_env=upstream_test_env(spec.port),
         # Declared from the golden files: a suite importing `app...` it does not ship (Blog).
-        white_box=is_python and bool(remembered("agent-imports", "", tree_files(tests_dir),
-                                                lambda: agent_imports(tests_dir))),
+        white_box=is_python
+        and bool(remembered("agent-imports", "", tree_files(tests_dir), lambda: agent_imports(tests_dir))),
     )
     task = Task(
         manifest=manifest,
@@ -162,4 +162,3 @@ def load_dataset(root: Path) -> tuple[list[Task], dict[str, str]]:
         except TaskError as exc:
             errors[entry.name] = str(exc)
     return tasks, errors
-

@@ -230,13 +230,18 @@ def load_task(task_dir: Path) -> Task:
     for index, name in enumerate(manifest.seed.files):
         source = task_dir / name
         if not _inside(source, task_dir) or _inside(source, tests_dir) or _inside(source, task_dir / "solution"):
-            raise TaskError(f"{manifest_path}: field 'seed.files.{index}': {name!r} must be inside the task folder and outside tests/ and solution/")
+            raise TaskError(
+                f"{manifest_path}: field 'seed.files.{index}': {name!r} must be inside the task folder and outside tests/ and solution/"
+            )
         if not source.is_file():
             raise TaskError(f"{manifest_path}: field 'seed.files.{index}': {name!r} does not exist")
         seeds[Path(name).name if "/" not in name else name] = source
     solution = task_dir / "solution"
-    extras = {name: (task_dir / name).resolve() for name in TEST_EXTRA_NAMES
-              if (task_dir / name).is_file() and not (task_dir / name).is_symlink()}
+    extras = {
+        name: (task_dir / name).resolve()
+        for name in TEST_EXTRA_NAMES
+        if (task_dir / name).is_file() and not (task_dir / name).is_symlink()
+    }
     task = Task(
         manifest=manifest,
         root=task_dir.resolve(),

@@ -39,8 +39,11 @@ def signature(kind: str, extra: str, files: Iterable[Path]) -> str | None:
             st = os.stat(path, follow_symlinks=False)
         except OSError:
             return None
-        h.update(f"\0{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}".encode(
-            "utf-8", "surrogateescape"))
+        h.update(
+            f"\0{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}".encode(
+                "utf-8", "surrogateescape"
+            )
+        )
     return h.hexdigest()
 
 
@@ -52,7 +55,7 @@ def remembered(kind: str, extra: str, files: Iterable[Path], compute: Callable[[
         return compute()
     path = root / f"{key}.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))["value"]  # type: ignore[no-any-return]
+        return json.loads(path.read_text(encoding="utf-8"))["value"]
     except (OSError, ValueError, KeyError, TypeError):
         pass
     value = compute()
@@ -68,5 +71,3 @@ def remembered(kind: str, extra: str, files: Iterable[Path], compute: Callable[[
 def tree_files(root: Path) -> list[Path]:
     """Every file under `root`, found by listing and stat only (no file is opened)."""
     return sorted(p for p in Path(root).rglob("*") if p.is_file())
-
-

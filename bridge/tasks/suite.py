@@ -19,16 +19,53 @@ from pathlib import Path
 
 #: options strict owns, dropped from the suite's addopts with their value
 _DROP_WITH_VALUE = {
-    "-n", "--numprocesses", "--dist", "--maxprocesses", "--tx", "--html", "--css", "--cov-report",
-    "--cov-fail-under", "--cov-config", "--junitxml", "--junit-xml", "--junit-prefix", "--json-report-file",
-    "--maxfail", "-c", "--config-file", "--rootdir", "--confcutdir", "--result-log", "--report-log",
+    "-n",
+    "--numprocesses",
+    "--dist",
+    "--maxprocesses",
+    "--tx",
+    "--html",
+    "--css",
+    "--cov-report",
+    "--cov-fail-under",
+    "--cov-config",
+    "--junitxml",
+    "--junit-xml",
+    "--junit-prefix",
+    "--json-report-file",
+    "--maxfail",
+    "-c",
+    "--config-file",
+    "--rootdir",
+    "--confcutdir",
+    "--result-log",
+    "--report-log",
 }
 #: flags strict owns, dropped from the suite's addopts
 _DROP_FLAGS = {
-    "--self-contained-html", "--no-cov", "--no-cov-on-fail", "--cov-append", "--cov-branch", "--lf",
-    "--last-failed", "--ff", "--failed-first", "--nf", "--new-first", "--sw", "--stepwise",
-    "--sw-skip", "--stepwise-skip", "--cache-clear", "-x", "--exitfirst", "--json-report",
-    "--looponfail", "-f", "--pdb", "--trace",
+    "--self-contained-html",
+    "--no-cov",
+    "--no-cov-on-fail",
+    "--cov-append",
+    "--cov-branch",
+    "--lf",
+    "--last-failed",
+    "--ff",
+    "--failed-first",
+    "--nf",
+    "--new-first",
+    "--sw",
+    "--stepwise",
+    "--sw-skip",
+    "--stepwise-skip",
+    "--cache-clear",
+    "-x",
+    "--exitfirst",
+    "--json-report",
+    "--looponfail",
+    "-f",
+    "--pdb",
+    "--trace",
 }
 #: --cov takes an optional value
 _OPTIONAL_VALUE = {"--cov"}
@@ -68,7 +105,7 @@ def filter_addopts(addopts: str) -> tuple[list[str], list[str]]:
             if "=" in tok or (tok.startswith("-n") and tok != "-n") or i + 1 >= len(tokens):
                 dropped.append(tok)
             else:
-                dropped.extend(tokens[i:i + 2])
+                dropped.extend(tokens[i : i + 2])
                 i += 1
         elif re.match(r"^-n\S+$", tok) or re.match(r"^--maxfail\S*$", tok):
             dropped.append(tok)
@@ -126,8 +163,11 @@ def static_test_ids(tests_dir: Path, prefix: str = "tests") -> dict[str, list[st
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
                 ids.append(f"{module}::{node.name}")
             elif isinstance(node, ast.ClassDef) and _collectable_class(node):
-                ids += [f"{module}::{node.name}::{m.name}" for m in node.body
-                        if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name.startswith("test")]
+                ids += [
+                    f"{module}::{node.name}::{m.name}"
+                    for m in node.body
+                    if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name.startswith("test")
+                ]
         out[module] = ids
     return out
 
@@ -178,12 +218,19 @@ def optional_imports(tests_dir: Path) -> list[str]:
         for node in ast.walk(tree):
             if not isinstance(node, ast.Try):
                 continue
-            bound = {alias.asname or alias.name.split(".")[0]: alias.name.split(".")[0]
-                     for stmt in node.body if isinstance(stmt, ast.Import) for alias in stmt.names}
+            bound = {
+                alias.asname or alias.name.split(".")[0]: alias.name.split(".")[0]
+                for stmt in node.body
+                if isinstance(stmt, ast.Import)
+                for alias in stmt.names
+            }
             for handler in node.handlers:
                 for stmt in handler.body:
-                    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) \
-                            and stmt.value.value is None:
+                    if (
+                        isinstance(stmt, ast.Assign)
+                        and isinstance(stmt.value, ast.Constant)
+                        and stmt.value.value is None
+                    ):
                         found |= {bound[t.id] for t in stmt.targets if isinstance(t, ast.Name) and t.id in bound}
     return sorted(found)
 
@@ -193,8 +240,9 @@ def _declares(requirements: str, module: str) -> bool:
     return re.search(rf"^\s*{name}\s*(?:[<>=!~;\[#]|$)", requirements.lower(), re.MULTILINE) is not None
 
 
-def detect_quirks(tests_dir: Path, extras: dict[str, Path] | None = None, *, port: int | None = None,
-                  provided: Sequence[str] = ()) -> list[str]:
+def detect_quirks(
+    tests_dir: Path, extras: dict[str, Path] | None = None, *, port: int | None = None, provided: Sequence[str] = ()
+) -> list[str]:
     """Short labels for what a suite does that a grader must handle (conformance table)."""
     extras = extras or {}
     quirks: list[str] = []
@@ -237,8 +285,10 @@ def detect_quirks(tests_dir: Path, extras: dict[str, Path] | None = None, *, por
         quirks.append("skips")
     if re.search(r"\b(404|409)\b[^\n]*\n?[^\n]*pytest\.skip\(", text):
         quirks.append("skip-on-404/409")
-    if re.search(r"\b\w*(retries|retry|attempts|wait|timeout)\w*\s*=\s*30\b|range\(\s*30\s*\)", text) \
-            and "sleep(" in text:
+    if (
+        re.search(r"\b\w*(retries|retry|attempts|wait|timeout)\w*\s*=\s*30\b|range\(\s*30\s*\)", text)
+        and "sleep(" in text
+    ):
         quirks.append("polls-30s")
     white = agent_imports(tests_dir)
     if white:
@@ -253,9 +303,12 @@ def detect_quirks(tests_dir: Path, extras: dict[str, Path] | None = None, *, por
             tree = ast.parse(src)
         except SyntaxError:
             continue
-        if any(isinstance(n, ast.ClassDef) and not _collectable_class(n)
-               and any(isinstance(m, ast.FunctionDef) and m.name.startswith("test") for m in n.body)
-               for n in tree.body):
+        if any(
+            isinstance(n, ast.ClassDef)
+            and not _collectable_class(n)
+            and any(isinstance(m, ast.FunctionDef) and m.name.startswith("test") for m in n.body)
+            for n in tree.body
+        ):
             quirks.append("runner-class")
             break
     if "SERVICE_BASE_URL" in text:

@@ -104,18 +104,34 @@ def probe(endpoints: list[dict], base_url: str, timeout: float) -> list[dict]:
         method = str(ep["method"]).upper()
         path = str(ep["path"])
         if method not in ("GET", "POST", "PUT", "DELETE", "PATCH"):
-            results.append({"method": method, "path": path, "url_path": path, "status": None,
-                            "error": "not an HTTP endpoint", "body": "", "content_type": ""})
+            results.append(
+                {
+                    "method": method,
+                    "path": path,
+                    "url_path": path,
+                    "status": None,
+                    "error": "not an HTTP endpoint",
+                    "body": "",
+                    "content_type": "",
+                }
+            )
             continue
         if method not in controls:
             controls[method] = request(base_url, method, CONTROL_PATH, timeout)
         url_path = fill_placeholders(path)
         res = request(base_url, method, url_path, timeout)
         ctl = controls[method]
-        results.append({
-            "method": method, "path": path, "url_path": url_path, **res,
-            "control_path": CONTROL_PATH, "control_status": ctl["status"], "control_body": ctl["body"],
-        })
+        results.append(
+            {
+                "method": method,
+                "path": path,
+                "url_path": url_path,
+                **res,
+                "control_path": CONTROL_PATH,
+                "control_status": ctl["status"],
+                "control_body": ctl["body"],
+            }
+        )
     return results
 
 

@@ -48,8 +48,16 @@ class Recorder:
     def __init__(self, path: str, budget: float | None) -> None:
         self.path = path
         self.deadline = time.monotonic() + budget if budget else None
-        self.data: dict = {"version": 1, "collected": [], "collect_errors": [], "tests": {},
-                           "exitstatus": None, "exit_reason": None, "deadline_hit": False, "finished": False}
+        self.data: dict = {
+            "version": 1,
+            "collected": [],
+            "collect_errors": [],
+            "tests": {},
+            "exitstatus": None,
+            "exit_reason": None,
+            "deadline_hit": False,
+            "finished": False,
+        }
 
     def flush(self) -> None:
         tmp = f"{self.path}.tmp"

@@ -50,29 +50,51 @@ def replace_golden_tests(task: Task, repo: Path) -> None:
     shutil.copytree(task.tests_dir, test, ignore=shutil.ignore_patterns(".DS_Store", "*.class"))
 
 
-def ensure_layer(client: docker.DockerClient, repo: Path, *, timeout: float, sources: MavenSources,
-                 progress: Callable[[str], None] | None) -> DepsImage:
-    return ensure_java_deps_image(client, repo_poms(repo), sources=sources, tests_text=test_sources_text(repo),
-                                  timeout=timeout, progress=progress)
+def ensure_layer(
+    client: docker.DockerClient,
+    repo: Path,
+    *,
+    timeout: float,
+    sources: MavenSources,
+    progress: Callable[[str], None] | None,
+) -> DepsImage:
+    return ensure_java_deps_image(
+        client, repo_poms(repo), sources=sources, tests_text=test_sources_text(repo), timeout=timeout, progress=progress
+    )
 
 
-def layer_failure(exc: JavaDependencyError, logs: LogSink, finish: Callable[..., ProfileResult],
-                  *, exit_code: int, dsr_message: str | None = None, pass_at_1: PassAt1 | None = None,
-                  **extra: object) -> ProfileResult:
+def layer_failure(
+    exc: JavaDependencyError,
+    logs: LogSink,
+    finish: Callable[..., ProfileResult],
+    *,
+    exit_code: int,
+    dsr_message: str | None = None,
+    pass_at_1: PassAt1 | None = None,
+    **extra: object,
+) -> ProfileResult:
     """unreachable repositories are the bridge's problem (infra_error, flagged for re-run); a
     pom naming artifacts nowhere to be found, or broken, is the agent's (build_failed)."""
     logs.write("build.log", exc.log_tail)
     outcome = {"unreachable": "infra_error", "timeout": "timeout"}.get(exc.kind, "build_failed")
-    return finish(outcome=outcome, dsr=DSRResult(success=False, message=dsr_message or str(exc)),
-                  build_error=str(exc), error=str(exc) if outcome == "infra_error" else None,
-                  exit_code=exit_code, pass_at_1=pass_at_1 or PassAt1(), **extra)
+    return finish(
+        outcome=outcome,
+        dsr=DSRResult(success=False, message=dsr_message or str(exc)),
+        build_error=str(exc),
+        error=str(exc) if outcome == "infra_error" else None,
+        exit_code=exit_code,
+        pass_at_1=pass_at_1 or PassAt1(),
+        **extra,
+    )
 
 
 def fetch_reports(container: Container, project: str) -> list[bytes]:
     """The `TEST-*.xml` files of `<project>/target/surefire-reports`, read through one tar
     made in the container (regular files only, count and size capped)."""
-    script = (f"cd {project}/target 2>/dev/null && tar -cf {REPORTS_TAR} "
-              "--no-recursion surefire-reports surefire-reports/TEST-*.xml")
+    script = (
+        f"cd {project}/target 2>/dev/null && tar -cf {REPORTS_TAR} "
+        "--no-recursion surefire-reports surefire-reports/TEST-*.xml"
+    )
     made = exec_with_timeout(container, ["sh", "-c", script], 60)
     if made.exit_code != 0:
         return []

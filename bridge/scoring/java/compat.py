@@ -22,7 +22,15 @@ import docker
 
 from bridge.scoring import coverage, upstream
 from bridge.scoring.compat import _follow_digests
-from bridge.scoring.containers import create_container, fetch_file, managed, put_directory, read_logs, strip_ansi, wait_with_timeout
+from bridge.scoring.containers import (
+    create_container,
+    fetch_file,
+    managed,
+    put_directory,
+    read_logs,
+    strip_ansi,
+    wait_with_timeout,
+)
 from bridge.scoring.docker_client import make_labels
 from bridge.scoring.java.common import JAVA_ENV, ensure_layer, layer_failure, replace_golden_tests
 from bridge.scoring.java.images import ensure_java_image
@@ -66,28 +74,47 @@ def prepare_compat_repo(task: Task, repo: Path) -> None:
     replace_golden_tests(task, repo)
 
 
-def run_java_compat(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: ScoreContext,
-                    logs: LogSink, progress: ProgressFn, maven: MavenSources | None = None) -> ProfileResult:
+def run_java_compat(
+    client: docker.DockerClient,
+    task: Task,
+    repo_dir: Path,
+    *,
+    ctx: ScoreContext,
+    logs: LogSink,
+    progress: ProgressFn,
+    maven: MavenSources | None = None,
+) -> ProfileResult:
     started = time.monotonic()
     static_ac = coverage.static_api_coverage(task.readme, repo_dir)
 
     def finish(**fields: object) -> ProfileResult:
-        return ProfileResult(profile="compat", api_coverage=static_ac, logs=logs.names(),
-                             elapsed_seconds=round(time.monotonic() - started, 3), **fields)  # type: ignore[arg-type]
+        return ProfileResult(
+            profile="compat",
+            api_coverage=static_ac,
+            logs=logs.names(),
+            elapsed_seconds=round(time.monotonic() - started, 3),
+            **fields,
+        )
 
     prepare_compat_repo(task, repo_dir)
     progress("compat: resolving Maven dependencies")
     image = ensure_java_image(client, progress=ctx.image_progress)
     try:
-        layer = ensure_layer(client, repo_dir, timeout=task.manifest.timeouts.build,
-                             sources=maven or MavenSources.from_env(), progress=ctx.image_progress)
+        layer = ensure_layer(
+            client,
+            repo_dir,
+            timeout=task.manifest.timeouts.build,
+            sources=maven or MavenSources.from_env(),
+            progress=ctx.image_progress,
+        )
         image = layer.tag
         if layer.log_tail:
             logs.write("build.log", layer.log_tail)
     except JavaDependencyError as exc:
         if exc.kind in ("unreachable", "timeout"):
-            return layer_failure(exc, logs, finish, exit_code=upstream.EXIT_BUILD_FAILED,
-                                 dsr_message=upstream.NO_DSR_MARKERS_MESSAGE)
+            return layer_failure(
+                exc, logs, finish, exit_code=upstream.EXIT_BUILD_FAILED, dsr_message=upstream.NO_DSR_MARKERS_MESSAGE
+            )
         # Upstream swallows go-offline failures and carries on: Maven fails inside the run.
         logs.write("build.log", exc.log_tail)
 
@@ -99,9 +126,16 @@ def run_java_compat(client: docker.DockerClient, task: Task, repo_dir: Path, *, 
         **JAVA_ENV,
     }
     labels = make_labels(kind="compat", run_id=ctx.run_id, task=task.id, extra=ctx.extra_labels)
-    container = create_container(client, image, name=ctx.container_name("compat"),
-                                 command=["bash", "/opt/rgbridge/java_compat.sh"], labels=labels, env=env,
-                                 working_dir="/repo", limits=ctx.service_limits)
+    container = create_container(
+        client,
+        image,
+        name=ctx.container_name("compat"),
+        command=["bash", "/opt/rgbridge/java_compat.sh"],
+        labels=labels,
+        env=env,
+        working_dir="/repo",
+        limits=ctx.service_limits,
+    )
     with managed(container):
         put_directory(container, repo_dir, "/repo")
         put_directory(container, ASSETS, "/opt/rgbridge", uid=0, gid=0)
@@ -120,8 +154,14 @@ def run_java_compat(client: docker.DockerClient, task: Task, repo_dir: Path, *, 
     log = upstream.combine_container_log(digests[0][1].text(), digests[1][1].text())
     if outcome.timed_out:
         dsr, p1 = upstream.grade_upstream_log(f"Container timed out after {upstream.CONTAINER_TIMEOUT}s", "java")
-        return finish(outcome="timeout", dsr=dsr, pass_at_1=p1, exit_code=upstream.EXIT_TIMEOUT,
-                      oom_killed=outcome.oom_killed)
+        return finish(
+            outcome="timeout", dsr=dsr, pass_at_1=p1, exit_code=upstream.EXIT_TIMEOUT, oom_killed=outcome.oom_killed
+        )
     dsr, p1 = upstream.grade_upstream_log(log, "java")
-    return finish(outcome="scored" if dsr.success else "deploy_failed", dsr=dsr, pass_at_1=p1,
-                  exit_code=outcome.exit_code, oom_killed=outcome.oom_killed)
+    return finish(
+        outcome="scored" if dsr.success else "deploy_failed",
+        dsr=dsr,
+        pass_at_1=p1,
+        exit_code=outcome.exit_code,
+        oom_killed=outcome.oom_killed,
+    )

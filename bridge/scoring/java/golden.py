@@ -19,8 +19,9 @@ MAX_SOURCE_BYTES = 2_000_000
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _STRINGS = re.compile(r'"""[\s\S]*?"""|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'')
 _PACKAGE = re.compile(r"^\s*package\s+([\w.]+)\s*;", re.MULTILINE)
-_ANNOTATION = re.compile(r"@(?:org\.junit(?:\.jupiter\.api|\.jupiter\.params)?\.)?(" +
-                         "|".join(TEST_ANNOTATIONS) + r")\b")
+_ANNOTATION = re.compile(
+    r"@(?:org\.junit(?:\.jupiter\.api|\.jupiter\.params)?\.)?(" + "|".join(TEST_ANNOTATIONS) + r")\b"
+)
 
 
 def _strip(source: str) -> str:

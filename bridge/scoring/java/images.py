@@ -46,9 +46,17 @@ JAVA_REPO = "rgbridge-java"
 #: Debian bookworm packages: the JDK, Maven, and the plugins of the default lifecycle (their
 #: Debian versions plus the aliases Maven 3.8.7's default bindings ask for), JUnit 5.
 JAVA_PACKAGES: tuple[str, ...] = (
-    "openjdk-17-jdk-headless", "maven", "junit5", "junit4", "libhamcrest-java",
-    "libsurefire-java", "libmaven-compiler-plugin-java", "libmaven-resources-plugin-java",
-    "libmaven-jar-plugin-java", "libmaven-install-plugin-java", "libmaven-clean-plugin-java",
+    "openjdk-17-jdk-headless",
+    "maven",
+    "junit5",
+    "junit4",
+    "libhamcrest-java",
+    "libsurefire-java",
+    "libmaven-compiler-plugin-java",
+    "libmaven-resources-plugin-java",
+    "libmaven-jar-plugin-java",
+    "libmaven-install-plugin-java",
+    "libmaven-clean-plugin-java",
     "libmaven-dependency-plugin-java",
 )
 JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
@@ -68,8 +76,17 @@ JVM_OPTIONS = "-XX:MaxRAMPercentage=30 -XX:+UseSerialGC -Xss512k"
 
 
 def java_recipe_hash() -> str:
-    return _hash12("java", JAVA_RECIPE_VERSION, base_recipe_hash(), JAVA_PACKAGES, JAVA_HOME,
-                   LOCAL_REPO, APP_UID, GLOBAL_SETTINGS, JVM_OPTIONS)
+    return _hash12(
+        "java",
+        JAVA_RECIPE_VERSION,
+        base_recipe_hash(),
+        JAVA_PACKAGES,
+        JAVA_HOME,
+        LOCAL_REPO,
+        APP_UID,
+        GLOBAL_SETTINGS,
+        JVM_OPTIONS,
+    )
 
 
 def java_image_tag() -> str:
@@ -95,8 +112,7 @@ def _build_java_rootfs(base_tar: Path, dest_tar: Path, progress: ProgressFn | No
     proc = root / "proc"
     try:
         _say(progress, "extracting the base rootfs")
-        _run(["tar", "--numeric-owner", "-xpf", str(base_tar), "-C", str(root)], timeout=600,
-             what="untar base rootfs")
+        _run(["tar", "--numeric-owner", "-xpf", str(base_tar), "-C", str(root)], timeout=600, what="untar base rootfs")
         resolv = root / "etc/resolv.conf"
         saved = resolv.read_bytes() if resolv.is_file() and not resolv.is_symlink() else None
         if resolv.is_symlink():
@@ -108,8 +124,17 @@ def _build_java_rootfs(base_tar: Path, dest_tar: Path, progress: ProgressFn | No
         try:
             _say(progress, "apt-get install: JDK 17, Maven and Debian's Maven repository")
             _chroot(root, "apt-get", "update", progress=progress)
-            _chroot(root, "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y",
-                    "--no-install-recommends", *JAVA_PACKAGES, progress=progress)
+            _chroot(
+                root,
+                "env",
+                "DEBIAN_FRONTEND=noninteractive",
+                "apt-get",
+                "install",
+                "-y",
+                "--no-install-recommends",
+                *JAVA_PACKAGES,
+                progress=progress,
+            )
             _chroot(root, "apt-get", "clean")
         finally:
             subprocess.run(["umount", "-l", str(proc)], check=False, capture_output=True, timeout=30)
@@ -131,15 +156,17 @@ def _build_java_rootfs(base_tar: Path, dest_tar: Path, progress: ProgressFn | No
         (root / "etc/rgbridge-release").write_text(f"recipe={java_recipe_hash()}\nkind=java\n")
         _say(progress, "packing the Java rootfs")
         partial = dest_tar.with_suffix(".partial")
-        _run(["tar", "--numeric-owner", "--one-file-system", "-C", str(root), "-cf",
-              str(partial), "."], timeout=900, what="tar java rootfs")
+        _run(
+            ["tar", "--numeric-owner", "--one-file-system", "-C", str(root), "-cf", str(partial), "."],
+            timeout=900,
+            what="tar java rootfs",
+        )
         partial.replace(dest_tar)
     finally:
         _remove_tree(work)
 
 
-def ensure_java_image(client: docker.DockerClient, *, progress: ProgressFn | None = None,
-                      force: bool = False) -> str:
+def ensure_java_image(client: docker.DockerClient, *, progress: ProgressFn | None = None, force: bool = False) -> str:
     """Tag of the Java image, building it (rootfs cached under the cache dir) if missing."""
     recipe = java_recipe_hash()
     tag = f"{JAVA_REPO}:{recipe}"
@@ -160,8 +187,7 @@ def ensure_java_image(client: docker.DockerClient, *, progress: ProgressFn | Non
             _say(progress, f"Java rootfs built in {time.monotonic() - started:.0f}s")
         _say(progress, f"importing {tag}")
         try:
-            client.api.import_image(src=str(tar_path), repository=JAVA_REPO, tag=recipe,
-                                    changes=_java_changes(recipe))
+            client.api.import_image(src=str(tar_path), repository=JAVA_REPO, tag=recipe, changes=_java_changes(recipe))
         except (APIError, DockerException) as exc:
             raise ScoringError(f"docker import of {tag} failed: {exc}") from exc
         if not image_exists(client, tag):

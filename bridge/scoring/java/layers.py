@@ -46,15 +46,19 @@ BUILD_DIR = "/tmp/rgbridge-build"
 MAX_POMS = 200
 MAX_POM_BYTES = 1_000_000
 
-_COORD = re.compile(r"[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+:(?:jar|pom|war|maven-plugin|test-jar)"
-                    r"(?::[A-Za-z0-9_.-]+)?:[A-Za-z0-9_.-]+")
+_COORD = re.compile(
+    r"[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+:(?:jar|pom|war|maven-plugin|test-jar)"
+    r"(?::[A-Za-z0-9_.-]+)?:[A-Za-z0-9_.-]+"
+)
 
 STUB_MAIN = "public class RgbridgeStubMain {\n}\n"
 STUB_TESTS = {
-    "junit5": ("import org.junit.jupiter.api.Test;\n\nclass RgbridgeStubTest {\n"
-               "    @Test\n    void stub() {\n    }\n}\n"),
-    "junit4": ("import org.junit.Test;\n\npublic class RgbridgeStubTest {\n"
-               "    @Test\n    public void stub() {\n    }\n}\n"),
+    "junit5": (
+        "import org.junit.jupiter.api.Test;\n\nclass RgbridgeStubTest {\n    @Test\n    void stub() {\n    }\n}\n"
+    ),
+    "junit4": (
+        "import org.junit.Test;\n\npublic class RgbridgeStubTest {\n    @Test\n    public void stub() {\n    }\n}\n"
+    ),
 }
 
 
@@ -63,8 +67,7 @@ class JavaDependencyError(ScoringError):
     repository could provide them: not the agent's fault), ``not_found`` (a reachable repository
     does not have them) or ``build_failed`` (the pom itself is broken); ``timeout``."""
 
-    def __init__(self, message: str, *, kind: str, missing: list[str] | None = None,
-                 log_tail: str = "") -> None:
+    def __init__(self, message: str, *, kind: str, missing: list[str] | None = None, log_tail: str = "") -> None:
         super().__init__(message)
         self.kind = kind
         self.missing = missing or []
@@ -90,8 +93,9 @@ class MavenSources:
     @classmethod
     def from_env(cls, repo_dir: Path | None = None, settings: Path | None = None) -> MavenSources:
         repo = repo_dir or (Path(os.environ["RGBRIDGE_MAVEN_REPO"]) if os.environ.get("RGBRIDGE_MAVEN_REPO") else None)
-        sett = settings or (Path(os.environ["RGBRIDGE_MAVEN_SETTINGS"])
-                            if os.environ.get("RGBRIDGE_MAVEN_SETTINGS") else None)
+        sett = settings or (
+            Path(os.environ["RGBRIDGE_MAVEN_SETTINGS"]) if os.environ.get("RGBRIDGE_MAVEN_SETTINGS") else None
+        )
         if repo is not None and not repo.expanduser().is_dir():
             raise ScoringError(f"Maven repository folder not found: {repo}")
         if sett is not None and not sett.expanduser().is_file():
@@ -150,8 +154,16 @@ def _repo_digest(path: Path) -> str:
 def jdeps_tag(base: str, poms: dict[str, str], sources: MavenSources, kind: str | None = None) -> str:
     repo = _repo_digest(sources.repo_dir) if sources.repo_dir else None
     settings = hashlib.sha256(sources.settings.read_bytes()).hexdigest()[:12] if sources.settings else None
-    key = _hash12("jdeps", JDEPS_RECIPE_VERSION, base, sorted(poms.items()), kind or stub_kind(poms), repo,
-                  settings, sources.allows_online())
+    key = _hash12(
+        "jdeps",
+        JDEPS_RECIPE_VERSION,
+        base,
+        sorted(poms.items()),
+        kind or stub_kind(poms),
+        repo,
+        settings,
+        sources.allows_online(),
+    )
     return f"{JDEPS_REPO}:{key}"
 
 
@@ -182,9 +194,15 @@ def missing_artifacts(log: str) -> list[str]:
     return sorted(dict.fromkeys(found))
 
 
-def ensure_java_deps_image(client: docker.DockerClient, poms: dict[str, str], *,
-                           sources: MavenSources | None = None, tests_text: str = "", timeout: float = 900,
-                           progress: ProgressFn | None = None) -> DepsImage:
+def ensure_java_deps_image(
+    client: docker.DockerClient,
+    poms: dict[str, str],
+    *,
+    sources: MavenSources | None = None,
+    tests_text: str = "",
+    timeout: float = 900,
+    progress: ProgressFn | None = None,
+) -> DepsImage:
     """The layer for these poms (built if missing); `tests_text` = the test sources the build will
     compile (their JUnit flavour picks the stub test). Raises JavaDependencyError."""
     sources = sources or MavenSources()
@@ -215,13 +233,24 @@ def ensure_java_deps_image(client: docker.DockerClient, poms: dict[str, str], *,
                 dirs["build/repo"] = Path(tmp)
             env = f"RGBRIDGE_MAVEN_ONLINE={1 if sources.allows_online() else 0} HOME=/tmp"
             # The build copy and the resolution's target/ go; only the local repository stays.
-            body = (f"COPY --chown={APP_UID}:{APP_GID} build {BUILD_DIR}\n"
-                    f"USER {APP_UID}:{APP_GID}\n"
-                    f"RUN env {env} bash {BUILD_DIR}/resolve.sh && rm -rf {BUILD_DIR} "
-                    f"{LOCAL_REPO}/RgbridgeStub* /tmp/.m2\n"
-                    "USER root\n")
-            res = docker_build(client, dockerfile_body=body, base=base, tag=tag, kind="jdeps",
-                               files=files, dirs=dirs, timeout=timeout, progress=progress)
+            body = (
+                f"COPY --chown={APP_UID}:{APP_GID} build {BUILD_DIR}\n"
+                f"USER {APP_UID}:{APP_GID}\n"
+                f"RUN env {env} bash {BUILD_DIR}/resolve.sh && rm -rf {BUILD_DIR} "
+                f"{LOCAL_REPO}/RgbridgeStub* /tmp/.m2\n"
+                "USER root\n"
+            )
+            res = docker_build(
+                client,
+                dockerfile_body=body,
+                base=base,
+                tag=tag,
+                kind="jdeps",
+                files=files,
+                dirs=dirs,
+                timeout=timeout,
+                progress=progress,
+            )
         if res.ok:
             if "RGBRIDGE_RESOLVED=online" in res.log_tail:
                 try:
@@ -229,11 +258,11 @@ def ensure_java_deps_image(client: docker.DockerClient, poms: dict[str, str], *,
                     _say(progress, f"{added} downloaded Maven file(s) added to the shared cache")
                 except (DockerException, OSError, tarfile.TarError) as exc:  # the cache is only a speed-up
                     _say(progress, f"shared Maven cache not updated: {exc}")
-            return DepsImage(tag=tag, cached=False, seconds=time.monotonic() - started,
-                             log_tail=res.log_tail)
+            return DepsImage(tag=tag, cached=False, seconds=time.monotonic() - started, log_tail=res.log_tail)
         if res.timed_out:
-            raise JavaDependencyError(f"Maven dependency resolution timed out after {timeout:.0f}s",
-                                      kind="timeout", log_tail=res.log_tail)
+            raise JavaDependencyError(
+                f"Maven dependency resolution timed out after {timeout:.0f}s", kind="timeout", log_tail=res.log_tail
+            )
         log = res.log_tail
         outcome = re.findall(r"RGBRIDGE_RESOLUTION=(\w+)", log)
         kind_found = outcome[-1] if outcome else "build_failed"

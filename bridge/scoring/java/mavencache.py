@@ -61,7 +61,7 @@ class _ReadOnly(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass
 
-    def send_head(self):  # type: ignore[no-untyped-def]
+    def send_head(self):
         result = super().send_head()
         if result is not None:  # a file is being served: its version folder was just used
             touch(Path(self.translate_path(self.path)).parent)
@@ -102,8 +102,7 @@ def serve_cache(client: docker.DockerClient) -> Iterator[str | None]:
         yield None
         return
     try:
-        server = http.server.ThreadingHTTPServer(
-            (gateway, 0), lambda *a, **k: _ReadOnly(*a, directory=str(root), **k))
+        server = http.server.ThreadingHTTPServer((gateway, 0), lambda *a, **k: _ReadOnly(*a, directory=str(root), **k))
     except OSError:
         yield None
         return
@@ -138,8 +137,9 @@ def _safe_rel(name: str) -> PurePosixPath | None:
 def export_downloads(client: docker.DockerClient, tag: str, local_repo: str) -> int:
     """Copy the files a layer downloaded (its DOWNLOADED_LIST) into the host cache; returns the
     number of files added. Regular files only; existing cache files are kept."""
-    container = client.containers.create(tag, command=["true"], labels={"rgbridge.owner": "rgbridge",
-                                                                        "rgbridge.kind": "maven-cache-export"})
+    container = client.containers.create(
+        tag, command=["true"], labels={"rgbridge.owner": "rgbridge", "rgbridge.kind": "maven-cache-export"}
+    )
     added = 0
     try:
         stream, _ = container.get_archive(DOWNLOADED_LIST)
@@ -147,8 +147,10 @@ def export_downloads(client: docker.DockerClient, tag: str, local_repo: str) -> 
         with tarfile.open(fileobj=io.BytesIO(listing)) as tar:
             member = tar.next()
             fh = tar.extractfile(member) if member is not None and member.isreg() else None
-            wanted = {line.strip().removeprefix(local_repo.rstrip("/") + "/")
-                      for line in (fh.read().decode("utf-8", "replace").splitlines() if fh else [])}
+            wanted = {
+                line.strip().removeprefix(local_repo.rstrip("/") + "/")
+                for line in (fh.read().decode("utf-8", "replace").splitlines() if fh else [])
+            }
         wanted = {w for w in wanted if w and _safe_rel(w)}
         if not wanted:
             return 0
@@ -195,7 +197,7 @@ class _Chunks(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b) -> int:  # type: ignore[no-untyped-def]
+    def readinto(self, b) -> int:
         while not self._buf:
             try:
                 self._buf = next(self._chunks)

@@ -22,23 +22,56 @@ _DANGEROUS = re.compile(r"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
 DEFAULT_SUREFIRE = "2.22.3"
 TEST_PLUGINS = ("maven-surefire-plugin", "maven-failsafe-plugin")
 #: Surefire parameters that skip, filter or soften golden tests (removed from the pom).
-GATE_PARAMETERS = frozenset({
-    "skip", "skipTests", "skipExec", "testFailureIgnore", "includes", "excludes", "includesFile",
-    "excludesFile", "test", "groups", "excludedGroups", "dependenciesToScan", "testSourceDirectory",
-    "testClassesDirectory", "reportsDirectory", "skipAfterFailureCount", "rerunFailingTestsCount",
-    "failIfNoSpecifiedTests", "runOrder", "classpathDependencyExcludes", "additionalClasspathElements",
-    "testNGArtifactName", "junitArtifactName", "properties", "suiteXmlFiles", "parallel",
-    "forkCount", "reuseForks", "forkedProcessExitTimeoutInSeconds", "shutdown",
-})
+GATE_PARAMETERS = frozenset(
+    {
+        "skip",
+        "skipTests",
+        "skipExec",
+        "testFailureIgnore",
+        "includes",
+        "excludes",
+        "includesFile",
+        "excludesFile",
+        "test",
+        "groups",
+        "excludedGroups",
+        "dependenciesToScan",
+        "testSourceDirectory",
+        "testClassesDirectory",
+        "reportsDirectory",
+        "skipAfterFailureCount",
+        "rerunFailingTestsCount",
+        "failIfNoSpecifiedTests",
+        "runOrder",
+        "classpathDependencyExcludes",
+        "additionalClasspathElements",
+        "testNGArtifactName",
+        "junitArtifactName",
+        "properties",
+        "suiteXmlFiles",
+        "parallel",
+        "forkCount",
+        "reuseForks",
+        "forkedProcessExitTimeoutInSeconds",
+        "shutdown",
+    }
+)
 #: User properties strict pins on the command line (they beat pom properties).
 FORCED_PROPERTIES: dict[str, str] = {
-    "skipTests": "false", "maven.test.skip": "false", "maven.test.skip.exec": "false",
-    "maven.test.failure.ignore": "false", "surefire.skipAfterFailureCount": "0",
-    "surefire.rerunFailingTestsCount": "0", "failIfNoTests": "false", "maven.main.skip": "false",
+    "skipTests": "false",
+    "maven.test.skip": "false",
+    "maven.test.skip.exec": "false",
+    "maven.test.failure.ignore": "false",
+    "surefire.skipAfterFailureCount": "0",
+    "surefire.rerunFailingTestsCount": "0",
+    "failIfNoTests": "false",
+    "maven.main.skip": "false",
     "skip": "false",
 }
-_GATE_PROPERTY = re.compile(r"^(skip.*|maven\.test\..*|surefire\..*|test|groups|excludedGroups|"
-                            r"maven\.main\.skip|failIfNoTests)$")
+_GATE_PROPERTY = re.compile(
+    r"^(skip.*|maven\.test\..*|surefire\..*|test|groups|excludedGroups|"
+    r"maven\.main\.skip|failIfNoTests)$"
+)
 
 _JAVA11 = (
     (re.compile(r"(<maven\.compiler\.source>\s*)(?:1\.)?11(\s*</maven\.compiler\.source>)"), r"\g<1>17\g<2>"),
@@ -131,9 +164,11 @@ def _sanitize_build(build: ET.Element, where: str, changes: list[str], *, root_b
         plugins = plugins_list[0] if plugins_list else ET.SubElement(build, _q(build, "plugins"))
         managed = _managed_surefire_version(build)
         plugin = ET.SubElement(plugins, _q(plugins, "plugin"))
-        for tag, value in (("groupId", "org.apache.maven.plugins"),
-                           ("artifactId", "maven-surefire-plugin"),
-                           ("version", managed or DEFAULT_SUREFIRE)):
+        for tag, value in (
+            ("groupId", "org.apache.maven.plugins"),
+            ("artifactId", "maven-surefire-plugin"),
+            ("version", managed or DEFAULT_SUREFIRE),
+        ):
             ET.SubElement(plugin, _q(plugin, tag)).text = value
         changes.append(f"{where}: maven-surefire-plugin {managed or DEFAULT_SUREFIRE} declared")
 

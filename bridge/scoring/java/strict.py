@@ -70,9 +70,17 @@ def _tester_copy(task: Task, repo_dir: Path, dest: Path, *, with_golden: bool = 
     return sanitize_repo_poms(dest)
 
 
-def run_java_strict(client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: ScoreContext,
-                    logs: LogSink, progress: ProgressFn, deploy_only: bool = False,
-                    maven: MavenSources | None = None) -> ProfileResult:
+def run_java_strict(
+    client: docker.DockerClient,
+    task: Task,
+    repo_dir: Path,
+    *,
+    ctx: ScoreContext,
+    logs: LogSink,
+    progress: ProgressFn,
+    deploy_only: bool = False,
+    maven: MavenSources | None = None,
+) -> ProfileResult:
     started = time.monotonic()
     static_ac = coverage.static_api_coverage(task.readme, repo_dir)
     place_file(task.readme_path, repo_dir, "README.md")
@@ -81,8 +89,13 @@ def run_java_strict(client: docker.DockerClient, task: Task, repo_dir: Path, *, 
         raise RuntimeError(f"the golden suite of {task.id} has no test methods")
 
     def finish(**fields: object) -> ProfileResult:
-        return ProfileResult(profile="strict", api_coverage=static_ac, logs=logs.names(),
-                             elapsed_seconds=round(time.monotonic() - started, 3), **fields)  # type: ignore[arg-type]
+        return ProfileResult(
+            profile="strict",
+            api_coverage=static_ac,
+            logs=logs.names(),
+            elapsed_seconds=round(time.monotonic() - started, 3),
+            **fields,
+        )
 
     def not_passed(results: list[TestCaseResult] | None = None) -> tuple[PassAt1, list[TestCaseResult]]:
         got = results or []
@@ -96,14 +109,25 @@ def run_java_strict(client: docker.DockerClient, task: Task, repo_dir: Path, *, 
             changes = _tester_copy(task, repo_dir, tester_dir, with_golden=not deploy_only)
         except PomError as exc:
             p1, tests = not_passed()
-            return finish(outcome="build_failed", dsr=DSRResult(success=False, message=str(exc)),
-                          build_error=str(exc), exit_code=-3, pass_at_1=p1, tests=tests)
+            return finish(
+                outcome="build_failed",
+                dsr=DSRResult(success=False, message=str(exc)),
+                build_error=str(exc),
+                exit_code=-3,
+                pass_at_1=p1,
+                tests=tests,
+            )
         if changes:
             logs.write("pom-rewrite.log", "\n".join(changes) + "\n")
         progress("strict: resolving Maven dependencies")
         try:
-            layer = ensure_layer(client, tester_dir, timeout=task.manifest.timeouts.build,
-                                 sources=maven or MavenSources.from_env(), progress=ctx.image_progress)
+            layer = ensure_layer(
+                client,
+                tester_dir,
+                timeout=task.manifest.timeouts.build,
+                sources=maven or MavenSources.from_env(),
+                progress=ctx.image_progress,
+            )
         except JavaDependencyError as exc:
             p1, tests = not_passed()
             return layer_failure(exc, logs, finish, exit_code=-3, pass_at_1=p1, tests=tests)
@@ -113,9 +137,16 @@ def run_java_strict(client: docker.DockerClient, task: Task, repo_dir: Path, *, 
 
     labels = make_labels(kind="strict", run_id=ctx.run_id, task=task.id, extra=ctx.extra_labels)
     env = {"SERVICE_PORT": str(task.port), "PORT": str(task.port), "REPO_LANG": "java", **JAVA_ENV}
-    service = create_container(client, image, name=ctx.container_name("svc"),
-                               command=["bash", "/opt/rgbridge/strict_service.sh"], labels=labels, env=env,
-                               working_dir="/repo", limits=ctx.service_limits)
+    service = create_container(
+        client,
+        image,
+        name=ctx.container_name("svc"),
+        command=["bash", "/opt/rgbridge/strict_service.sh"],
+        labels=labels,
+        env=env,
+        working_dir="/repo",
+        limits=ctx.service_limits,
+    )
     with managed(service):
         put_directory(service, repo_dir, "/repo")
         put_directory(service, ASSETS, "/opt/rgbridge", uid=0, gid=0)
@@ -123,10 +154,17 @@ def run_java_strict(client: docker.DockerClient, task: Task, repo_dir: Path, *, 
         service.start()
         # The tester runs agent code too (golden tests start the app in-process): the service's
         # security profile and limits, its network namespace (no network), none of its files.
-        tester = create_container(client, image, name=ctx.container_name("tst"), command=["sleep", "infinity"],
-                                  labels=labels | {"rgbridge.kind": "tester"}, env=TESTER_JAVA_ENV,
-                                  working_dir=TESTER_ROOT, network_mode=f"container:{service.id}",
-                                  limits=ctx.service_limits)
+        tester = create_container(
+            client,
+            image,
+            name=ctx.container_name("tst"),
+            command=["sleep", "infinity"],
+            labels=labels | {"rgbridge.kind": "tester"},
+            env=TESTER_JAVA_ENV,
+            working_dir=TESTER_ROOT,
+            network_mode=f"container:{service.id}",
+            limits=ctx.service_limits,
+        )
         with managed(tester):
             if has_pom and not deploy_only:
                 put_directory(tester, tester_dir, TESTER_ROOT)
@@ -138,15 +176,30 @@ def run_java_strict(client: docker.DockerClient, task: Task, repo_dir: Path, *, 
                     return finish(outcome="scored" if dsr.success else "deploy_failed", dsr=dsr, oom_killed=oom)
                 p1, tests = not_passed()
                 message = "no pom.xml: the golden tests cannot be built"
-                return finish(outcome="build_failed" if dsr.success else "deploy_failed", dsr=dsr,
-                              pass_at_1=p1, tests=tests, build_error=message, oom_killed=oom)
-            return _build_and_test(task, service, tester, items, logs=logs, progress=progress,
-                                   finish=finish, not_passed=not_passed)
+                return finish(
+                    outcome="build_failed" if dsr.success else "deploy_failed",
+                    dsr=dsr,
+                    pass_at_1=p1,
+                    tests=tests,
+                    build_error=message,
+                    oom_killed=oom,
+                )
+            return _build_and_test(
+                task, service, tester, items, logs=logs, progress=progress, finish=finish, not_passed=not_passed
+            )
 
 
-def _build_and_test(task: Task, service, tester, items: list[str], *, logs: LogSink, progress: ProgressFn,
-                    finish: Callable[..., ProfileResult],
-                    not_passed: Callable[..., tuple[PassAt1, list[TestCaseResult]]]) -> ProfileResult:
+def _build_and_test(
+    task: Task,
+    service,
+    tester,
+    items: list[str],
+    *,
+    logs: LogSink,
+    progress: ProgressFn,
+    finish: Callable[..., ProfileResult],
+    not_passed: Callable[..., tuple[PassAt1, list[TestCaseResult]]],
+) -> ProfileResult:
     timeouts = task.manifest.timeouts
     progress("strict: compiling the repo (offline)")
     forced = forced_property_args()
@@ -156,8 +209,15 @@ def _build_and_test(task: Task, service, tester, items: list[str], *, logs: LogS
     if build.exit_code != 0:
         p1, tests = not_passed()
         outcome = "timeout" if build.timed_out else "build_failed"
-        return finish(outcome=outcome, dsr=dsr, pass_at_1=p1, tests=tests, exit_code=build.exit_code,
-                      build_error="Maven compile failed:\n" + maven_errors(build.output), oom_killed=oom)
+        return finish(
+            outcome=outcome,
+            dsr=dsr,
+            pass_at_1=p1,
+            tests=tests,
+            exit_code=build.exit_code,
+            build_error="Maven compile failed:\n" + maven_errors(build.output),
+            oom_killed=oom,
+        )
 
     progress(f"strict: running {len(items)} golden tests")
     run = exec_with_timeout(tester, ["mvn", *MAVEN_FLAGS, *forced, "test"], timeouts.tests, workdir=TESTER_ROOT)
@@ -176,5 +236,13 @@ def _build_and_test(task: Task, service, tester, items: list[str], *, logs: LogS
     _, _, oom_now = _service_state(service)
     logs.write("service.log", read_logs(service))
     outcome = "timeout" if run.timed_out else ("scored" if dsr.success else "deploy_failed")
-    return finish(outcome=outcome, dsr=dsr, pass_at_1=p1, tests=tests, exit_code=run.exit_code,
-                  dynamic_api_coverage=dynamic, oom_killed=oom or oom_now, error=error)
+    return finish(
+        outcome=outcome,
+        dsr=dsr,
+        pass_at_1=p1,
+        tests=tests,
+        exit_code=run.exit_code,
+        dynamic_api_coverage=dynamic,
+        oom_killed=oom or oom_now,
+        error=error,
+    )

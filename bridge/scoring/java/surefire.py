@@ -46,7 +46,12 @@ def parse_reports(reports: Iterable[bytes]) -> tuple[list[TestCaseResult], list[
                 duration = float(case.get("time", "0") or 0)
             except ValueError:
                 duration = 0.0
-            results.append(TestCaseResult(nodeid=f"{classname}::{_method(case.get('name', ''))}",
-                                          outcome=outcome, duration=duration,  # type: ignore[arg-type]
-                                          message=message[:MAX_MESSAGE_CHARS]))
+            results.append(
+                TestCaseResult(
+                    nodeid=f"{classname}::{_method(case.get('name', ''))}",
+                    outcome=outcome,
+                    duration=duration,
+                    message=message[:MAX_MESSAGE_CHARS],
+                )
+            )
     return results, errors
