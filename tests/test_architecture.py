@@ -122,3 +122,10 @@ def test_long_modules_say_why() -> None:
             if (n := len(path.read_text().splitlines())) > MAX_LINES and name not in PENDING_SPLIT
             and LONG_MODULE_NOTE not in (ast.get_docstring(ast.parse(path.read_text())) or "")]
     assert not long, f"modules over {MAX_LINES} lines without '{LONG_MODULE_NOTE}' in their docstring: {long}"
+
+
+def test_architecture_doc_lists_every_module() -> None:
+    doc = (REPO_ROOT / "docs" / "architecture.md").read_text()
+    missing = [str(path.relative_to(REPO_ROOT)) for path in _modules().values()
+               if f"`{path.relative_to(REPO_ROOT).as_posix()}`" not in doc]
+    assert not missing, f"docs/architecture.md does not list: {missing}"
