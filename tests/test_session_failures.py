@@ -18,7 +18,7 @@ import anyio
 import pytest
 from mcp import Client
 
-import bridge.sessions.manager as session_module
+import bridge.sessions.live as session_module  # Session.save writes session.json
 from bridge.tasks.catalog import Catalog
 from bridge.recording.clock import parse_iso
 from bridge.errors import SessionError

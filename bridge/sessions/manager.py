@@ -230,7 +230,10 @@ class SessionManager:
         raw = str(workspace)
         if "${" in raw:
             raise PathError(f"workspace {raw!r} contains an unexpanded IDE variable")
-        resolved = Path(os.path.realpath(os.path.expanduser(raw)))
+        try:
+            resolved = Path(os.path.realpath(os.path.expanduser(raw)))
+        except OSError as exc:  # a path component changed while realpath read it (a race)
+            raise PathError(f"workspace {raw} changed while it was being checked ({exc.strerror}); try again") from None
         if within is not None:
             root = Path(os.path.realpath(within))
             if not resolved.is_relative_to(root):
