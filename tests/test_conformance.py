@@ -52,7 +52,9 @@ def test_conformance_cli_over_fixture_tasks(docker_client, tmp_path: Path) -> No
     tasks = tmp_path / "tasks"
     for name in ("addopts_q", "runner_class"):
         shutil.copytree(FIXTURES / name, tasks / name)
-    env = {**os.environ, "COLUMNS": "200"}
+    # A private cache: the first run must really collect and score (a warm machine cache from
+    # an earlier run would make both runs cache hits and the timing comparison meaningless).
+    env = {**os.environ, "COLUMNS": "200", "RGBRIDGE_CACHE": str(tmp_path / "cache")}
     cmd = [sys.executable, "-m", "bridge.cli", "conformance", "--tasks", str(tasks), "--work-dir",
            str(tmp_path / "work"), "--json"]
     started = time.monotonic()
