@@ -173,6 +173,11 @@ VERBS: dict[str, Verb] = {
     )
 }
 
+
+def _opens_a_session(m: SessionManager, sid: str, **arguments: Any) -> BaseModel:
+    raise TypeError("start opens a session rather than acting on one: call SessionManager.start")
+
+
 #: `start` opens a session rather than acting on one; its arguments are declared here so that
 #: every verb's surface is in this table (the adapters add where the workspace comes from).
 START = Verb(
@@ -187,7 +192,7 @@ START = Verb(
         Param("mode", str, "agent", "agent or human"),
     ),
     SessionStatus,
-    lambda m, sid, **kw: m.status(sid),
+    _opens_a_session,
     title="Start a task",
 )
 
