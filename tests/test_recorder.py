@@ -18,7 +18,8 @@ import pytest
 from bridge.recording.events import EventLog, load_events
 from bridge.fs.hashing import is_temp_file, tree_hash
 from bridge.recording.manifest import scan
-from bridge.sessions.recorder import Recorder, _SelectiveInotifyEmitter
+from bridge.sessions.recorder import Recorder
+from bridge.sessions.watch import SelectiveInotifyEmitter
 from bridge.recording.store import ShadowStore
 
 SETTLE = 0.3
@@ -289,7 +290,7 @@ def test_watch_limit_falls_back_to_polling(tmp_path: Path, monkeypatch: pytest.M
     def no_watches(self: Any, top: str, *, simulate: bool) -> None:
         raise OSError(errno.ENOSPC, "inotify watch limit reached")
 
-    monkeypatch.setattr(_SelectiveInotifyEmitter, "_add_tree", no_watches)
+    monkeypatch.setattr(SelectiveInotifyEmitter, "_add_tree", no_watches)
     r = Rig(tmp_path, poll_interval=0.2)
     r.rec.start()
     try:
@@ -334,7 +335,7 @@ def test_checkpoints_commit_settled_states(rig: Rig) -> None:
 
 def test_lost_events_are_reconciled_with_synthetic_events(rig: Rig) -> None:
     started(rig)
-    rig.rec._stop_observer()  # simulate lost events: nobody is watching
+    rig.rec._watch.stop()  # simulate lost events: nobody is watching
     (rig.ws / "ghost.txt").write_text("unseen")
     s = rig.rec.seal(quiet_seconds=0.1)
     ev = rig.file_events("ghost.txt")
