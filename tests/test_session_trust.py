@@ -222,6 +222,6 @@ def test_reattach_rechecks_the_final_resolved_workspace(tmp_path: Path, tasks_co
 @pytest.mark.parametrize("task_id", ["kv-ledger", "é-tâche", "x" * 80, "a.b/c", "..", "日本"])
 def test_every_new_session_id_is_well_formed(task_id: str) -> None:
     from bridge.sessions.attach import is_session_id
-    from bridge.sessions.manager import _new_session_id
+    from bridge.sessions.opening import new_session_id
 
-    assert is_session_id(_new_session_id(task_id))
+    assert is_session_id(new_session_id(task_id))

@@ -27,7 +27,7 @@ from bridge.recording.clock import parse_iso
 from bridge.recording.events import ReadStats, read_events
 from bridge.recording.gitsafe import HARDENING_ARGS, check_store_layout, isolated_git_env
 
-#: The newest recording format this reader understands (equals bridge.sessions.manager.FORMAT_VERSION).
+#: The newest recording format this reader understands (equals bridge.sessions.models.FORMAT_VERSION).
 READER_FORMAT_VERSION = 1
 SUPPORTED_FORMAT_VERSIONS = frozenset({1})
 HEAD_REF = "refs/heads/main"

@@ -81,7 +81,7 @@ def check_not_nested(workspace: Path, held: Iterable[HeldSession]) -> None:
 
 def recorded_sessions_of_run(recordings_dir: Path, run_id: str, load: Callable[[Path], Any]) -> list[HeldSession]:
     """Sessions of `run_id` in the recordings folder (also those of earlier processes of the run);
-    `load` reads a recording's session.json (bridge.sessions.manager.load_record)."""
+    `load` reads a recording's session.json (bridge.sessions.live.load_record)."""
     from bridge.sessions.attach import is_session_id
 
     out: list[HeldSession] = []

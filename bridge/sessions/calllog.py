@@ -3,7 +3,10 @@ no argument can bloat `events.jsonl`."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+from bridge.recording.events import EventLog
 
 MAX_LOGGED_CHARS = 2000
 MAX_LOGGED_KEY_CHARS = 200
@@ -24,3 +27,24 @@ def capped_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
         text = value if isinstance(value, (bool, int, float, type(None))) else str(value)
         out[clip(str(key), MAX_LOGGED_KEY_CHARS)] = text if not isinstance(text, str) else clip(text, MAX_LOGGED_CHARS)
     return out
+
+
+def log_call(
+    events: EventLog | None,
+    server_log: Path,
+    tool: str,
+    arguments: dict[str, Any],
+    *,
+    ok: bool,
+    error: str | None,
+    session_id: str | None,
+) -> None:
+    """Log a tool call, capped, into its session's `events` (or `server_log` when there is none)."""
+    safe_args = capped_arguments(arguments)
+    error = clip(error, MAX_LOGGED_CHARS) if error is not None else None
+    if events is None:
+        log = EventLog(server_log)
+        log.append("mcp_call", tool=tool, arguments=safe_args, ok=ok, error=error, session_id=session_id)
+        log.close()
+        return
+    events.append("mcp_call", tool=tool, arguments=safe_args, ok=ok, error=error)

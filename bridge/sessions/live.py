@@ -18,7 +18,7 @@ from bridge.sessions.attach import (
     read_marker,
     recording_dir_for,
 )
-from bridge.sessions.models import SessionRecord
+from bridge.sessions.models import SessionRecord, SessionStatus
 from bridge.sessions.recorder import Recorder
 from bridge.tasks.model import Task
 
@@ -53,6 +53,31 @@ class Session:
     @property
     def workspace(self) -> Path:
         return Path(self.record.workspace)
+
+    def status(self, message: str = "") -> SessionStatus:
+        """What `task_status` answers: state, clock, recorder, submission and scoring."""
+        rec = self.record
+        recorder = self.recorder
+        return SessionStatus(
+            session_id=rec.session_id,
+            task_id=rec.task_id,
+            state=rec.state,
+            mode=rec.mode,
+            workspace=rec.workspace,
+            recording=str(self.dir),
+            clock_running=rec.clock.running,
+            working_seconds=round(rec.clock.elapsed(), 3),
+            time_limit=rec.time_limit,
+            files_changed=recorder.files_changed if recorder else 0,
+            recorder_mode=recorder.mode if recorder else "stopped",
+            recorder_degraded=recorder.degraded if recorder else None,
+            submission=rec.submission,
+            scoring=rec.job.state if rec.job else "not_submitted",
+            job_id=rec.job.job_id if rec.job else None,
+            attempt=rec.attempt,
+            failure=rec.failure,
+            message=message or (rec.failure or ""),
+        )
 
     def save(self) -> None:
         write_json_atomic(self.dir / "session.json", self.record.model_dump(mode="json"))
@@ -103,5 +128,14 @@ def find_recording_for_workspace(recordings_dir: Path, workspace: Path) -> Path 
     return rec_dir
 
 
-# Tool-call logging keeps what a reviewer needs and no more: every key, value and error is
-# capped, and so is the number of keys, so a client cannot grow events.jsonl without bound.
+def recorded_session(recordings_dir: Path, session_id: str) -> tuple[SessionRecord, Path]:
+    """A session of the recordings folder read from disk (read-only), and its recording folder;
+    SessionError("unknown session ...") when there is none by that id."""
+    try:
+        rec_dir = recording_dir_for(recordings_dir, session_id)
+        record = load_record(rec_dir)
+    except SessionError:
+        raise SessionError(f"unknown session {session_id!r}") from None
+    if record.session_id != session_id:
+        raise SessionError(f"unknown session {session_id!r}")
+    return record, rec_dir

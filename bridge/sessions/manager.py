@@ -4,6 +4,10 @@ Lifecycle (modelled on inspect_ai's human_cli): start → (pause/resume)* → su
 Everything a session knows is persisted in `recordings/<session-id>/session.json` and the
 append-only `events.jsonl`, so a restarted server re-attaches to active sessions, reconciles
 their workspaces, and resumes scoring jobs that were interrupted.
+
+`SessionManager` holds the sessions of this process and is the one API of the session verbs; the
+work of each step lives beside it: bridge/sessions/opening.py (start), timelimit.py (the
+working-time limit), submission.py (submit), jobs.py (scoring hand-off, integrity seal, practice).
 """
 
 from __future__ import annotations
@@ -11,85 +15,36 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import tempfile
 import threading
-import traceback
 from pathlib import Path
 from typing import Any, Literal
 
-from bridge.errors import BridgeError, PathError, RecordingError, SessionError
-from bridge.fs.anchor import (
-    identity,
-    identity_at,
-    is_empty,
-    open_workspace,
-    replace_file,
-    still_at,
-    write_new,
-)
-from bridge.fs.files import write_json_atomic
-from bridge.fs.hashing import EXCLUDED_DIRS
-from bridge.recording import integrity
+from bridge.errors import BridgeError, SessionError
 from bridge.recording.clock import iso, utcnow
-from bridge.recording.events import EventLog
-from bridge.scoring.result import summarize_result
-from bridge.sessions import contamination
-from bridge.sessions.attach import (
-    MARKER,
-    META_DIR,
-    check_confined,
-    check_recorded_workspace,
-    is_session_id,
-    marker_bytes,
-    recording_dir_for,
-)
-from bridge.sessions.attempts import (
-    HeldSession,
-    check_not_nested,
-    check_run_id,
-    next_attempt,
-    recorded_sessions_of_run,
-)
-from bridge.sessions.calllog import MAX_LOGGED_CHARS, capped_arguments, clip
-from bridge.sessions.live import (
-    Session,
-    find_recording_for_workspace,
-    load_record,
-    owned_by_live_process,
-)
+from bridge.sessions import jobs, opening, submission
+from bridge.sessions.attach import META_DIR, is_session_id, recording_dir_for
+from bridge.sessions.attempts import check_run_id
+from bridge.sessions.calllog import log_call
+from bridge.sessions.live import Session, owned_by_live_process, recorded_session
 from bridge.sessions.models import (
-    IDE_FILES,
     SENTINEL,
-    SUBMISSION_REF,
-    SUBMIT_RETRY_SECONDS,
     ClientInfo,
-    Job,
     Profile,
     ResultStatus,
     Scorer,
     SessionRecord,
     SessionStatus,
     Signal,
-    Submission,
     SubmitReceipt,
     TaskSpec,
     TaskSummary,
     result_status,
 )
-from bridge.sessions.recorder import Recorder
-from bridge.sessions.recovery import settle_orphaned_clock
-from bridge.sessions.rules import rules_text
+from bridge.sessions.rules import rules_text, task_spec, task_summary
+from bridge.sessions.timelimit import arm_timer, disarm_timer
 from bridge.tasks.catalog import Catalog
-from bridge.tasks.model import Task
 
 log = logging.getLogger("bridge.sessions.manager")
-
-
-def _new_session_id(task_id: str) -> str:
-    stamp = utcnow().strftime("%Y%m%dT%H%M%SZ")
-    # ASCII only: the id must match bridge.sessions.attach.SESSION_ID_RE to be found again
-    safe = "".join(c if (c.isascii() and c.isalnum()) or c in "-_" else "-" for c in task_id)[:40] or "task"
-    return f"{stamp}-{safe}-{secrets.token_hex(3)}"
 
 
 class SessionManager:
@@ -134,31 +89,10 @@ class SessionManager:
 
     # ------------------------------------------------------------------ tasks
     def list_tasks(self) -> list[TaskSummary]:
-        return [
-            TaskSummary(
-                id=t.id,
-                title=t.manifest.title,
-                lang=t.lang,
-                framework=t.framework,
-                port=t.port,
-                difficulty=t.manifest.difficulty,
-            )
-            for t in self.catalog
-        ]
+        return [task_summary(t) for t in self.catalog]
 
     def get_task(self, task_id: str) -> TaskSpec:
-        task = self.catalog.get(task_id)
-        return TaskSpec(
-            id=task.id,
-            title=task.manifest.title,
-            lang=task.lang,
-            framework=task.framework,
-            port=task.port,
-            difficulty=task.manifest.difficulty,
-            readme=task.readme,
-            rules=rules_text(task),
-            seed_files=sorted(task.seed_files),
-        )
+        return task_spec(self.catalog.get(task_id))
 
     def rules(self, task_id: str) -> str:
         return rules_text(self.catalog.get(task_id))
@@ -167,17 +101,12 @@ class SessionManager:
     @property
     def scorer(self) -> Scorer:
         if self._scorer is None:
-            from bridge.scoring.engine import (
-                default_scorer,  # lazy: docker only when scoring
-            )
+            from bridge.scoring.engine import default_scorer  # lazy: docker only when scoring
 
             self._scorer = default_scorer()
         return self._scorer
 
     # ------------------------------------------------------------------ start
-    def _check_workspace(self, task: Task, workspace: Path) -> None:
-        check_confined(task, workspace, self.recordings_dir)
-
     def start(
         self,
         task_id: str,
@@ -191,172 +120,36 @@ class SessionManager:
         """Open a session. `within`: a root the final resolved workspace must stay inside
         (the MCP server's configured workspace), re-checked here at creation time."""
         task = self.catalog.get(task_id)
-        workspace = self._resolve_new_workspace(task, workspace, within)
+        workspace = opening.resolve_new_workspace(task, workspace, within, self.recordings_dir)
         with self._lock:
-            attempt = self._check_run_rules(task, workspace)  # before creating anything
-            ws_fd = open_workspace(workspace)  # held: later checks and seed writes go through it
-            try:
-                self._check_free(workspace, ws_fd, allow_nonempty=allow_nonempty)
-                session = self._new_session(task, workspace, mode=mode, client=client, attempt=attempt)
-                try:
-                    self._seed(session, ws_fd)
-                    self._start_recorder(session)
-                    assert session.recorder is not None
-                    session.anchor = identity(ws_fd)
-                    if session.recorder.root != workspace or not still_at(ws_fd, workspace):
-                        raise PathError(
-                            f"workspace {workspace} changed while the session was starting "
-                            "(a folder on its path was replaced); nothing was started"
-                        )
-                except OSError as exc:  # e.g. the folder vanished under the recorder: a clear error
-                    self._abort_start(session, exc)
-                    raise PathError(
-                        f"workspace {workspace} changed while the session was starting "
-                        f"({exc.strerror or exc}); nothing was started"
-                    ) from None
-                except BaseException as exc:
-                    self._abort_start(session, exc)
-                    raise
-            finally:
-                os.close(ws_fd)
+            attempt = opening.check_run_rules(  # before creating anything
+                task,
+                workspace,
+                self.sessions.values(),
+                recordings_dir=self.recordings_dir,
+                run_id=self.run_id,
+                named_run=self.named_run,
+                attempts=self.attempts,
+            )
+            session = opening.open_session(
+                task,
+                workspace,
+                self.recordings_dir,
+                allow_nonempty=allow_nonempty,
+                mode=mode,
+                client=client,
+                attempt=attempt,
+                practice=self.practice,
+                run_id=self.run_id,
+                settle_seconds=self.settle_seconds,
+                on_sentinel=self._on_sentinel,
+            )
             session.record.clock.start()
             session.events.append("clock_start", working_seconds=0.0)
             session.save()
             self._arm_timer(session)
             self.sessions[session.record.session_id] = session
-            return self._status(session)
-
-    def _resolve_new_workspace(self, task: Task, workspace: Path | str, within: Path | None) -> Path:
-        raw = str(workspace)
-        if "${" in raw:
-            raise PathError(f"workspace {raw!r} contains an unexpanded IDE variable")
-        try:
-            resolved = Path(os.path.realpath(os.path.expanduser(raw)))
-        except OSError as exc:  # a path component changed while realpath read it (a race)
-            raise PathError(f"workspace {raw} changed while it was being checked ({exc.strerror}); try again") from None
-        if within is not None:
-            root = Path(os.path.realpath(within))
-            if not resolved.is_relative_to(root):
-                raise PathError(f"workspace {raw} resolves to {resolved}, outside {root}")
-        self._check_workspace(task, resolved)  # before creating anything
-        return resolved
-
-    def _check_run_rules(self, task: Task, workspace: Path) -> int:
-        """Refuse a workspace nested with another of this run's, or a task out of attempts
-        (bridge/sessions/attempts.py); returns the new session's attempt number."""
-        for other in self.sessions.values():
-            if other.workspace == workspace and other.record.state in ("active", "paused"):
-                raise SessionError(f"workspace {workspace} already has an open session {other.record.session_id}")
-        held = {
-            s.record.session_id: HeldSession(
-                session_id=s.record.session_id,
-                task_id=s.record.task_id,
-                workspace=s.workspace,
-                state=s.record.state,
-                submitted=s.record.submission is not None,
-            )
-            for s in self.sessions.values()
-        }
-        # A run id given on the command line spans processes: its sessions on disk count too.
-        for item in recorded_sessions_of_run(self.recordings_dir, self.run_id, load_record) if self.named_run else []:
-            held.setdefault(item.session_id, item)
-        check_not_nested(workspace, list(held.values()))
-        return next_attempt(task.id, list(held.values()), self.attempts)
-        return next_attempt(task.id, held, self.attempts)
-
-    def _check_free(self, workspace: Path, ws_fd: int, *, allow_nonempty: bool) -> None:
-        """Refuse a workspace with an open recorded session, or a non-empty one."""
-        existing = find_recording_for_workspace(self.recordings_dir, workspace)
-        if existing is not None:
-            rec = load_record(existing)
-            if rec.state in ("active", "paused"):
-                raise SessionError(
-                    f"workspace {workspace} already has an open session {rec.session_id}; quit or submit it first"
-                )
-        if not allow_nonempty and not is_empty(ws_fd, IDE_FILES | {META_DIR} | EXCLUDED_DIRS):
-            raise SessionError(
-                f"workspace {workspace} is not empty; use an empty folder (or allow a non-empty one explicitly)"
-            )
-
-    def _new_session(
-        self, task: Task, workspace: Path, *, mode: Literal["agent", "human"], client: ClientInfo | None, attempt: int
-    ) -> Session:
-        session_id = _new_session_id(task.id)
-        rec_dir = self.recordings_dir / session_id
-        rec_dir.mkdir(parents=True)
-        record = SessionRecord(
-            session_id=session_id,
-            task_id=task.id,
-            task_hash=task.content_hash,
-            task_version=task.manifest.version,
-            task_source=task.source,
-            task_port=task.port,
-            time_limit=task.manifest.timeouts.session,
-            workspace=str(workspace),
-            mode=mode,
-            practice=self.practice,
-            client=client or ClientInfo(),
-            created_at=iso(utcnow()),
-            run_id=self.run_id,
-            attempt=attempt,
-        )
-        session = Session(record, rec_dir, task)
-        session.claim()
-        session.events.append(
-            "session_start",
-            session_id=session_id,
-            task_id=task.id,
-            task_hash=task.content_hash,
-            mode=mode,
-            client=record.client.model_dump(),
-            workspace=str(workspace),
-            run_id=self.run_id,
-            attempt=attempt,
-        )
-        return session
-
-    def _abort_start(self, session: Session, exc: BaseException) -> None:
-        """A start that failed half-way leaves a closed recording (evidence), not an open session."""
-        try:
-            if session.recorder is not None:
-                session.recorder.stop()
-            session.record.state = "quit"
-            session.record.quit_reason = f"start aborted: {exc}"[:500]
-            session.record.ended_at = iso(utcnow())
-            session.events.append("start_aborted", error=str(exc)[:500])
-            session.save()
-            session.release()
-            session.events.close()
-        except Exception:  # noqa: BLE001 - the original error is what the caller must see
-            log.exception("could not record the aborted start of %s", session.record.session_id)
-
-    def _seed(self, session: Session, ws_fd: int) -> None:
-        """README, seed files and the marker, written through the held workspace fd (never by a
-        path that could have been swapped for a symlink)."""
-        task = session.task
-        seeded: list[str] = []
-        if write_new(ws_fd, "README.md", task.readme_path.read_bytes()):
-            seeded.append("README.md")
-        for name, source in sorted(task.seed_files.items()):
-            if write_new(ws_fd, name, Path(source).read_bytes()):
-                seeded.append(name)
-        # Only the id: the recording is found under our recordings folder (bridge/sessions/attach.py).
-        replace_file(ws_fd, f"{META_DIR}/{MARKER}", marker_bytes(session.record.session_id))
-        session.events.append("seed", files=seeded)
-
-    def _start_recorder(self, session: Session, *, resume: bool = False) -> None:
-        sid = session.record.session_id
-        head = session.store.head() if resume else None
-        session.recorder = Recorder(
-            session.workspace,
-            event_log=session.events,
-            store=session.store,
-            settle_seconds=self.settle_seconds,
-            on_sentinel=lambda: self._on_sentinel(sid),
-            baseline=session.store.manifest_of(head) if head else None,
-        )
-        contamination.open_guard(session)  # stage golden files, then watch them until the recorder stops
-        session.recorder.start()  # places watches, reconciles against disk, commits "start"
+            return session.status()
 
     # ------------------------------------------------------------------ lookup
     def active(self, workspace: Path | None = None) -> list[SessionStatus]:
@@ -365,7 +158,7 @@ class SessionManager:
             for s in self.sessions.values():
                 if workspace is not None and s.workspace != Path(workspace).resolve():
                     continue
-                out.append(self._status(s))
+                out.append(s.status())
             return out
 
     def resolve(self, session_id: str | None = None, workspace: Path | None = None) -> str:
@@ -391,34 +184,10 @@ class SessionManager:
         except KeyError:
             raise SessionError(f"unknown session {session_id!r}") from None
 
-    def _status(self, session: Session, message: str = "") -> SessionStatus:
-        rec = session.record
-        recorder = session.recorder
-        return SessionStatus(
-            session_id=rec.session_id,
-            task_id=rec.task_id,
-            state=rec.state,
-            mode=rec.mode,
-            workspace=rec.workspace,
-            recording=str(session.dir),
-            clock_running=rec.clock.running,
-            working_seconds=round(rec.clock.elapsed(), 3),
-            time_limit=rec.time_limit,
-            files_changed=recorder.files_changed if recorder else 0,
-            recorder_mode=recorder.mode if recorder else "stopped",
-            recorder_degraded=recorder.degraded if recorder else None,
-            submission=rec.submission,
-            scoring=rec.job.state if rec.job else "not_submitted",
-            job_id=rec.job.job_id if rec.job else None,
-            attempt=rec.attempt,
-            failure=rec.failure,
-            message=message or (rec.failure or ""),
-        )
-
     def status(self, session_id: str) -> SessionStatus:
         session = self._get(session_id)
         with session.lock:
-            return self._status(session)
+            return session.status()
 
     # ------------------------------------------------------------------ clock, notes
     def _require_open(self, session: Session, verb: str) -> None:
@@ -431,24 +200,24 @@ class SessionManager:
         with session.lock:
             self._require_open(session, "pause")
             if not session.record.clock.stop():
-                return self._status(session, "clock already paused")
+                return session.status("clock already paused")
             session.record.state = "paused"
             session.events.append("clock_stop", working_seconds=session.record.clock.elapsed())
             session.save()
-            self._disarm_timer(session)
-            return self._status(session, "clock paused")
+            disarm_timer(session)
+            return session.status("clock paused")
 
     def resume(self, session_id: str) -> SessionStatus:
         session = self._get(session_id)
         with session.lock:
             self._require_open(session, "resume")
             if not session.record.clock.start():
-                return self._status(session, "clock already running")
+                return session.status("clock already running")
             session.record.state = "active"
             session.events.append("clock_start", working_seconds=session.record.clock.elapsed())
             session.save()
             self._arm_timer(session)
-            return self._status(session, "clock running")
+            return session.status("clock running")
 
     def note(self, session_id: str, text: str) -> SessionStatus:
         text = str(text)
@@ -461,21 +230,22 @@ class SessionManager:
             session.record.notes += 1
             session.events.append("note", text=text, working_seconds=session.record.clock.elapsed())
             session.save()
-            return self._status(session, "note recorded")
+            return session.status("note recorded")
 
     def log_call(
         self, session_id: str | None, tool: str, arguments: dict[str, Any], *, ok: bool, error: str | None = None
     ) -> None:
         """Log an MCP call into its session's recording (or the server log when there is none)."""
-        safe_args = capped_arguments(arguments)
-        error = clip(error, MAX_LOGGED_CHARS) if error is not None else None
         target = self.sessions.get(session_id) if session_id else None
-        if target is None:
-            log = EventLog(self.recordings_dir / "server-calls.jsonl")
-            log.append("mcp_call", tool=tool, arguments=safe_args, ok=ok, error=error, session_id=session_id)
-            log.close()
-            return
-        target.events.append("mcp_call", tool=tool, arguments=safe_args, ok=ok, error=error)
+        log_call(
+            target.events if target is not None else None,
+            self.recordings_dir / "server-calls.jsonl",
+            tool,
+            arguments,
+            ok=ok,
+            error=error,
+            session_id=session_id,
+        )
 
     # ------------------------------------------------------------------ practice mode
     def practice_check(self, session_id: str) -> dict[str, Any]:
@@ -491,43 +261,11 @@ class SessionManager:
             self._require_open(session, "run a practice check")
             assert session.recorder is not None
             ckpt = session.recorder.checkpoint("practice")
-        from bridge.scoring.engine import deploy_check  # lazy: docker only when used
-
-        out_dir = session.dir / "results" / f"practice-{utcnow().strftime('%Y%m%dT%H%M%S%f')}"
-        with tempfile.TemporaryDirectory(prefix="rgbridge-practice-") as tmp:
-            repo = Path(tmp) / "repo"
-            session.store.checkout_to(ckpt.commit, repo)
-            result = deploy_check(session.task, repo, output_dir=out_dir)
-        summary = {
-            "commit": ckpt.commit,
-            "deployed": result.dsr.success,
-            "message": result.dsr.message,
-            "outcome": result.outcome,
-            "time_to_ready": result.dsr.time_to_ready,
-        }
-        out_dir.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(out_dir / "practice.json", summary)
-        session.events.append("practice_check", **summary)
-        return summary
+        return jobs.practice_check(session, ckpt.commit)
 
     # ------------------------------------------------------------------ time limit
-    def _arm_timer(self, session: Session, *, at_least: float = 0.0) -> None:
-        self._disarm_timer(session)
-        limit = session.record.time_limit
-        if limit <= 0:
-            return
-        remaining = max(at_least, limit - session.record.clock.elapsed())
-        sid = session.record.session_id
-        timer = threading.Timer(remaining, lambda: self._on_time_limit(sid))
-        timer.daemon = True
-        session.timer = timer
-        timer.start()
-
-    @staticmethod
-    def _disarm_timer(session: Session) -> None:
-        if session.timer is not None:
-            session.timer.cancel()
-            session.timer = None
+    def _arm_timer(self, session: Session) -> None:
+        arm_timer(session, self._on_time_limit)
 
     def _on_time_limit(self, session_id: str) -> None:
         try:
@@ -553,159 +291,19 @@ class SessionManager:
         session = self._get(session_id)
         with session.lock:
             self._require_open(session, "submit")
-            rec = session.record
-            self._disarm_timer(session)
-            rec.clock.stop()
-            try:
-                session.events.append("clock_stop", working_seconds=rec.clock.elapsed())
-                assert session.recorder is not None
-                session.check_anchor()
-                seal = session.recorder.seal(
-                    quiet_seconds=self.seal_quiet_seconds, max_wait=self.seal_max_wait, tag=SUBMISSION_REF
-                )
-                session.check_anchor()  # the snapshot was read from the session's own folder
-                submission = Submission(
-                    signal=signal,
-                    at=iso(utcnow()),
-                    commit=seal.commit,
-                    tree_hash=seal.tree_hash,
-                    stable=seal.stable,
-                    seal_seconds=round(seal.seconds, 3),
-                    files=len(seal.manifest),
-                )
-                job = Job(job_id=secrets.token_hex(6), profile=self.profile)
-                saved = rec.model_copy(deep=True)
-                rec.submission, rec.state, rec.ended_at, rec.job, rec.failure = (
-                    submission,
-                    "submitted",
-                    submission.at,
-                    job,
-                    None,
-                )
-                try:
-                    session.save()  # the submission exists once session.json says so
-                except BaseException:
-                    session.record = rec = saved
-                    raise
-            except (OSError, RecordingError, PathError) as exc:
-                # A full or read-only store/recordings disk (git reports it as a RecordingError), or a
-                # workspace path that no longer leads to the session's folder: the session stays
-                # open, the clock runs on, task_status shows why, submitting again retries.
-                raise self._submit_failed(session, exc) from None
-            session.recorder.stop()
-            session.events.append(
-                "submit",
+            disarm_timer(session)
+            return submission.submit(
+                session,
                 signal=signal,
-                commit=seal.commit,
-                tree_hash=seal.tree_hash,
-                stable=seal.stable,
-                files=len(seal.manifest),
-                working_seconds=rec.clock.elapsed(),
-                job_id=job.job_id,
-            )
-            self._launch_job(session)
-            note = "" if seal.stable else " (workspace kept changing while sealing: snapshot marked unstable)"
-            return SubmitReceipt(
-                session_id=session_id,
-                job_id=job.job_id,
-                commit=seal.commit,
-                tree_hash=seal.tree_hash,
-                stable=seal.stable,
-                message=f"Submitted; scoring started as job {job.job_id}{note}. "
-                "Call get_result until its state is done.",
+                profile=self.profile,
+                quiet_seconds=self.seal_quiet_seconds,
+                max_wait=self.seal_max_wait,
+                on_limit=self._on_time_limit,
+                scorer=self._get_scorer,
             )
 
-    def _submit_failed(self, session: Session, exc: OSError | RecordingError | PathError) -> SessionError:
-        rec = session.record
-        detail = (exc.strerror if isinstance(exc, OSError) else None) or str(exc).splitlines()[0][:300]
-        reason = (
-            f"submit refused: {detail}"
-            if isinstance(exc, PathError)
-            else f"submit failed: could not write the recording ({detail})"
-        )
-        rec.failure = reason
-        if rec.state == "active":
-            rec.clock.start()
-            # past the time limit the timer retries the submit, but not in a tight loop
-            self._arm_timer(session, at_least=SUBMIT_RETRY_SECONDS)
-        for step in (lambda: session.events.append("submit_failed", error=str(exc)[:500]), session.save):
-            try:
-                step()
-            except OSError:
-                pass  # the disk is still failing: the in-memory state is what task_status shows
-        fix = (
-            "restore the workspace folder" if isinstance(exc, PathError) else "free space or fix the recordings folder"
-        )
-        return SessionError(f"{reason}; the session is still open: {fix}, then call submit_task again")
-
-    def _launch_job(self, session: Session) -> None:
-        session.task = contamination.staged(session.task)  # a resumed job too scores from the staged copy
-        session.job_done.clear()
-        thread = threading.Thread(
-            target=self._run_job, args=(session,), name=f"score-{session.record.session_id}", daemon=True
-        )
-        session.job_thread = thread
-        thread.start()
-
-    def _set_job(self, session: Session, **changes: Any) -> None:
-        with session.lock:
-            assert session.record.job is not None
-            for key, value in changes.items():
-                setattr(session.record.job, key, value)
-            session.save()
-
-    def _run_job(self, session: Session) -> None:
-        rec = session.record
-        assert rec.job is not None and rec.submission is not None
-        job_id = rec.job.job_id
-        out_dir = session.dir / "results" / f"submission-{job_id}"
-        self._set_job(
-            session,
-            state="running",
-            started_at=iso(utcnow()),
-            message="preparing snapshot",
-            result_dir=str(out_dir.relative_to(session.dir)),
-        )
-        session.events.append("score_start", job_id=job_id, profile=rec.job.profile)
-        last = {"t": 0.0}
-
-        def progress(message: str) -> None:
-            with session.lock:
-                if rec.job is not None:
-                    rec.job.message = message
-            now = utcnow().timestamp()
-            if now - last["t"] > 1.0:  # persist progress at most once a second
-                last["t"] = now
-                with session.lock:
-                    session.save()
-
-        try:
-            with tempfile.TemporaryDirectory(prefix="rgbridge-snap-") as tmp:
-                repo = Path(tmp) / "repo"
-                session.store.checkout_to(rec.submission.commit, repo)
-                out_dir.mkdir(parents=True, exist_ok=True)
-                result = self.scorer(
-                    session.task,
-                    repo,
-                    profile=rec.job.profile,
-                    output_dir=out_dir,
-                    snapshot_hash=rec.submission.tree_hash,
-                    progress=progress,
-                )
-            summary = summarize_result(result.model_dump(mode="json"))
-            with session.lock:
-                rec.state = "scored"
-            self._set_job(session, state="done", finished_at=iso(utcnow()), message="scoring finished")
-            session.events.append("score", job_id=job_id, summary=summary)
-        except Exception as exc:  # noqa: BLE001 - a job failure is recorded, never raised into a thread
-            detail = f"{type(exc).__name__}: {exc}"
-            (session.dir / "results").mkdir(exist_ok=True)
-            (session.dir / "results" / f"job-{job_id}-error.txt").write_text(traceback.format_exc(), encoding="utf-8")
-            self._set_job(session, state="failed", finished_at=iso(utcnow()), message="scoring failed", error=detail)
-            session.events.append("score_failed", job_id=job_id, error=detail)
-        finally:
-            self._seal(session)
-            session.job_done.set()
+    def _get_scorer(self) -> Scorer:
+        return self.scorer
 
     def result(self, session_id: str, *, wait_seconds: float = 0.0) -> ResultStatus:
         session = self.sessions.get(session_id)
@@ -719,21 +317,14 @@ class SessionManager:
 
     def recorded(self, session_id: str) -> tuple[SessionRecord, Path]:
         """A session of the recordings folder that this process does not hold (read-only)."""
-        try:
-            rec_dir = recording_dir_for(self.recordings_dir, session_id)
-            record = load_record(rec_dir)
-        except SessionError:
-            raise SessionError(f"unknown session {session_id!r}") from None
-        if record.session_id != session_id:
-            raise SessionError(f"unknown session {session_id!r}")
-        return record, rec_dir
+        return recorded_session(self.recordings_dir, session_id)
 
     def quit(self, session_id: str, reason: str = "") -> SessionStatus:
         session = self._get(session_id)
         with session.lock:
             self._require_open(session, "quit")
             rec = session.record
-            self._disarm_timer(session)
+            disarm_timer(session)
             rec.clock.stop()
             if session.recorder is not None:
                 session.recorder.checkpoint("quit")
@@ -743,17 +334,8 @@ class SessionManager:
             rec.ended_at = iso(utcnow())
             session.events.append("quit", reason=reason, working_seconds=rec.clock.elapsed())
             session.save()
-            self._seal(session)
-            return self._status(session, "session ended without scoring")
-
-    @staticmethod
-    def _seal(session: Session) -> None:
-        """Write the recording's integrity file once it is final (scored, failed or quit)."""
-        with session.lock:
-            session.events.sync()
-            error = integrity.try_seal(session.dir)  # never raises; also rewrites results/index.json
-        if error:
-            session.events.append("seal_failed", error=error)
+            jobs.seal_recording(session)
+            return session.status("session ended without scoring")
 
     # ------------------------------------------------------------------ persistence
     def reattach_all(self) -> list[str]:
@@ -779,39 +361,22 @@ class SessionManager:
         return session_id
 
     def _reattach(self, rec_dir: Path, *, only_open: bool) -> str | None:
-        """Re-attach one recording after checking it like a new session (bridge/sessions/attach.py):
-        a well-formed id equal to its folder, a known task, and a recorded workspace that is
-        resolved and confined. Returns the id, or None when there is nothing to resume."""
-        if rec_dir.is_symlink() or not (rec_dir / "session.json").is_file():
+        """Re-attach one recording (bridge/sessions/opening.py `reopen`); its id, or None."""
+        session = opening.reopen(
+            rec_dir,
+            only_open=only_open,
+            catalog=self.catalog,
+            recordings_dir=self.recordings_dir,
+            held=self.sessions,
+            settle_seconds=self.settle_seconds,
+            on_sentinel=self._on_sentinel,
+            on_limit=self._on_time_limit,
+            scorer=self._get_scorer,
+        )
+        if session is None:
             return None
-        record = load_record(rec_dir)
-        if record.session_id != rec_dir.name:
-            raise SessionError(f"{rec_dir}: session.json names another session ({record.session_id!r})")
-        if owned_by_live_process(rec_dir) or record.session_id in self.sessions:
-            return None
-        interrupted_job = record.job is not None and record.job.state in ("queued", "running")
-        if record.state not in ("active", "paused") and (only_open or not interrupted_job):
-            return None
-        task = self.catalog.get(record.task_id)
-        workspace = check_recorded_workspace(task, record.workspace, self.recordings_dir)
-        settle_orphaned_clock(rec_dir, record)
-        if not workspace.is_dir() and not interrupted_job:
-            return None
-        session = Session(record, rec_dir, task)
-        session.anchor = identity_at(workspace)  # what the workspace path leads to now, symlink-free
-        session.claim()
-        session.events.append("reattach", pid=os.getpid(), state=record.state)
-        if record.state in ("active", "paused"):
-            self._start_recorder(session, resume=True)  # reconciles what changed while down
-            if record.state == "active":
-                record.clock.start()  # settled above: the time the bridge was down is not work
-                self._arm_timer(session)
-        else:
-            session.events.append("score_resume", job_id=record.job.job_id if record.job else None)
-            self._launch_job(session)
-        session.save()
-        self.sessions[record.session_id] = session
-        return record.session_id
+        self.sessions[session.record.session_id] = session
+        return session.record.session_id
 
     def close(self) -> None:
         """Stop recorders and timers; running jobs finish in the background threads' daemons."""
@@ -819,7 +384,7 @@ class SessionManager:
             return
         self._closed = True
         for session in list(self.sessions.values()):
-            self._disarm_timer(session)
+            disarm_timer(session)
             if session.record.state in ("active", "paused") and session.recorder is not None:
                 try:
                     session.recorder.checkpoint("server_stop")

@@ -1,14 +1,11 @@
 """The rules of the exercise, written once: `get_task`, `start_task`, the server instructions and
-the `solve_task` prompt all read them from here."""
+the `solve_task` prompt all read them from here, and what `list_tasks` and `get_task` show of a
+task (never its golden tests or solution)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from bridge.sessions.models import TaskSpec, TaskSummary
 from bridge.tasks.model import Task
-
-if TYPE_CHECKING:
-    from bridge.sessions.models import TaskSpec
 
 
 def rules_text(task: Task) -> str:
@@ -57,4 +54,31 @@ def solve_prompt(spec: TaskSpec, rules: str) -> str:
         "4. When you are done, call submit_task once, then poll get_result (wait_seconds=50) "
         "until its state is done.\n\n"
         f"{rules}"
+    )
+
+
+def task_summary(task: Task) -> TaskSummary:
+    """One row of `list_tasks`."""
+    return TaskSummary(
+        id=task.id,
+        title=task.manifest.title,
+        lang=task.lang,
+        framework=task.framework,
+        port=task.port,
+        difficulty=task.manifest.difficulty,
+    )
+
+
+def task_spec(task: Task) -> TaskSpec:
+    """What `get_task` shows: the summary, the README the agent sees, the rules, the seed files."""
+    return TaskSpec(
+        id=task.id,
+        title=task.manifest.title,
+        lang=task.lang,
+        framework=task.framework,
+        port=task.port,
+        difficulty=task.manifest.difficulty,
+        readme=task.readme,
+        rules=rules_text(task),
+        seed_files=sorted(task.seed_files),
     )
