@@ -72,12 +72,7 @@ def task_summary(task: Task) -> TaskSummary:
 def task_spec(task: Task) -> TaskSpec:
     """What `get_task` shows: the summary, the README the agent sees, the rules, the seed files."""
     return TaskSpec(
-        id=task.id,
-        title=task.manifest.title,
-        lang=task.lang,
-        framework=task.framework,
-        port=task.port,
-        difficulty=task.manifest.difficulty,
+        **task_summary(task).model_dump(),
         readme=task.readme,
         rules=rules_text(task),
         seed_files=sorted(task.seed_files),
