@@ -271,7 +271,8 @@ def cmd_curve(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from bridge.reports.html import load_run_report, recording_report, write_html
+    from bridge.reports.html import write_html
+    from bridge.reports.runreport import load_run_report, recording_report
 
     target: Path = args.target
     is_rec = (target / "session.json").is_file()
