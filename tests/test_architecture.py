@@ -27,7 +27,6 @@ LONG_MODULE_NOTE = "Why this module is long:"
 PENDING_SPLIT = {
     "bridge.scoring.images", "bridge.sessions.recorder", "bridge.sessions.manager",
     "bridge.scoring.strict", "bridge.scoring.containers",
-    "mcp_server.server",
 }
 
 
