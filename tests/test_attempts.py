@@ -103,7 +103,7 @@ def test_attempts_option_records_each_attempt_and_pass_at_k(tmp_path: Path, task
         mgr.close()
     records = [load_record(tmp_path / "rec" / sid) for sid in ids]
     assert [r.attempt for r in records] == [1, 2, 3] and len({r.run_id for r in records}) == 1
-    from bridge.reports.html import recording_report
+    from bridge.reports.runreport import recording_report
 
     meta = recording_report(tmp_path / "rec" / ids[2])["metadata"]
     assert (meta["attempt"], meta["run_id"]) == (3, records[0].run_id)

@@ -16,7 +16,8 @@ import pytest
 from bridge.sessions import contamination
 from bridge.tasks.catalog import Catalog
 from bridge.recording.events import read_events
-from bridge.reports.html import recording_report, render_html
+from bridge.reports.html import render_html
+from bridge.reports.runreport import recording_report
 from bridge.sessions.manager import SessionManager
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux-only")

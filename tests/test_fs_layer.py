@@ -109,7 +109,7 @@ def test_verify_reads_the_recording_through_bridge_fs_and_never_opens_a_fifo(tmp
     forever on open(); now it is listed as a special file and the change is reported."""
     import threading
 
-    from bridge.recording.integrity import verify_recording
+    from bridge.recording.verify import verify_recording
 
     sample = Path(__file__).resolve().parent.parent / "recordings" / "samples" / "kv-ledger-sample"
     rec = tmp_path / "rec"

@@ -20,7 +20,7 @@ import pytest
 from bridge.tasks.catalog import Catalog
 from bridge.errors import RecordingError
 from bridge.recording.events import read_events
-from bridge.recording.integrity import verify_recording
+from bridge.recording.verify import verify_recording
 from bridge.recording.packing import pack_recording, unpack_recording
 from bridge.recording.replay import replay
 from bridge.sessions.manager import SessionManager

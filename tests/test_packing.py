@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from bridge.errors import RecordingError
-from bridge.recording.integrity import seal_recording, verify_recording
+from bridge.recording.integrity import seal_recording
 from bridge.recording.packing import pack_recording, unpack_recording
+from bridge.recording.verify import verify_recording
 
 SAMPLE = Path(__file__).resolve().parent.parent / "recordings" / "samples" / "kv-ledger-sample"
 

@@ -88,7 +88,7 @@ def test_curve_scores_moments(docker_client, tmp_path: Path) -> None:
     assert curve["distinct_snapshots"] == len({p["tree_hash"] for p in pts})
     saved = rec / curve["path"]
     assert saved.is_file() and json.loads(saved.read_text())["points"] == pts
-    from bridge.recording.integrity import verify_recording
+    from bridge.recording.verify import verify_recording
 
     assert verify_recording(rec).ok
 

@@ -271,7 +271,8 @@ def cmd_curve(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from bridge.reports.html import load_run_report, recording_report, write_html
+    from bridge.reports.html import write_html
+    from bridge.reports.runreport import load_run_report, recording_report
 
     target: Path = args.target
     is_rec = (target / "session.json").is_file()
@@ -365,8 +366,8 @@ def cmd_pack(args: argparse.Namespace) -> int:
 
 
 def cmd_unpack(args: argparse.Namespace) -> int:
-    from bridge.recording.integrity import verify_recording
     from bridge.recording.packing import unpack_recording
+    from bridge.recording.verify import verify_recording
 
     res = unpack_recording(args.archive, args.output)
     report = verify_recording(res.recording)
@@ -396,7 +397,7 @@ def _print_verify(report) -> None:  # noqa: ANN001 - VerifyReport
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from bridge.recording.integrity import verify_recording
+    from bridge.recording.verify import verify_recording
 
     report = verify_recording(_rec_path(args.recording))
     if args.json:

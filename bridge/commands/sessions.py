@@ -53,6 +53,7 @@ from bridge.sessions.models import (
     result_status,
 )
 from bridge.sessions.verbs import VERBS
+from bridge.sessions.verbspec import CallContext
 
 
 def _recordings(args: argparse.Namespace) -> Path:
@@ -257,8 +258,6 @@ def _apply(
             text = console().input("note: ")
             live.start()
         arguments["text"] = text
-    elif action.name == "submit":
-        arguments["signal"] = "cli"
     elif action.name == "quit":
         arguments["reason"] = "quit from the session panel"
     if action.final and is_tty:
@@ -268,7 +267,8 @@ def _apply(
         if answer != "y":
             log.append(f"{verb} cancelled")
             return True
-    log.append(getattr(action.call(mgr, sid, **arguments), "message", ""))
+    reply = action.invoke(mgr, sid, context=CallContext(signal="cli"), **arguments)
+    log.append(getattr(reply, "message", ""))
     return True
 
 

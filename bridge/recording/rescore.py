@@ -22,6 +22,7 @@ from bridge.recording.moments import Moment, State, resolve_moment, state_at
 from bridge.recording.reader import Recording, open_recording
 from bridge.recording.replay import materialise
 from bridge.recording.results import write_index
+from bridge.recording.verify import verify_recording
 
 
 def _now_stamp() -> str:
@@ -91,7 +92,7 @@ def rescore(
     rec_dir = Path(rec_dir)
     sealed = (rec_dir / integrity.INTEGRITY_NAME).is_file()
     if verify_first:
-        report = integrity.verify_recording(rec_dir)
+        report = verify_recording(rec_dir)
         if not report.ok:
             raise RecordingError(f"{rec_dir}: recording fails verification ({report.problems[0]}); not rescoring")
     rec = open_recording(rec_dir)

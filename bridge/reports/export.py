@@ -92,7 +92,7 @@ def export_run(
     predictions_dir: Path | None = None,
 ) -> ExportResult:
     """Copy the repos a run scored (its predictions) into the upstream IDE layout."""
-    from bridge.reports.html import load_run_report
+    from bridge.reports.runreport import load_run_report
 
     _, report = load_run_report(Path(run_dir), run_id)
     preds = Path(predictions_dir or (report.get("metadata") or {}).get("predictions_dir") or "")

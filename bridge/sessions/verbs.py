@@ -1,101 +1,171 @@
-"""The session verbs, each defined once: name, MCP tool name, description, typed arguments,
-result model and the manager call it makes. The MCP server generates its session tools from
-this table, the human panel (`rgbridge session start --human`) dispatches its commands through
-it, and call logging takes the logged arguments from the same definition, so the three
-surfaces cannot drift apart.
+"""The verbs, each defined once: name, MCP tool name, description, typed arguments, result model
+and what it does with the manager (how a verb is declared and run: bridge/sessions/verbspec.py).
+The MCP server generates every tool from this table, the human panel (`rgbridge session start
+--human`) dispatches its commands through it, and call logging takes the logged arguments from
+the same definition, so the surfaces cannot drift apart.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+import logging
+import time
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel
-
-from bridge.sessions.models import ResultStatus, SessionStatus, SubmitReceipt
+from bridge.errors import SessionError
+from bridge.sessions.answers import (
+    PracticeCheck,
+    StartTaskResult,
+    SubmitResult,
+    TaskList,
+    TaskResult,
+    start_next_step,
+    submit_next_step,
+    task_result,
+)
+from bridge.sessions.models import SessionStatus, TaskSpec
+from bridge.sessions.verbspec import REQUIRED, CallContext, Opened, Param, Progress, Steps, Verb
 
 if TYPE_CHECKING:
     from bridge.sessions.manager import SessionManager
 
+log = logging.getLogger(__name__)
 
-#: default of an argument that must be given
-REQUIRED: Any = inspect.Parameter.empty
-
-
-@dataclass(frozen=True)
-class Param:
-    """One argument of a verb besides the session id."""
-
-    name: str
-    type: Any
-    default: Any
-    help: str
+#: the longest one get_result call waits, and how often it reports progress while it does
+MAX_WAIT_SECONDS = 50.0
+PROGRESS_INTERVAL = 2.0
 
 
-@dataclass(frozen=True)
-class Verb:
-    name: str  # the panel / CLI word
-    tool: str  # the MCP tool name
-    doc: str  # description shown to agents and in help
-    params: tuple[Param, ...]
-    result: type[BaseModel]
-    #: (manager, session id, **params) -> result
-    call: Callable[..., BaseModel]
-    read_only: bool = False
-    idempotent: bool = False
-    destructive: bool = False
-    title: str | None = None
-    #: asks for confirmation in the human panel (cannot be undone)
-    final: bool = False
-
-    def invoke(self, manager: SessionManager, session_id: str, **arguments: Any) -> BaseModel:
-        unknown = set(arguments) - {p.name for p in self.params}
-        if unknown:
-            raise TypeError(f"{self.name}: unknown argument(s) {sorted(unknown)}")
-        missing = [p.name for p in self.params if p.default is REQUIRED and p.name not in arguments]
-        if missing:
-            raise TypeError(f"{self.name}: missing argument(s) {missing}")
-        values = {p.name: arguments.get(p.name, p.default) for p in self.params}
-        return self.call(manager, session_id, **values)
-
-    def logged_arguments(self, session_id: str | None, arguments: dict[str, Any]) -> dict[str, Any]:
-        """What a call's log line records: every declared argument (defaults filled in) and the
-        session id, never anything undeclared."""
-        logged = {p.name: arguments.get(p.name, None if p.default is REQUIRED else p.default) for p in self.params}
-        logged["session_id"] = session_id
-        return logged
+# ----------------------------------------------------------------------------- what each verb does
 
 
-def _status(m: SessionManager, sid: str) -> SessionStatus:
+def _list_tasks(m: SessionManager, sid: None, ctx: CallContext) -> TaskList:
+    return TaskList(tasks=m.list_tasks())
+
+
+def _get_task(m: SessionManager, sid: None, ctx: CallContext, task_id: str) -> TaskSpec:
+    return m.get_task(task_id)
+
+
+def _start(
+    m: SessionManager, sid: None, ctx: CallContext, task_id: str, workspace: str | None, mode: Literal["agent", "human"]
+) -> Steps:
+    m.get_task(task_id)  # unknown task: fail before touching any folder
+    where = ctx.locate(workspace)
+    log.info(
+        "start_task %s in %s (workspace from %s; client %s %s; protocol %s)",
+        task_id,
+        where.path,
+        where.source,
+        ctx.client.name,
+        ctx.client.version,
+        ctx.protocol,
+    )
+    status = m.start(task_id, where.path, mode=mode, client=ctx.client, within=ctx.within)
+    yield Opened(status.session_id)
+    rules = m.rules(task_id)
+    return StartTaskResult(
+        **status.model_dump(), workspace_source=where.source, rules=rules, next_step=start_next_step(status)
+    )
+
+
+def _status(m: SessionManager, sid: str, ctx: CallContext) -> SessionStatus:
     return m.status(sid)
 
 
-def _pause(m: SessionManager, sid: str) -> SessionStatus:
+def _pause(m: SessionManager, sid: str, ctx: CallContext) -> SessionStatus:
     return m.pause(sid)
 
 
-def _resume(m: SessionManager, sid: str) -> SessionStatus:
+def _resume(m: SessionManager, sid: str, ctx: CallContext) -> SessionStatus:
     return m.resume(sid)
 
 
-def _note(m: SessionManager, sid: str, text: str) -> SessionStatus:
+def _note(m: SessionManager, sid: str, ctx: CallContext, text: str) -> SessionStatus:
     return m.note(sid, text)
 
 
-def _submit(m: SessionManager, sid: str, signal: str = "mcp") -> SubmitReceipt:
-    return m.submit(sid, signal=signal)  # type: ignore[arg-type]
+def _submit(m: SessionManager, sid: str, ctx: CallContext) -> SubmitResult:
+    try:
+        receipt = m.submit(sid, signal=ctx.signal)
+    except SessionError as exc:
+        status = m.status(sid)
+        if status.job_id:
+            raise SessionError(f"{exc}; its scoring job is {status.job_id}: call get_result") from None
+        raise
+    return SubmitResult(**receipt.model_dump(), next_step=submit_next_step(receipt))
 
 
-def _result(m: SessionManager, sid: str, wait_seconds: float = 0.0) -> ResultStatus:
-    return m.result(sid, wait_seconds=wait_seconds)
+def _result(m: SessionManager, sid: str, ctx: CallContext, wait_seconds: float = 0.0) -> Steps:
+    try:
+        wait = min(max(float(wait_seconds), 0.0), MAX_WAIT_SECONDS)
+    except (TypeError, ValueError):
+        wait = 0.0
+    started = time.monotonic()
+    status = m.result(sid, wait_seconds=0.0)
+    while status.state in ("queued", "running"):
+        remaining = wait - (time.monotonic() - started)
+        if remaining <= 0:
+            break
+        yield Progress(round(time.monotonic() - started, 3), wait, status.message or f"scoring {status.state}")
+        # Short slices keep progress flowing and let a cancelled call return promptly.
+        status = m.result(sid, wait_seconds=min(PROGRESS_INTERVAL, remaining))
+    return task_result(status, round(time.monotonic() - started, 3))
 
 
-def _quit(m: SessionManager, sid: str, reason: str = "") -> SessionStatus:
+def _quit(m: SessionManager, sid: str, ctx: CallContext, reason: str = "") -> SessionStatus:
     return m.quit(sid, reason)
 
 
+def _practice_check(m: SessionManager, sid: str, ctx: CallContext) -> PracticeCheck:
+    return PracticeCheck(**m.practice_check(sid))
+
+
+# ----------------------------------------------------------------------------- the table
+
+LIST_TASKS = Verb(
+    "tasks",
+    "list_tasks",
+    "List the benchmark tasks: id, title, lang, framework, port, difficulty.",
+    (),
+    TaskList,
+    _list_tasks,
+    read_only=True,
+    idempotent=True,
+    session="none",
+)
+
+GET_TASK = Verb(
+    "task",
+    "get_task",
+    "One task's README (the whole specification) and the rules of the exercise.",
+    (Param("task_id", str, REQUIRED, "the task"),),
+    TaskSpec,
+    _get_task,
+    read_only=True,
+    idempotent=True,
+    session="none",
+)
+
+#: `start` opens a session rather than acting on one; the adapter's CallContext says where a
+#: `workspace` argument leads (the MCP server confines it to its configured workspace).
+START = Verb(
+    "start",
+    "start_task",
+    "Open a recorded session for a task: seed the workspace with its README, start the "
+    "recorder and the working clock. `workspace` is optional: the server's configured "
+    "workspace is used, and an argument may only name it or a folder inside it.",
+    (
+        Param("task_id", str, REQUIRED, "the task"),
+        Param("workspace", str | None, None, "the workspace"),
+        Param("mode", Literal["agent", "human"], "agent", "agent or human"),
+    ),
+    StartTaskResult,
+    _start,
+    title="Start a task",
+    session="new",
+)
+
+#: The verbs that act on an open session.
 VERBS: dict[str, Verb] = {
     v.name: v
     for v in (
@@ -142,7 +212,7 @@ VERBS: dict[str, Verb] = {
             "background. Returns at once with a job id; then poll get_result until state is done. "
             "Call it once, when the work is finished: there is no second submission.",
             (),
-            SubmitReceipt,
+            SubmitResult,
             _submit,
             title="Submit for scoring",
             final=True,
@@ -154,10 +224,11 @@ VERBS: dict[str, Verb] = {
             "After submit_task, call this until state is 'done' or 'failed'. wait_seconds (0-50) "
             "long-polls: the call returns as soon as scoring finishes or the wait runs out.",
             (Param("wait_seconds", float, 0.0, "long-poll up to this many seconds"),),
-            ResultStatus,
+            TaskResult,
             _result,
             read_only=True,
             idempotent=True,
+            recorded_ok=True,
         ),
         Verb(
             "quit",
@@ -173,27 +244,22 @@ VERBS: dict[str, Verb] = {
     )
 }
 
-
-def _opens_a_session(m: SessionManager, sid: str, **arguments: Any) -> BaseModel:
-    raise TypeError("start opens a session rather than acting on one: call SessionManager.start")
-
-
-#: `start` opens a session rather than acting on one; its arguments are declared here so that
-#: every verb's surface is in this table (the adapters add where the workspace comes from).
-START = Verb(
-    "start",
-    "start_task",
-    "Open a recorded session for a task: seed the workspace with its README, start the "
-    "recorder and the working clock. `workspace` is optional: the server's configured "
-    "workspace is used, and an argument may only name it or a folder inside it.",
-    (
-        Param("task_id", str, REQUIRED, "the task"),
-        Param("workspace", str | None, None, "the workspace"),
-        Param("mode", str, "agent", "agent or human"),
-    ),
-    SessionStatus,
-    _opens_a_session,
-    title="Start a task",
+#: Practice mode only (`rgbridge serve --practice`): a deploy-only check, recorded as such.
+PRACTICE_CHECK = Verb(
+    "check",
+    "check_deployment",
+    "Practice mode: build and start the current workspace and report whether the service "
+    "answers HTTP on its port. No golden test runs; the check is recorded in the session.",
+    (),
+    PracticeCheck,
+    _practice_check,
+    title="Practice: does it deploy?",
 )
 
 BY_TOOL: dict[str, Verb] = {v.tool: v for v in (*VERBS.values(), START)}
+
+
+def mcp_verbs(*, practice: bool) -> tuple[Verb, ...]:
+    """Every verb the MCP server offers as a tool, in the order clients have always seen them."""
+    listed = (LIST_TASKS, GET_TASK, *(VERBS[n] for n in ("status", "pause", "resume", "note", "quit", "result")))
+    return (*listed, START, VERBS["submit"], *((PRACTICE_CHECK,) if practice else ()))

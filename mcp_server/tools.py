@@ -1,0 +1,211 @@
+"""The MCP tools, generated from the verb table (bridge/sessions/verbs.py): one generic handler
+resolves which session a call means (and whether this client may use it), runs the verb's steps
+off the event loop, reports progress, turns bridge errors into tool errors, and logs every call
+into the recording through `manager.log_call`. No verb has code of its own here.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, cast
+
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel
+
+from bridge.errors import BridgeError, SessionError
+from bridge.sessions.manager import SessionManager
+from bridge.sessions.models import ClientInfo
+from bridge.sessions.verbspec import CallContext, Event, Opened, Progress, Steps, Verb
+from mcp_server.calllog import mark_handled
+from mcp_server.ownership import Caller, Owners
+from mcp_server.workspace import WorkspaceRoot, is_inside, resolve_workspace
+
+log = logging.getLogger("mcp_server")
+T = TypeVar("T")
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+def client_info_of(ctx: Context | None) -> ClientInfo:
+    """The calling IDE's name/version from the handshake (or the 2026 envelope), if any."""
+    try:
+        params = ctx.session.client_params if ctx is not None else None
+    except Exception:  # noqa: BLE001 - outside a request, or a transport without a session
+        params = None
+    info = getattr(params, "client_info", None)
+    if info is None:
+        return ClientInfo()
+    try:
+        protocol = str(ctx.protocol_version or "") if ctx is not None else ""
+    except Exception:  # noqa: BLE001 - not every transport exposes it
+        protocol = ""
+    return ClientInfo(
+        name=str(getattr(info, "name", "") or "unknown"),
+        version=str(getattr(info, "version", "") or ""),
+        protocol=protocol,
+    )
+
+
+def _protocol_of(ctx: Context | None) -> str | None:
+    try:
+        return ctx.protocol_version if ctx is not None else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Awaitable[T]:
+    return anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+
+def _advance(steps: Steps) -> tuple[bool, Event | BaseModel]:
+    """One step of a verb call: (done, answer) or (not done, event). StopIteration must not
+    cross into the event loop's future, so it ends here."""
+    try:
+        return False, next(steps)
+    except StopIteration as stop:
+        return True, stop.value
+
+
+class BridgeTools:
+    """State and helpers shared by the tools of one server."""
+
+    def __init__(self, manager: SessionManager, root: WorkspaceRoot | None) -> None:
+        self.manager = manager
+        self.root = root
+        #: which client owns which session, and each client's current one (mcp_server/ownership.py)
+        self.owners = Owners()
+
+    # ------------------------------------------------------------------ logging
+    def log(
+        self, session_id: str | None, tool: str, arguments: dict[str, Any], *, ok: bool, error: str | None = None
+    ) -> None:
+        try:
+            self.manager.log_call(session_id, tool, arguments, ok=ok, error=error)
+        except Exception:  # noqa: BLE001 - a failing log must never turn a result into an error
+            log.exception("could not log call %s", tool)
+
+    async def run(self, tool: str, arguments: dict[str, Any], body: Callable[[dict[str, Any]], Awaitable[T]]) -> T:
+        """Run a tool body; log it; map failures to ToolError with a one-line message."""
+        mark_handled()
+        box: dict[str, Any] = {"session_id": None}
+        try:
+            result = await body(box)
+        except ToolError as exc:
+            await self._log_async(box["session_id"], tool, arguments, ok=False, error=str(exc))
+            raise
+        except BridgeError as exc:
+            await self._log_async(box["session_id"], tool, arguments, ok=False, error=str(exc))
+            raise ToolError(str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - unexpected: short message out, traceback to stderr
+            log.exception("tool %s failed unexpectedly", tool)
+            await self._log_async(
+                box["session_id"], tool, arguments, ok=False, error=f"internal error: {type(exc).__name__}: {exc}"
+            )
+            raise ToolError(f"internal error in {tool} ({type(exc).__name__}); see the server log") from None
+        await self._log_async(box["session_id"], tool, arguments, ok=True)
+        return result
+
+    async def _log_async(
+        self, session_id: str | None, tool: str, arguments: dict[str, Any], *, ok: bool, error: str | None = None
+    ) -> None:
+        await anyio.to_thread.run_sync(functools.partial(self.log, session_id, tool, arguments, ok=ok, error=error))
+
+    # ------------------------------------------------------------------ session lookup
+    def session_for(self, session_id: str | None, caller: Caller, *, recorded_ok: bool = False) -> str:
+        """The session a call refers to: the given id (if this client may use it), else this
+        client's current session, else its most recent open session inside the workspace.
+        `recorded_ok`: the id may also name a session only on disk (finished before a restart)."""
+        if session_id:
+            if recorded_ok and session_id not in self.manager.sessions:
+                workspace = self.manager.recorded(session_id)[0].workspace
+                sid = session_id
+            else:
+                sid = self.manager.resolve(session_id)
+                workspace = self.manager.status(sid).workspace
+            self.owners.check(caller, sid)
+            if not is_inside(self.root, workspace):
+                raise SessionError(f"session {sid} works in {workspace}, outside this server's workspace")
+            return sid
+        statuses = [s for s in self.manager.active() if is_inside(self.root, s.workspace)]
+        ids = set(self.owners.mine(caller, [s.session_id for s in statuses]))
+        statuses = [s for s in statuses if s.session_id in ids]
+        current = self.owners.current(caller)
+        if current in ids:
+            return current
+        open_ones = [s for s in statuses if s.state in ("active", "paused")]
+        pool = open_ones or statuses
+        if not pool:
+            raise SessionError("no active session: call start_task first")
+        return max(pool, key=lambda s: s.session_id).session_id  # ids start with a UTC timestamp
+
+    def call_context(self, ctx: Context) -> CallContext:
+        """What the verbs need to know about an MCP call: its client, and that a workspace
+        argument is confined to this server's workspace (mcp_server/workspace.py)."""
+        return CallContext(
+            client=client_info_of(ctx),
+            protocol=_protocol_of(ctx),
+            signal="mcp",
+            locate=functools.partial(resolve_workspace, self.root),
+            within=self.root.path if self.root else None,
+        )
+
+
+def verb_annotations(verb: Verb) -> ToolAnnotations:
+    if verb.read_only:
+        return READ_ONLY
+    return ToolAnnotations(
+        title=verb.title,
+        read_only_hint=False,
+        destructive_hint=verb.destructive,
+        idempotent_hint=verb.idempotent,
+        open_world_hint=False,
+    )
+
+
+def add_verb_tool(server: MCPServer, tools: BridgeTools, verb: Verb) -> None:
+    """Register `verb` as an MCP tool: its declared arguments, then (for a verb acting on a
+    session) an optional session_id.
+
+    The SDK reads a tool's input schema from the function signature, so the generated function
+    carries one built from the verb's parameters."""
+    acts_on_session = verb.session == "existing"
+
+    async def tool(ctx: Context, **kwargs: Any) -> BaseModel:
+        session_id = kwargs.pop("session_id", None)
+
+        async def body(box: dict[str, Any]) -> BaseModel:
+            sid = None
+            caller = tools.owners.caller(ctx.request_context) if verb.session != "none" else None
+            if acts_on_session:
+                box["session_id"] = sid = await _thread(
+                    tools.session_for, session_id, caller, recorded_ok=verb.recorded_ok
+                )
+            steps = verb.steps(tools.manager, sid, tools.call_context(ctx), **kwargs)
+            while True:
+                done, out = await _thread(_advance, steps)
+                if done:
+                    return cast(BaseModel, out)
+                if isinstance(out, Opened) and caller is not None:
+                    box["session_id"] = out.session_id
+                    tools.owners.started(caller, out.session_id)
+                elif isinstance(out, Progress):
+                    await ctx.report_progress(out.elapsed, out.total, out.message)
+
+        return await tools.run(verb.tool, verb.logged_arguments(session_id, kwargs), body)
+
+    kw = inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context)]
+    params += [inspect.Parameter(p.name, kw, default=p.default, annotation=p.type) for p in verb.params]
+    if acts_on_session:
+        params.append(inspect.Parameter("session_id", kw, default=None, annotation=str | None))
+    tool.__signature__ = inspect.Signature(params, return_annotation=verb.result)  # type: ignore[attr-defined]
+    tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": verb.result}
+    tool.__name__ = tool.__qualname__ = verb.tool
+    tool.__doc__ = verb.doc
+    server.add_tool(tool, name=verb.tool, description=verb.doc, annotations=verb_annotations(verb))
