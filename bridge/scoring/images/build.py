@@ -16,7 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +52,10 @@ class BuildResult:
     log_tail: str
     error: str = ""
     timed_out: bool = False
-    #: a layer build in which pip itself installed something (not everything came from the cache)
-    pip_installed: bool = False
+    #: ``name==version`` of what a layer build installed
+    installed: list[str] = field(default_factory=list)
+    #: how a layer build installed: "index" (uv, accepted by pip), "pip" or "local"
+    installer: str = ""
 
 
 def hash12(*parts: Any) -> str:

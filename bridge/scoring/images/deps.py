@@ -29,7 +29,8 @@ from bridge.scoring.images.wheelhouse import (
 )
 from bridge.scoring.pkgcache import WheelCache
 
-DEPS_RECIPE_VERSION = "2"
+# 3: one container installs requirements then extras; the layer is the exported venv
+DEPS_RECIPE_VERSION = "3"
 DEPS_REPO = "rgbridge-deps"
 
 
@@ -39,6 +40,8 @@ class DepsImage:
     cached: bool
     seconds: float
     log_tail: str = ""
+    #: what the build installed that the package cache lacked (the host then fetched it)
+    uncached: tuple[str, ...] = ()
 
 
 def deps_image_tag(
@@ -76,7 +79,8 @@ def ensure_deps_image(
 
     Where the wheels come from: the host's package cache always (read-only), then the index
     (containers reach it) or a wheelhouse the host fetched (binary wheels only) or was given.
-    Versions are chosen as pip alone would choose them (see ``layer._layer_script``).
+    Versions are chosen by pip's rules (see ``layer._layer_script``: uv resolves, pip must accept
+    its choice, else pip installs).
     """
     base = base or ensure_base_image(client, progress=progress)
     reqs = reqfile.normalise(requirements)
@@ -92,15 +96,9 @@ def ensure_deps_image(
         if image_exists(client, tag):
             return DepsImage(tag=tag, cached=True, seconds=time.monotonic() - started)
         extras_txt = "".join(f"{p}\n" for p in extras)
+        # pip installs the requirements, then the extras into that environment: one container
+        # runs both steps, so compat's layer does not wait for strict's (they build side by side).
         files = {name: text for name, text in (("requirements.txt", reqs), ("extras.txt", extras_txt)) if text}
-        if reqs and extras:
-            # pip installs the requirements, then the extras into that environment: the first
-            # step is exactly the requirements-only layer (strict's), so build on it.
-            inner = ensure_deps_image(
-                client, reqs, base=base, wheelhouse=wheelhouse, progress=progress, timeout=timeout
-            )
-            files = {"extras.txt": extras_txt}
-        layer_base = inner.tag if reqs and extras else base
         cache = WheelCache()
         fetch_root = cache_dir() / "outbox"
         fetch_root.mkdir(parents=True, exist_ok=True)
@@ -114,26 +112,34 @@ def ensure_deps_image(
         def remaining() -> float:
             return max(5.0, timeout - (time.monotonic() - started))
 
-        fetcher: threading.Thread | None = None
+        fetchers: list[threading.Thread] = []
+        uncached: list[str] = []
         try:
             with cache.view() as view:
+
+                def fill_cache(pins: list[str]) -> None:
+                    # The cache is filled by the host, never by the build: the host's pip fetches
+                    # the wheels the build installed and the cache lacks (binary wheels of named
+                    # versions only; nothing of the agent's runs), while the layer is saved.
+                    missing = cache.missing(pins)
+                    uncached.extend(missing)
+                    if missing:
+                        say(progress, f"package cache: fetching {len(missing)} wheel(s) on the host")
+                        thread = threading.Thread(
+                            target=host_fetch,
+                            name=f"fetch-{tag}",
+                            args=("".join(f"{pin}\n" for pin in missing), fetched, view / "simple", remaining(), cache),
+                            kwargs={"no_deps": True},
+                        )
+                        thread.start()
+                        fetchers.append(thread)
+
                 if wheelhouse is not None:
                     mode, wheels = "local", Path(wheelhouse).expanduser()
                     if not wheels.is_dir():
                         raise ScoringError(f"wheelhouse directory not found: {wheels}")
                 elif index_reachable_from_containers(client, base=base):
                     mode, wheels = "index", None
-                    if all(reqfile.host_fetch_reason(line) is None for line in reqfile.logical_lines(text)):
-                        # The cache is filled by the host, never by the build: the host's pip
-                        # fetches the same requirements as binary wheels (nothing of the agent's
-                        # runs), alongside the build; what it gets serves later builds.
-                        fetcher = threading.Thread(
-                            target=host_fetch,
-                            daemon=True,
-                            name=f"fetch-{tag}",
-                            args=(text, fetched, view / "simple", remaining(), cache),
-                        )
-                        fetcher.start()
                 else:
                     say(progress, "containers cannot reach the package index: downloading binary wheels on the host")
                     prepare_wheelhouse(
@@ -143,7 +149,7 @@ def ensure_deps_image(
                     mode, wheels = "local", fetched
                 res = build_layer(
                     client,
-                    base=layer_base,
+                    base=base,
                     tag=tag,
                     kind="deps",
                     requirement_files=files,
@@ -152,15 +158,14 @@ def ensure_deps_image(
                     wheels=wheels,
                     progress=progress,
                     timeout=remaining(),
+                    on_installed=fill_cache if mode != "local" else None,
                 )
-                if fetcher is not None and res.pip_installed:
-                    # Something was not cached: wait, so the next build finds it. When everything
-                    # came from the cache the fetch has nothing to add and finishes on its own.
-                    fetcher.join(remaining())
+                for thread in fetchers:  # the next build finds what this one downloaded
+                    thread.join(remaining())
             if res.ok:
                 cache.evict()
         finally:
-            if fetcher is None:
+            if not any(t.is_alive() for t in fetchers):
                 shutil.rmtree(fetched, ignore_errors=True)
         if not res.ok:
             if res.timed_out:
@@ -168,4 +173,10 @@ def ensure_deps_image(
             else:
                 msg = f"dependency install failed: {_last_error_line(res.log_tail)}"
             raise DependencyInstallError(msg, log_tail=res.log_tail, timed_out=res.timed_out)
-        return DepsImage(tag=tag, cached=False, seconds=time.monotonic() - started, log_tail=res.log_tail)
+        return DepsImage(
+            tag=tag,
+            cached=False,
+            seconds=time.monotonic() - started,
+            log_tail=res.log_tail,
+            uncached=tuple(uncached),
+        )

@@ -1,81 +1,89 @@
-"""Layer builds: one container from a base image runs the install and is committed as the layer
-(one commit instead of a legacy build's per-step commits, each slow on fuse-overlayfs)."""
+"""Layer builds: one container from a base image runs the install script; its environment folder
+becomes the image's one new layer (``layer_export``; a commit when that is not possible), instead
+of a legacy build's per-step commits, each slow on fuse-overlayfs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import secrets
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import docker
 from docker.errors import DockerException
+from docker.models.containers import Container
 
 from bridge.scoring.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels
 from bridge.scoring.images.build import LOG_TAIL_CHARS, BuildResult, ProgressFn, say
 from bridge.scoring.images.host import host_pip_index_settings
+from bridge.scoring.images.layer_export import LayerExportError, export_folder_layer, load_layer_image, valid_prefix
 from bridge.scoring.images.wheelhouse import uv_tool
 
 _LAYER_BUILD = "/tmp/rgbridge-build"
 _LAYER_CACHE = "/opt/rgbridge-wheels"  # the wheel cache's view: read-only bind mount
 _LAYER_OUTBOX = "/opt/rgbridge-outbox"  # a wheelhouse (no-network builds): read-only bind mount
 _LAYER_TOOLS = "/opt/rgbridge-tools"  # the uv binary: read-only bind mount
-# Given pip's own dry-run report, the wheel files pip would install (found in the package cache,
-# sha256 checked against the report), linked into one folder and printed as name==version
-# (installed by name from that folder, not by path, so no direct-URL record differs from pip's):
-# exit 1 when pip would install anything else.
-_PICK_WHEELS = f"""import hashlib, json, os, sys, urllib.parse
-report = json.load(open(sys.argv[1]))
-found = []
-for item in report.get("install", []):
-    info = item.get("download_info") or {{}}
-    name = urllib.parse.unquote(info.get("url", "").split("#")[0].rsplit("/", 1)[-1])
-    if item.get("is_direct") or not name.endswith(".whl") or "/" in name:
-        sys.exit(1)
-    archive = info.get("archive_info") or {{}}
-    want = (archive.get("hashes") or {{}}).get("sha256") or archive.get("hash", "").partition("sha256=")[2]
-    for folder in ("{_LAYER_CACHE}/flat",):
-        path = os.path.join(folder, name)
-        if os.path.isfile(path):
-            with open(path, "rb") as fh:
-                if want and hashlib.sha256(fh.read()).hexdigest() != want:
-                    continue
-            os.makedirs("/tmp/rgbridge-chosen", exist_ok=True)
-            os.symlink(path, os.path.join("/tmp/rgbridge-chosen", name))
-            meta = item.get("metadata") or {{}}
-            found.append(f"{{meta['name']}}=={{meta['version']}}")
-            break
-    else:
-        sys.exit(1)
-print("\\n".join(found))
-"""
+#: exit status of a build whose uv install pip does not accept (the host rebuilds it with pip)
+UV_REJECTED = 3
+_PREFIX_MARK = "RGBRIDGE_PREFIX="
+_PIN = re.compile(r"^ \+ ([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
+_PIP_INSTALLED = re.compile(r"^Successfully installed (.+)$")
 
 
 def _pip(args: str) -> str:
     return f"python -m pip {args} --progress-bar off"
 
 
+def _uv_install(req: str) -> str:
+    """uv resolving and installing ``req`` as pip would: every index searched for the best
+    version (pip's rule, not uv's first-index default), the host's index settings, cached wheels
+    taken for identical files (``--find-links``), bytecode compiled (pip compiles too)."""
+    return (
+        f'{_LAYER_TOOLS}/uv pip install --python "$(command -v python)" --index-strategy unsafe-best-match'
+        f" --find-links {_LAYER_CACHE}/flat --compile-bytecode --link-mode copy --cache-dir /tmp/rgbridge-uv"
+        f' "${{UV_INDEX_ARGS[@]}}" -r {req}'
+    )
+
+
+def _pip_accepts(req: str) -> str:
+    """pip's own dry run of ``req`` in the environment uv just made installs nothing: pip's
+    rules (specifiers, markers, extras, pre-releases) accept what uv chose. ``--no-index``: an
+    installed distribution that satisfies a requirement needs no index, and one that does not
+    makes the dry run fail, which rejects uv's result all the same."""
+    return (
+        _pip(f"install --dry-run --no-index --quiet --report /tmp/rgbridge-report.json -r {req}")
+        + " && python3 -c 'import json, sys; "
+        + 'sys.exit(1 if json.load(open("/tmp/rgbridge-report.json")).get("install") else 0)\''
+    )
+
+
 def _layer_script(files: Sequence[str], *, mode: str) -> str:
     """The shell script of a layer build. ``mode``:
 
-    * ``index`` (containers reach the index): pip's own dry run picks what to install, with the
-      package cache offered as the last extra index (pip prefers the later index for an identical
-      file, so a cached wheel is never downloaded again, while versions are chosen as without
-      the cache). When every file picked is a wheel found in the cache, uv installs exactly those
-      files (parallel, bytecode compiled); anything else is installed by pip itself.
+    * ``index`` (containers reach the index): uv resolves and installs each file in turn, as pip
+      would (see ``_uv_install``); after each file pip's own dry run must find nothing left to
+      install, else the build exits ``UV_REJECTED`` and the host rebuilds it in ``pip`` mode.
+    * ``pip``: pip alone, with the package cache offered as the last extra index (pip prefers the
+      later index for an identical file, so a cached wheel is not downloaded again).
     * ``local`` (no network): the cache and a wheelhouse only (``--no-index``).
 
-    The build writes nothing on the host: the host fills the cache itself (``wheelhouse.host_fetch``).
+    The first line of output names the active environment's prefix (the folder the host exports
+    as the layer), printed before anything of the agent's runs. The build writes nothing on the
+    host: the host fills the package cache itself (``wheelhouse.host_fetch``).
     """
     reqs = [f"{_LAYER_BUILD}/{name}" for name in files]
-    # The build files never reach the committed layer, whatever way the script ends; pip's HTTP
-    # cache lives in /tmp for this build only (the install re-reads the pages the dry run read).
-    scratch = "/tmp/rgbridge-pip /tmp/rgbridge-report.json /tmp/rgbridge-wheel-list /tmp/rgbridge-chosen"
+    # The build files never reach the layer, whatever way the script ends.
+    scratch = "/tmp/rgbridge-pip /tmp/rgbridge-uv /tmp/rgbridge-report.json"
     lines = [
         "set -u",
         f"trap 'rm -rf {_LAYER_BUILD} {scratch}' EXIT",
+        'echo "'
+        + _PREFIX_MARK
+        + '$(python -c \'import sys; print(sys.prefix if sys.prefix != sys.base_prefix else "")\')"',
         f". {_LAYER_BUILD}/pip.env",
         "export PIP_CACHE_DIR=/tmp/rgbridge-pip",
         # phase times in build.log (where a slow layer build spends its time)
@@ -91,26 +99,59 @@ def _layer_script(files: Sequence[str], *, mode: str) -> str:
             + " || exit 1"
         )
         return "\n".join(lines) + "\n"
-    cache_index = f"file://{_LAYER_CACHE}/simple/"
+    if mode == "pip":
+        cache_index = f"file://{_LAYER_CACHE}/simple/"
+        lines += [
+            f'export PIP_EXTRA_INDEX_URL="${{PIP_EXTRA_INDEX_URL:+$PIP_EXTRA_INDEX_URL }}{cache_index}"',
+            "echo RGBRIDGE_INSTALLER=pip",
+            " && ".join(_pip(f"install -r {r}") for r in reqs) + " || exit 1",
+            "phase installed",
+        ]
+        return "\n".join(lines) + "\n"
     lines += [
-        f'export PIP_EXTRA_INDEX_URL="${{PIP_EXTRA_INDEX_URL:+$PIP_EXTRA_INDEX_URL }}{cache_index}"',
-        "install_step() {",
-        "  rm -rf /tmp/rgbridge-chosen",
-        f"  if [ -x {_LAYER_TOOLS}/uv ] && "
-        + _pip('install --dry-run --quiet --report /tmp/rgbridge-report.json -r "$1"')
-        + f" && python3 {_LAYER_BUILD}/pick_wheels.py /tmp/rgbridge-report.json > /tmp/rgbridge-wheel-list; then",
-        "    phase resolved; echo RGBRIDGE_INSTALLER=uv; [ -s /tmp/rgbridge-wheel-list ] || return 0",
-        (
-            f"    xargs -d '\\n' {_LAYER_TOOLS}/uv pip install --python \"$(command -v python)\" --no-deps --no-index"
-            " --find-links /tmp/rgbridge-chosen --compile-bytecode --no-cache < /tmp/rgbridge-wheel-list && return 0"
-        ),
-        "  fi",
-        "  echo RGBRIDGE_INSTALLER=pip; " + _pip('install -r "$1"'),
-        "}",
-        " && ".join(f"install_step {r}" for r in reqs) + " || exit 1",
-        "phase installed",
+        "export SSL_CERT_FILE=${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}",
+        # the host's pip index settings, as uv spells them
+        "UV_INDEX_ARGS=()",
+        '[ -n "${PIP_INDEX_URL:-}" ] && UV_INDEX_ARGS+=(--index-url "$PIP_INDEX_URL")',
+        'for u in ${PIP_EXTRA_INDEX_URL:-}; do UV_INDEX_ARGS+=(--extra-index-url "$u"); done',
+        'for h in ${PIP_TRUSTED_HOST:-}; do UV_INDEX_ARGS+=(--allow-insecure-host "$h"); done',
+        "echo RGBRIDGE_INSTALLER=uv",
     ]
+    for r in reqs:
+        lines += [
+            f"{_uv_install(r)} || {{ echo 'RGBRIDGE_UV_REJECTED uv could not install {r}'; exit {UV_REJECTED}; }}",
+            "phase installed",
+            f"{_pip_accepts(r)} || {{ echo 'RGBRIDGE_UV_REJECTED pip does not accept what uv installed for {r}';"
+            f" exit {UV_REJECTED}; }}",
+            "phase checked",
+        ]
+    # uv's lock file in the environment folder is not part of what pip would leave there
+    lines.append("rm -f \"$(python -c 'import sys; print(sys.prefix)')/.lock\"")
     return "\n".join(lines) + "\n"
+
+
+def installed_pins(log: str) -> list[str]:
+    """``name==version`` of every distribution the build's log says it installed (uv's
+    `` + name==version`` lines, pip's ``Successfully installed`` line)."""
+    pins: list[str] = []
+    for line in log.splitlines():
+        if m := _PIN.match(line.rstrip()):
+            pins.append(f"{m.group(1)}=={m.group(2)}")
+        elif m := _PIP_INSTALLED.match(line.strip()):
+            for item in m.group(1).split():
+                name, _, version = item.rpartition("-")
+                if name and version:
+                    pins.append(f"{name}=={version}")
+    return sorted(set(pins))
+
+
+def env_prefix(log: str) -> str:
+    """The active environment's prefix the build reported on its first line ("" = not a venv)."""
+    for line in log.splitlines():
+        if line.startswith(_PREFIX_MARK):
+            return line[len(_PREFIX_MARK) :].strip()
+        break
+    return ""
 
 
 def _commit_changes(client: docker.DockerClient, base: str, kind: str) -> list[str]:
@@ -133,6 +174,39 @@ def _shell_env(values: dict[str, str]) -> str:
     return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(values.items()))
 
 
+def _commit(container: Container, client: docker.DockerClient, *, base: str, tag: str, kind: str) -> None:
+    repo, _, version = tag.rpartition(":")
+    container.commit(repository=repo, tag=version, changes=_commit_changes(client, base, kind))
+
+
+def _save_layer(
+    container: Container, client: docker.DockerClient, *, base: str, tag: str, kind: str, prefix: str, say_: ProgressFn
+) -> str:
+    """Make ``tag`` from the finished container: its environment folder loaded as one layer
+    (``layer_export``), or a commit when there is no venv to export or the export fails.
+    Returns how ("layer" or "commit")."""
+    if valid_prefix(prefix):
+        with tempfile.TemporaryDirectory(prefix="rgbridge-export-") as tmp:
+            try:
+                diff_id = export_folder_layer(container, prefix, Path(tmp) / "layer.tar")
+                load_layer_image(
+                    client,
+                    base=base,
+                    tag=tag,
+                    layer_tar=Path(tmp) / "layer.tar",
+                    diff_id=diff_id,
+                    labels={LABEL_OWNER: OWNER_VALUE, LABEL_KIND: kind},
+                    comment=f"rgbridge {kind} layer: {prefix}",
+                )
+                return "layer"
+            except LayerExportError as exc:
+                say_(f"exporting {prefix} as a layer failed ({exc}); committing the container instead")
+                with contextlib.suppress(DockerException):
+                    client.images.remove(tag, force=True)
+    _commit(container, client, base=base, tag=tag, kind=kind)
+    return "commit"
+
+
 def build_layer(
     client: docker.DockerClient,
     *,
@@ -145,11 +219,15 @@ def build_layer(
     wheels: Path | None,
     timeout: float = 600,
     progress: ProgressFn | None = None,
+    on_installed: Callable[[list[str]], None] | None = None,
 ) -> BuildResult:
-    """Run ``_layer_script`` in one container FROM ``base`` and commit it as ``tag``.
+    """Run ``_layer_script`` in one container FROM ``base`` and save it as ``tag`` (``_save_layer``).
 
     ``view`` (the package cache) and ``wheels`` (a wheelhouse, ``local`` mode) are bind-mounted
-    read-only: the build writes nothing on the host. No network in ``local`` mode.
+    read-only: the build writes nothing on the host. No network in ``local`` mode. In ``index``
+    mode a build whose uv install pip does not accept is run again in ``pip`` mode (and says so
+    in its log). ``on_installed`` gets the installed ``name==version`` pins once the install
+    succeeded, while the layer is being saved.
     """
     from bridge.scoring.containers import (
         ContainerLimits,
@@ -161,55 +239,72 @@ def build_layer(
     )
 
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="rgbridge-layer-") as tmp:
-        files_dir = Path(tmp)
-        for name, text in requirement_files.items():
-            (files_dir / name).write_text(text, encoding="utf-8")
-        pip_env = {} if mode == "local" else host_pip_index_settings()
-        (files_dir / "pip.env").write_text(_shell_env(pip_env), encoding="utf-8")
-        (files_dir / "pick_wheels.py").write_text(_PICK_WHEELS, encoding="utf-8")
-        (files_dir / "build.sh").write_text(_layer_script(list(requirement_files), mode=mode), encoding="utf-8")
-        # --mount style binds: unlike -v ones they are not recorded as VOLUMEs by the commit.
-        mounts = [docker.types.Mount(_LAYER_CACHE, str(view), type="bind", read_only=True)]
-        if wheels is not None:
-            mounts.append(docker.types.Mount(_LAYER_OUTBOX, str(wheels), type="bind", read_only=True))
-        tools = uv_tool() if mode == "index" else None
-        if tools is not None:
-            mounts.append(docker.types.Mount(_LAYER_TOOLS, str(tools), type="bind", read_only=True))
-        container = create_container(
-            client,
-            base,
-            name=f"rgbridge-layer-{secrets.token_hex(5)}",
-            command=["bash", f"{_LAYER_BUILD}/build.sh"],
-            labels=make_labels(kind=f"{kind}-build"),
-            # pip runs as root, as in a Dockerfile RUN; no capabilities, no new privileges
-            limits=ContainerLimits(user="0:0", pids_limit=1024, nano_cpus=2_000_000_000),
-            network_mode="none" if mode == "local" else "bridge",
-            mounts=mounts,
+    if mode == "index" and uv_tool() is None:
+        mode = "pip"
+    notes: list[str] = []
+    while True:
+        with tempfile.TemporaryDirectory(prefix="rgbridge-layer-") as tmp:
+            files_dir = Path(tmp)
+            for name, text in requirement_files.items():
+                (files_dir / name).write_text(text, encoding="utf-8")
+            pip_env = {} if mode == "local" else host_pip_index_settings()
+            (files_dir / "pip.env").write_text(_shell_env(pip_env), encoding="utf-8")
+            (files_dir / "build.sh").write_text(_layer_script(list(requirement_files), mode=mode), encoding="utf-8")
+            # --mount style binds: unlike -v ones they are not recorded as VOLUMEs by a commit.
+            mounts = [docker.types.Mount(_LAYER_CACHE, str(view), type="bind", read_only=True)]
+            if wheels is not None:
+                mounts.append(docker.types.Mount(_LAYER_OUTBOX, str(wheels), type="bind", read_only=True))
+            tools = uv_tool() if mode == "index" else None
+            if tools is not None:
+                mounts.append(docker.types.Mount(_LAYER_TOOLS, str(tools), type="bind", read_only=True))
+            container = create_container(
+                client,
+                base,
+                name=f"rgbridge-layer-{secrets.token_hex(5)}",
+                command=["bash", f"{_LAYER_BUILD}/build.sh"],
+                labels=make_labels(kind=f"{kind}-build"),
+                # pip runs as root, as in a Dockerfile RUN; no capabilities, no new privileges
+                limits=ContainerLimits(user="0:0", pids_limit=1024, nano_cpus=2_000_000_000),
+                network_mode="none" if mode == "local" else "bridge",
+                mounts=mounts,
+            )
+            with managed(container):
+                put_directory(container, files_dir, _LAYER_BUILD, uid=0, gid=0)
+                container.start()
+                outcome = wait_with_timeout(container, max(5.0, timeout - (time.monotonic() - started)))
+                log = read_logs(container)
+                for line in log.splitlines():
+                    if line.strip():
+                        say(progress, line)
+                tail = "".join(notes) + log[-LOG_TAIL_CHARS:]
+                elapsed = time.monotonic() - started
+                if outcome.timed_out:
+                    return BuildResult(
+                        False, tag, elapsed, tail, f"build timed out after {timeout:.0f}s", timed_out=True
+                    )
+                if outcome.exit_code == UV_REJECTED and mode == "index":
+                    reason = next((x for x in log.splitlines() if x.startswith("RGBRIDGE_UV_REJECTED")), "")
+                    notes.append(f"{reason}: installing with pip instead (pip's choice is the reference)\n")
+                    say(progress, notes[-1].strip())
+                    mode = "pip"
+                    continue
+                if outcome.exit_code != 0:
+                    return BuildResult(False, tag, elapsed, tail, f"install exited {outcome.exit_code}")
+                pins = installed_pins(log)
+                if on_installed is not None:
+                    on_installed(pins)
+                try:
+                    how = _save_layer(
+                        container,
+                        client,
+                        base=base,
+                        tag=tag,
+                        kind=kind,
+                        prefix=env_prefix(log),
+                        say_=lambda text: say(progress, text),
+                    )
+                except DockerException as exc:
+                    return BuildResult(False, tag, time.monotonic() - started, tail, f"saving the layer failed: {exc}")
+        return BuildResult(
+            True, tag, time.monotonic() - started, tail + f"RGBRIDGE_SAVED={how}\n", installed=pins, installer=mode
         )
-        with managed(container):
-            put_directory(container, files_dir, _LAYER_BUILD, uid=0, gid=0)
-            container.start()
-            outcome = wait_with_timeout(container, max(5.0, timeout - (time.monotonic() - started)))
-            log = read_logs(container)
-            for line in log.splitlines():
-                if line.strip():
-                    say(progress, line)
-            tail = log[-LOG_TAIL_CHARS:]
-            if outcome.timed_out:
-                return BuildResult(
-                    False,
-                    tag,
-                    time.monotonic() - started,
-                    tail,
-                    f"build timed out after {timeout:.0f}s",
-                    timed_out=True,
-                )
-            if outcome.exit_code != 0:
-                return BuildResult(False, tag, time.monotonic() - started, tail, f"install exited {outcome.exit_code}")
-            repo, _, version = tag.rpartition(":")
-            try:
-                container.commit(repository=repo, tag=version, changes=_commit_changes(client, base, kind))
-            except DockerException as exc:
-                return BuildResult(False, tag, time.monotonic() - started, tail, f"docker commit failed: {exc}")
-    return BuildResult(True, tag, time.monotonic() - started, tail, pip_installed="RGBRIDGE_INSTALLER=pip" in log)

@@ -116,6 +116,7 @@ def prepare_wheelhouse(
     timeout: float = 900,
     progress: ProgressFn | None = None,
     cache_index: Path | None = None,
+    no_deps: bool = False,
 ) -> Path:
     """Download binary wheels for ``requirements`` with the host's pip into ``dest``.
 
@@ -141,6 +142,7 @@ def prepare_wheelhouse(
         "--no-input",
         "--only-binary=:all:",
         *pyver,
+        *(["--no-deps"] if no_deps else []),
         "-d",
         str(dest),
         "-r",
@@ -252,13 +254,15 @@ def uv_tool() -> Path | None:
     return dest if ready() else None
 
 
-def host_fetch(requirements: str, dest: Path, cache_index: Path, timeout: float, cache: WheelCache) -> None:
+def host_fetch(
+    requirements: str, dest: Path, cache_index: Path, timeout: float, cache: WheelCache, *, no_deps: bool = False
+) -> None:
     """Binary wheels for named requirements into ``dest`` with the host's pip (see
     ``prepare_wheelhouse``), then into the cache; ``dest`` is removed. Failures only mean the
     cache is not filled this time."""
     try:
         with contextlib.suppress(ScoringError, OSError):
-            prepare_wheelhouse(requirements, dest, cache_index=cache_index, timeout=timeout)
+            prepare_wheelhouse(requirements, dest, cache_index=cache_index, timeout=timeout, no_deps=no_deps)
             cache.import_dir(dest)
     finally:
         shutil.rmtree(dest, ignore_errors=True)
