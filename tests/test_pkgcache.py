@@ -21,7 +21,7 @@ from bridge.tasks.catalog import Catalog
 from bridge.scoring import pkgcache, reqfile
 from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.images.build import image_exists
-from bridge.scoring.images.deps import deps_image_tag, ensure_deps_image
+from bridge.scoring.images.deps import deps_image_tag, ensure_deps_image, wait_for_cache_fills
 from bridge.scoring.images.wheelhouse import (
     UnsafeRequirementError,
     check_requirements,
@@ -185,6 +185,7 @@ def test_layers_fill_then_reuse_the_cache_and_refetch_corrupt_entries(docker_cli
         first = ensure_deps_image(docker_client, _nonce_reqs("six==1.16.0\n"), timeout=300)
         tags.append(first.tag)
         assert first.uncached == ("six==1.16.0",)  # downloaded by the build, then fetched by the host
+        assert wait_for_cache_fills(300)  # the host's fill runs after the build, off the score's path
         cached = list((private_cache / "wheels").glob("*/six-1.16.0-py2.py3-none-any.whl"))
         assert len(cached) == 1 and pkgcache.sha256_file(cached[0]) == cached[0].parent.name
         config = docker_client.images.get(first.tag).attrs["Config"]
@@ -202,6 +203,7 @@ def test_layers_fill_then_reuse_the_cache_and_refetch_corrupt_entries(docker_cli
         third = ensure_deps_image(docker_client, _nonce_reqs("six==1.16.0\n"), timeout=300)
         tags.append(third.tag)
         assert third.uncached == ("six==1.16.0",)  # the corrupt entry was not offered
+        assert wait_for_cache_fills(300)
         again = list((private_cache / "wheels").glob("*/six-1.16.0-py2.py3-none-any.whl"))
         assert len(again) == 1 and again[0].read_bytes() != b"corrupt"
         assert pkgcache.sha256_file(again[0]) == again[0].parent.name

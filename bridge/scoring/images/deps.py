@@ -32,6 +32,7 @@ from bridge.scoring.pkgcache import WheelCache
 # 3: one container installs requirements then extras; the layer is the exported venv
 DEPS_RECIPE_VERSION = "3"
 DEPS_REPO = "rgbridge-deps"
+FILL_TIMEOUT = 900.0
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,36 @@ def deps_image_tag(
     mode = "auto" if wheelhouse is None else f"dir:{wheelhouse_digest(Path(wheelhouse))}"
     key = hash12("deps", DEPS_RECIPE_VERSION, base, reqfile.normalise(requirements), list(extra_packages), mode)
     return f"{DEPS_REPO}:{key}"
+
+
+# Cache fills run after the build, off the score's path: a score does not wait for the host to
+# download what its build already installed. The threads are not daemons, so a process finishes
+# its fills before it exits; ``wait_for_cache_fills`` lets a caller (a benchmark, a test) wait.
+_fills: list[threading.Thread] = []
+_fills_guard = threading.Lock()
+
+
+def _start_cache_fill(pins: list[str], dest: Path, cache: WheelCache, tag: str) -> None:
+    thread = threading.Thread(
+        target=host_fetch,
+        name=f"cache-fill-{tag}",
+        args=("".join(f"{pin}\n" for pin in pins), dest, None, FILL_TIMEOUT, cache),
+        kwargs={"no_deps": True},
+    )
+    with _fills_guard:
+        _fills[:] = [t for t in _fills if t.is_alive()]
+        _fills.append(thread)
+    thread.start()
+
+
+def wait_for_cache_fills(timeout: float = FILL_TIMEOUT) -> bool:
+    """Wait for the host's pending cache fills; True when none is left running."""
+    deadline = time.monotonic() + timeout
+    with _fills_guard:
+        pending = list(_fills)
+    for thread in pending:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return not any(t.is_alive() for t in pending)
 
 
 def _last_error_line(log: str) -> str:
@@ -112,7 +143,6 @@ def ensure_deps_image(
         def remaining() -> float:
             return max(5.0, timeout - (time.monotonic() - started))
 
-        fetchers: list[threading.Thread] = []
         uncached: list[str] = []
         try:
             with cache.view() as view:
@@ -125,14 +155,7 @@ def ensure_deps_image(
                     uncached.extend(missing)
                     if missing:
                         say(progress, f"package cache: fetching {len(missing)} wheel(s) on the host")
-                        thread = threading.Thread(
-                            target=host_fetch,
-                            name=f"fetch-{tag}",
-                            args=("".join(f"{pin}\n" for pin in missing), fetched, view / "simple", remaining(), cache),
-                            kwargs={"no_deps": True},
-                        )
-                        thread.start()
-                        fetchers.append(thread)
+                        _start_cache_fill(missing, fetched, cache, tag)
 
                 if wheelhouse is not None:
                     mode, wheels = "local", Path(wheelhouse).expanduser()
@@ -160,12 +183,10 @@ def ensure_deps_image(
                     timeout=remaining(),
                     on_installed=fill_cache if mode != "local" else None,
                 )
-                for thread in fetchers:  # the next build finds what this one downloaded
-                    thread.join(remaining())
             if res.ok:
                 cache.evict()
         finally:
-            if not any(t.is_alive() for t in fetchers):
+            if not uncached:
                 shutil.rmtree(fetched, ignore_errors=True)
         if not res.ok:
             if res.timed_out:

@@ -9,11 +9,13 @@ import json
 import re
 import secrets
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import docker
+import requests
 from docker.errors import DockerException
 from docker.models.containers import Container
 
@@ -61,7 +63,7 @@ def _pip_accepts(req: str) -> str:
     )
 
 
-def _layer_script(files: Sequence[str], *, mode: str) -> str:
+def _layer_script(files: Sequence[str], *, mode: str, ready_mark: str = "") -> str:
     """The shell script of a layer build. ``mode``:
 
     * ``index`` (containers reach the index): uv resolves and installs each file in turn, as pip
@@ -72,7 +74,8 @@ def _layer_script(files: Sequence[str], *, mode: str) -> str:
     * ``local`` (no network): the cache and a wheelhouse only (``--no-index``).
 
     The first line of output names the active environment's prefix (the folder the host exports
-    as the layer), printed before anything of the agent's runs. The build writes nothing on the
+    as the layer), printed before anything of the agent's runs. ``ready_mark`` is printed once
+    the environment is final, before the last check: the host saves the layer while pip checks. The build writes nothing on the
     host: the host fills the package cache itself (``wheelhouse.host_fetch``).
     """
     reqs = [f"{_LAYER_BUILD}/{name}" for name in files]
@@ -117,16 +120,20 @@ def _layer_script(files: Sequence[str], *, mode: str) -> str:
         'for h in ${PIP_TRUSTED_HOST:-}; do UV_INDEX_ARGS+=(--allow-insecure-host "$h"); done',
         "echo RGBRIDGE_INSTALLER=uv",
     ]
-    for r in reqs:
+    # uv's lock file in the environment folder is not part of what pip would leave there
+    drop_lock = "rm -f \"$(python -c 'import sys; print(sys.prefix)')/.lock\""
+    for i, r in enumerate(reqs):
+        last = i == len(reqs) - 1
         lines += [
             f"{_uv_install(r)} || {{ echo 'RGBRIDGE_UV_REJECTED uv could not install {r}'; exit {UV_REJECTED}; }}",
             "phase installed",
+            *([drop_lock, f"echo {ready_mark}"] if last and ready_mark else []),
             f"{_pip_accepts(r)} || {{ echo 'RGBRIDGE_UV_REJECTED pip does not accept what uv installed for {r}';"
             f" exit {UV_REJECTED}; }}",
             "phase checked",
         ]
-    # uv's lock file in the environment folder is not part of what pip would leave there
-    lines.append("rm -f \"$(python -c 'import sys; print(sys.prefix)')/.lock\"")
+    if not ready_mark:
+        lines.append(drop_lock)
     return "\n".join(lines) + "\n"
 
 
@@ -179,32 +186,64 @@ def _commit(container: Container, client: docker.DockerClient, *, base: str, tag
     container.commit(repository=repo, tag=version, changes=_commit_changes(client, base, kind))
 
 
-def _save_layer(
+def _load_exported(
     container: Container, client: docker.DockerClient, *, base: str, tag: str, kind: str, prefix: str, say_: ProgressFn
-) -> str:
-    """Make ``tag`` from the finished container: its environment folder loaded as one layer
-    (``layer_export``), or a commit when there is no venv to export or the export fails.
-    Returns how ("layer" or "commit")."""
-    if valid_prefix(prefix):
-        with tempfile.TemporaryDirectory(prefix="rgbridge-export-") as tmp:
-            try:
-                diff_id = export_folder_layer(container, prefix, Path(tmp) / "layer.tar")
-                load_layer_image(
-                    client,
-                    base=base,
-                    tag=tag,
-                    layer_tar=Path(tmp) / "layer.tar",
-                    diff_id=diff_id,
-                    labels={LABEL_OWNER: OWNER_VALUE, LABEL_KIND: kind},
-                    comment=f"rgbridge {kind} layer: {prefix}",
-                )
-                return "layer"
-            except LayerExportError as exc:
-                say_(f"exporting {prefix} as a layer failed ({exc}); committing the container instead")
-                with contextlib.suppress(DockerException):
-                    client.images.remove(tag, force=True)
-    _commit(container, client, base=base, tag=tag, kind=kind)
-    return "commit"
+) -> bool:
+    """``tag`` = ``base`` + the container's environment folder as one layer (``layer_export``);
+    False (and no ``tag``) when there is no venv to export or the export fails."""
+    if not valid_prefix(prefix):
+        return False
+    with tempfile.TemporaryDirectory(prefix="rgbridge-export-") as tmp:
+        try:
+            diff_id = export_folder_layer(container, prefix, Path(tmp) / "layer.tar")
+            load_layer_image(
+                client,
+                base=base,
+                tag=tag,
+                layer_tar=Path(tmp) / "layer.tar",
+                diff_id=diff_id,
+                labels={LABEL_OWNER: OWNER_VALUE, LABEL_KIND: kind},
+                comment=f"rgbridge {kind} layer: {prefix}",
+            )
+            return True
+        except LayerExportError as exc:
+            say_(f"exporting {prefix} as a layer failed ({exc}); committing the container instead")
+            _forget_tag(client, tag)
+            return False
+
+
+def _forget_tag(client: docker.DockerClient, tag: str) -> None:
+    with contextlib.suppress(DockerException):
+        client.images.remove(tag, force=True)
+
+
+def _wait_ready(container: Container, mark: str, seconds: float) -> bool:
+    """True once the build printed ``mark`` while still running (the environment is final);
+    False when it ended first or ``seconds`` passed."""
+    ready, ended = threading.Event(), threading.Event()
+    needle = mark.encode()
+
+    def follow() -> None:
+        seen = b""
+        try:
+            for chunk in container.logs(stream=True, follow=True):
+                seen = (seen + chunk)[-(len(needle) + 4096) :]
+                if needle in seen:
+                    ready.set()
+                    return
+        except (DockerException, requests.RequestException):
+            pass
+        finally:
+            ended.set()
+
+    threading.Thread(target=follow, daemon=True, name="layer-ready").start()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if ready.wait(0.05):
+            return True
+        if ended.is_set():
+            return ready.is_set()
+    return False
 
 
 def build_layer(
@@ -239,6 +278,10 @@ def build_layer(
     )
 
     started = time.monotonic()
+
+    def remaining() -> float:
+        return max(5.0, timeout - (time.monotonic() - started))
+
     if mode == "index" and uv_tool() is None:
         mode = "pip"
     notes: list[str] = []
@@ -249,7 +292,9 @@ def build_layer(
                 (files_dir / name).write_text(text, encoding="utf-8")
             pip_env = {} if mode == "local" else host_pip_index_settings()
             (files_dir / "pip.env").write_text(_shell_env(pip_env), encoding="utf-8")
-            (files_dir / "build.sh").write_text(_layer_script(list(requirement_files), mode=mode), encoding="utf-8")
+            ready_mark = f"RGBRIDGE_READY_{secrets.token_hex(8)}"
+            script = _layer_script(list(requirement_files), mode=mode, ready_mark=ready_mark)
+            (files_dir / "build.sh").write_text(script, encoding="utf-8")
             # --mount style binds: unlike -v ones they are not recorded as VOLUMEs by a commit.
             mounts = [docker.types.Mount(_LAYER_CACHE, str(view), type="bind", read_only=True)]
             if wheels is not None:
@@ -271,13 +316,36 @@ def build_layer(
             with managed(container):
                 put_directory(container, files_dir, _LAYER_BUILD, uid=0, gid=0)
                 container.start()
-                outcome = wait_with_timeout(container, max(5.0, timeout - (time.monotonic() - started)))
+                say_ = lambda text: say(progress, text)  # noqa: E731
+                saved = ""
+                pins: list[str] | None = None
+                if mode == "index" and _wait_ready(container, ready_mark, remaining()):
+                    # The environment is final; pip's last check runs while the layer is saved.
+                    pins = installed_pins(read_logs(container))
+                    if on_installed is not None:
+                        on_installed(pins)
+                    try:
+                        if _load_exported(
+                            container,
+                            client,
+                            base=base,
+                            tag=tag,
+                            kind=kind,
+                            prefix=env_prefix(read_logs(container)),
+                            say_=say_,
+                        ):
+                            saved = "layer"
+                    except DockerException as exc:
+                        say_(f"saving the layer early failed ({exc}); saving it once the build ends")
+                outcome = wait_with_timeout(container, remaining())
                 log = read_logs(container)
                 for line in log.splitlines():
                     if line.strip():
                         say(progress, line)
                 tail = "".join(notes) + log[-LOG_TAIL_CHARS:]
                 elapsed = time.monotonic() - started
+                if saved and (outcome.timed_out or outcome.exit_code != 0):
+                    _forget_tag(client, tag)  # saved while pip checked, but pip did not accept it
                 if outcome.timed_out:
                     return BuildResult(
                         False, tag, elapsed, tail, f"build timed out after {timeout:.0f}s", timed_out=True
@@ -290,21 +358,21 @@ def build_layer(
                     continue
                 if outcome.exit_code != 0:
                     return BuildResult(False, tag, elapsed, tail, f"install exited {outcome.exit_code}")
-                pins = installed_pins(log)
-                if on_installed is not None:
-                    on_installed(pins)
+                if pins is None:
+                    pins = installed_pins(log)
+                    if on_installed is not None:
+                        on_installed(pins)
                 try:
-                    how = _save_layer(
-                        container,
-                        client,
-                        base=base,
-                        tag=tag,
-                        kind=kind,
-                        prefix=env_prefix(log),
-                        say_=lambda text: say(progress, text),
-                    )
+                    if not saved:
+                        exported = _load_exported(
+                            container, client, base=base, tag=tag, kind=kind, prefix=env_prefix(log), say_=say_
+                        )
+                        if not exported:
+                            _commit(container, client, base=base, tag=tag, kind=kind)
+                        saved = "layer" if exported else "commit"
                 except DockerException as exc:
+                    _forget_tag(client, tag)
                     return BuildResult(False, tag, time.monotonic() - started, tail, f"saving the layer failed: {exc}")
         return BuildResult(
-            True, tag, time.monotonic() - started, tail + f"RGBRIDGE_SAVED={how}\n", installed=pins, installer=mode
+            True, tag, time.monotonic() - started, tail + f"RGBRIDGE_SAVED={saved}\n", installed=pins, installer=mode
         )

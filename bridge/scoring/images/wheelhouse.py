@@ -193,6 +193,7 @@ def resolve_wheelhouse(
 
 UV_VERSION = "0.13.9"
 _uv_unavailable = False
+_uv_verified: set[tuple[str, int, int, int]] = set()
 
 
 def uv_tool() -> Path | None:
@@ -211,7 +212,13 @@ def uv_tool() -> Path | None:
 
     def ready() -> bool:
         with contextlib.suppress(OSError):
-            return binary.is_file() and sha256_file(binary) == stamp.read_text().strip()
+            st = os.stat(binary)
+            key = (str(binary), st.st_size, st.st_mtime_ns, st.st_ino)
+            if key in _uv_verified:  # hashed already in this process, file unchanged since
+                return True
+            if binary.is_file() and sha256_file(binary) == stamp.read_text().strip():
+                _uv_verified.add(key)
+                return True
         return False
 
     if ready():
@@ -255,7 +262,7 @@ def uv_tool() -> Path | None:
 
 
 def host_fetch(
-    requirements: str, dest: Path, cache_index: Path, timeout: float, cache: WheelCache, *, no_deps: bool = False
+    requirements: str, dest: Path, cache_index: Path | None, timeout: float, cache: WheelCache, *, no_deps: bool = False
 ) -> None:
     """Binary wheels for named requirements into ``dest`` with the host's pip (see
     ``prepare_wheelhouse``), then into the cache; ``dest`` is removed. Failures only mean the
