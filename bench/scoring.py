@@ -53,11 +53,9 @@ from bridge.scoring.containers import read_logs, remove_container, wait_with_tim
 from bridge.scoring.docker_client import get_client
 from bridge.scoring.engine import score_repo
 from bridge.scoring.evaluate import evaluate
-from bridge.scoring.images import (
-    deps_image_tag,
-    ensure_base_image,
-    host_pip_index_settings,
-)
+from bridge.scoring.images.base import ensure_base_image
+from bridge.scoring.images.deps import deps_image_tag, wait_for_cache_fills
+from bridge.scoring.images.host import host_pip_index_settings
 from bridge.scoring.result import DSRResult, PassAt1
 from bridge.scoring.workdir import ASSETS, requirements_of
 from bridge.tasks.model import Task
@@ -257,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
                     say(f"({case}) cold score, never-seen requirements, {label} (both): {secs:.2f}s "
                         f"strict={pair[0]} compat={pair[1]}")
                     remove_deps_images(client, task, repo)
+                    wait_for_cache_fills()  # the host fills the cache after a score: (a1) starts with it full
             finally:
                 if saved_cache is None:
                     os.environ.pop("RGBRIDGE_WHEEL_CACHE", None)

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from bridge.errors import ScoringError
-from bridge.scoring import images
+from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.containers import ContainerLimits, UnsafeArchiveError, _HeadTail, build_directory_tar, create_container, exec_with_timeout, fetch_file, managed, put_directory, read_logs, strip_ansi, wait_with_timeout
 from bridge.scoring.sweep import sweep
 from bridge.scoring.docker_client import LABEL_RUN, make_labels
@@ -25,7 +25,7 @@ def _name(what: str) -> str:
 
 @pytest.fixture(scope="session")
 def base_image(docker_client) -> str:
-    return images.ensure_base_image(docker_client)
+    return ensure_base_image(docker_client)
 
 
 def _make(client, image, what, command, **kw):

@@ -7,7 +7,16 @@ import time
 import pytest
 
 from bridge.errors import ScoringError
-from bridge.scoring import images
+from bridge.scoring.images import host, rootfs
+from bridge.scoring.images.base import OFFICIAL_PYTHON, ensure_base_image, official_python_image
+from bridge.scoring.images.build import DependencyInstallError, docker_build, image_exists
+from bridge.scoring.images.deps import DepsImage, deps_image_tag, ensure_deps_image
+from bridge.scoring.images.host import debian_source, host_extra_cas, host_pip_index_settings
+from bridge.scoring.images.inventory import list_images
+from bridge.scoring.images.recipe import base_image_tag, base_recipe_hash
+from bridge.scoring.images.rootfs import build_rootfs, remove_tree
+from bridge.scoring.images.tester import TESTER_PINS, build_all, ensure_tester_image
+from bridge.scoring.images.wheelhouse import index_reachable_from_containers, prepare_wheelhouse
 from bridge.scoring.containers import ContainerLimits, create_container, managed, read_logs, wait_with_timeout
 from bridge.scoring.docker_client import LABEL_KIND, LABEL_OWNER, make_labels
 
@@ -23,18 +32,18 @@ def _run(client, image: str, script: str, *, seconds: float = 60) -> tuple[int |
 
 
 def _forget(client, tag: str) -> None:
-    if images.image_exists(client, tag):
+    if image_exists(client, tag):
         client.images.remove(tag, force=True)
 
 
 @pytest.fixture(scope="session")
 def base_image(docker_client) -> str:
-    return images.ensure_base_image(docker_client)
+    return ensure_base_image(docker_client)
 
 
 @pytest.fixture(scope="session")
 def tester_image(docker_client, base_image) -> str:
-    return images.ensure_tester_image(docker_client)
+    return ensure_tester_image(docker_client)
 
 
 # ---------------------------------------------------------------- pure helpers (no engine)
@@ -42,15 +51,15 @@ def tester_image(docker_client, base_image) -> str:
 
 def test_debian_source_env_override(monkeypatch):
     monkeypatch.setenv("RGBRIDGE_DEBIAN_MIRROR", "http://mirror.invalid/debian/")
-    assert images.debian_source() == ("http://mirror.invalid/debian", "bookworm")
+    assert debian_source() == ("http://mirror.invalid/debian", "bookworm")
 
 
 def test_debian_source_reads_host_apt_sources(monkeypatch):
     monkeypatch.delenv("RGBRIDGE_DEBIAN_MIRROR", raising=False)
-    entries = images._parse_apt_sources()
+    entries = host._parse_apt_sources()
     if not any("bookworm" in suites for _, suites in entries):
         pytest.skip("host apt sources do not name bookworm")
-    mirror, suite = images.debian_source()
+    mirror, suite = debian_source()
     assert suite == "bookworm"
     assert mirror in {uri.rstrip("/") for uri, suites in entries if "bookworm" in suites}
 
@@ -58,33 +67,33 @@ def test_debian_source_reads_host_apt_sources(monkeypatch):
 def test_recipe_hash_covers_host_cas(monkeypatch, tmp_path):
     monkeypatch.setenv("RGBRIDGE_DEBIAN_MIRROR", "http://mirror.invalid/debian")
     monkeypatch.setenv("RGBRIDGE_EXTRA_CA_DIR", str(tmp_path))
-    empty = images.base_recipe_hash()
+    empty = base_recipe_hash()
     (tmp_path / "corp.crt").write_text("-----BEGIN CERTIFICATE-----\nx\n")
-    with_ca = images.base_recipe_hash()
+    with_ca = base_recipe_hash()
     assert empty != with_ca
-    assert [n for n, _ in images.host_extra_cas()] == ["corp.crt"]
+    assert [n for n, _ in host_extra_cas()] == ["corp.crt"]
 
 
 def test_deps_tag_depends_on_inputs():
-    a = images.deps_image_tag("b:1", "six==1.16.0\n")
-    assert a == images.deps_image_tag("b:1", "six==1.16.0\r\n\n")  # line endings normalised
-    assert a != images.deps_image_tag("b:2", "six==1.16.0\n")
-    assert a != images.deps_image_tag("b:1", "six==1.16.0\n", ["pytest"])
+    a = deps_image_tag("b:1", "six==1.16.0\n")
+    assert a == deps_image_tag("b:1", "six==1.16.0\r\n\n")  # line endings normalised
+    assert a != deps_image_tag("b:2", "six==1.16.0\n")
+    assert a != deps_image_tag("b:1", "six==1.16.0\n", ["pytest"])
     assert a.startswith("rgbridge-deps:") and len(a.split(":")[1]) == 12
 
 
 def test_missing_debootstrap_is_named(monkeypatch, tmp_path):
     monkeypatch.setenv("RGBRIDGE_CACHE", str(tmp_path))
-    monkeypatch.setattr(images.shutil, "which", lambda name: None)
-    monkeypatch.setattr(images.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(rootfs.shutil, "which", lambda name: None)
+    monkeypatch.setattr(rootfs.os, "geteuid", lambda: 0)
     with pytest.raises(ScoringError, match="apt-get install -y debootstrap"):
-        images._build_rootfs(tmp_path / "x.tar", None)
+        build_rootfs(tmp_path / "x.tar", None)
 
 
 def test_non_root_is_refused(monkeypatch, tmp_path):
-    monkeypatch.setattr(images.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(rootfs.os, "geteuid", lambda: 1000)
     with pytest.raises(ScoringError, match="needs root"):
-        images._build_rootfs(tmp_path / "x.tar", None)
+        build_rootfs(tmp_path / "x.tar", None)
 
 
 # ---------------------------------------------------------------- engine
@@ -93,11 +102,11 @@ def test_non_root_is_refused(monkeypatch, tmp_path):
 @pytest.mark.docker
 def test_base_image_is_cached_and_fast(docker_client, base_image):
     started = time.monotonic()
-    assert images.ensure_base_image(docker_client) == base_image
+    assert ensure_base_image(docker_client) == base_image
     assert time.monotonic() - started < 1.0
     img = docker_client.images.get(base_image)
     assert img.labels[LABEL_OWNER] == "rgbridge" and img.labels[LABEL_KIND] == "base"
-    assert base_image == images.base_image_tag()
+    assert base_image == base_image_tag()
 
 
 @pytest.mark.docker
@@ -116,7 +125,7 @@ def test_base_image_contents(docker_client, base_image):
 
 @pytest.mark.docker
 def test_base_image_trusts_host_cas(docker_client, base_image):
-    cas = images.host_extra_cas()
+    cas = host_extra_cas()
     if not cas:
         pytest.skip("the host has no extra CA certificates")
     code, out = _run(docker_client, base_image,
@@ -134,41 +143,41 @@ def test_tester_image_has_pinned_tools(docker_client, tester_image):
                      "python -c 'import requests, httpx, pytest_timeout; print(requests.__version__)'")
     assert code == 0, out
     assert out.splitlines()[0] == "/opt/tester/bin/python"
-    pins = dict(p.split("==") for p in images.TESTER_PINS)
+    pins = dict(p.split("==") for p in TESTER_PINS)
     assert f"pytest {pins['pytest']}" in out and pins["requests"] in out
-    assert images.ensure_tester_image(docker_client) == tester_image
+    assert ensure_tester_image(docker_client) == tester_image
 
 
 @pytest.mark.docker
 def test_deps_image_installs_and_is_cached(docker_client, base_image):
     req = "six==1.16.0\n"
-    _forget(docker_client, images.deps_image_tag(base_image, req))  # exercise a real build
-    first = images.ensure_deps_image(docker_client, req, timeout=300)
-    assert first.tag == images.deps_image_tag(base_image, req) and not first.cached
+    _forget(docker_client, deps_image_tag(base_image, req))  # exercise a real build
+    first = ensure_deps_image(docker_client, req, timeout=300)
+    assert first.tag == deps_image_tag(base_image, req) and not first.cached
     code, out = _run(docker_client, first.tag, "python -c 'import six; print(six.__version__)'")
     assert code == 0 and "1.16.0" in out, out
-    again = images.ensure_deps_image(docker_client, req)
+    again = ensure_deps_image(docker_client, req)
     assert again.tag == first.tag and again.cached and again.seconds < 1.0
 
 
 @pytest.mark.docker
 def test_blank_requirements_return_base(docker_client, base_image):
-    res = images.ensure_deps_image(docker_client, " \n\n")
+    res = ensure_deps_image(docker_client, " \n\n")
     assert res.tag == base_image and res.cached
 
 
 @pytest.mark.docker
 def test_bad_requirement_raises_with_pip_output(docker_client, base_image):
-    with pytest.raises(images.DependencyInstallError) as info:
-        images.ensure_deps_image(docker_client, "this-package-does-not-exist-rgbridge==0.0.1\n",
+    with pytest.raises(DependencyInstallError) as info:
+        ensure_deps_image(docker_client, "this-package-does-not-exist-rgbridge==0.0.1\n",
                                  timeout=300)
     err = info.value
     assert "this-package-does-not-exist-rgbridge" in err.log_tail
     assert "No matching distribution" in err.log_tail or "Could not find" in err.log_tail
     assert not err.timed_out
     assert "\n" not in str(err)
-    tag = images.deps_image_tag(base_image, "this-package-does-not-exist-rgbridge==0.0.1\n")
-    assert not images.image_exists(docker_client, tag)
+    tag = deps_image_tag(base_image, "this-package-does-not-exist-rgbridge==0.0.1\n")
+    assert not image_exists(docker_client, tag)
 
 
 @pytest.mark.docker
@@ -176,47 +185,47 @@ def test_deps_build_wall_clock_timeout(docker_client, base_image, tmp_path):
     # A requirement file that makes pip wait: a find-links dir with a package whose build
     # never finishes is complex; a RUN sleep via docker_build exercises the same kill path.
     started = time.monotonic()
-    res = images.docker_build(docker_client, dockerfile_body="RUN sleep 120\n", base=base_image,
+    res = docker_build(docker_client, dockerfile_body="RUN sleep 120\n", base=base_image,
                               tag="rgbridge-deps:timeout-test", kind="deps", timeout=5)
     assert res.timed_out and not res.ok
     assert time.monotonic() - started < 60
-    assert not images.image_exists(docker_client, "rgbridge-deps:timeout-test")
+    assert not image_exists(docker_client, "rgbridge-deps:timeout-test")
 
 
 @pytest.mark.docker
 def test_deps_from_explicit_wheelhouse(docker_client, base_image, tmp_path):
-    wheels = images.prepare_wheelhouse("six==1.16.0\n", tmp_path / "wh")
+    wheels = prepare_wheelhouse("six==1.16.0\n", tmp_path / "wh")
     assert any(p.name.startswith("six-1.16.0") for p in wheels.iterdir())
-    _forget(docker_client, images.deps_image_tag(base_image, "six==1.16.0\n", (), wheels))
-    res = images.ensure_deps_image(docker_client, "six==1.16.0\n", wheelhouse=wheels,
+    _forget(docker_client, deps_image_tag(base_image, "six==1.16.0\n", (), wheels))
+    res = ensure_deps_image(docker_client, "six==1.16.0\n", wheelhouse=wheels,
                                    timeout=300)
-    assert res.tag != images.deps_image_tag(base_image, "six==1.16.0\n")  # mode is hashed
+    assert res.tag != deps_image_tag(base_image, "six==1.16.0\n")  # mode is hashed
     code, out = _run(docker_client, res.tag, "python -c 'import six; print(six.__version__)'")
     assert code == 0 and "1.16.0" in out, out
 
 
 @pytest.mark.docker
 def test_index_probe_is_cached(docker_client, base_image):
-    first = images.index_reachable_from_containers(docker_client)
+    first = index_reachable_from_containers(docker_client)
     started = time.monotonic()
-    assert images.index_reachable_from_containers(docker_client) is first
+    assert index_reachable_from_containers(docker_client) is first
     assert time.monotonic() - started < 0.5
 
 
 @pytest.mark.docker
 def test_list_images_shows_ours(docker_client, base_image, tester_image):
-    tags = {i.tag: i.kind for i in images.list_images(docker_client)}
+    tags = {i.tag: i.kind for i in list_images(docker_client)}
     assert tags[base_image] == "base" and tags[tester_image] == "tester"
 
 
 @pytest.mark.docker
 def test_official_python_image_never_blocks(docker_client):
     started = time.monotonic()
-    ref = images.official_python_image(docker_client, pull_timeout=10)
-    assert ref is None or ref == images.OFFICIAL_PYTHON
+    ref = official_python_image(docker_client, pull_timeout=10)
+    assert ref is None or ref == OFFICIAL_PYTHON
     assert time.monotonic() - started < 30
     started = time.monotonic()
-    assert images.official_python_image(docker_client) == ref  # cached answer
+    assert official_python_image(docker_client) == ref  # cached answer
     assert time.monotonic() - started < 1.0
 
 
@@ -225,12 +234,12 @@ def test_concurrent_deps_requests_build_once(docker_client, base_image):
     import threading
 
     req = f"six==1.16.0\nsix>=0.0.{time.time_ns()}\n"  # a new hash: forces one real build
-    results: list[images.DepsImage] = []
+    results: list[DepsImage] = []
     errors: list[BaseException] = []
 
     def worker() -> None:
         try:
-            results.append(images.ensure_deps_image(docker_client, req, timeout=300))
+            results.append(ensure_deps_image(docker_client, req, timeout=300))
         except BaseException as exc:  # surfaced by the assertion below
             errors.append(exc)
 
@@ -244,13 +253,13 @@ def test_concurrent_deps_requests_build_once(docker_client, base_image):
         assert results[0].tag == results[1].tag
         assert sorted(r.cached for r in results) == [False, True]
     finally:
-        _forget(docker_client, images.deps_image_tag(base_image, req))
+        _forget(docker_client, deps_image_tag(base_image, req))
 
 
 @pytest.mark.docker
 def test_build_all_reports_tags(docker_client, base_image, tester_image):
     lines: list[str] = []
-    out = images.build_all(docker_client, progress=lines.append)
+    out = build_all(docker_client, progress=lines.append)
     assert out["base"] == base_image and out["tester"] == tester_image
     assert out["timings"]["base"] < 1.0
 
@@ -263,7 +272,7 @@ def test_auto_mode_falls_back_to_host_wheelhouse(docker_client, base_image, monk
     req = f"six==1.16.0\nsix>=0.0.{time.time_ns()}\n"
     lines: list[str] = []
     try:
-        res = images.ensure_deps_image(docker_client, req, timeout=300, progress=lines.append)
+        res = ensure_deps_image(docker_client, req, timeout=300, progress=lines.append)
         assert not res.cached
         assert any("downloading binary wheels on the host" in x for x in lines)
         assert list((tmp_path / "wheels").glob("*/six-1.16.0*.whl"))  # entered the cache
@@ -271,25 +280,25 @@ def test_auto_mode_falls_back_to_host_wheelhouse(docker_client, base_image, monk
         code, out = _run(docker_client, res.tag, "python -c 'import six; print(six.__version__)'")
         assert code == 0 and "1.16.0" in out
     finally:
-        _forget(docker_client, images.deps_image_tag(base_image, req))
+        _forget(docker_client, deps_image_tag(base_image, req))
 
 
 def test_host_pip_index_settings_env_wins(monkeypatch):
-    monkeypatch.setattr(images, "_pip_settings", None)
+    monkeypatch.setattr(host, "_pip_settings", None)
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
     monkeypatch.setenv("PIP_TRUSTED_HOST", "127.0.0.1")
     try:
-        got = images.host_pip_index_settings()
+        got = host_pip_index_settings()
         assert got["PIP_INDEX_URL"] == "http://127.0.0.1:9/simple"
         assert got["PIP_TRUSTED_HOST"] == "127.0.0.1"
         assert "PIP_FIND_LINKS" not in got and "PIP_CERT" not in got  # host-only settings
     finally:
-        images._pip_settings = None
+        host._pip_settings = None
 
 
 def test_prepare_wheelhouse_failure_carries_pip_output(tmp_path):
-    with pytest.raises(images.DependencyInstallError) as info:
-        images.prepare_wheelhouse("this-package-does-not-exist-rgbridge==0.0.1\n",
+    with pytest.raises(DependencyInstallError) as info:
+        prepare_wheelhouse("this-package-does-not-exist-rgbridge==0.0.1\n",
                                   tmp_path / "wh", timeout=120)
     assert "this-package-does-not-exist-rgbridge" in info.value.log_tail
 
@@ -298,5 +307,5 @@ def test_remove_tree_deletes_plain_work_dir(tmp_path):
     work = tmp_path / "rootfs-x"
     (work / "root" / "etc").mkdir(parents=True)
     (work / "root" / "etc" / "f").write_text("x")
-    images._remove_tree(work)
+    remove_tree(work)
     assert not work.exists()

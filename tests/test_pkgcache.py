@@ -18,7 +18,16 @@ from pathlib import Path
 import pytest
 
 from bridge.tasks.catalog import Catalog
-from bridge.scoring import images, pkgcache, reqfile
+from bridge.scoring import pkgcache, reqfile
+from bridge.scoring.images.base import ensure_base_image
+from bridge.scoring.images.build import image_exists
+from bridge.scoring.images.deps import deps_image_tag, ensure_deps_image, wait_for_cache_fills
+from bridge.scoring.images.wheelhouse import (
+    UnsafeRequirementError,
+    check_requirements,
+    index_reachable_from_containers,
+    prepare_wheelhouse,
+)
 from bridge.scoring.engine import score_repo
 from bridge.scoring.pkgcache import WheelCache
 
@@ -39,8 +48,8 @@ def test_equivalent_requirement_files_normalise_alike():
     c = "pydantic==2.11.7\nuvicorn==\\\n0.32.1\nfastapi==0.115.14"
     assert reqfile.normalise(a) == reqfile.normalise(b) == "fastapi==0.115.14\npydantic==2.11.7\nuvicorn==0.32.1\n"
     assert reqfile.normalise(c) == reqfile.normalise(a)  # a continued line is one requirement
-    assert images.deps_image_tag("b:1", a) == images.deps_image_tag("b:1", b)
-    assert images.deps_image_tag("b:1", a) != images.deps_image_tag("b:1", a + "six==1.16.0\n")
+    assert deps_image_tag("b:1", a) == deps_image_tag("b:1", b)
+    assert deps_image_tag("b:1", a) != deps_image_tag("b:1", a + "six==1.16.0\n")
     # '#' inside a token is not a comment (pip needs whitespace before it): URL fragments stay.
     assert reqfile.logical_lines("pkg @ https://h/p.whl#sha256=ab") == ["pkg @ https://h/p.whl#sha256=ab"]
     assert reqfile.normalise("# only comments\n\n") == ""
@@ -52,8 +61,8 @@ def test_equivalent_requirement_files_normalise_alike():
 def test_local_paths_are_refused_everywhere(line):
     assert reqfile.local_path_reason(line) is not None
     assert reqfile.host_fetch_reason(line) is not None
-    with pytest.raises(images.UnsafeRequirementError, match="local path"):
-        images.check_requirements(f"six==1.16.0\n{line}\n")
+    with pytest.raises(UnsafeRequirementError, match="local path"):
+        check_requirements(f"six==1.16.0\n{line}\n")
 
 
 @pytest.mark.parametrize("line", ["git+https://example.invalid/x.git", "pkg @ https://example.invalid/p.whl",
@@ -62,8 +71,8 @@ def test_local_paths_are_refused_everywhere(line):
 def test_host_fetch_accepts_named_requirements_only(line):
     assert reqfile.local_path_reason(line) is None  # fine inside a container build
     assert reqfile.host_fetch_reason(line) is not None
-    with pytest.raises(images.UnsafeRequirementError):
-        images.prepare_wheelhouse(f"{line}\n", Path("/nonexistent-never-used"))
+    with pytest.raises(UnsafeRequirementError):
+        prepare_wheelhouse(f"{line}\n", Path("/nonexistent-never-used"))
 
 
 @pytest.mark.parametrize("line", ["six==1.16.0", "Django>=4,<5", "numpy ; python_version > '3.8'",
@@ -162,35 +171,39 @@ def _nonce_reqs(base: str) -> str:
 
 
 def _forget(client, tag: str) -> None:
-    if images.image_exists(client, tag):
+    if image_exists(client, tag):
         client.images.remove(tag, force=True)
 
 
 @pytest.mark.docker
 def test_layers_fill_then_reuse_the_cache_and_refetch_corrupt_entries(docker_client, private_cache):
-    if not images.index_reachable_from_containers(docker_client):
+    if not index_reachable_from_containers(docker_client):
         pytest.skip("containers cannot reach the package index here (wheelhouse test covers that mode)")
-    base = images.ensure_base_image(docker_client)
+    base = ensure_base_image(docker_client)
     tags = []
     try:
-        first = images.ensure_deps_image(docker_client, _nonce_reqs("six==1.16.0\n"), timeout=300)
+        first = ensure_deps_image(docker_client, _nonce_reqs("six==1.16.0\n"), timeout=300)
         tags.append(first.tag)
+        assert first.uncached == ("six==1.16.0",)  # downloaded by the build, then fetched by the host
+        assert wait_for_cache_fills(300)  # the host's fill runs after the build, off the score's path
         cached = list((private_cache / "wheels").glob("*/six-1.16.0-py2.py3-none-any.whl"))
         assert len(cached) == 1 and pkgcache.sha256_file(cached[0]) == cached[0].parent.name
         config = docker_client.images.get(first.tag).attrs["Config"]
         base_config = docker_client.images.get(base).attrs["Config"]
         assert config["Cmd"] == base_config["Cmd"] and config["WorkingDir"] == base_config["WorkingDir"]
+        assert config["User"] == base_config["User"] and config["Env"] == base_config["Env"]
         assert not config.get("Volumes") and config["Labels"]["rgbridge.kind"] == "deps"
 
-        second = images.ensure_deps_image(docker_client, _nonce_reqs("six==1.16.0\n"), timeout=300)
+        second = ensure_deps_image(docker_client, _nonce_reqs("six==1.16.0\n"), timeout=300)
         tags.append(second.tag)
-        assert "Downloading six" not in second.log_tail  # served by the cache
-        assert "RGBRIDGE_INSTALLER=uv" in second.log_tail  # every wheel pip picked was cached
+        assert second.uncached == ()  # served by the cache
+        assert "RGBRIDGE_INSTALLER=uv" in second.log_tail
 
         cached[0].write_bytes(b"corrupt")
-        third = images.ensure_deps_image(docker_client, _nonce_reqs("six==1.16.0\n"), timeout=300)
+        third = ensure_deps_image(docker_client, _nonce_reqs("six==1.16.0\n"), timeout=300)
         tags.append(third.tag)
-        assert "Downloading six" in third.log_tail  # the corrupt entry was not offered
+        assert third.uncached == ("six==1.16.0",)  # the corrupt entry was not offered
+        assert wait_for_cache_fills(300)
         again = list((private_cache / "wheels").glob("*/six-1.16.0-py2.py3-none-any.whl"))
         assert len(again) == 1 and again[0].read_bytes() != b"corrupt"
         assert pkgcache.sha256_file(again[0]) == again[0].parent.name
@@ -214,9 +227,9 @@ def test_equivalent_requirement_files_share_one_layer(docker_client, private_cac
     nonce = time.time_ns()
     a = f"six==1.16.0\nsix>=0.0.{nonce}\n"
     b = f"# the same set, reordered and commented\nsix>=0.0.{nonce}   # floor\n\n  six==1.16.0\n"
-    first = images.ensure_deps_image(docker_client, a, timeout=300)
+    first = ensure_deps_image(docker_client, a, timeout=300)
     try:
-        again = images.ensure_deps_image(docker_client, b, timeout=300)
+        again = ensure_deps_image(docker_client, b, timeout=300)
         assert again.tag == first.tag and again.cached
     finally:
         _forget(docker_client, first.tag)
@@ -308,9 +321,9 @@ def test_maven_cache_serving_marks_a_version_used(tmp_path, monkeypatch):
 
 @pytest.mark.docker
 def test_uv_installs_exactly_what_pip_would(docker_client, private_cache, monkeypatch):
-    """The fast installer (uv) installs the files pip's own dry run picked: the same installed
-    set as a pip-only layer, for requirements with unpinned transitive dependencies."""
-    if not images.index_reachable_from_containers(docker_client):
+    """The fast installer (uv, resolving with pip's rules) gives the same installed set as a
+    pip-only layer, for requirements with unpinned transitive dependencies."""
+    if not index_reachable_from_containers(docker_client):
         pytest.skip("containers cannot reach the package index here")
     from bridge.scoring.containers import ContainerLimits, create_container, managed, read_logs, wait_with_timeout
 
@@ -326,10 +339,10 @@ def test_uv_installs_exactly_what_pip_would(docker_client, private_cache, monkey
     tags = []
     try:
         monkeypatch.setenv("RGBRIDGE_INSTALLER", "pip")
-        by_pip = images.ensure_deps_image(docker_client, _nonce_reqs("requests==2.32.3\n"), timeout=600)
+        by_pip = ensure_deps_image(docker_client, _nonce_reqs("requests==2.32.3\n"), timeout=600)
         tags.append(by_pip.tag)
         monkeypatch.delenv("RGBRIDGE_INSTALLER")
-        by_uv = images.ensure_deps_image(docker_client, _nonce_reqs("requests==2.32.3\n"), timeout=600)
+        by_uv = ensure_deps_image(docker_client, _nonce_reqs("requests==2.32.3\n"), timeout=600)
         tags.append(by_uv.tag)
         assert "RGBRIDGE_INSTALLER=pip" in by_pip.log_tail and "RGBRIDGE_INSTALLER=uv" not in by_pip.log_tail
         assert "RGBRIDGE_INSTALLER=uv" in by_uv.log_tail, by_uv.log_tail
@@ -351,13 +364,13 @@ def test_wheelhouse_mode_uses_and_fills_the_cache(docker_client, private_cache, 
     try:
         lines: list[str] = []
         reqs = _nonce_reqs("six==1.16.0\n")
-        first = images.ensure_deps_image(docker_client, reqs, extra_packages=["six==1.16.0"], timeout=300,
+        first = ensure_deps_image(docker_client, reqs, extra_packages=["six==1.16.0"], timeout=300,
                                          progress=lines.append)
-        tags += [first.tag, images.deps_image_tag(images.ensure_base_image(docker_client), reqs)]
+        tags += [first.tag, deps_image_tag(ensure_base_image(docker_client), reqs)]
         assert list((private_cache / "wheels").glob("*/six-1.16.0-py2.py3-none-any.whl"))
         assert "Looking in links" in first.log_tail  # --no-index install from the wheelhouse
         lines.clear()
-        second = images.ensure_deps_image(docker_client, _nonce_reqs("six==1.16.0\n"), timeout=300,
+        second = ensure_deps_image(docker_client, _nonce_reqs("six==1.16.0\n"), timeout=300,
                                           progress=lines.append)
         tags.append(second.tag)
         host_log = "\n".join(lines)

@@ -24,7 +24,7 @@ import pytest
 
 from bridge.scoring import grading
 from bridge.scoring.conformance import make_control_repos
-from bridge.scoring.images import TESTER_PINS
+from bridge.scoring.images.tester import TESTER_PINS
 from bridge.scoring.result import ProfileResult, ScoreResult
 from bridge.scoring.strict import (
     stage_golden_suite,

@@ -123,13 +123,23 @@ def cmd_images_build(args: argparse.Namespace) -> int:
     import time
 
     from bridge.scoring.docker_client import get_client
-    from bridge.scoring.images import build_all
+    from bridge.scoring.images.tester import build_all
     from bridge.scoring.java.images import ensure_java_image
 
     client = get_client()
-    result = build_all(
-        client, progress=not args.json, wheelhouse=args.wheelhouse, force=args.force, console=stderr_console()
-    )
+    if args.json:
+        result = build_all(client, wheelhouse=args.wheelhouse, force=args.force)
+    else:
+        con = stderr_console()
+        with con.status("building scoring images...") as status:
+
+            def say(line: str) -> None:
+                status.update(f"[bold]building scoring images[/] {line[:100]}")
+
+            result = build_all(client, progress=say, wheelhouse=args.wheelhouse, force=args.force)
+        timings = result["timings"]
+        con.print(f"base   {result['base']}  ({timings['base']}s)")
+        con.print(f"tester {result['tester']}  ({timings['tester']}s)")
     if not args.python_only:
         started = time.monotonic()
         with stderr_console().status("building the Java image (JDK 17 + Maven)", spinner="dots"):
@@ -149,7 +159,7 @@ def cmd_images_list(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from bridge.scoring.docker_client import get_client
-    from bridge.scoring.images import list_images
+    from bridge.scoring.images.inventory import list_images
 
     images = [asdict(i) for i in list_images(get_client())]
     if args.json:

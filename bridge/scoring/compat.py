@@ -27,16 +27,10 @@ from bridge.errors import ScoringError
 from bridge.scoring import coverage, upstream
 from bridge.scoring.containers import create_container, managed, put_directory, read_logs, wait_with_timeout
 from bridge.scoring.docker_client import make_labels
-from bridge.scoring.images import (
-    APP_DIRS,
-    APP_GID,
-    APP_UID,
-    DependencyInstallError,
-    docker_build,
-    ensure_deps_image,
-    image_exists,
-    official_python_image,
-)
+from bridge.scoring.images.base import official_python_image
+from bridge.scoring.images.build import DependencyInstallError, docker_build, image_exists
+from bridge.scoring.images.deps import ensure_deps_image
+from bridge.scoring.images.recipe import APP_DIRS, APP_GID, APP_UID
 from bridge.scoring.result import DSRResult, ProfileResult
 from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, merge_tree, requirements_of
 from bridge.tasks.model import Task

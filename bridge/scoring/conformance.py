@@ -24,7 +24,7 @@ from pathlib import Path
 import docker
 
 from bridge.scoring.engine import score_repo
-from bridge.scoring.images import TESTER_PINS
+from bridge.scoring.images.tester import TESTER_PINS
 from bridge.scoring.result import ProfileResult, ScoreResult
 from bridge.tasks.model import Task
 from bridge.tasks.suite import detect_quirks

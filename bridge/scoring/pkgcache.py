@@ -211,6 +211,16 @@ class WheelCache:
                 added += 1
         return added
 
+    def missing(self, pins: Iterable[str]) -> list[str]:
+        """The ``name==version`` pins no cached wheel provides."""
+        have = {(project_of(e.name), e.name.split("-")[1].lower()) for e in self.entries()}
+        out = []
+        for pin in pins:
+            name, _, version = pin.partition("==")
+            if (re.sub(r"[-_.]+", "-", name).lower(), version.lower()) not in have:
+                out.append(pin)
+        return out
+
     def evict(self) -> list[Path]:
         return evict_lru(self._units(), self.max_bytes)
 

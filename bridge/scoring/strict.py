@@ -27,6 +27,7 @@ import docker
 from docker.models.containers import Container
 
 from bridge.fs.files import write_json_atomic
+from bridge.locations import cache_dir
 from bridge.scoring import coverage, grading
 from bridge.scoring.containers import (
     ContainerLimits,
@@ -38,12 +39,9 @@ from bridge.scoring.containers import (
     read_logs,
 )
 from bridge.scoring.docker_client import make_labels
-from bridge.scoring.images import (
-    DependencyInstallError,
-    cache_dir,
-    ensure_deps_image,
-    ensure_tester_image,
-)
+from bridge.scoring.images.build import DependencyInstallError
+from bridge.scoring.images.deps import ensure_deps_image
+from bridge.scoring.images.tester import ensure_tester_image
 from bridge.scoring.result import (
     APICoverage,
     DSRResult,

@@ -17,7 +17,7 @@ from docker.errors import DockerException, NotFound
 
 from bridge.scoring.containers import remove_container
 from bridge.scoring.docker_client import LABEL_RUN, owner_filter
-from bridge.scoring.images import remove_images
+from bridge.scoring.images.inventory import remove_images
 
 
 @dataclass

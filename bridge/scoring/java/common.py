@@ -13,7 +13,7 @@ import docker
 from docker.models.containers import Container
 
 from bridge.scoring.containers import exec_with_timeout, fetch_file
-from bridge.scoring.images import DepsImage
+from bridge.scoring.images.deps import DepsImage
 from bridge.scoring.java.images import JVM_OPTIONS
 from bridge.scoring.java.layers import (
     JavaDependencyError,

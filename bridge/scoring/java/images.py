@@ -22,24 +22,11 @@ import docker
 from docker.errors import APIError, DockerException
 
 from bridge.errors import ScoringError
+from bridge.locations import cache_dir
 from bridge.scoring.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE
-from bridge.scoring.images import (
-    APP_GID,
-    APP_UID,
-    BASE_PATH,
-    LABEL_RECIPE,
-    ProgressFn,
-    _build_lock,
-    _build_rootfs,
-    _chroot,
-    _hash12,
-    _remove_tree,
-    _run,
-    _say,
-    base_recipe_hash,
-    cache_dir,
-    image_exists,
-)
+from bridge.scoring.images.build import LABEL_RECIPE, ProgressFn, build_lock, hash12, image_exists, say
+from bridge.scoring.images.recipe import APP_GID, APP_UID, BASE_PATH, base_recipe_hash
+from bridge.scoring.images.rootfs import build_rootfs, chroot, remove_tree, run_command
 
 JAVA_RECIPE_VERSION = "3"
 JAVA_REPO = "rgbridge-java"
@@ -76,7 +63,7 @@ JVM_OPTIONS = "-XX:MaxRAMPercentage=30 -XX:+UseSerialGC -Xss512k"
 
 
 def java_recipe_hash() -> str:
-    return _hash12(
+    return hash12(
         "java",
         JAVA_RECIPE_VERSION,
         base_recipe_hash(),
@@ -111,8 +98,10 @@ def _build_java_rootfs(base_tar: Path, dest_tar: Path, progress: ProgressFn | No
     root.mkdir()
     proc = root / "proc"
     try:
-        _say(progress, "extracting the base rootfs")
-        _run(["tar", "--numeric-owner", "-xpf", str(base_tar), "-C", str(root)], timeout=600, what="untar base rootfs")
+        say(progress, "extracting the base rootfs")
+        run_command(
+            ["tar", "--numeric-owner", "-xpf", str(base_tar), "-C", str(root)], timeout=600, what="untar base rootfs"
+        )
         resolv = root / "etc/resolv.conf"
         saved = resolv.read_bytes() if resolv.is_file() and not resolv.is_symlink() else None
         if resolv.is_symlink():
@@ -122,9 +111,9 @@ def _build_java_rootfs(base_tar: Path, dest_tar: Path, progress: ProgressFn | No
         # ca-certificates-java runs java in its postinst, and java needs /proc.
         subprocess.run(["mount", "-t", "proc", "proc", str(proc)], check=True, timeout=30)
         try:
-            _say(progress, "apt-get install: JDK 17, Maven and Debian's Maven repository")
-            _chroot(root, "apt-get", "update", progress=progress)
-            _chroot(
+            say(progress, "apt-get install: JDK 17, Maven and Debian's Maven repository")
+            chroot(root, "apt-get", "update", progress=progress)
+            chroot(
                 root,
                 "env",
                 "DEBIAN_FRONTEND=noninteractive",
@@ -135,15 +124,15 @@ def _build_java_rootfs(base_tar: Path, dest_tar: Path, progress: ProgressFn | No
                 *JAVA_PACKAGES,
                 progress=progress,
             )
-            _chroot(root, "apt-get", "clean")
+            chroot(root, "apt-get", "clean")
         finally:
             subprocess.run(["umount", "-l", str(proc)], check=False, capture_output=True, timeout=30)
-        _chroot(root, "mkdir", "-p", LOCAL_REPO)
-        _chroot(root, "cp", "-a", f"{DEBIAN_REPO}/.", f"{LOCAL_REPO}/")
+        chroot(root, "mkdir", "-p", LOCAL_REPO)
+        chroot(root, "cp", "-a", f"{DEBIAN_REPO}/.", f"{LOCAL_REPO}/")
         # Debian's repository links its jars relatively (``../../java/x.jar`` from the repo's
         # parent): the same link beside the copy keeps them resolving.
-        _chroot(root, "ln", "-s", "/usr/share/java", f"{M2_HOME_DIR}/java")
-        _chroot(root, "chown", "-R", f"{APP_UID}:{APP_GID}", M2_HOME_DIR)
+        chroot(root, "ln", "-s", "/usr/share/java", f"{M2_HOME_DIR}/java")
+        chroot(root, "chown", "-R", f"{APP_UID}:{APP_GID}", M2_HOME_DIR)
         # Plain `mvn` (an agent's start.sh, upstream's flow) must find the shared local repo.
         (root / "etc/maven/settings.xml").write_text(GLOBAL_SETTINGS, encoding="utf-8")
         if saved is not None:
@@ -154,16 +143,16 @@ def _build_java_rootfs(base_tar: Path, dest_tar: Path, progress: ProgressFn | No
             if child.is_file():
                 child.unlink()
         (root / "etc/rgbridge-release").write_text(f"recipe={java_recipe_hash()}\nkind=java\n")
-        _say(progress, "packing the Java rootfs")
+        say(progress, "packing the Java rootfs")
         partial = dest_tar.with_suffix(".partial")
-        _run(
+        run_command(
             ["tar", "--numeric-owner", "--one-file-system", "-C", str(root), "-cf", str(partial), "."],
             timeout=900,
             what="tar java rootfs",
         )
         partial.replace(dest_tar)
     finally:
-        _remove_tree(work)
+        remove_tree(work)
 
 
 def ensure_java_image(client: docker.DockerClient, *, progress: ProgressFn | None = None, force: bool = False) -> str:
@@ -172,20 +161,20 @@ def ensure_java_image(client: docker.DockerClient, *, progress: ProgressFn | Non
     tag = f"{JAVA_REPO}:{recipe}"
     if not force and image_exists(client, tag):
         return tag
-    with _build_lock(f"java-{recipe}"):
+    with build_lock(f"java-{recipe}"):
         if not force and image_exists(client, tag):
             return tag
         tar_path = cache_dir() / "rootfs" / f"java-{recipe}.tar"
         tar_path.parent.mkdir(parents=True, exist_ok=True)
         if force or not tar_path.is_file():
             base_tar = cache_dir() / "rootfs" / f"{base_recipe_hash()}.tar"
-            with _build_lock(f"base-{base_recipe_hash()}"):
+            with build_lock(f"base-{base_recipe_hash()}"):
                 if not base_tar.is_file():
-                    _build_rootfs(base_tar, progress)
+                    build_rootfs(base_tar, progress)
             started = time.monotonic()
             _build_java_rootfs(base_tar, tar_path, progress)
-            _say(progress, f"Java rootfs built in {time.monotonic() - started:.0f}s")
-        _say(progress, f"importing {tag}")
+            say(progress, f"Java rootfs built in {time.monotonic() - started:.0f}s")
+        say(progress, f"importing {tag}")
         try:
             client.api.import_image(src=str(tar_path), repository=JAVA_REPO, tag=recipe, changes=_java_changes(recipe))
         except (APIError, DockerException) as exc:

@@ -25,17 +25,9 @@ import docker
 from docker.errors import DockerException
 
 from bridge.errors import ScoringError
-from bridge.scoring.images import (
-    APP_GID,
-    APP_UID,
-    DepsImage,
-    ProgressFn,
-    _build_lock,
-    _hash12,
-    _say,
-    docker_build,
-    image_exists,
-)
+from bridge.scoring.images.build import ProgressFn, build_lock, docker_build, hash12, image_exists, say
+from bridge.scoring.images.deps import DepsImage
+from bridge.scoring.images.recipe import APP_GID, APP_UID
 from bridge.scoring.java.images import LOCAL_REPO, ensure_java_image
 from bridge.scoring.java.mavencache import cache_settings, export_downloads, serve_cache
 from bridge.scoring.workdir import ASSETS
@@ -154,7 +146,7 @@ def _repo_digest(path: Path) -> str:
 def jdeps_tag(base: str, poms: dict[str, str], sources: MavenSources, kind: str | None = None) -> str:
     repo = _repo_digest(sources.repo_dir) if sources.repo_dir else None
     settings = hashlib.sha256(sources.settings.read_bytes()).hexdigest()[:12] if sources.settings else None
-    key = _hash12(
+    key = hash12(
         "jdeps",
         JDEPS_RECIPE_VERSION,
         base,
@@ -214,7 +206,7 @@ def ensure_java_deps_image(
     if image_exists(client, tag):
         return DepsImage(tag=tag, cached=True, seconds=0.0)
     started = time.monotonic()
-    with _build_lock(tag):
+    with build_lock(tag):
         if image_exists(client, tag):
             return DepsImage(tag=tag, cached=True, seconds=time.monotonic() - started)
         files: dict[str, bytes] = {f"build/project/{rel}": text.encode() for rel, text in poms.items()}
@@ -255,9 +247,9 @@ def ensure_java_deps_image(
             if "RGBRIDGE_RESOLVED=online" in res.log_tail:
                 try:
                     added = export_downloads(client, tag, LOCAL_REPO)
-                    _say(progress, f"{added} downloaded Maven file(s) added to the shared cache")
+                    say(progress, f"{added} downloaded Maven file(s) added to the shared cache")
                 except (DockerException, OSError, tarfile.TarError) as exc:  # the cache is only a speed-up
-                    _say(progress, f"shared Maven cache not updated: {exc}")
+                    say(progress, f"shared Maven cache not updated: {exc}")
             return DepsImage(tag=tag, cached=False, seconds=time.monotonic() - started, log_tail=res.log_tail)
         if res.timed_out:
             raise JavaDependencyError(
