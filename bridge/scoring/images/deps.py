@@ -127,9 +127,17 @@ def ensure_deps_image(
         if image_exists(client, tag):
             return DepsImage(tag=tag, cached=True, seconds=time.monotonic() - started)
         extras_txt = "".join(f"{p}\n" for p in extras)
-        # pip installs the requirements, then the extras into that environment: one container
-        # runs both steps, so compat's layer does not wait for strict's (they build side by side).
         files = {name: text for name, text in (("requirements.txt", reqs), ("extras.txt", extras_txt)) if text}
+        layer_base = base
+        if reqs and extras:
+            # pip installs the requirements, then the extras into that environment: the first
+            # step is exactly the requirements-only layer (strict's, checked by pip), so build on
+            # it. Measured against both layers built side by side from the base, this is as fast
+            # or faster on two cores and does the requirements' work once (docs/measurements.md).
+            inner = ensure_deps_image(
+                client, reqs, base=base, wheelhouse=wheelhouse, progress=progress, timeout=timeout
+            )
+            files, layer_base = {"extras.txt": extras_txt}, inner.tag
         cache = WheelCache()
         fetch_root = cache_dir() / "outbox"
         fetch_root.mkdir(parents=True, exist_ok=True)
@@ -172,7 +180,7 @@ def ensure_deps_image(
                     mode, wheels = "local", fetched
                 res = build_layer(
                     client,
-                    base=base,
+                    base=layer_base,
                     tag=tag,
                     kind="deps",
                     requirement_files=files,
