@@ -15,7 +15,7 @@ Java plans: bridge/scoring/java/plan.py.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Literal
@@ -163,18 +163,10 @@ def create_sandbox(
     return box
 
 
-def run_step(
-    box: Sandbox, step: Step, *, argv: Sequence[str] | None = None, env: dict[str, str] | None = None
-) -> ExecOutcome:
-    """Run an exec step in its sandbox (argv/env overridable where a step's input is only
-    known at run time)."""
+def run_step(box: Sandbox, step: Step) -> ExecOutcome:
+    """Run an exec step of the plan in its sandbox."""
     return box.exec(
-        list(argv if argv is not None else step.argv),
-        step.timeout,
-        max_output=step.max_output,
-        user=step.user,
-        workdir=step.workdir,
-        env=env if env is not None else step.env,
+        step.argv, step.timeout, max_output=step.max_output, user=step.user, workdir=step.workdir, env=step.env
     )
 
 
