@@ -13,43 +13,27 @@ being ignored (`|| true`); the base image is our Debian rootfs unless `python:3.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import docker
-from docker.errors import DockerException
-from requests import RequestException
 
 from bridge.errors import ScoringError
 from bridge.scoring import coverage, upstream
-from bridge.scoring.containers import create_container, managed, put_directory, read_logs, wait_with_timeout
-from bridge.scoring.docker_client import make_labels
 from bridge.scoring.images.base import official_python_image
 from bridge.scoring.images.build import DependencyInstallError, docker_build, image_exists
 from bridge.scoring.images.deps import ensure_deps_image
 from bridge.scoring.images.recipe import APP_DIRS, APP_GID, APP_UID
+from bridge.scoring.plan import create_sandbox
+from bridge.scoring.python_plan import FALLBACK_PACKAGES, TEST_TOOLS, compat_plan
 from bridge.scoring.result import DSRResult, ProfileResult
+from bridge.scoring.sandbox import Sandbox
 from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, merge_tree, requirements_of
 from bridge.tasks.model import Task
 
 ProgressFn = Callable[[str], None]
-
-#: installed when the repo has no requirements.txt (upstream Dockerfile.python step 3)
-FALLBACK_PACKAGES = (
-    "flask",
-    "fastapi",
-    "uvicorn",
-    "django",
-    "djangorestframework",
-    "requests",
-    "sqlalchemy",
-    "pydantic",
-)
-#: always installed after tests/requirements.txt (upstream Dockerfile.python step 5)
-TEST_TOOLS = ("pytest", "pytest-json-report", "requests", "httpx")
 
 
 def merge_golden_tests(task: Task, repo_dir: Path) -> None:
@@ -81,23 +65,22 @@ def compat_base_image(client: docker.DockerClient, progress: ProgressFn | None) 
     return tag
 
 
-def _follow_digests(
-    container, digest_factory: Callable[[], upstream.LogDigest] = upstream.LogDigest
+def follow_digests(
+    box: Sandbox, digest_factory: Callable[[], upstream.LogDigest] = upstream.LogDigest
 ) -> list[tuple[threading.Thread, upstream.LogDigest]]:
     """Attach to stdout and stderr (one stream each) and digest them live for grading.
 
-    Attaching reads the container's stdio directly: `logs(follow=True)` reads the engine's log
-    file and stops early when a flood makes the json-file driver rotate it (seen on 20.10).
+    The live streams, not the kept log: an engine's log file can rotate under a flood and lose
+    the markers (bridge/scoring/docker_sandbox.py `attach`).
     """
     out = []
     for is_stdout in (True, False):
         digest = digest_factory()
-        stream = container.attach(stdout=is_stdout, stderr=not is_stdout, stream=True, logs=False)
+        stream = box.attach(stdout=is_stdout)
 
-        def pump(digest: upstream.LogDigest = digest, stream=stream) -> None:
-            with contextlib.suppress(DockerException, RequestException, OSError):
-                for chunk in stream:
-                    digest.feed(chunk)
+        def pump(digest: upstream.LogDigest = digest, stream: Iterable[bytes] = stream) -> None:
+            for chunk in stream:
+                digest.feed(chunk)
 
         thread = threading.Thread(target=pump, daemon=True, name="rgbridge-compat-log")
         thread.start()
@@ -165,35 +148,26 @@ def run_compat(
         logs.write("build.log", image.log_tail)
 
     merge_golden_tests(task, repo_dir)
-    env = {
-        "REPO_LANG": task.lang,
-        "SERVICE_PORT": str(task.port),
-        "STARTUP_TIMEOUT": str(upstream.STARTUP_TIMEOUTS.get(task.lang, 15)),
-        "TEST_TIMEOUT": str(upstream.TEST_TIMEOUTS.get(task.lang, 300)),
-        "HOME": "/tmp",
-    }
-    labels = make_labels(kind="compat", run_id=ctx.run_id, task=task.id, extra=ctx.extra_labels)
-    container = create_container(
-        client,
+    plan = compat_plan(task, service_limits=ctx.service_limits)
+    run = plan.step("run")
+    with create_sandbox(
+        ctx.sandboxes(client),
+        plan,
+        "compat",
         image.tag,
         name=ctx.container_name("compat"),
-        command=["bash", "/opt/rgbridge/compat_entrypoint.sh"],
-        labels=labels,
-        env=env,
-        working_dir="/repo",
-        limits=ctx.service_limits,
-    )
-    with managed(container):
-        put_directory(container, repo_dir, "/repo")
-        put_directory(container, ASSETS, "/opt/rgbridge", uid=0, gid=0)
+        run_id=ctx.run_id,
+        metadata=ctx.extra_labels,
+        sources={"repo": repo_dir, "assets": ASSETS},
+    ) as box:
         progress("compat: deploying and testing (upstream phases)")
-        digests = _follow_digests(container)  # attached before start: no output is missed
-        container.start()
-        outcome = wait_with_timeout(container, upstream.CONTAINER_TIMEOUT)
+        digests = follow_digests(box)  # attached before start: no output is missed
+        box.start()
+        outcome = box.wait(run.timeout)
         for thread, _ in digests:
             thread.join(timeout=30)
-        stdout = read_logs(container, stdout=True, stderr=False)
-        stderr = read_logs(container, stdout=False, stderr=True)
+        stdout = box.logs(stdout=True, stderr=False)
+        stderr = box.logs(stdout=False, stderr=True)
     logs.write("container.log", upstream.combine_container_log(stdout, stderr))
     # Grade on the digests of the complete streams (the kept log file is capped).
     log = upstream.combine_container_log(digests[0][1].text(), digests[1][1].text())

@@ -29,8 +29,12 @@ from bridge.scoring.compat import run_compat
 from bridge.scoring.docker_client import get_client
 from bridge.scoring.java.compat import run_java_compat
 from bridge.scoring.java.layers import MavenSources
+from bridge.scoring.java.plan import java_compat_plan, java_strict_plan
 from bridge.scoring.java.strict import run_java_strict
+from bridge.scoring.plan import ScoringPlan
+from bridge.scoring.python_plan import compat_plan, strict_plan
 from bridge.scoring.result import DSRResult, ProfileResult
+from bridge.scoring.sandbox import SandboxLimits
 from bridge.scoring.strict import run_strict
 from bridge.scoring.sweep import sweep
 from bridge.scoring.workdir import LogSink, ScoreContext
@@ -49,6 +53,22 @@ def runner_for(task: Task, name: str, maven: MavenSources | None) -> Callable[..
         java = _JAVA_RUNNERS[name]
         return lambda *args, **kwargs: java(*args, maven=maven, **kwargs)
     return _RUNNERS[name]
+
+
+def plan_for(
+    task: Task, profile: str, *, service_limits: SandboxLimits | None = None, deploy_only: bool = False
+) -> ScoringPlan:
+    """What the profile's runner will do for the task, as data (bridge/scoring/plan.py)."""
+    limits = service_limits or SandboxLimits()
+    if profile not in _RUNNERS:
+        raise ValueError(f"unknown profile {profile!r} (strict or compat)")
+    if task.lang == "java":
+        if profile == "strict":
+            return java_strict_plan(task, service_limits=limits, deploy_only=deploy_only)
+        return java_compat_plan(task, service_limits=limits)
+    if profile == "strict":
+        return strict_plan(task, service_limits=limits, deploy_only=deploy_only)
+    return compat_plan(task, service_limits=limits)
 
 
 class LiveRuns:

@@ -9,8 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import docker
+
 from bridge.fs.walk import copy_tree_at
-from bridge.scoring.containers import ContainerLimits
+from bridge.scoring.docker_sandbox import DockerRuntime
+from bridge.scoring.sandbox import SandboxLimits, SandboxRuntime
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 LOG_CAP_BYTES = 2_000_000
@@ -21,9 +24,15 @@ class ScoreContext:
     run_id: str
     wheelhouse: Path | None = None
     image_progress: Callable[[str], None] | None = None
-    service_limits: ContainerLimits = field(default_factory=ContainerLimits)
+    service_limits: SandboxLimits = field(default_factory=SandboxLimits)
+    # Where sandboxes run; None = Docker on the runner's client (bridge/scoring/docker_sandbox.py).
+    runtime: SandboxRuntime | None = None
     extra_labels: dict[str, str] = field(default_factory=dict)
     token: str = field(default_factory=lambda: secrets.token_hex(3))
+
+    def sandboxes(self, client: docker.DockerClient) -> SandboxRuntime:
+        """The runtime the profile's sandboxes are created by."""
+        return self.runtime or DockerRuntime(client)
 
     def container_name(self, role: str) -> str:
         # <prefix>.<run>.<role>.<random>: run-scoped, so concurrent evaluations never collide.

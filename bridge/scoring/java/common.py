@@ -1,4 +1,4 @@
-"""What both Java profiles share: the scoring copy of a repo, the layer, reports, log digests."""
+"""What both Java profiles share: the scoring copy of a repo, the layer, reports, Maven errors."""
 
 from __future__ import annotations
 
@@ -10,11 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import docker
-from docker.models.containers import Container
 
-from bridge.scoring.containers import exec_with_timeout, fetch_file
 from bridge.scoring.images.deps import DepsImage
-from bridge.scoring.java.images import JVM_OPTIONS
 from bridge.scoring.java.layers import (
     JavaDependencyError,
     MavenSources,
@@ -22,15 +19,15 @@ from bridge.scoring.java.layers import (
     repo_poms,
     test_sources_text,
 )
+from bridge.scoring.java.plan import REPORTS_TAR
+from bridge.scoring.plan import ScoringPlan, run_step
 from bridge.scoring.result import DSRResult, PassAt1, ProfileResult
+from bridge.scoring.sandbox import Sandbox
 from bridge.scoring.workdir import LogSink
 from bridge.tasks.model import Task
 
-REPORTS_TAR = "/tmp/rgbridge-surefire.tar"
 REPORTS_MAX_BYTES = 20_000_000
 REPORT_MAX_FILES = 2000
-#: Every JVM in a scoring container (Maven, the forked test JVM, the service) gets these.
-JAVA_ENV = {"JAVA_TOOL_OPTIONS": JVM_OPTIONS, "HOME": "/tmp", "MAVEN_OPTS": f"{JVM_OPTIONS} -Dstyle.color=never"}
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -88,17 +85,13 @@ def layer_failure(
     )
 
 
-def fetch_reports(container: Container, project: str) -> list[bytes]:
-    """The `TEST-*.xml` files of `<project>/target/surefire-reports`, read through one tar
-    made in the container (regular files only, count and size capped)."""
-    script = (
-        f"cd {project}/target 2>/dev/null && tar -cf {REPORTS_TAR} "
-        "--no-recursion surefire-reports surefire-reports/TEST-*.xml"
-    )
-    made = exec_with_timeout(container, ["sh", "-c", script], 60)
+def fetch_reports(plan: ScoringPlan, box: Sandbox) -> list[bytes]:
+    """The `TEST-*.xml` files of the tester's `target/surefire-reports`, read through one tar
+    made in the sandbox (regular files only, count and size capped)."""
+    made = run_step(box, plan.step("fetch-reports"))
     if made.exit_code != 0:
         return []
-    data = fetch_file(container, REPORTS_TAR, max_bytes=REPORTS_MAX_BYTES)
+    data = box.copy_out(REPORTS_TAR, max_bytes=REPORTS_MAX_BYTES)
     if not data:
         return []
     out: list[bytes] = []

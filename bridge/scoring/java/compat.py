@@ -21,21 +21,14 @@ from pathlib import Path
 import docker
 
 from bridge.scoring import coverage, upstream
-from bridge.scoring.compat import _follow_digests
-from bridge.scoring.containers import (
-    create_container,
-    fetch_file,
-    managed,
-    put_directory,
-    read_logs,
-    strip_ansi,
-    wait_with_timeout,
-)
-from bridge.scoring.docker_client import make_labels
-from bridge.scoring.java.common import JAVA_ENV, ensure_layer, layer_failure, replace_golden_tests
+from bridge.scoring.capture import strip_ansi
+from bridge.scoring.compat import follow_digests
+from bridge.scoring.java.common import ensure_layer, layer_failure, replace_golden_tests
 from bridge.scoring.java.images import ensure_java_image
 from bridge.scoring.java.layers import JavaDependencyError, MavenSources
+from bridge.scoring.java.plan import COMPAT_BUILD_LOG, java_compat_plan
 from bridge.scoring.java.pom import java11_to_17
+from bridge.scoring.plan import create_sandbox
 from bridge.scoring.result import ProfileResult
 from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext
 from bridge.tasks.model import Task
@@ -118,36 +111,26 @@ def run_java_compat(
         # Upstream swallows go-offline failures and carries on: Maven fails inside the run.
         logs.write("build.log", exc.log_tail)
 
-    env = {
-        "REPO_LANG": "java",
-        "SERVICE_PORT": str(task.port),
-        "STARTUP_TIMEOUT": str(upstream.STARTUP_TIMEOUTS["java"]),
-        "TEST_TIMEOUT": str(upstream.TEST_TIMEOUTS["java"]),
-        **JAVA_ENV,
-    }
-    labels = make_labels(kind="compat", run_id=ctx.run_id, task=task.id, extra=ctx.extra_labels)
-    container = create_container(
-        client,
+    plan = java_compat_plan(task, service_limits=ctx.service_limits)
+    with create_sandbox(
+        ctx.sandboxes(client),
+        plan,
+        "compat",
         image,
         name=ctx.container_name("compat"),
-        command=["bash", "/opt/rgbridge/java_compat.sh"],
-        labels=labels,
-        env=env,
-        working_dir="/repo",
-        limits=ctx.service_limits,
-    )
-    with managed(container):
-        put_directory(container, repo_dir, "/repo")
-        put_directory(container, ASSETS, "/opt/rgbridge", uid=0, gid=0)
+        run_id=ctx.run_id,
+        metadata=ctx.extra_labels,
+        sources={"repo": repo_dir, "assets": ASSETS},
+    ) as box:
         progress("compat: building, deploying and testing (upstream phases)")
-        digests = _follow_digests(container, MavenLogDigest)
-        container.start()
-        outcome = wait_with_timeout(container, upstream.CONTAINER_TIMEOUT)
+        digests = follow_digests(box, MavenLogDigest)
+        box.start()
+        outcome = box.wait(plan.step("run").timeout)
         for thread, _ in digests:
             thread.join(timeout=30)
-        stdout = read_logs(container, stdout=True, stderr=False)
-        stderr = read_logs(container, stdout=False, stderr=True)
-        build_log = fetch_file(container, "/results/compat-build.log", max_bytes=BUILD_LOG_MAX)
+        stdout = box.logs(stdout=True, stderr=False)
+        stderr = box.logs(stdout=False, stderr=True)
+        build_log = box.copy_out(COMPAT_BUILD_LOG, max_bytes=BUILD_LOG_MAX)
     if build_log:
         logs.write_bytes("compat-build.log", build_log)
     logs.write("container.log", upstream.combine_container_log(stdout, stderr))

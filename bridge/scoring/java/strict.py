@@ -25,11 +25,9 @@ from pathlib import Path
 import docker
 
 from bridge.scoring import coverage, grading
-from bridge.scoring.containers import create_container, exec_with_timeout, managed, put_directory, read_logs
-from bridge.scoring.docker_client import make_labels
+from bridge.scoring.deploy import dynamic_coverage, service_state, wait_deployed
 from bridge.scoring.java import golden, surefire
 from bridge.scoring.java.common import (
-    JAVA_ENV,
     ensure_layer,
     fetch_reports,
     layer_failure,
@@ -38,9 +36,11 @@ from bridge.scoring.java.common import (
 )
 from bridge.scoring.java.images import ensure_java_image
 from bridge.scoring.java.layers import JavaDependencyError, MavenSources
-from bridge.scoring.java.pom import PomError, forced_property_args, sanitize_repo_poms
+from bridge.scoring.java.plan import java_strict_plan
+from bridge.scoring.java.pom import PomError, sanitize_repo_poms
+from bridge.scoring.plan import ScoringPlan, create_sandbox, run_step
 from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, TestCaseResult
-from bridge.scoring.strict import PROBE_DIR, TESTER_ROOT, _dynamic_coverage, _service_state, _wait_deployed
+from bridge.scoring.sandbox import Sandbox
 from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, place_file
 from bridge.tasks.model import Task
 
@@ -48,13 +48,6 @@ ProgressFn = Callable[[str], None]
 #: dropped from the tester's copy: build output (stale or forged reports), Maven's per-project
 #: configuration (extra CLI flags, JVM flags, build extensions) and wrappers.
 TESTER_DROP = ("target", ".mvn", "mvnw", "mvnw.cmd")
-MAVEN_FLAGS = ["-o", "-B", "-Dstyle.color=never"]
-#: JVM system properties beat `junit-platform.properties`: the agent's main resources are on the
-#: test classpath and could otherwise switch on ServiceLoader registration of a JUnit extension
-#: (e.g. a TestExecutionExceptionHandler that swallows every golden failure).
-TESTER_JAVA_ENV = JAVA_ENV | {
-    "JAVA_TOOL_OPTIONS": f"{JAVA_ENV['JAVA_TOOL_OPTIONS']} -Djunit.jupiter.extensions.autodetection.enabled=false",
-}
 
 
 def _tester_copy(task: Task, repo_dir: Path, dest: Path, *, with_golden: bool = True) -> list[str]:
@@ -135,43 +128,35 @@ def run_java_strict(
             logs.write("build.log", layer.log_tail)
         image = layer.tag
 
-    labels = make_labels(kind="strict", run_id=ctx.run_id, task=task.id, extra=ctx.extra_labels)
-    env = {"SERVICE_PORT": str(task.port), "PORT": str(task.port), "REPO_LANG": "java", **JAVA_ENV}
-    service = create_container(
-        client,
+    plan = java_strict_plan(task, service_limits=ctx.service_limits, deploy_only=deploy_only)
+    runtime = ctx.sandboxes(client)
+    with create_sandbox(
+        runtime,
+        plan,
+        "service",
         image,
         name=ctx.container_name("svc"),
-        command=["bash", "/opt/rgbridge/strict_service.sh"],
-        labels=labels,
-        env=env,
-        working_dir="/repo",
-        limits=ctx.service_limits,
-    )
-    with managed(service):
-        put_directory(service, repo_dir, "/repo")
-        put_directory(service, ASSETS, "/opt/rgbridge", uid=0, gid=0)
+        run_id=ctx.run_id,
+        metadata=ctx.extra_labels,
+        sources={"repo": repo_dir, "assets": ASSETS},
+    ) as service:
         progress("strict: starting the service")
         service.start()
-        # The tester runs agent code too (golden tests start the app in-process): the service's
-        # security profile and limits, its network namespace (no network), none of its files.
-        tester = create_container(
-            client,
+        sources = {"assets": ASSETS} | ({"tester-repo": tester_dir} if has_pom and not deploy_only else {})
+        with create_sandbox(
+            runtime,
+            plan,
+            "tester",
             image,
             name=ctx.container_name("tst"),
-            command=["sleep", "infinity"],
-            labels=labels | {"rgbridge.kind": "tester"},
-            env=TESTER_JAVA_ENV,
-            working_dir=TESTER_ROOT,
-            network_mode=f"container:{service.id}",
-            limits=ctx.service_limits,
-        )
-        with managed(tester):
-            if has_pom and not deploy_only:
-                put_directory(tester, tester_dir, TESTER_ROOT)
-            put_directory(tester, ASSETS, PROBE_DIR)
+            run_id=ctx.run_id,
+            metadata=ctx.extra_labels,
+            sources=sources,
+            share_network_of=service,
+        ) as tester:
             tester.start()
             if deploy_only or not has_pom:
-                dsr, oom = _wait_deployed(task, service, tester, logs, progress)
+                dsr, oom = wait_deployed(task, plan, service, tester, logs, progress)
                 if deploy_only:
                     return finish(outcome="scored" if dsr.success else "deploy_failed", dsr=dsr, oom_killed=oom)
                 p1, tests = not_passed()
@@ -185,14 +170,15 @@ def run_java_strict(
                     oom_killed=oom,
                 )
             return _build_and_test(
-                task, service, tester, items, logs=logs, progress=progress, finish=finish, not_passed=not_passed
+                task, plan, service, tester, items, logs=logs, progress=progress, finish=finish, not_passed=not_passed
             )
 
 
 def _build_and_test(
     task: Task,
-    service,
-    tester,
+    plan: ScoringPlan,
+    service: Sandbox,
+    tester: Sandbox,
     items: list[str],
     *,
     logs: LogSink,
@@ -202,10 +188,9 @@ def _build_and_test(
 ) -> ProfileResult:
     timeouts = task.manifest.timeouts
     progress("strict: compiling the repo (offline)")
-    forced = forced_property_args()
-    build = exec_with_timeout(tester, ["mvn", *MAVEN_FLAGS, *forced, "compile"], timeouts.build, workdir=TESTER_ROOT)
+    build = run_step(tester, plan.step("compile"))
     logs.write("compile.log", build.output)
-    dsr, oom = _wait_deployed(task, service, tester, logs, progress)
+    dsr, oom = wait_deployed(task, plan, service, tester, logs, progress)
     if build.exit_code != 0:
         p1, tests = not_passed()
         outcome = "timeout" if build.timed_out else "build_failed"
@@ -220,9 +205,9 @@ def _build_and_test(
         )
 
     progress(f"strict: running {len(items)} golden tests")
-    run = exec_with_timeout(tester, ["mvn", *MAVEN_FLAGS, *forced, "test"], timeouts.tests, workdir=TESTER_ROOT)
+    run = run_step(tester, plan.step("tests"))
     logs.write("tests.log", run.output)
-    reports = fetch_reports(tester, TESTER_ROOT)
+    reports = fetch_reports(plan, tester)
     results, bad = surefire.parse_reports(reports)
     if bad:
         logs.write("reports-refused.log", "\n".join(bad) + "\n")
@@ -232,9 +217,9 @@ def _build_and_test(
         error = f"golden tests exceeded {timeouts.tests}s"
     elif "COMPILATION ERROR" in run.output and not reports:
         error = "golden tests did not compile against the repo:\n" + maven_errors(run.output)
-    dynamic = _dynamic_coverage(task, tester) if dsr.success else None
-    _, _, oom_now = _service_state(service)
-    logs.write("service.log", read_logs(service))
+    dynamic = dynamic_coverage(task, plan, tester) if dsr.success else None
+    _, _, oom_now = service_state(plan, service)
+    logs.write("service.log", service.logs())
     outcome = "timeout" if run.timed_out else ("scored" if dsr.success else "deploy_failed")
     return finish(
         outcome=outcome,
