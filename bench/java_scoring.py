@@ -28,11 +28,11 @@ from docker.errors import ImageNotFound
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bridge.tasks.catalog import Catalog
 from bridge.scoring.docker_client import get_client
 from bridge.scoring.engine import score_repo
 from bridge.scoring.java.images import ensure_java_image, java_image_tag
 from bridge.scoring.java.layers import MavenSources, jdeps_tag, repo_poms
+from bridge.tasks.catalog import Catalog
 
 TASK = "link-shortener"
 

@@ -34,8 +34,8 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from bridge.tasks.catalog import Catalog
 from bridge.scoring.evaluate import evaluate
+from bridge.tasks.catalog import Catalog
 
 SOURCE_TASK = "kv-ledger"
 

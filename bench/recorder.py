@@ -17,11 +17,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from bridge.recording.events import EventLog, load_events
 from bridge.fs.hashing import tree_hash
+from bridge.recording.events import EventLog, load_events
 from bridge.recording.manifest import scan
-from bridge.sessions.recorder import Recorder
 from bridge.recording.store import ShadowStore
+from bridge.sessions.recorder import Recorder
 
 WRITER = r"""
 import os, random, sys, time

@@ -46,7 +46,6 @@ from typing import Any
 import docker
 from docker.errors import APIError, ImageNotFound
 
-from bridge.tasks.catalog import Catalog
 from bridge.scoring import coverage, upstream
 from bridge.scoring.compat import TEST_TOOLS, _requirement_lines
 from bridge.scoring.containers import read_logs, remove_container, wait_with_timeout
@@ -58,6 +57,7 @@ from bridge.scoring.images.deps import deps_image_tag, wait_for_cache_fills
 from bridge.scoring.images.host import host_pip_index_settings
 from bridge.scoring.result import DSRResult, PassAt1
 from bridge.scoring.workdir import ASSETS, requirements_of
+from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
 
 ROOT = Path(__file__).resolve().parent.parent

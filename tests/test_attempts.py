@@ -13,11 +13,11 @@ import anyio
 import pytest
 from mcp import Client
 
-from bridge.sessions.attempts import pass_at_k, pass_at_k_table
-from bridge.tasks.catalog import Catalog
 from bridge.errors import PathError, SessionError
+from bridge.sessions.attempts import pass_at_k, pass_at_k_table
 from bridge.sessions.live import load_record
 from bridge.sessions.manager import SessionManager
+from bridge.tasks.catalog import Catalog
 from mcp_server.server import TaskResult, build_server
 from tests.test_session import CountingScorer, write_solution
 

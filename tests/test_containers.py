@@ -11,10 +11,22 @@ import time
 import pytest
 
 from bridge.errors import ScoringError
-from bridge.scoring.images.base import ensure_base_image
-from bridge.scoring.containers import ContainerLimits, UnsafeArchiveError, _HeadTail, build_directory_tar, create_container, exec_with_timeout, fetch_file, managed, put_directory, read_logs, strip_ansi, wait_with_timeout
-from bridge.scoring.sweep import sweep
+from bridge.scoring.archives import UnsafeArchiveError, build_directory_tar
+from bridge.scoring.capture import strip_ansi
+from bridge.scoring.containers import (
+    _HeadTail,
+    create_container,
+    exec_with_timeout,
+    fetch_file,
+    managed,
+    put_directory,
+    read_logs,
+    wait_with_timeout,
+)
 from bridge.scoring.docker_client import LABEL_RUN, make_labels
+from bridge.scoring.images.base import ensure_base_image
+from bridge.scoring.sandbox import SandboxLimits
+from bridge.scoring.sweep import sweep
 
 RUN = f"test-{secrets.token_hex(3)}"
 
@@ -34,7 +46,7 @@ def _make(client, image, what, command, **kw):
 
 
 def _run(client, image, script, *, seconds=60, limits=None):
-    c = _make(client, image, "run", ["sh", "-c", script], limits=limits or ContainerLimits())
+    c = _make(client, image, "run", ["sh", "-c", script], limits=limits or SandboxLimits())
     with managed(c):
         c.start()
         outcome = wait_with_timeout(c, seconds)
@@ -130,7 +142,7 @@ def test_tester_reaches_service_over_shared_loopback(docker_client, base_image):
 
 @pytest.mark.docker
 def test_fork_bomb_is_contained(docker_client, base_image):
-    limits = ContainerLimits(pids_limit=64)
+    limits = SandboxLimits(pids_limit=64)
     counter = ("import os, time\nn = 0\ntry:\n    while True:\n        pid = os.fork()\n"
                "        if pid == 0:\n            time.sleep(30); os._exit(0)\n        n += 1\n"
                "except OSError as e:\n    print('BLOCKED', n, flush=True)\n")
@@ -150,7 +162,7 @@ def test_fork_bomb_is_contained(docker_client, base_image):
 def test_memory_hog_is_oom_killed(docker_client, base_image):
     hog = "python3 -c \"x = []\nwhile len(x) < 300: x.append(b'x' * (10 * 1024 * 1024))\""
     outcome, out = _run(docker_client, base_image, hog, seconds=60,
-                        limits=ContainerLimits(mem_limit="256m"))
+                        limits=SandboxLimits(mem_limit="256m"))
     assert outcome.oom_killed, (outcome, out)
     assert outcome.exit_code == 137 and not outcome.timed_out
 

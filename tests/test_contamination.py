@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from bridge.sessions import contamination
-from bridge.tasks.catalog import Catalog
 from bridge.recording.events import read_events
 from bridge.reports.html import render_html
 from bridge.reports.runreport import recording_report
+from bridge.sessions import contamination
 from bridge.sessions.manager import SessionManager
+from bridge.tasks.catalog import Catalog
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux-only")
 

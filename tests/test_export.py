@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from bridge.errors import BridgeError
-from bridge.reports.export import config_name, export_recordings, export_run, ide_display, leaderboard_rows
 from bridge.fs.hashing import tree_hash
 from bridge.recording.replay import replay
+from bridge.reports.export import config_name, export_recordings, export_run, ide_display, leaderboard_rows
 from bridge.reports.runreport import recording_report
 from bridge.scoring.reporting import RunWriter
 from bridge.scoring.result import ScoreResult

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from bridge.tasks.catalog import Catalog
 from bridge.fs import ignore
 from bridge.fs.hashing import tree_hash
 from bridge.scoring.workdir import stage_repo
 from bridge.sessions.manager import SessionManager
+from bridge.tasks.catalog import Catalog
 
 TASK = "word-duel"
 # Files the recorder left out but upstream's copy kept, or the other way round, before the rules met.

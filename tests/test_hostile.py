@@ -27,10 +27,10 @@ from pathlib import Path
 
 import pytest
 
-from bridge.tasks.catalog import Catalog
 from bridge.scoring.engine import score_repo
 from bridge.scoring.result import ProfileResult, ScoreResult
 from bridge.scoring.workdir import LOG_CAP_BYTES
+from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
 
 pytestmark = pytest.mark.docker

@@ -144,7 +144,6 @@ def test_unexpanded_workspace_refused(tmp_path: Path) -> None:
 def test_generated_stdio_config_launches_a_working_server(home: Path, tmp_path: Path) -> None:
     """Smoke-test the generated entry the way an IDE would: spawn it and list the tools."""
     import anyio
-
     from mcp import Client, StdioServerParameters, stdio_client
 
     entry = server_entry("claude", tmp_path / "ws", extra_args=["--recordings", str(tmp_path / "rec")])
@@ -228,9 +227,9 @@ def test_antigravity_config_inside_workspace_is_refused(tmp_path: Path, monkeypa
 
 
 def test_recorded_session_never_holds_the_token(home: Path, tmp_path: Path, tasks_dir: Path) -> None:
-    from bridge.tasks.catalog import Catalog
-    from bridge.sessions.manager import SessionManager
     from bridge.recording.store import ShadowStore
+    from bridge.sessions.manager import SessionManager
+    from bridge.tasks.catalog import Catalog
     from tests.test_session import CountingScorer
 
     mgr = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec", scorer=CountingScorer(),

@@ -15,10 +15,10 @@ import anyio
 import pytest
 from mcp import Client, stdio_client
 
-from bridge.tasks.catalog import Catalog
-from bridge.reports.export import leaderboard_rows
 from bridge.recording.rescore import rescore
+from bridge.reports.export import leaderboard_rows
 from bridge.scoring.evaluate import evaluate
+from bridge.tasks.catalog import Catalog
 from tests.test_mcp_stdio import stdio_params
 
 pytestmark = pytest.mark.docker

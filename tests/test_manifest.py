@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import bridge.recording.manifest as manifest_mod
-from bridge.fs.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, is_temp_file, tree_hash
+from bridge.fs.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, tree_hash
+from bridge.fs.ignore import is_temp_file
 from bridge.recording.manifest import Manifest, diff, scan, stable_scan
 
 

@@ -19,11 +19,11 @@ import anyio
 import httpx2
 import pytest
 import requests
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from bridge.cli import main as rgbridge
 from bridge.recording.store import ShadowStore
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

@@ -15,9 +15,9 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import Client, StdioServerParameters, stdio_client
 
 from bridge.recording.store import ShadowStore
-from mcp import Client, StdioServerParameters, stdio_client
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from bridge.tasks.catalog import Catalog
 from bridge.errors import RecordingError
 from bridge.recording.events import read_events
-from bridge.recording.verify import verify_recording
 from bridge.recording.packing import pack_recording, unpack_recording
 from bridge.recording.replay import replay
+from bridge.recording.verify import verify_recording
 from bridge.sessions.manager import SessionManager
+from bridge.tasks.catalog import Catalog
 from tests.test_contamination import NullScorer
 
 SAMPLE = Path(__file__).resolve().parent.parent / "recordings" / "samples" / "kv-ledger-sample"

@@ -266,11 +266,11 @@ def test_polls_after_the_seal_are_only_a_warning(rec: Path) -> None:
 def test_live_quit_session_seals_and_verifies(tmp_path: Path) -> None:
     """A real (quit) session sealed at the point where session.py's hook goes verifies, and
     its replayed end state equals the workspace."""
-    from bridge.tasks.catalog import Catalog
     from bridge.fs.hashing import tree_hash
     from bridge.recording.integrity import try_seal
     from bridge.recording.replay import replay
     from bridge.sessions.manager import SessionManager
+    from bridge.tasks.catalog import Catalog
 
     mgr = SessionManager(Catalog.from_options(), recordings_dir=tmp_path / "recs", settle_seconds=0.05)
     try:

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp import Client
 
-from bridge.tasks.catalog import Catalog
 from bridge.errors import SessionError
 from bridge.recording.events import load_events
 from bridge.sessions.manager import SessionManager
-from mcp import Client
+from bridge.tasks.catalog import Catalog
 from mcp_server.server import build_server
 
 

@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 
-from bridge.tasks.catalog import Catalog
 from bridge.errors import ScoringError
 from bridge.scoring.evaluate import evaluate
+from bridge.tasks.catalog import Catalog
 
 pytestmark = pytest.mark.docker
 

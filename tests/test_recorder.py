@@ -15,12 +15,13 @@ from typing import Any
 
 import pytest
 
+from bridge.fs.hashing import tree_hash
+from bridge.fs.ignore import is_temp_file
 from bridge.recording.events import EventLog, load_events
-from bridge.fs.hashing import is_temp_file, tree_hash
 from bridge.recording.manifest import scan
+from bridge.recording.store import ShadowStore
 from bridge.sessions.recorder import Recorder
 from bridge.sessions.watch import SelectiveInotifyEmitter
-from bridge.recording.store import ShadowStore
 
 SETTLE = 0.3
 FILE_EVENTS = {"file_created", "file_modified", "file_deleted", "file_moved"}

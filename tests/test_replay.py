@@ -174,8 +174,8 @@ def _summary(data: dict) -> dict:
 
 @pytest.mark.docker
 def test_rescore_reproduces_stored_score(docker_client, sample: Path, tmp_path: Path) -> None:
-    from bridge.tasks.catalog import Catalog
     from bridge.recording.verify import verify_recording
+    from bridge.tasks.catalog import Catalog
 
     rec = _copy(sample, tmp_path)
     catalog = Catalog.from_options()

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.archives import UnsafeArchiveError
 from bridge.scoring.docker_client import LABEL_RUN
 from bridge.scoring.docker_sandbox import DockerRuntime, DockerSandbox
+from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.sandbox import Sandbox, SandboxLimits, SandboxSpec
 
 RUN = f"test-sbx-{secrets.token_hex(3)}"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bridge.tasks.catalog import Catalog
 from bridge.scoring.engine import score_repo
 from bridge.scoring.result import ScoreResult
+from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
 
 pytestmark = pytest.mark.docker

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from bridge.tasks.catalog import Catalog
 from bridge.errors import PathError, SessionError
 from bridge.recording.events import load_events
+from bridge.recording.store import ShadowStore
 from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, ScoreResult
 from bridge.sessions.live import load_record
 from bridge.sessions.manager import SessionManager
-from bridge.sessions.models import ClientInfo, SUBMISSION_REF
-from bridge.recording.store import ShadowStore
+from bridge.sessions.models import SUBMISSION_REF, ClientInfo
+from bridge.tasks.catalog import Catalog
 
 
 class CountingScorer:

@@ -19,12 +19,12 @@ import pytest
 from mcp import Client
 
 import bridge.sessions.live as session_module  # Session.save writes session.json
-from bridge.tasks.catalog import Catalog
-from bridge.recording.clock import parse_iso
 from bridge.errors import SessionError
+from bridge.recording.clock import parse_iso
 from bridge.recording.events import load_events
 from bridge.sessions.live import load_record
 from bridge.sessions.manager import SessionManager
+from bridge.tasks.catalog import Catalog
 from mcp_server.server import build_server
 from tests.test_session import CountingScorer, write_solution
 

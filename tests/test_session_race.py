@@ -12,11 +12,11 @@ import anyio
 import pytest
 from mcp import Client
 
-from bridge.tasks.catalog import Catalog
 from bridge.errors import PathError, SessionError
 from bridge.fs.anchor import open_workspace, still_at
-from bridge.sessions.manager import SessionManager
 from bridge.recording.store import ShadowStore
+from bridge.sessions.manager import SessionManager
+from bridge.tasks.catalog import Catalog
 from mcp_server.server import build_server
 from tests.test_session import CountingScorer
 

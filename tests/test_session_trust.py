@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from bridge.sessions.attach import read_marker
-from bridge.tasks.catalog import Catalog
 from bridge.errors import SessionError
+from bridge.sessions.attach import read_marker
 from bridge.sessions.live import find_recording_for_workspace, load_record
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.models import SessionStatus
+from bridge.tasks.catalog import Catalog
 from tests.test_session import CountingScorer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

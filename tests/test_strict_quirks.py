@@ -23,14 +23,12 @@ from pathlib import Path
 import pytest
 
 from bridge.scoring import grading
+from bridge.scoring.collection import white_box_denominator
 from bridge.scoring.conformance import make_control_repos
 from bridge.scoring.images.tester import TESTER_PINS
+from bridge.scoring.python_plan import suite_timing
 from bridge.scoring.result import ProfileResult, ScoreResult
-from bridge.scoring.strict import (
-    stage_golden_suite,
-    suite_timing,
-    white_box_denominator,
-)
+from bridge.scoring.strict import stage_golden_suite
 from bridge.tasks.model import load_task
 from bridge.tasks.suite import (
     agent_imports,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from bridge.errors import TaskError
 from bridge.tasks.catalog import Catalog
 from bridge.tasks.dataset import VERIFIED_SPECS, load_dataset, load_dataset_task
-from bridge.errors import TaskError
 from bridge.tasks.model import load_task
 
 TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"

@@ -9,14 +9,9 @@ from collections.abc import Iterable, Iterator
 
 from bridge.fs import walk as _walk
 
-# The ignore rules live in bridge/fs/ignore.py (one definition); re-exported for callers here.
-from bridge.fs.ignore import (  # noqa: F401
-    EXCLUDED_DIR_SUFFIXES,
+# The ignore rules live in bridge/fs/ignore.py (one definition).
+from bridge.fs.ignore import (
     EXCLUDED_DIRS,
-    is_excluded_dir,
-    is_ignored_file,
-    is_recorded_rel,
-    is_temp_file,
 )
 
 # Our metadata folder inside the workspace; `.rgbridge/SUBMIT` is the completion sentinel.

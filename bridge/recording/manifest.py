@@ -15,14 +15,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-from bridge.fs.hashing import (
-    EXCLUDED_DIRS,
-    MODE_LINK,
-    mode_of,
-    sha256_bytes,
-    tree_hash_from_entries,
-    walk_files,
-)
+from bridge.fs.hashing import MODE_LINK, mode_of, sha256_bytes, tree_hash_from_entries, walk_files
+from bridge.fs.ignore import EXCLUDED_DIRS
 from bridge.fs.walk import open_parent
 
 DEFAULT_MAX_FILE_BYTES = 5_000_000

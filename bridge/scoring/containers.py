@@ -3,7 +3,7 @@
 Typical sequence for one container::
 
     c = create_container(client, image, name=..., command=[...], labels=make_labels(...),
-                         env={...}, limits=ContainerLimits())
+                         env={...}, limits=SandboxLimits())
     with managed(c):                       # always removed (force) on exit
         put_directory(c, snapshot_dir, "/repo")      # before start(); ownership 10001:10001
         c.start()
@@ -35,16 +35,15 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
 
 from bridge.errors import ScoringError
-from bridge.scoring.archives import (  # noqa: F401  (re-exported: one import for container callers)
+from bridge.scoring.archives import (
     DEFAULT_EXCLUDE,
-    NORMALISED_MTIME,
     UnsafeArchiveError,
     build_directory_tar,
     read_one_file,
 )
-from bridge.scoring.capture import HeadTail, strip_ansi  # noqa: F401  (re-exported)
+from bridge.scoring.capture import HeadTail
 from bridge.scoring.docker_client import LABEL_OWNER, OWNER_VALUE
-from bridge.scoring.sandbox import (  # noqa: F401  (re-exported)
+from bridge.scoring.sandbox import (
     APP_GID,
     APP_UID,
     DEFAULT_LOG_CAP,
@@ -53,13 +52,8 @@ from bridge.scoring.sandbox import (  # noqa: F401  (re-exported)
     WaitOutcome,
 )
 
-# The security profile of a container is the sandbox's (bridge/scoring/sandbox.py).
-ContainerLimits = SandboxLimits
-SecurityProfile = ContainerLimits
-_HeadTail = HeadTail
 
-
-def create_kwargs(limits: ContainerLimits) -> dict[str, Any]:
+def create_kwargs(limits: SandboxLimits) -> dict[str, Any]:
     """The security profile and limits as docker-py ``containers.create`` keyword arguments."""
     kwargs: dict[str, Any] = {
         "user": limits.user,
@@ -103,7 +97,7 @@ def create_container(
     command: Sequence[str] | str | None,
     labels: dict[str, str],
     env: dict[str, str] | None = None,
-    limits: ContainerLimits | None = None,
+    limits: SandboxLimits | None = None,
     working_dir: str | None = None,
     network_mode: str | None = None,
     **extra: Any,
@@ -114,7 +108,7 @@ def create_container(
         client.images.get(image)
     except ImageNotFound as exc:
         raise ScoringError(f"image {image} not found locally; run `rgbridge images build`") from exc
-    limits = limits or ContainerLimits()
+    limits = limits or SandboxLimits()
     kwargs = create_kwargs(limits)
     if network_mode is not None:
         kwargs["network_mode"] = network_mode

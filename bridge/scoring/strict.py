@@ -25,18 +25,12 @@ from pathlib import Path
 import docker
 
 from bridge.scoring import coverage
-from bridge.scoring.collection import (  # noqa: F401  (re-exported: strict's public names)
-    Collection,
-    collect_suite,
-    collection_cache_key,
-    white_box_denominator,
-)
 from bridge.scoring.deploy import wait_deployed
 from bridge.scoring.images.build import DependencyInstallError
 from bridge.scoring.images.deps import ensure_deps_image
 from bridge.scoring.images.tester import ensure_tester_image
 from bridge.scoring.plan import create_sandbox
-from bridge.scoring.python_plan import OUR_INI, golden_ini, strict_plan, suite_timing  # noqa: F401
+from bridge.scoring.python_plan import OUR_INI, golden_ini, strict_plan
 from bridge.scoring.result import DSRResult, PassAt1, ProfileResult
 from bridge.scoring.strict_grade import grade_suite
 from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, place_file, requirements_of

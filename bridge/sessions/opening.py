@@ -18,7 +18,7 @@ from typing import Literal
 
 from bridge.errors import PathError, SessionError
 from bridge.fs.anchor import identity, identity_at, is_empty, open_workspace, replace_file, still_at, write_new
-from bridge.fs.hashing import EXCLUDED_DIRS
+from bridge.fs.ignore import EXCLUDED_DIRS
 from bridge.recording.clock import iso, utcnow
 from bridge.sessions import contamination, jobs
 from bridge.sessions.attach import MARKER, META_DIR, check_confined, check_recorded_workspace, marker_bytes

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from bridge.errors import RecordingError
-from bridge.fs.hashing import EXCLUDED_DIRS, SENTINEL_REL
+from bridge.fs.hashing import SENTINEL_REL
+from bridge.fs.ignore import EXCLUDED_DIRS
 from bridge.recording.events import EventLog
 from bridge.recording.manifest import DEFAULT_MAX_FILE_BYTES, Manifest, stable_scan
 from bridge.recording.store import ShadowStore

@@ -35,7 +35,8 @@ from watchdog.observers.inotify import InotifyEmitter
 from watchdog.observers.inotify_c import inotify_rm_watch
 from watchdog.observers.polling import PollingEmitter
 
-from bridge.fs.hashing import METADATA_DIR, is_excluded_dir
+from bridge.fs.hashing import METADATA_DIR
+from bridge.fs.ignore import is_excluded_dir
 
 # Only what changes content; no IN_OPEN/IN_ACCESS/IN_CLOSE_NOWRITE, so our own reads are silent.
 EVENT_FILTER: list[type[FileSystemEvent]] = [

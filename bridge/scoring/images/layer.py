@@ -268,14 +268,8 @@ def build_layer(
     in its log). ``on_installed`` gets the installed ``name==version`` pins once the install
     succeeded, while the layer is being saved.
     """
-    from bridge.scoring.containers import (
-        ContainerLimits,
-        create_container,
-        managed,
-        put_directory,
-        read_logs,
-        wait_with_timeout,
-    )
+    from bridge.scoring.containers import create_container, managed, put_directory, read_logs, wait_with_timeout
+    from bridge.scoring.sandbox import SandboxLimits
 
     started = time.monotonic()
 
@@ -309,7 +303,7 @@ def build_layer(
                 command=["bash", f"{_LAYER_BUILD}/build.sh"],
                 labels=make_labels(kind=f"{kind}-build"),
                 # pip runs as root, as in a Dockerfile RUN; no capabilities, no new privileges
-                limits=ContainerLimits(user="0:0", pids_limit=1024, nano_cpus=2_000_000_000),
+                limits=SandboxLimits(user="0:0", pids_limit=1024, nano_cpus=2_000_000_000),
                 network_mode="none" if mode == "local" else "bridge",
                 mounts=mounts,
             )

@@ -49,7 +49,8 @@ def index_reachable_from_containers(client: docker.DockerClient, *, base: str | 
         if saved.get("base") == base and time.time() - saved.get("checked", 0) < INDEX_PROBE_TTL:
             _index_probe[base] = bool(saved["reachable"])
             return _index_probe[base]
-    from bridge.scoring.containers import ContainerLimits, create_container, managed, wait_with_timeout
+    from bridge.scoring.containers import create_container, managed, wait_with_timeout
+    from bridge.scoring.sandbox import SandboxLimits
 
     cmd = [
         "timeout",
@@ -73,7 +74,7 @@ def index_reachable_from_containers(client: docker.DockerClient, *, base: str | 
         command=cmd,
         labels=make_labels(kind="probe"),
         env=host_pip_index_settings(),
-        limits=ContainerLimits(user="0:0"),
+        limits=SandboxLimits(user="0:0"),
         network_mode="bridge",
     )
     with managed(container):
