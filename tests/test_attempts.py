@@ -14,11 +14,12 @@ import pytest
 from mcp import Client
 
 from bridge.errors import PathError, SessionError
+from bridge.sessions.answers import TaskResult
 from bridge.sessions.attempts import pass_at_k, pass_at_k_table
 from bridge.sessions.live import load_record
 from bridge.sessions.manager import SessionManager
 from bridge.tasks.catalog import Catalog
-from mcp_server.server import TaskResult, build_server
+from mcp_server.server import build_server
 from tests.test_session import CountingScorer, write_solution
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

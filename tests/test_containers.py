@@ -12,9 +12,8 @@ import pytest
 
 from bridge.errors import ScoringError
 from bridge.scoring.archives import UnsafeArchiveError, build_directory_tar
-from bridge.scoring.capture import strip_ansi
+from bridge.scoring.capture import HeadTail, strip_ansi
 from bridge.scoring.containers import (
-    _HeadTail,
     create_container,
     exec_with_timeout,
     fetch_file,
@@ -57,13 +56,13 @@ def _run(client, image, script, *, seconds=60, limits=None):
 
 
 def test_head_tail_keeps_both_ends():
-    buf = _HeadTail(100)
+    buf = HeadTail(100)
     for i in range(1000):
         buf.add(f"{i:05d}\n".encode())
     text = buf.text()
     assert text.startswith("00000\n") and text.endswith("00999\n")
     assert "bytes truncated" in text and len(text) < 200
-    small = _HeadTail(100)
+    small = HeadTail(100)
     small.add(b"abc")
     assert small.text() == "abc"
 
