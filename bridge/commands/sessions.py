@@ -17,7 +17,9 @@ import termios
 import time
 import tty
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 from rich.live import Live
 from rich.markup import escape
@@ -37,6 +39,7 @@ from bridge.commands.common import (
 from bridge.errors import PathError, SessionError
 from bridge.locations import default_recordings_dir
 from bridge.scoring.result import summarize_result
+from bridge.sessions.answers import StartTaskResult
 from bridge.sessions.attach import META_DIR
 from bridge.sessions.attempts import pass_at_k_table
 from bridge.sessions.live import (
@@ -52,8 +55,20 @@ from bridge.sessions.models import (
     SessionStatus,
     result_status,
 )
-from bridge.sessions.verbs import VERBS
+from bridge.sessions.verbs import START, VERBS
 from bridge.sessions.verbspec import CallContext
+
+# Every session verb of this module goes through the verb table (bridge/sessions/verbs.py), as
+# the MCP tools do; `signal="cli"` records how a submit reached the bridge.
+CLI = CallContext(client=ClientInfo(name="rgbridge-cli", version=""), signal="cli")
+
+
+def _status(mgr: SessionManager, sid: str) -> SessionStatus:
+    return cast(SessionStatus, VERBS["status"].invoke(mgr, sid, context=CLI))
+
+
+def _result(mgr: SessionManager, sid: str, wait_seconds: float = 0.0) -> ResultStatus:
+    return cast(ResultStatus, VERBS["result"].invoke(mgr, sid, context=CLI, wait_seconds=wait_seconds))
 
 
 def _recordings(args: argparse.Namespace) -> Path:
@@ -168,12 +183,16 @@ def cmd_session_start(args: argparse.Namespace) -> int:
     catalog = load_catalog(args)
     mgr = SessionManager(catalog, recordings_dir=_recordings(args), profile=args.profile, reattach=False)
     try:
-        status = mgr.start(
-            args.task,
-            args.workspace,
-            mode="human" if args.human else "agent",
-            client=ClientInfo(name="rgbridge-cli", version=""),
-            allow_nonempty=args.allow_nonempty,
+        status = cast(
+            StartTaskResult,
+            START.invoke(
+                mgr,
+                None,
+                context=replace(CLI, allow_nonempty=args.allow_nonempty),
+                task_id=args.task,
+                workspace=str(args.workspace),
+                mode="human" if args.human else "agent",
+            ),
         )
         if not args.human:
             console().print(
@@ -196,15 +215,15 @@ def _run_live(mgr: SessionManager, sid: str) -> int:
             else "stdin commands: pause | resume | note TEXT | submit | quit"
         )
         with Live(
-            render_panel(mgr.status(sid), None, hint, log),
+            render_panel(_status(mgr, sid), None, hint, log),
             console=out,
             refresh_per_second=4,
             transient=False,
             redirect_stdout=False,
         ) as live:
             while True:
-                status = mgr.status(sid)
-                result = mgr.result(sid) if status.state in ("submitted", "scored") else None
+                status = _status(mgr, sid)
+                result = _result(mgr, sid) if status.state in ("submitted", "scored") else None
                 live.update(render_panel(status, result, hint, log))
                 if status.state == "quit" or (result is not None and result.state in ("done", "failed")):
                     break
@@ -218,11 +237,11 @@ def _run_live(mgr: SessionManager, sid: str) -> int:
                     stdin_open = _apply(mgr, sid, command, status, is_tty, live, log) and stdin_open
                 except SessionError as exc:
                     log.append(f"error: {exc}")
-    final = mgr.status(sid)
+    final = _status(mgr, sid)
     if final.state == "quit":
         out.print("session ended without scoring")
         return 0
-    result = mgr.result(sid)
+    result = _result(mgr, sid)
     out.print_json(
         json.dumps(
             {
@@ -267,7 +286,7 @@ def _apply(
         if answer != "y":
             log.append(f"{verb} cancelled")
             return True
-    reply = action.invoke(mgr, sid, context=CallContext(signal="cli"), **arguments)
+    reply = action.invoke(mgr, sid, context=CLI, **arguments)
     log.append(getattr(reply, "message", ""))
     return True
 
@@ -369,8 +388,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     mgr = SessionManager(catalog, recordings_dir=rec_dir.parent, reattach=False)
     try:
         sid = mgr.attach(record.session_id)
-        receipt = mgr.submit(sid, signal="cli")
-        err.print(receipt.message)
+        receipt = VERBS["submit"].invoke(mgr, sid, context=CLI)
+        err.print(getattr(receipt, "message", ""))
         if args.no_wait:
             # the job runs in this process: waiting is the only way it can finish
             err.print("note: no bridge process owns this session, so scoring runs here; waiting anyway")
@@ -386,7 +405,7 @@ def _wait_in_process(mgr: SessionManager, sid: str, timeout: float | None) -> Re
     started = time.monotonic()
     last = ""
     while True:
-        result = mgr.result(sid, wait_seconds=1.0)
+        result = _result(mgr, sid, wait_seconds=1.0)
         if result.state not in ("queued", "running"):
             return result
         elapsed = time.monotonic() - started

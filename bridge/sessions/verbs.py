@@ -60,7 +60,9 @@ def _start(
         ctx.client.version,
         ctx.protocol,
     )
-    status = m.start(task_id, where.path, mode=mode, client=ctx.client, within=ctx.within)
+    status = m.start(
+        task_id, where.path, mode=mode, client=ctx.client, within=ctx.within, allow_nonempty=ctx.allow_nonempty
+    )
     yield Opened(status.session_id)
     rules = m.rules(task_id)
     return StartTaskResult(

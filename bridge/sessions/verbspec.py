@@ -89,6 +89,8 @@ class CallContext:
     locate: Callable[[str | None], WorkspaceChoice] = _as_given
     #: a root the new workspace must stay inside (re-checked when the session is created)
     within: Path | None = None
+    #: a start may seed a workspace that already has files (the CLI's --allow-nonempty; never MCP)
+    allow_nonempty: bool = False
 
 
 @dataclass(frozen=True)
