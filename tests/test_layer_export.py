@@ -73,29 +73,30 @@ def _file(name: str, data: bytes = b"x") -> tuple[tarfile.TarInfo, bytes]:
     return info, data
 
 
-def test_export_renames_members_and_replaces_the_folder(tmp_path):
-    link = tarfile.TarInfo("venv/bin/python")
+def test_export_passes_the_archive_through_and_replaces_the_folder(tmp_path):
+    link = tarfile.TarInfo("opt/venv/bin/python")
     link.type, link.linkname = tarfile.SYMTYPE, "/usr/bin/python3"
-    hard = tarfile.TarInfo("venv/lib/copy.py")
-    hard.type, hard.linkname = tarfile.LNKTYPE, "venv/lib/mod.py"
-    fake = _FakeContainer([_dir("venv"), _dir("venv/lib"), _file("venv/lib/mod.py", b"print(1)\n"), (link, None),
-                           (hard, None)])
+    hard = tarfile.TarInfo("opt/venv/lib/copy.py")
+    hard.type, hard.linkname = tarfile.LNKTYPE, "opt/venv/lib/mod.py"
+    fake = _FakeContainer([_dir("opt"), _dir("opt/venv"), _dir("opt/venv/lib"), _file("opt/venv/lib/mod.py", b"print(1)\n"),
+                           (link, None), (hard, None)])
     dest = tmp_path / "layer.tar"
     diff_id = export_folder_layer(fake, "/opt/venv", dest)  # type: ignore[arg-type]
     assert diff_id == "sha256:" + hashlib.sha256(dest.read_bytes()).hexdigest()
+    assert dest.read_bytes().startswith(fake.data[:512])  # the archive's own bytes, unchanged
     with tarfile.open(dest) as tar:
         names = tar.getnames()
-        assert names[:2] == ["opt/venv", "opt/venv/.wh..wh..opq"]
+        assert names[0] == "opt" and names[-1] == "opt/.wh..wh..opq"
         assert "opt/venv/lib/mod.py" in names and tar.getmember("opt/venv/bin/python").linkname == "/usr/bin/python3"
         assert tar.getmember("opt/venv/lib/copy.py").linkname == "opt/venv/lib/mod.py"
         assert tar.extractfile("opt/venv/lib/mod.py").read() == b"print(1)\n"
 
 
 @pytest.mark.parametrize("members", [
-    [_dir("venv"), _file("etc/passwd")],
-    [_dir("venv"), _file("venv/../etc/passwd")],
-    [_dir("venvx"), _file("venvx/a")],
-    [_file("venv")],  # the folder is a file
+    [_dir("opt"), _file("etc/passwd")],
+    [_dir("opt"), _file("opt/venv/../../etc/passwd")],
+    [_dir("optx"), _file("optx/a")],
+    [_file("opt")],  # the folder is a file
     [],  # nothing at all
 ])
 def test_export_refuses_members_outside_the_folder(tmp_path, members):
@@ -104,19 +105,19 @@ def test_export_refuses_members_outside_the_folder(tmp_path, members):
 
 
 def test_export_refuses_links_out_and_devices(tmp_path):
-    hard = tarfile.TarInfo("venv/x")
+    hard = tarfile.TarInfo("opt/x")
     hard.type, hard.linkname = tarfile.LNKTYPE, "etc/shadow"
     with pytest.raises(LayerExportError, match="hard link"):
-        export_folder_layer(_FakeContainer([_dir("venv"), (hard, None)]), "/opt/venv", tmp_path / "a.tar")  # type: ignore[arg-type]
-    dev = tarfile.TarInfo("venv/null")
+        export_folder_layer(_FakeContainer([_dir("opt"), (hard, None)]), "/opt/venv", tmp_path / "a.tar")  # type: ignore[arg-type]
+    dev = tarfile.TarInfo("opt/null")
     dev.type = tarfile.CHRTYPE
     with pytest.raises(LayerExportError, match="unsupported"):
-        export_folder_layer(_FakeContainer([_dir("venv"), (dev, None)]), "/opt/venv", tmp_path / "b.tar")  # type: ignore[arg-type]
+        export_folder_layer(_FakeContainer([_dir("opt"), (dev, None)]), "/opt/venv", tmp_path / "b.tar")  # type: ignore[arg-type]
 
 
 def test_export_is_size_capped(tmp_path, monkeypatch):
     monkeypatch.setenv("RGBRIDGE_MAX_LAYER_MB", str(64 / 1024))  # 64 KiB
-    fake = _FakeContainer([_dir("venv"), _file("venv/big", b"\0" * 200_000)])
+    fake = _FakeContainer([_dir("opt"), _file("opt/big", b"\0" * 200_000)])
     with pytest.raises(LayerExportError, match="size cap"):
         export_folder_layer(fake, "/opt/venv", tmp_path / "l.tar")  # type: ignore[arg-type]
 

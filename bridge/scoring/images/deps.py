@@ -128,16 +128,10 @@ def ensure_deps_image(
             return DepsImage(tag=tag, cached=True, seconds=time.monotonic() - started)
         extras_txt = "".join(f"{p}\n" for p in extras)
         files = {name: text for name, text in (("requirements.txt", reqs), ("extras.txt", extras_txt)) if text}
+        # pip installs the requirements, then the extras into that environment: one container
+        # runs both steps from the base, so compat's layer is built beside strict's instead of
+        # waiting for it (measured faster on an idle two-core machine; docs/measurements.md).
         layer_base = base
-        if reqs and extras:
-            # pip installs the requirements, then the extras into that environment: the first
-            # step is exactly the requirements-only layer (strict's, checked by pip), so build on
-            # it. Measured against both layers built side by side from the base, this is as fast
-            # or faster on two cores and does the requirements' work once (docs/measurements.md).
-            inner = ensure_deps_image(
-                client, reqs, base=base, wheelhouse=wheelhouse, progress=progress, timeout=timeout
-            )
-            files, layer_base = {"extras.txt": extras_txt}, inner.tag
         cache = WheelCache()
         fetch_root = cache_dir() / "outbox"
         fetch_root.mkdir(parents=True, exist_ok=True)

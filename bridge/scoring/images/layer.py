@@ -26,9 +26,10 @@ from bridge.scoring.images.layer_export import LayerExportError, export_folder_l
 from bridge.scoring.images.wheelhouse import uv_tool
 
 _LAYER_BUILD = "/tmp/rgbridge-build"
-_LAYER_CACHE = "/opt/rgbridge-wheels"  # the wheel cache's view: read-only bind mount
-_LAYER_OUTBOX = "/opt/rgbridge-outbox"  # a wheelhouse (no-network builds): read-only bind mount
-_LAYER_TOOLS = "/opt/rgbridge-tools"  # the uv binary: read-only bind mount
+# Read-only bind mounts, outside the folder exported as the layer (the environment's parent):
+_LAYER_CACHE = "/run/rgbridge/wheels"  # the wheel cache's view
+_LAYER_OUTBOX = "/run/rgbridge/outbox"  # a wheelhouse (no-network builds)
+_LAYER_TOOLS = "/run/rgbridge/tools"  # the uv binary
 #: exit status of a build whose uv install pip does not accept (the host rebuilds it with pip)
 UV_REJECTED = 3
 _PREFIX_MARK = "RGBRIDGE_PREFIX="

@@ -1,17 +1,18 @@
-"""A finished build container's environment folder, loaded as one image layer without ``docker commit``.
+"""A build container's environment folder, loaded as one image layer without ``docker commit``.
 
 Why not commit: on the ``fuse-overlayfs`` storage driver a commit diffs the container's whole
 filesystem against its image through FUSE (seconds, whatever the layer's size; see
-docs/measurements.md). A dependency layer only ever changes one folder, the active environment's
-prefix (``/opt/venv``): its content is read with the archive API, written as a layer tar that
-replaces the folder outright (an opaque-directory whiteout, as in the OCI image layer format),
-and loaded with ``docker load`` as base + that layer. The loader skips layers the engine already
-has, so the tar carries the new layer only.
+docs/measurements.md). A dependency layer only changes the active environment (``/opt/venv``),
+so the layer is the archive of that environment's parent folder (``/opt``) as the archive API
+returns it, passed through unchanged, plus one opaque-directory whiteout (the OCI image layer
+format's marker for "this folder replaces the one below", so files pip removed stay removed).
+It is loaded with ``docker load`` as base + that layer; the loader skips layers the engine
+already has, so the bundle carries the new layer only.
 
 The archive comes from a container that ran the agent's requirements, so it is handled as
-untrusted bytes: every member must sit inside the prefix, nothing is extracted on the host (the
-engine unpacks it into its own layer store), and the size is capped. Any failure here is
-reported, and the caller falls back to ``docker commit``.
+untrusted bytes: every member is checked to sit inside the folder (names, hard-link targets,
+file types), nothing is extracted on the host (the engine unpacks it into its own layer store),
+and the size is capped. Any failure here is reported, and the caller falls back to a commit.
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ import docker
 from docker.errors import DockerException
 from docker.models.containers import Container
 
-#: The largest environment folder exported as a layer (``RGBRIDGE_MAX_LAYER_MB``, default 8 GiB).
+#: The largest folder exported as a layer (``RGBRIDGE_MAX_LAYER_MB``, default 8 GiB).
 DEFAULT_MAX_LAYER_MB = 8192
 _OPAQUE = ".wh..wh..opq"
+_BLOCK = 512
 
 
 class LayerExportError(Exception):
@@ -50,7 +52,8 @@ def max_layer_bytes() -> int:
 
 
 def valid_prefix(prefix: str) -> bool:
-    """An absolute, normalised folder at least two levels deep (``/opt/venv``, never ``/`` or ``/usr``)."""
+    """An absolute, normalised folder at least two levels deep (``/opt/venv``, never ``/`` or
+    ``/usr``): its parent is what gets exported."""
     return (
         prefix.startswith("/")
         and posixpath.normpath(prefix) == prefix
@@ -59,98 +62,96 @@ def valid_prefix(prefix: str) -> bool:
     )
 
 
-class _HashingWriter(io.RawIOBase):
-    """Writes to ``sink`` while hashing and counting (the layer's diff ID is the sha256 of its tar)."""
+class _Tee(io.RawIOBase):
+    """Reads the archive API's chunks for tarfile while copying every byte to ``sink``, capped."""
 
-    def __init__(self, sink: IO[bytes], limit: int) -> None:
-        self.sink, self.limit = sink, limit
-        self.digest = hashlib.sha256()
-        self.size = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        chunk = bytes(data)
-        self.size += len(chunk)
-        if self.size > self.limit:
-            raise LayerExportError(f"environment folder over the layer size cap ({self.limit // 2**20} MB)")
-        self.digest.update(chunk)
-        self.sink.write(chunk)
-        return len(chunk)
-
-
-class _ChunkReader(io.RawIOBase):
-    """A file object over the archive API's chunk iterator (tarfile reads it as a stream)."""
-
-    def __init__(self, chunks: Iterator[bytes]) -> None:
+    def __init__(self, chunks: Iterator[bytes], sink: IO[bytes], limit: int) -> None:
         self._chunks, self._buf = chunks, b""
+        self.sink, self.limit, self.size = sink, limit, 0
 
     def readable(self) -> bool:
         return True
 
+    def _more(self) -> bool:
+        try:
+            chunk = next(self._chunks)
+        except StopIteration:
+            return False
+        self.size += len(chunk)
+        if self.size > self.limit:
+            raise LayerExportError(f"environment folder over the layer size cap ({self.limit // 2**20} MB)")
+        self.sink.write(chunk)
+        self._buf = chunk
+        return True
+
     def readinto(self, out: Any) -> int:
         while not self._buf:
-            try:
-                self._buf = next(self._chunks)
-            except StopIteration:
+            if not self._more():
                 return 0
         n = min(len(out), len(self._buf))
         out[:n] = self._buf[:n]
         self._buf = self._buf[n:]
         return n
 
+    def drain(self) -> None:
+        self._buf = b""
+        while self._more():
+            self._buf = b""
 
-def _rename(member: tarfile.TarInfo, top: str, parent: str) -> None:
-    """Move an archive member (named from the folder's base name) under the folder's parent."""
-    name = member.name.rstrip("/")
-    if not (name == top or name.startswith(top + "/")) or ".." in name.split("/"):
+
+def _inside(name: str, top: str) -> bool:
+    name = name.rstrip("/")
+    return (name == top or name.startswith(top + "/")) and ".." not in name.split("/")
+
+
+def _check(member: tarfile.TarInfo, top: str) -> None:
+    if not _inside(member.name, top):
         raise LayerExportError(f"unexpected member in the environment archive: {member.name!r}")
-    member.name = f"{parent}/{name}"
     if member.islnk():  # hard links name another member of the same archive
-        target = member.linkname.rstrip("/")
-        if not (target == top or target.startswith(top + "/")) or ".." in target.split("/"):
+        if not _inside(member.linkname, top):
             raise LayerExportError(f"hard link leaves the environment folder: {member.linkname!r}")
-        member.linkname = f"{parent}/{target}"
     elif not (member.isreg() or member.isdir() or member.issym()):
         raise LayerExportError(f"unsupported file type in the environment folder: {member.name!r}")
 
 
 def export_folder_layer(container: Container, prefix: str, dest: Path) -> str:
-    """Write ``prefix`` of the (stopped) container as a layer tar at ``dest``; return its diff ID."""
+    """Write the layer that replaces ``prefix``'s parent folder with the container's (see the
+    module docstring) to ``dest``; return its diff ID (the sha256 of the layer tar)."""
     if not valid_prefix(prefix):
         raise LayerExportError(f"not an environment folder this bridge exports: {prefix!r}")
-    parent, top = prefix[1:].rsplit("/", 1)
+    folder = posixpath.dirname(prefix)
+    top = folder[1:]
     try:
-        chunks, _stat = container.get_archive(prefix)
+        chunks, _stat = container.get_archive(folder)
     except DockerException as exc:
-        raise LayerExportError(f"reading {prefix} from the build container failed: {exc}") from exc
-    limit = max_layer_bytes()
-    with dest.open("wb") as raw:
-        sink = _HashingWriter(raw, limit)
+        raise LayerExportError(f"reading {folder} from the build container failed: {exc}") from exc
+    with dest.open("w+b") as raw:
+        tee = _Tee(iter(chunks), raw, max_layer_bytes())
+        members = 0
         try:
-            with (
-                tarfile.open(fileobj=_ChunkReader(iter(chunks)), mode="r|") as src,
-                tarfile.open(fileobj=sink, mode="w|", format=tarfile.PAX_FORMAT) as out,
-            ):
-                first = True
+            with tarfile.open(fileobj=tee, mode="r|") as src:
                 for member in src:
-                    _rename(member, top, parent)
-                    if first:
-                        if member.name != prefix[1:] or not member.isdir():
-                            raise LayerExportError(f"{prefix} is not a folder in the build container")
-                        out.addfile(member)
-                        # The layer replaces the folder: nothing of the base's copy shows through
-                        # (files pip removed stay removed).
-                        out.addfile(tarfile.TarInfo(f"{prefix[1:]}/{_OPAQUE}"))
-                        first = False
-                        continue
-                    out.addfile(member, src.extractfile(member) if member.isreg() else None)
+                    _check(member, top)
+                    if members == 0 and (member.name.rstrip("/") != top or not member.isdir()):
+                        raise LayerExportError(f"{folder} is not a folder in the build container")
+                    members += 1
+                end = src.offset  # where the archive's end-of-archive blocks begin
+            tee.drain()
         except (tarfile.TarError, OSError, DockerException) as exc:
-            raise LayerExportError(f"exporting {prefix} failed: {exc}") from exc
-        if first:
-            raise LayerExportError(f"{prefix} came back empty from the build container")
-    return "sha256:" + sink.digest.hexdigest()
+            raise LayerExportError(f"exporting {folder} failed: {exc}") from exc
+        if members == 0 or end % _BLOCK:
+            raise LayerExportError(f"{folder} came back empty or malformed from the build container")
+        # The archive as it came, then the opaque whiteout (which, read last, removes what the
+        # layers below hold in the folder and this layer does not), then the end blocks.
+        raw.truncate(end)
+        raw.seek(end)
+        raw.write(tarfile.TarInfo(f"{top}/{_OPAQUE}").tobuf(format=tarfile.USTAR_FORMAT))
+        raw.write(b"\0" * (2 * _BLOCK))
+        raw.seek(0)
+        digest = hashlib.sha256()
+        for block in iter(lambda: raw.read(1 << 20), b""):
+            digest.update(block)
+    return "sha256:" + digest.hexdigest()
 
 
 def _image_config(base_attrs: dict[str, Any], diff_id: str, labels: dict[str, str], comment: str) -> bytes:
