@@ -54,6 +54,7 @@ from bridge.scoring.engine import score_repo
 from bridge.scoring.evaluate import evaluate
 from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.images.deps import deps_image_tag, wait_for_cache_fills
+from bridge.scoring.images.env_volume import remove_volume, volume_for
 from bridge.scoring.images.host import host_pip_index_settings
 from bridge.scoring.result import DSRResult, PassAt1
 from bridge.scoring.workdir import ASSETS, requirements_of
@@ -84,7 +85,7 @@ def timed_score(task: Task, repo: Path, out: Path, *, profile: str, use_cache: b
 
 
 def remove_deps_images(client: docker.DockerClient, task: Task, repo: Path) -> list[str]:
-    """Drop the strict and compat deps images of this repo's requirements (nothing else)."""
+    """Drop the strict and compat dependency sets of this repo's requirements (tags and volumes)."""
     base = ensure_base_image(client)
     reqs = requirements_of(repo)
     extras: list[str] = []
@@ -93,12 +94,14 @@ def remove_deps_images(client: docker.DockerClient, task: Task, repo: Path) -> l
         extras.extend(_requirement_lines(golden_reqs.read_text(encoding="utf-8")))
     extras.extend(TEST_TOOLS)
     removed = []
-    for tag in (deps_image_tag(base, reqs), deps_image_tag(base, reqs, extras)):
+    for tag in (deps_image_tag(base, reqs, in_volume=True), deps_image_tag(base, reqs, extras, in_volume=True)):
         try:
-            client.images.remove(tag, force=True)
+            client.images.remove(tag)  # by name: a set's tag sits on the base image
             removed.append(tag)
         except ImageNotFound:
             pass
+        if remove_volume(client, volume_for(tag, "/opt/venv").name):
+            removed.append(volume_for(tag, "/opt/venv").name)
     return removed
 
 

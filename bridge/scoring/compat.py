@@ -8,7 +8,8 @@ upstream numbers, weak points included, so IDE results can sit in the published 
 Deliberate deviations, none of which changes a score on a well-behaved repo (documented in
 README "Scoring profiles"): the container has no network and runs as uid 10001 with caps
 dropped; a failed dependency install is reported as `build_failed` with pip's error instead of
-being ignored (`|| true`); the base image is our Debian rootfs unless `python:3.10-slim` exists.
+being ignored (`|| true`); the base image is our Debian rootfs unless `python:3.10-slim` exists;
+on our base the installed environment is a volume mounted read-only (README "Dependency sets").
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from bridge.errors import ScoringError
 from bridge.scoring import coverage, upstream
 from bridge.scoring.images.base import official_python_image
 from bridge.scoring.images.build import DependencyInstallError, docker_build, image_exists
-from bridge.scoring.images.deps import ensure_deps_image
+from bridge.scoring.images.deps import REJECTED_NOTE, DepsImage, ensure_deps_image
 from bridge.scoring.images.recipe import APP_DIRS, APP_GID, APP_UID
 from bridge.scoring.plan import create_sandbox
 from bridge.scoring.python_plan import FALLBACK_PACKAGES, TEST_TOOLS, compat_plan
@@ -125,28 +126,61 @@ def run_compat(
         extras.extend(_requirement_lines(golden_reqs.read_text(encoding="utf-8", errors="replace")))
     extras.extend(TEST_TOOLS)
 
-    progress("compat: building the image")
-    try:
-        image = ensure_deps_image(
-            client,
-            requirements,
-            extra_packages=extras,
-            wheelhouse=ctx.wheelhouse,
-            base=compat_base_image(client, ctx.image_progress),
-            timeout=task.manifest.timeouts.build,
-            progress=ctx.image_progress,
-        )
-    except DependencyInstallError as exc:
-        logs.write("build.log", exc.log_tail)
-        return finish(
-            outcome="timeout" if exc.timed_out else "build_failed",
-            dsr=DSRResult(success=False, message=upstream.NO_DSR_MARKERS_MESSAGE),
-            build_error=f"Build failed: {exc}",
-            exit_code=upstream.EXIT_BUILD_FAILED,
-        )
-    if image.log_tail:
-        logs.write("build.log", image.log_tail)
+    base = compat_base_image(client, ctx.image_progress)
+    note = ""
+    for installer in (None, "pip"):
+        progress("compat: building the image")
+        try:
+            image = ensure_deps_image(
+                client,
+                requirements,
+                extra_packages=extras,
+                wheelhouse=ctx.wheelhouse,
+                base=base,
+                timeout=task.manifest.timeouts.build,
+                progress=ctx.image_progress,
+                env_volume=True,
+                defer_check=True,
+                installer=installer,
+            )
+        except DependencyInstallError as exc:
+            logs.write("build.log", note + exc.log_tail)
+            return finish(
+                outcome="timeout" if exc.timed_out else "build_failed",
+                dsr=DSRResult(success=False, message=upstream.NO_DSR_MARKERS_MESSAGE),
+                build_error=f"Build failed: {exc}",
+                exit_code=upstream.EXIT_BUILD_FAILED,
+            )
+        # The run goes on while pip checks uv's install; a rejection runs again with pip's own.
+        try:
+            if image.log_tail:
+                logs.write("build.log", note + image.log_tail)
+            result = _deploy_and_test(
+                client, task, repo_dir, image, ctx=ctx, logs=logs, progress=progress, finish=finish
+            )
+        finally:
+            accepted = image.confirm()
+        if image.pending is not None:  # the log with pip's check
+            logs.write("build.log", note + image.build_log())
+        if accepted:
+            return result
+        note = REJECTED_NOTE
+        progress("compat: " + REJECTED_NOTE.strip())
+    raise AssertionError("a pip install is never pending")  # pragma: no cover
 
+
+def _deploy_and_test(
+    client: docker.DockerClient,
+    task: Task,
+    repo_dir: Path,
+    image: DepsImage,
+    *,
+    ctx: ScoreContext,
+    logs: LogSink,
+    progress: ProgressFn,
+    finish: Callable[..., ProfileResult],
+) -> ProfileResult:
+    """Upstream's one container from ``image``, its log graded by the upstream parsers."""
     merge_golden_tests(task, repo_dir)
     plan = compat_plan(task, service_limits=ctx.service_limits)
     run = plan.step("run")
@@ -159,6 +193,7 @@ def run_compat(
         run_id=ctx.run_id,
         metadata=ctx.extra_labels,
         sources={"repo": repo_dir, "assets": ASSETS},
+        volumes=image.mounts,
     ) as box:
         progress("compat: deploying and testing (upstream phases)")
         digests = follow_digests(box)  # attached before start: no output is missed

@@ -16,9 +16,10 @@ from typing import Any
 
 import docker
 import requests
-from docker.errors import DockerException
+from docker.errors import DockerException, NotFound
 from docker.models.containers import Container
 
+from bridge.errors import ScoringError
 from bridge.scoring.containers import (
     create_container,
     exec_with_timeout,
@@ -129,6 +130,18 @@ class DockerRuntime:
             if not isinstance(spec.share_network_of, DockerSandbox):
                 raise TypeError("a Docker sandbox can only share the network of another Docker sandbox")
             extra["network_mode"] = f"container:{spec.share_network_of.id}"
+        if spec.volumes:
+            for name in spec.volumes:
+                # Docker would create a missing named volume, seeded from the image: a sandbox
+                # without its dependencies. Refuse instead.
+                try:
+                    self.client.volumes.get(name)
+                except NotFound as exc:
+                    raise ScoringError(f"dependency volume {name} not found; score again to rebuild it") from exc
+            extra["mounts"] = [
+                docker.types.Mount(path, name, type="volume", read_only=True, no_copy=True)
+                for name, path in sorted(spec.volumes.items())
+            ]
         container = create_container(
             self.client,
             spec.image,

@@ -78,6 +78,7 @@ class SandboxPlan(_Frozen):
         task_id: str,
         metadata: Mapping[str, str],
         share_network_of: Sandbox | None = None,
+        volumes: Mapping[str, str] | None = None,
     ) -> SandboxSpec:
         return SandboxSpec(
             image=image_tag,
@@ -91,6 +92,7 @@ class SandboxPlan(_Frozen):
             task_id=task_id,
             metadata=dict(metadata),
             share_network_of=share_network_of,
+            volumes=dict(volumes or {}),
         )
 
 
@@ -144,12 +146,20 @@ def create_sandbox(
     metadata: Mapping[str, str],
     sources: Mapping[str, Path],
     share_network_of: Sandbox | None = None,
+    volumes: Mapping[str, str] | None = None,
 ) -> Sandbox:
-    """Create the plan's sandbox `role` and copy in its folders (those `sources` provides)."""
+    """Create the plan's sandbox `role` and copy in its folders (those `sources` provides);
+    `volumes` (name -> path) are mounted read-only (a dependency set kept in a volume)."""
     planned = plan.sandbox(role)
     box = runtime.create(
         planned.spec(
-            image_tag, name=name, run_id=run_id, task_id=plan.task, metadata=metadata, share_network_of=share_network_of
+            image_tag,
+            name=name,
+            run_id=run_id,
+            task_id=plan.task,
+            metadata=metadata,
+            share_network_of=share_network_of,
+            volumes=volumes,
         )
     )
     try:

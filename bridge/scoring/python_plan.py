@@ -96,7 +96,12 @@ def strict_plan(task: Task, *, service_limits: SandboxLimits, deploy_only: bool 
     if white_box:
         tester_inputs.append("the repo's requirements.txt (white-box suite)")
     images = [
-        ImageRecipe(name="deps", base="base", inputs=["the repo's requirements.txt"], purpose="the service"),
+        ImageRecipe(
+            name="deps",
+            base="base",
+            inputs=["the repo's requirements.txt"],
+            purpose="the service (the set in a volume on the base's venv, mounted read-only)",
+        ),
         ImageRecipe(name="tester", base="tester", inputs=tester_inputs, purpose="pytest and the probes"),
     ]
     # In deploy-only (practice) plans the golden-suite folder is empty: no golden file is copied.
@@ -202,7 +207,14 @@ def compat_plan(task: Task, *, service_limits: SandboxLimits) -> ScoringPlan:
         task=task.id,
         language="python",
         profile="compat",
-        images=[ImageRecipe(name="deps", base="compat-base (python:3.10-slim when present, else base)", inputs=inputs)],
+        images=[
+            ImageRecipe(
+                name="deps",
+                base="compat-base (python:3.10-slim when present, else base)",
+                inputs=inputs,
+                purpose="upstream's container (on a venv base: the set in a volume, mounted read-only)",
+            )
+        ],
         sandboxes=[
             SandboxPlan(
                 role="compat",

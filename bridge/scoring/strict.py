@@ -27,11 +27,11 @@ import docker
 from bridge.scoring import coverage
 from bridge.scoring.deploy import wait_deployed
 from bridge.scoring.images.build import DependencyInstallError
-from bridge.scoring.images.deps import ensure_deps_image
+from bridge.scoring.images.deps import REJECTED_NOTE, DepsImage, ensure_deps_image
 from bridge.scoring.images.tester import ensure_tester_image
 from bridge.scoring.plan import create_sandbox
 from bridge.scoring.python_plan import OUR_INI, golden_ini, strict_plan
-from bridge.scoring.result import DSRResult, PassAt1, ProfileResult
+from bridge.scoring.result import APICoverage, DSRResult, PassAt1, ProfileResult
 from bridge.scoring.strict_grade import grade_suite
 from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, place_file, requirements_of
 from bridge.tasks.model import Task
@@ -94,27 +94,71 @@ def run_strict(
             **fields,
         )
 
-    progress("strict: installing dependencies")
-    try:
-        deps = ensure_deps_image(
-            client,
-            requirements_of(repo_dir),
-            wheelhouse=ctx.wheelhouse,
-            timeout=task.manifest.timeouts.build,
-            progress=ctx.image_progress,
-        )
-    except DependencyInstallError as exc:
-        logs.write("build.log", exc.log_tail)
-        outcome = "timeout" if exc.timed_out else "build_failed"
-        return finish(
-            outcome=outcome,
-            dsr=DSRResult(success=False, message=str(exc)),
-            build_error=str(exc),
-            exit_code=-3,
-            pass_at_1=PassAt1(),
-        )
-    if deps.log_tail:
-        logs.write("build.log", deps.log_tail)
+    note = ""
+    for installer in (None, "pip"):
+        progress("strict: installing dependencies")
+        try:
+            deps = ensure_deps_image(
+                client,
+                requirements_of(repo_dir),
+                wheelhouse=ctx.wheelhouse,
+                timeout=task.manifest.timeouts.build,
+                progress=ctx.image_progress,
+                env_volume=True,
+                defer_check=True,
+                installer=installer,
+            )
+        except DependencyInstallError as exc:
+            logs.write("build.log", note + exc.log_tail)
+            outcome = "timeout" if exc.timed_out else "build_failed"
+            return finish(
+                outcome=outcome,
+                dsr=DSRResult(success=False, message=str(exc)),
+                build_error=str(exc),
+                exit_code=-3,
+                pass_at_1=PassAt1(),
+            )
+        # The score runs while pip checks uv's install; a rejection scores again with pip's own.
+        try:
+            if deps.log_tail:
+                logs.write("build.log", note + deps.log_tail)
+            result = _score_with(
+                client,
+                task,
+                repo_dir,
+                deps,
+                ctx=ctx,
+                logs=logs,
+                progress=progress,
+                deploy_only=deploy_only,
+                finish=finish,
+                static_ac=static_ac,
+            )
+        finally:
+            accepted = deps.confirm()
+        if deps.pending is not None and not result.build_error:  # the log with pip's check
+            logs.write("build.log", note + deps.build_log())
+        if accepted:
+            return result
+        note = REJECTED_NOTE
+        progress("strict: " + REJECTED_NOTE.strip())
+    raise AssertionError("a pip install is never pending")  # pragma: no cover
+
+
+def _score_with(
+    client: docker.DockerClient,
+    task: Task,
+    repo_dir: Path,
+    deps: DepsImage,
+    *,
+    ctx: ScoreContext,
+    logs: LogSink,
+    progress: ProgressFn,
+    deploy_only: bool,
+    finish: Callable[..., ProfileResult],
+    static_ac: APICoverage,
+) -> ProfileResult:
+    """Score with the service's dependency set ``deps``: the tester's images, then the sandboxes."""
     tester_image = ensure_tester_image(client, wheelhouse=ctx.wheelhouse, progress=ctx.image_progress)
     extra_test_reqs = "" if deploy_only else test_requirements(task)
     if extra_test_reqs.strip():
@@ -155,6 +199,7 @@ def run_strict(
         run_id=ctx.run_id,
         metadata=ctx.extra_labels,
         sources={"repo": repo_dir, "assets": ASSETS},
+        volumes=deps.mounts,
     ) as service:
         progress("strict: starting the service")
         service.start()

@@ -9,16 +9,28 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import docker
+from docker.errors import DockerException
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
 from bridge.scoring import reqfile
 from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.images.build import DependencyInstallError, ProgressFn, build_lock, hash12, image_exists, say
+from bridge.scoring.images.env_volume import (
+    EnvVolume,
+    PendingCheck,
+    build_in_volume,
+    mark_complete,
+    remove_volume,
+    venv_path,
+    volume_exists,
+    volume_for,
+)
 from bridge.scoring.images.layer import build_layer
 from bridge.scoring.images.wheelhouse import (
     check_requirements,
@@ -30,8 +42,11 @@ from bridge.scoring.images.wheelhouse import (
 from bridge.scoring.pkgcache import WheelCache
 
 # 3: one container installs requirements then extras; the layer is the exported venv
-DEPS_RECIPE_VERSION = "3"
+# 4: one pip check over all the files; bytecode compiled once; sets in volumes (env_volume)
+DEPS_RECIPE_VERSION = "4"
 DEPS_REPO = "rgbridge-deps"
+#: build.log's note when pip rejected uv's install and the score was run again with pip's
+REJECTED_NOTE = "pip does not accept what uv installed: installed again with pip and scored again\n"
 FILL_TIMEOUT = 900.0
 
 
@@ -43,13 +58,78 @@ class DepsImage:
     log_tail: str = ""
     #: what the build installed that the package cache lacked (the host then fetched it)
     uncached: tuple[str, ...] = ()
+    #: the environment's volume, mounted read-only at its path by the sandboxes (``env_volume``)
+    volume: EnvVolume | None = None
+    #: pip's verdict on a uv install still being checked (``defer_check``); see ``confirm``
+    pending: Settlement | None = None
+
+    @property
+    def mounts(self) -> dict[str, str]:
+        """Volume name -> path for ``SandboxSpec.volumes``."""
+        return {self.volume.name: self.volume.path} if self.volume is not None else {}
+
+    def confirm(self) -> bool:
+        """Wait for pip's check of a deferred build: True = accepted (the set is kept), False =
+        rejected (the set is gone; score again with ``installer="pip"``). True when nothing is
+        pending. Callers of ``defer_check`` must call it, also when their score fails."""
+        return self.pending.wait() if self.pending is not None else True
+
+    def build_log(self) -> str:
+        """The build's log tail, pip's check included once ``confirm`` returned."""
+        return (self.pending.log_tail if self.pending is not None else "") or self.log_tail
+
+
+class Settlement:
+    """The end of a deferred build: pip's verdict, then the tag (accepted) or the volume's
+    removal (rejected), then the build lock released. ``wait`` is idempotent."""
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        check: PendingCheck,
+        *,
+        base: str,
+        tag: str,
+        volume: EnvVolume,
+        lock: ExitStack,
+    ) -> None:
+        self._client, self._check, self._base, self._tag, self._volume = client, check, base, tag, volume
+        self._lock = lock
+        self._guard = threading.Lock()
+        self._verdict: bool | None = None
+        self.log_tail = ""
+
+    def wait(self) -> bool:
+        with self._guard:
+            if self._verdict is None:
+                try:
+                    accepted, self.log_tail = self._check.wait()
+                    if accepted:
+                        mark_complete(self._client, self._base, self._tag)
+                    else:
+                        remove_volume(self._client, self._volume.name)
+                    self._verdict = accepted
+                except DockerException:
+                    remove_volume(self._client, self._volume.name)
+                    self._verdict = False
+                finally:
+                    self._lock.close()
+            return self._verdict
 
 
 def deps_image_tag(
-    base: str, requirements: str, extra_packages: Sequence[str] = (), wheelhouse: Path | str | None = None
+    base: str,
+    requirements: str,
+    extra_packages: Sequence[str] = (),
+    wheelhouse: Path | str | None = None,
+    *,
+    in_volume: bool = False,
 ) -> str:
     mode = "auto" if wheelhouse is None else f"dir:{wheelhouse_digest(Path(wheelhouse))}"
-    key = hash12("deps", DEPS_RECIPE_VERSION, base, reqfile.normalise(requirements), list(extra_packages), mode)
+    storage = ["volume"] if in_volume else []
+    key = hash12(
+        "deps", DEPS_RECIPE_VERSION, base, reqfile.normalise(requirements), list(extra_packages), mode, *storage
+    )
     return f"{DEPS_REPO}:{key}"
 
 
@@ -100,6 +180,9 @@ def ensure_deps_image(
     wheelhouse: Path | str | None = None,
     progress: ProgressFn | None = None,
     timeout: float = 600,
+    env_volume: bool = False,
+    defer_check: bool = False,
+    installer: str | None = None,
 ) -> DepsImage:
     """An image with ``requirements`` (then ``extra_packages``) installed in the active venv.
 
@@ -111,7 +194,13 @@ def ensure_deps_image(
     Where the wheels come from: the host's package cache always (read-only), then the index
     (containers reach it) or a wheelhouse the host fetched (binary wheels only) or was given.
     Versions are chosen by pip's rules (see ``layer._layer_script``: uv resolves, pip must accept
-    its choice, else pip installs).
+    its choice, else pip installs; ``installer="pip"`` skips uv).
+
+    ``env_volume``: when the base's environment is a venv, the set lives in a volume the
+    sandboxes mount (``DepsImage.mounts``; ``env_volume.py``) instead of a layer. With
+    ``defer_check`` too, a uv install returns as soon as it is final, pip's check still running:
+    the caller scores with it, then calls ``DepsImage.confirm()`` (a rejection means scoring
+    again with ``installer="pip"``).
     """
     base = base or ensure_base_image(client, progress=progress)
     reqs = reqfile.normalise(requirements)
@@ -119,62 +208,158 @@ def ensure_deps_image(
     if not reqs and not extras:
         return DepsImage(tag=base, cached=True, seconds=0.0)
     check_requirements(reqs)
-    tag = deps_image_tag(base, requirements, extras, wheelhouse)
-    if image_exists(client, tag):
-        return DepsImage(tag=tag, cached=True, seconds=0.0)
+    path = venv_path(client, base) if env_volume else None
+    tag = deps_image_tag(base, requirements, extras, wheelhouse, in_volume=path is not None)
+    volume = volume_for(tag, path) if path is not None else None
+
+    def built() -> bool:
+        if not image_exists(client, tag):
+            return False
+        if volume is not None and not volume_exists(client, volume.name):
+            _untag(client, tag)  # its volume was removed behind our back: build it again
+            return False
+        return True
+
+    if built():
+        return DepsImage(tag=tag, cached=True, seconds=0.0, volume=volume)
     started = time.monotonic()
-    with build_lock(tag):
-        if image_exists(client, tag):
-            return DepsImage(tag=tag, cached=True, seconds=time.monotonic() - started)
+    with ExitStack() as lock:
+        lock.enter_context(build_lock(tag))
+        if built():
+            return DepsImage(tag=tag, cached=True, seconds=time.monotonic() - started, volume=volume)
         extras_txt = "".join(f"{p}\n" for p in extras)
         files = {name: text for name, text in (("requirements.txt", reqs), ("extras.txt", extras_txt)) if text}
-        # pip installs the requirements, then the extras into that environment: one container
-        # runs both steps from the base, so compat's layer is built beside strict's instead of
-        # waiting for it (measured faster on an idle two-core machine; docs/measurements.md).
-        layer_base = base
-        cache = WheelCache()
-        fetch_root = cache_dir() / "outbox"
-        fetch_root.mkdir(parents=True, exist_ok=True)
-        for stale in fetch_root.glob("build-*"):  # fetch folders of builds whose process died
-            with contextlib.suppress(OSError):
-                if time.time() - stale.stat().st_mtime > 86400:
-                    shutil.rmtree(stale, ignore_errors=True)
-        fetched = Path(tempfile.mkdtemp(prefix="build-", dir=fetch_root))
-        text = "".join(files.values())
+        res = _build(
+            client,
+            base=base,
+            tag=tag,
+            files=files,
+            volume=volume,
+            wheelhouse=wheelhouse,
+            progress=progress,
+            timeout=timeout,
+            defer_check=defer_check,
+            installer=installer,
+        )
+        if not res.ok:
+            if res.timed_out:
+                msg = f"dependency install timed out after {timeout:.0f}s"
+            else:
+                msg = f"dependency install failed: {_last_error_line(res.log_tail)}"
+            raise DependencyInstallError(msg, log_tail=res.log_tail, timed_out=res.timed_out)
+        seconds = time.monotonic() - started
+        if volume is None:
+            return DepsImage(tag=tag, cached=False, seconds=seconds, log_tail=res.log_tail, uncached=res.uncached)
+        if res.pending is None:
+            mark_complete(client, base, tag)
+            return DepsImage(
+                tag=tag, cached=False, seconds=seconds, log_tail=res.log_tail, uncached=res.uncached, volume=volume
+            )
+        # pip's check still runs: the base + the volume score now; the tag (and the lock, held
+        # until then so no other build of this set starts) wait for pip's verdict.
+        settlement = Settlement(client, res.pending, base=base, tag=tag, volume=volume, lock=lock.pop_all())
+        return DepsImage(
+            tag=base,
+            cached=False,
+            seconds=seconds,
+            log_tail=res.log_tail,
+            uncached=res.uncached,
+            volume=volume,
+            pending=settlement,
+        )
 
-        def remaining() -> float:
-            return max(5.0, timeout - (time.monotonic() - started))
 
-        uncached: list[str] = []
-        try:
-            with cache.view() as view:
+@dataclass
+class _Built:
+    ok: bool
+    log_tail: str
+    timed_out: bool = False
+    uncached: tuple[str, ...] = ()
+    pending: PendingCheck | None = None
 
-                def fill_cache(pins: list[str]) -> None:
-                    # The cache is filled by the host, never by the build: the host's pip fetches
-                    # the wheels the build installed and the cache lacks (binary wheels of named
-                    # versions only; nothing of the agent's runs), while the layer is saved.
-                    missing = cache.missing(pins)
-                    uncached.extend(missing)
-                    if missing:
-                        say(progress, f"package cache: fetching {len(missing)} wheel(s) on the host")
-                        _start_cache_fill(missing, fetched, cache, tag)
 
-                if wheelhouse is not None:
-                    mode, wheels = "local", Path(wheelhouse).expanduser()
-                    if not wheels.is_dir():
-                        raise ScoringError(f"wheelhouse directory not found: {wheels}")
-                elif index_reachable_from_containers(client, base=base):
-                    mode, wheels = "index", None
-                else:
-                    say(progress, "containers cannot reach the package index: downloading binary wheels on the host")
-                    prepare_wheelhouse(
-                        text, fetched, cache_index=view / "simple", progress=progress, timeout=remaining()
-                    )
-                    cache.import_dir(fetched)
-                    mode, wheels = "local", fetched
-                res = build_layer(
+def _untag(client: docker.DockerClient, tag: str) -> None:
+    with contextlib.suppress(DockerException):
+        client.images.remove(tag, force=False)
+
+
+def _build(
+    client: docker.DockerClient,
+    *,
+    base: str,
+    tag: str,
+    files: dict[str, str],
+    volume: EnvVolume | None,
+    wheelhouse: Path | str | None,
+    progress: ProgressFn | None,
+    timeout: float,
+    defer_check: bool,
+    installer: str | None,
+) -> _Built:
+    """Build the set as a layer (``layer.build_layer``) or into ``volume`` (``build_in_volume``)."""
+    started = time.monotonic()
+    cache = WheelCache()
+    fetch_root = cache_dir() / "outbox"
+    fetch_root.mkdir(parents=True, exist_ok=True)
+    for stale in fetch_root.glob("build-*"):  # fetch folders of builds whose process died
+        with contextlib.suppress(OSError):
+            if time.time() - stale.stat().st_mtime > 86400:
+                shutil.rmtree(stale, ignore_errors=True)
+    fetched = Path(tempfile.mkdtemp(prefix="build-", dir=fetch_root))
+    text = "".join(files.values())
+
+    def remaining() -> float:
+        return max(5.0, timeout - (time.monotonic() - started))
+
+    uncached: list[str] = []
+    try:
+        with cache.view() as view:
+
+            def fill_cache(pins: list[str]) -> None:
+                # The cache is filled by the host, never by the build: the host's pip fetches
+                # the wheels the build installed and the cache lacks (binary wheels of named
+                # versions only; nothing of the agent's runs), while the layer is saved.
+                missing = cache.missing(pins)
+                uncached.extend(missing)
+                if missing:
+                    say(progress, f"package cache: fetching {len(missing)} wheel(s) on the host")
+                    _start_cache_fill(missing, fetched, cache, tag)
+
+            if wheelhouse is not None:
+                mode, wheels = "local", Path(wheelhouse).expanduser()
+                if not wheels.is_dir():
+                    raise ScoringError(f"wheelhouse directory not found: {wheels}")
+            elif index_reachable_from_containers(client, base=base):
+                mode, wheels = ("pip" if installer == "pip" else "index"), None
+            else:
+                say(progress, "containers cannot reach the package index: downloading binary wheels on the host")
+                prepare_wheelhouse(text, fetched, cache_index=view / "simple", progress=progress, timeout=remaining())
+                cache.import_dir(fetched)
+                mode, wheels = "local", fetched
+            fill = fill_cache if mode != "local" else None
+            if volume is not None:
+                vres = build_in_volume(
                     client,
-                    base=layer_base,
+                    base=base,
+                    tag=tag,
+                    volume=volume,
+                    requirement_files=files,
+                    mode=mode,
+                    view=view,
+                    wheels=wheels,
+                    progress=progress,
+                    timeout=remaining(),
+                    defer_check=defer_check,
+                    on_installed=fill,
+                )
+                result = _Built(vres.ok, vres.log_tail, vres.timed_out, pending=vres.pending)
+            else:
+                # pip installs the requirements, then the extras into that environment: one
+                # container runs both steps from the base, so compat's layer is built beside
+                # strict's instead of waiting for it (docs/measurements.md).
+                lres = build_layer(
+                    client,
+                    base=base,
                     tag=tag,
                     kind="deps",
                     requirement_files=files,
@@ -183,23 +368,13 @@ def ensure_deps_image(
                     wheels=wheels,
                     progress=progress,
                     timeout=remaining(),
-                    on_installed=fill_cache if mode != "local" else None,
+                    on_installed=fill,
                 )
-            if res.ok:
-                cache.evict()
-        finally:
-            if not uncached:
-                shutil.rmtree(fetched, ignore_errors=True)
-        if not res.ok:
-            if res.timed_out:
-                msg = f"dependency install timed out after {timeout:.0f}s"
-            else:
-                msg = f"dependency install failed: {_last_error_line(res.log_tail)}"
-            raise DependencyInstallError(msg, log_tail=res.log_tail, timed_out=res.timed_out)
-        return DepsImage(
-            tag=tag,
-            cached=False,
-            seconds=time.monotonic() - started,
-            log_tail=res.log_tail,
-            uncached=tuple(uncached),
-        )
+                result = _Built(lres.ok, lres.log_tail, lres.timed_out)
+        if result.ok:
+            cache.evict()
+        result.uncached = tuple(uncached)
+        return result
+    finally:
+        if not uncached:
+            shutil.rmtree(fetched, ignore_errors=True)

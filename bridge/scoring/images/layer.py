@@ -41,35 +41,40 @@ def _pip(args: str) -> str:
     return f"python -m pip {args} --progress-bar off"
 
 
-def _uv_install(req: str) -> str:
+def _uv_install(req: str, *, compile_bytecode: bool) -> str:
     """uv resolving and installing ``req`` as pip would: every index searched for the best
     version (pip's rule, not uv's first-index default), the host's index settings, cached wheels
-    taken for identical files (``--find-links``), bytecode compiled (pip compiles too)."""
+    taken for identical files (``--find-links``). Bytecode is compiled by the last file's install
+    (pip compiles too; uv compiles the whole environment, so once is enough)."""
     return (
         f'{_LAYER_TOOLS}/uv pip install --python "$(command -v python)" --index-strategy unsafe-best-match'
-        f" --find-links {_LAYER_CACHE}/flat --compile-bytecode --link-mode copy --cache-dir /tmp/rgbridge-uv"
-        f' "${{UV_INDEX_ARGS[@]}}" -r {req}'
+        f" --find-links {_LAYER_CACHE}/flat{' --compile-bytecode' if compile_bytecode else ''}"
+        f' --link-mode copy --cache-dir /tmp/rgbridge-uv "${{UV_INDEX_ARGS[@]}}" -r {req}'
     )
 
 
-def _pip_accepts(req: str) -> str:
-    """pip's own dry run of ``req`` in the environment uv just made installs nothing: pip's
-    rules (specifiers, markers, extras, pre-releases) accept what uv chose. ``--no-index``: an
+def _pip_accepts(reqs: Sequence[str]) -> str:
+    """pip's own dry run of every file in the environment uv made installs nothing: pip's rules
+    (specifiers, markers, extras, pre-releases) accept what uv chose. ``--no-index``: an
     installed distribution that satisfies a requirement needs no index, and one that does not
-    makes the dry run fail, which rejects uv's result all the same."""
+    makes the dry run fail, which rejects uv's result all the same. One run over all the files
+    (pip installs them one after the other): the final environment must satisfy each of them,
+    and files that conflict with each other are rejected (pip then installs them in turn)."""
+    files = " ".join(f"-r {r}" for r in reqs)
     return (
-        _pip(f"install --dry-run --no-index --quiet --report /tmp/rgbridge-report.json -r {req}")
+        _pip(f"install --dry-run --no-index --quiet --report /tmp/rgbridge-report.json {files}")
         + " && python3 -c 'import json, sys; "
         + 'sys.exit(1 if json.load(open("/tmp/rgbridge-report.json")).get("install") else 0)\''
     )
 
 
-def _layer_script(files: Sequence[str], *, mode: str, ready_mark: str = "") -> str:
+def _layer_script(files: Sequence[str], *, mode: str, ready_mark: str = "", check: bool = True) -> str:
     """The shell script of a layer build. ``mode``:
 
     * ``index`` (containers reach the index): uv resolves and installs each file in turn, as pip
-      would (see ``_uv_install``); after each file pip's own dry run must find nothing left to
-      install, else the build exits ``UV_REJECTED`` and the host rebuilds it in ``pip`` mode.
+      would (see ``_uv_install``); then pip's own dry run over all the files must find nothing
+      left to install (``_pip_accepts``), else the build exits ``UV_REJECTED`` and the host
+      rebuilds it in ``pip`` mode. ``check=False`` leaves pip's run out (the caller runs it).
     * ``pip``: pip alone, with the package cache offered as the last extra index (pip prefers the
       later index for an identical file, so a cached wheel is not downloaded again).
     * ``local`` (no network): the cache and a wheelhouse only (``--no-index``).
@@ -126,15 +131,19 @@ def _layer_script(files: Sequence[str], *, mode: str, ready_mark: str = "") -> s
     for i, r in enumerate(reqs):
         last = i == len(reqs) - 1
         lines += [
-            f"{_uv_install(r)} || {{ echo 'RGBRIDGE_UV_REJECTED uv could not install {r}'; exit {UV_REJECTED}; }}",
+            f"{_uv_install(r, compile_bytecode=last)} || {{ echo 'RGBRIDGE_UV_REJECTED uv could not install {r}';"
+            f" exit {UV_REJECTED}; }}",
             "phase installed",
-            *([drop_lock, f"echo {ready_mark}"] if last and ready_mark else []),
-            f"{_pip_accepts(r)} || {{ echo 'RGBRIDGE_UV_REJECTED pip does not accept what uv installed for {r}';"
+        ]
+    lines.append(drop_lock)
+    if ready_mark:
+        lines.append(f"echo {ready_mark}")
+    if check:
+        lines += [
+            f"{_pip_accepts(reqs)} || {{ echo 'RGBRIDGE_UV_REJECTED pip does not accept what uv installed';"
             f" exit {UV_REJECTED}; }}",
             "phase checked",
         ]
-    if not ready_mark:
-        lines.append(drop_lock)
     return "\n".join(lines) + "\n"
 
 

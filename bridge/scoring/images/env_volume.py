@@ -1,0 +1,360 @@
+"""Dependency environments kept in Docker volumes instead of image layers.
+
+A never-seen requirements set on a base image whose environment is a venv (our base and tester
+images: ``/opt/venv``) is installed into a named volume that Docker seeds with the base's venv
+on first mount; the scoring sandboxes mount that volume read-only at the venv's path. Compared
+with a layer (``layer.py``), nothing is saved or loaded: installs write to the engine's volume
+folder instead of through ``fuse-overlayfs``, and a score can start as soon as the environment
+is final, while pip's acceptance check still runs (``PendingCheck``). docs/measurements.md has
+the figures.
+
+The finished set is marked by the tag ``rgbridge-deps:<key>`` on the base image (the volume
+without its tag is an unfinished or rejected build, removed before the next one). The volume is
+named after the tag, carries our labels and is removed with the deps images
+(``inventory.remove_images``). Like a layer build, the build container runs as root with the
+package cache and tools mounted read-only; the host writes nothing into the volume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+import requests
+from docker.errors import APIError, DockerException, NotFound
+from docker.models.containers import Container
+
+from bridge.scoring.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels, owner_filter
+from bridge.scoring.images.build import LOG_TAIL_CHARS, ProgressFn, say
+from bridge.scoring.images.host import host_pip_index_settings
+from bridge.scoring.images.layer import (
+    UV_REJECTED,
+    _layer_script,
+    _shell_env,
+    _wait_ready,
+    installed_pins,
+)
+from bridge.scoring.images.layer_export import valid_prefix
+from bridge.scoring.images.wheelhouse import uv_tool
+
+VOLUME_PREFIX = "rgbridge-env-"
+VOLUME_KIND = "deps-env"
+SEED_PREFIX = "rgbridge-seed-"
+SEED_KIND = "deps-seed"
+SEED_MARK = ".rgbridge-seeded"
+_SEED = "/run/rgbridge/seed"
+LABEL_DEPS_TAG = "rgbridge.deps_tag"
+_BUILD_DIR = "/tmp/rgbridge-build"
+_CACHE = "/run/rgbridge/wheels"
+_OUTBOX = "/run/rgbridge/outbox"
+_TOOLS = "/run/rgbridge/tools"
+
+
+@dataclass(frozen=True)
+class EnvVolume:
+    """A volume holding a dependency environment, and where sandboxes mount it (read-only)."""
+
+    name: str
+    path: str
+
+
+def venv_path(client: docker.DockerClient, image: str) -> str | None:
+    """The image's active venv: its ``VIRTUAL_ENV`` when that venv's ``bin`` leads its PATH
+    (what ``python`` runs in the image); None when the image has no such venv."""
+    try:
+        config = client.images.get(image).attrs.get("Config") or {}
+    except DockerException:
+        return None
+    env = dict(item.split("=", 1) for item in (config.get("Env") or []) if "=" in item)
+    venv = env.get("VIRTUAL_ENV", "")
+    if not valid_prefix(venv):
+        return None
+    path = env.get("PATH", "").split(":")
+    return venv if path and path[0] == f"{venv}/bin" else None
+
+
+def volume_for(tag: str, path: str) -> EnvVolume:
+    return EnvVolume(name=VOLUME_PREFIX + tag.rpartition(":")[2], path=path)
+
+
+def volume_exists(client: docker.DockerClient, name: str) -> bool:
+    try:
+        client.volumes.get(name)
+        return True
+    except NotFound:
+        return False
+
+
+def remove_volume(client: docker.DockerClient, name: str) -> bool:
+    """Remove the volume; False when it is in use (kept) or already gone."""
+    try:
+        client.volumes.get(name).remove(force=True)
+        return True
+    except (NotFound, APIError):
+        return False
+
+
+def mark_complete(client: docker.DockerClient, base: str, tag: str) -> None:
+    """Tag ``base`` as ``tag``: the set in the volume is finished and accepted."""
+    repo, _, key = tag.rpartition(":")
+    client.images.get(base).tag(repo, key)
+
+
+def seed_volume(client: docker.DockerClient, base: str, path: str) -> str:
+    """A volume holding ``base``'s venv at ``path`` as the image has it, made once per base
+    image: each build copies it into its fresh volume (a copy between two volumes is native,
+    where Docker's seeding of a new volume reads the image through fuse-overlayfs, about a
+    second per build). The seed is never mounted writable by anything of the agent's."""
+    from bridge.scoring.containers import create_container, managed, wait_with_timeout
+    from bridge.scoring.images.build import build_lock
+    from bridge.scoring.sandbox import SandboxLimits
+
+    image_id = client.images.get(base).id.split(":")[-1][:12]
+    name = f"{SEED_PREFIX}{image_id}"
+    if volume_exists(client, name):
+        return name
+    with build_lock(name):
+        if volume_exists(client, name):
+            return name
+        client.volumes.create(name, labels={LABEL_OWNER: OWNER_VALUE, LABEL_KIND: SEED_KIND, LABEL_DEPS_TAG: base})
+        try:
+            # Docker copies the image's folder into the empty volume at this first mount; the
+            # mark (removed from every copy) says the copy finished.
+            container = create_container(
+                client,
+                base,
+                name=f"rgbridge-seed-{secrets.token_hex(5)}",
+                command=["touch", f"{path}/{SEED_MARK}"],
+                labels=make_labels(kind="deps-build"),
+                limits=SandboxLimits(user="0:0", network_mode="none"),
+                mounts=[docker.types.Mount(path, name, type="volume")],
+            )
+            with managed(container):
+                container.start()
+                outcome = wait_with_timeout(container, 120)
+            if outcome.timed_out or outcome.exit_code != 0:
+                raise DockerException(f"seeding {name} exited {outcome.exit_code}")
+        except BaseException:
+            remove_volume(client, name)
+            raise
+    return name
+
+
+def remove_env_volumes(client: docker.DockerClient, *, keep_tags: set[str] | None = None) -> list[str]:
+    """Remove our environment volumes (and base seeds) not in use, except those of ``keep_tags``
+    (None: keep every volume whose deps tag or base still exists, i.e. remove orphans only)."""
+    removed = []
+    for vol in client.volumes.list(filters={"label": owner_filter()}):
+        labels = vol.attrs.get("Labels") or {}
+        if labels.get(LABEL_KIND) not in (VOLUME_KIND, SEED_KIND):
+            continue
+        tag = labels.get(LABEL_DEPS_TAG, "")
+        if keep_tags is None:
+            try:
+                client.images.get(tag)
+                continue
+            except DockerException:
+                pass
+        elif tag in keep_tags:
+            continue
+        with contextlib.suppress(APIError, NotFound):
+            vol.remove()
+            removed.append(vol.name)
+    return removed
+
+
+#: the CPU weight of a check left running beside a score (Docker's default weight is 1024)
+CHECK_CPU_SHARES = 64
+#: exit status of a build whose seed volume lacks its mark
+SEED_INCOMPLETE = 4
+
+
+def _seeded_start(path: str) -> str:
+    """The build container's command: the base's venv copied from the seed into the fresh
+    volume (attributes, links and owners kept, as Docker's own seeding does), then the build."""
+    return (
+        f"[ -f {_SEED}/{SEED_MARK} ] || {{ echo 'RGBRIDGE_SEED_INCOMPLETE'; exit {SEED_INCOMPLETE}; }}; "
+        f"cp -a {_SEED}/. {path}/ && rm -f {path}/{SEED_MARK} && exec bash {_BUILD_DIR}/build.sh"
+    )
+
+
+class PendingCheck:
+    """pip's acceptance check of a uv install, still running in the build container after the
+    environment became final. ``wait`` gives pip's verdict (and removes the container)."""
+
+    def __init__(self, container: Container, deadline: float) -> None:
+        self._container = container
+        self._deadline = deadline
+
+    def wait(self) -> tuple[bool, str]:
+        from bridge.scoring.containers import read_logs, remove_container, wait_with_timeout
+
+        try:
+            outcome = wait_with_timeout(self._container, max(5.0, self._deadline - time.monotonic()))
+            log = read_logs(self._container)
+        except (DockerException, requests.RequestException) as exc:
+            return False, f"pip's check could not be followed: {exc}\n"
+        finally:
+            with contextlib.suppress(DockerException, requests.RequestException):
+                remove_container(self._container)
+        return (not outcome.timed_out and outcome.exit_code == 0), log[-LOG_TAIL_CHARS:]
+
+
+@dataclass
+class VolumeBuild:
+    ok: bool
+    seconds: float
+    log_tail: str
+    error: str = ""
+    timed_out: bool = False
+    installed: list[str] = field(default_factory=list)
+    installer: str = ""
+    #: set when pip's check was left running (``defer_check``): the caller must wait for it
+    pending: PendingCheck | None = None
+
+
+def build_in_volume(
+    client: docker.DockerClient,
+    *,
+    base: str,
+    tag: str,
+    volume: EnvVolume,
+    requirement_files: dict[str, str],
+    mode: str,
+    view: Path,
+    wheels: Path | None,
+    timeout: float = 600,
+    defer_check: bool = False,
+    progress: ProgressFn | None = None,
+    on_installed: Callable[[list[str]], None] | None = None,
+) -> VolumeBuild:
+    """Install ``requirement_files`` (in turn) into a fresh ``volume`` seeded with ``base``'s venv.
+
+    ``mode`` as in ``layer._layer_script``. In ``index`` mode pip's check either runs before
+    this returns (a rejection rebuilds in ``pip`` mode here) or, with ``defer_check``, is left
+    running: the result carries it as ``pending`` once the environment is final, and a
+    rejection is the caller's to handle (``deps.ensure_deps_image``). A failed build removes
+    the volume.
+    """
+    from bridge.scoring.containers import (
+        create_container,
+        put_directory,
+        read_logs,
+        remove_container,
+        wait_with_timeout,
+    )
+    from bridge.scoring.sandbox import SandboxLimits
+
+    started = time.monotonic()
+
+    def remaining() -> float:
+        return max(5.0, timeout - (time.monotonic() - started))
+
+    if mode == "index" and uv_tool() is None:
+        mode = "pip"
+    notes: list[str] = []
+    seed = seed_volume(client, base, volume.path)
+    while True:
+        remove_volume(client, volume.name)  # an unfinished or rejected build's leftovers
+        client.volumes.create(
+            volume.name,
+            labels={LABEL_OWNER: OWNER_VALUE, LABEL_KIND: VOLUME_KIND, LABEL_DEPS_TAG: tag},
+        )
+        deferring = defer_check and mode == "index"
+        with tempfile.TemporaryDirectory(prefix="rgbridge-env-") as tmp:
+            files_dir = Path(tmp)
+            for name, text in requirement_files.items():
+                (files_dir / name).write_text(text, encoding="utf-8")
+            pip_env = {} if mode == "local" else host_pip_index_settings()
+            (files_dir / "pip.env").write_text(_shell_env(pip_env), encoding="utf-8")
+            ready_mark = f"RGBRIDGE_READY_{secrets.token_hex(8)}"
+            script = _layer_script(list(requirement_files), mode=mode, ready_mark=ready_mark)
+            (files_dir / "build.sh").write_text(script, encoding="utf-8")
+            # The venv's volume is the one writable place that outlives the build; Docker copies
+            # the base's venv into it on this first mount.
+            mounts = [
+                docker.types.Mount(volume.path, volume.name, type="volume", no_copy=True),
+                docker.types.Mount(_SEED, seed, type="volume", read_only=True, no_copy=True),
+                docker.types.Mount(_CACHE, str(view), type="bind", read_only=True),
+            ]
+            if wheels is not None:
+                mounts.append(docker.types.Mount(_OUTBOX, str(wheels), type="bind", read_only=True))
+            tools = uv_tool() if mode == "index" else None
+            if tools is not None:
+                mounts.append(docker.types.Mount(_TOOLS, str(tools), type="bind", read_only=True))
+            container = create_container(
+                client,
+                base,
+                name=f"rgbridge-env-{secrets.token_hex(5)}",
+                command=["bash", "-c", _seeded_start(volume.path)],
+                labels=make_labels(kind="deps-build"),
+                # pip runs as root, as in a Dockerfile RUN; no capabilities, no new privileges
+                limits=SandboxLimits(user="0:0", pids_limit=1024, nano_cpus=2_000_000_000),
+                network_mode="none" if mode == "local" else "bridge",
+                mounts=mounts,
+            )
+            handed_over = False
+            try:
+                put_directory(container, files_dir, _BUILD_DIR, uid=0, gid=0)
+                container.start()
+                if deferring and _wait_ready(container, ready_mark, remaining()):
+                    log = read_logs(container)
+                    for line in log.splitlines():
+                        if line.strip():
+                            say(progress, line)
+                    pins = installed_pins(log)
+                    if on_installed is not None:
+                        on_installed(pins)
+                    # pip's check runs beside the score from now on: the score comes first
+                    with contextlib.suppress(DockerException):
+                        container.update(cpu_shares=CHECK_CPU_SHARES)
+                    handed_over = True
+                    return VolumeBuild(
+                        True,
+                        time.monotonic() - started,
+                        "".join(notes) + log[-LOG_TAIL_CHARS:],
+                        installed=pins,
+                        installer=mode,
+                        pending=PendingCheck(container, started + timeout),
+                    )
+                outcome = wait_with_timeout(container, remaining())
+                log = read_logs(container)
+            finally:
+                if not handed_over:
+                    with contextlib.suppress(DockerException, requests.RequestException):
+                        remove_container(container)
+        for line in log.splitlines():
+            if line.strip():
+                say(progress, line)
+        tail = "".join(notes) + log[-LOG_TAIL_CHARS:]
+        elapsed = time.monotonic() - started
+        if outcome.timed_out or outcome.exit_code != 0:
+            remove_volume(client, volume.name)
+        if outcome.timed_out:
+            return VolumeBuild(False, elapsed, tail, f"build timed out after {timeout:.0f}s", timed_out=True)
+        if outcome.exit_code == SEED_INCOMPLETE:
+            # a seed whose copy never finished (its maker died): made again, once
+            if notes and notes[-1].startswith("seed"):
+                return VolumeBuild(False, elapsed, tail, "the base's venv could not be copied into the volume")
+            remove_volume(client, seed)
+            seed = seed_volume(client, base, volume.path)
+            notes.append("seed volume was incomplete: made again\n")
+            continue
+        if outcome.exit_code == UV_REJECTED and mode == "index":
+            reason = next((x for x in log.splitlines() if x.startswith("RGBRIDGE_UV_REJECTED")), "")
+            notes.append(f"{reason}: installing with pip instead (pip's choice is the reference)\n")
+            say(progress, notes[-1].strip())
+            mode = "pip"
+            continue
+        if outcome.exit_code != 0:
+            return VolumeBuild(False, elapsed, tail, f"install exited {outcome.exit_code}")
+        pins = installed_pins(log)
+        if on_installed is not None:
+            on_installed(pins)
+        return VolumeBuild(True, elapsed, tail, installed=pins, installer=mode)

@@ -1,0 +1,230 @@
+"""Dependency sets kept in volumes (issue 12): a never-seen set is installed into a volume seeded
+with the base's venv; sandboxes mount it read-only; a score may start while pip still checks
+uv's install, and pip's rejection means the set is built again by pip and the score run again.
+Engine tests use the real engine and the package index (skipped where containers cannot reach it).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import docker
+import pytest
+
+from bridge.errors import ScoringError
+from bridge.scoring.docker_sandbox import DockerRuntime
+from bridge.scoring.images import env_volume as env_mod
+from bridge.scoring.images import layer as layer_mod
+from bridge.scoring.images.base import ensure_base_image
+from bridge.scoring.images.build import image_exists
+from bridge.scoring.images.deps import REJECTED_NOTE, ensure_deps_image
+from bridge.scoring.images.env_volume import (
+    SEED_MARK,
+    _seeded_start,
+    seed_volume,
+    venv_path,
+    volume_exists,
+)
+from bridge.scoring.images.inventory import list_images, remove_images
+from bridge.scoring.images.wheelhouse import index_reachable_from_containers
+from bridge.scoring.sandbox import SandboxSpec
+
+
+def test_layer_script_checks_once_after_every_file_and_compiles_once():
+    script = layer_mod._layer_script(["requirements.txt", "extras.txt"], mode="index", ready_mark="READY")
+    assert script.count("install --dry-run") == 1
+    assert "-r /tmp/rgbridge-build/requirements.txt -r /tmp/rgbridge-build/extras.txt" in script
+    assert script.count("--compile-bytecode") == 1  # on the last file's install (uv compiles it all)
+    compiling = next(line for line in script.splitlines() if "--compile-bytecode" in line)
+    assert "-r /tmp/rgbridge-build/extras.txt" in compiling
+    # the environment is final (ready) before pip's check starts
+    assert script.index("echo READY") < script.index("install --dry-run")
+    assert "install --dry-run" not in layer_mod._layer_script(["requirements.txt"], mode="index", check=False)
+
+
+def test_seeded_start_refuses_an_unfinished_seed_and_drops_the_mark():
+    cmd = _seeded_start("/opt/venv")
+    assert cmd.index(f"[ -f /run/rgbridge/seed/{SEED_MARK} ]") < cmd.index("cp -a")
+    assert f"rm -f /opt/venv/{SEED_MARK}" in cmd and cmd.endswith("exec bash /tmp/rgbridge-build/build.sh")
+
+
+# ---------------------------------------------------------------- real engine
+
+
+def _nonce(reqs: str) -> str:
+    return f"{reqs}six>=0.0.{time.time_ns()}\n"
+
+
+@pytest.fixture(scope="module")
+def base_image(docker_client) -> str:
+    return ensure_base_image(docker_client)
+
+
+@pytest.fixture()
+def index_needed(docker_client):
+    if not index_reachable_from_containers(docker_client):
+        pytest.skip("containers cannot reach the package index here")
+
+
+def _untag(client: docker.DockerClient, tag: str) -> None:
+    # by name: a set's tag sits on the base image, whose other tags stay
+    if image_exists(client, tag):
+        client.images.remove(tag)
+
+
+def _sandbox_run(client: docker.DockerClient, image: str, volumes: dict[str, str], script: str) -> tuple[int, str]:
+    box = DockerRuntime(client).create(
+        SandboxSpec(image=image, name=f"rgbridge-test-env-{time.time_ns()}", command=["sleep", "60"], volumes=volumes)
+    )
+    with box:
+        box.start()
+        out = box.exec(["sh", "-c", script], 60, max_output=100_000)
+        return out.exit_code or 0, out.output
+
+
+@pytest.mark.docker
+def test_a_set_in_a_volume_is_mounted_read_only_and_found_again(docker_client, base_image, index_needed):
+    path = venv_path(docker_client, base_image)
+    assert path == "/opt/venv"
+    reqs = _nonce("six==1.16.0\n")
+    first = ensure_deps_image(docker_client, reqs, env_volume=True, timeout=300)
+    try:
+        assert first.volume is not None and not first.cached and first.pending is None
+        assert first.mounts == {first.volume.name: "/opt/venv"}
+        # the tag marks the finished set: it is the base image itself, the set is in the volume
+        assert docker_client.images.get(first.tag).id == docker_client.images.get(base_image).id
+        vol = docker_client.volumes.get(first.volume.name)
+        assert vol.attrs["Labels"]["rgbridge.deps_tag"] == first.tag
+        code, out = _sandbox_run(
+            docker_client,
+            first.tag,
+            first.mounts,
+            "python -c 'import six; print(six.__version__)'; python -m pip --version;"
+            f" ls -a /opt/venv; touch /opt/venv/x 2>&1; echo rc=$?",
+        )
+        assert "1.16.0" in out and "pip " in out  # the set, and the base's venv around it
+        assert SEED_MARK not in out and "pyvenv.cfg" in out
+        assert "Read-only file system" in out and "rc=1" in out  # agents cannot change the set
+        again = ensure_deps_image(docker_client, reqs, env_volume=True)
+        assert again.cached and again.tag == first.tag and again.volume == first.volume
+        listed = {i.tag: i.kind for i in list_images(docker_client)}
+        assert listed[first.tag] == "deps"
+    finally:
+        _untag(docker_client, first.tag)
+        env_mod.remove_volume(docker_client, first.volume.name if first.volume else "")
+
+
+@pytest.mark.docker
+def test_a_set_whose_volume_went_away_is_built_again(docker_client, base_image, index_needed):
+    reqs = _nonce("six==1.16.0\n")
+    first = ensure_deps_image(docker_client, reqs, env_volume=True, timeout=300)
+    assert first.volume is not None
+    try:
+        env_mod.remove_volume(docker_client, first.volume.name)
+        with pytest.raises(ScoringError, match="not found"):  # never an empty volume made on the fly
+            _sandbox_run(docker_client, first.tag, first.mounts, "true")
+        assert not volume_exists(docker_client, first.volume.name)
+        again = ensure_deps_image(docker_client, reqs, env_volume=True, timeout=300)
+        assert not again.cached and volume_exists(docker_client, first.volume.name)
+    finally:
+        _untag(docker_client, first.tag)
+        env_mod.remove_volume(docker_client, first.volume.name)
+
+
+@pytest.mark.docker
+def test_deferred_check_holds_the_set_until_pip_accepts(docker_client, base_image, index_needed):
+    reqs = _nonce("six==1.16.0\n")
+    deps = ensure_deps_image(docker_client, reqs, env_volume=True, defer_check=True, timeout=300)
+    assert deps.volume is not None
+    other: list = []
+    try:
+        assert deps.pending is not None and deps.tag == base_image  # scored from the base + volume
+        code, out = _sandbox_run(docker_client, deps.tag, deps.mounts, "python -c 'import six; print(six.__version__)'")
+        assert "1.16.0" in out
+        # Another request for the set waits for pip's verdict instead of building it again.
+        thread = threading.Thread(
+            target=lambda: other.append(ensure_deps_image(docker_client, reqs, env_volume=True, timeout=300))
+        )
+        thread.start()
+        time.sleep(1.0)
+        assert not other
+        assert deps.confirm() is True and deps.confirm() is True  # idempotent
+        thread.join(60)
+        assert other and other[0].cached and image_exists(docker_client, other[0].tag)
+        assert "RGBRIDGE_PHASE checked" in deps.build_log()
+    finally:
+        deps.confirm()
+        _untag(docker_client, other[0].tag if other else "rgbridge-deps:none")
+        env_mod.remove_volume(docker_client, deps.volume.name)
+
+
+@pytest.mark.docker
+def test_what_pip_rejects_is_dropped_and_built_by_pip(docker_client, base_image, index_needed, monkeypatch, tmp_path):
+    """An installer that picks a version the requirements forbid (a stand-in for any uv choice
+    pip's rules reject): the deferred check rejects it, the volume and tag are gone, and
+    ``installer="pip"`` gives pip's own result."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    fake = tools / "uv"
+    fake.write_text("#!/bin/sh\npython -m pip install -q --progress-bar off six==1.15.0 && echo ' + six==1.15.0'\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(env_mod, "uv_tool", lambda: tools)
+    reqs = _nonce("six==1.16.0\n")
+    deps = ensure_deps_image(docker_client, reqs, env_volume=True, defer_check=True, timeout=300)
+    assert deps.volume is not None
+    try:
+        assert deps.pending is not None
+        assert deps.confirm() is False
+        assert "pip does not accept what uv installed" in deps.build_log()
+        assert not volume_exists(docker_client, deps.volume.name)
+        tag = f"rgbridge-deps:{deps.volume.name.rpartition('-')[2]}"
+        assert not image_exists(docker_client, tag)
+        by_pip = ensure_deps_image(docker_client, reqs, env_volume=True, defer_check=True, installer="pip", timeout=300)
+        assert by_pip.pending is None and by_pip.tag == tag
+        assert "RGBRIDGE_INSTALLER=pip" in by_pip.log_tail
+        code, out = _sandbox_run(docker_client, by_pip.tag, by_pip.mounts, "python -c 'import six; print(six.__version__)'")
+        assert "1.16.0" in out
+        # Without deferral the build itself falls back to pip.
+        inline = ensure_deps_image(docker_client, _nonce("six==1.16.0\n"), env_volume=True, timeout=300)
+        assert "installing with pip instead" in inline.log_tail and inline.volume is not None
+        _untag(docker_client, inline.tag)
+        env_mod.remove_volume(docker_client, inline.volume.name)
+    finally:
+        _untag(docker_client, f"rgbridge-deps:{deps.volume.name.rpartition('-')[2]}")
+        env_mod.remove_volume(docker_client, deps.volume.name)
+
+
+@pytest.mark.docker
+def test_an_unfinished_seed_is_made_again(docker_client, base_image, index_needed):
+    path = venv_path(docker_client, base_image)
+    assert path is not None
+    seed = seed_volume(docker_client, base_image, path)
+    assert env_mod.remove_volume(docker_client, seed)
+    # a seed whose maker died before its mark: the volume exists, the mark does not
+    docker_client.volumes.create(seed, labels={"rgbridge.owner": "rgbridge", "rgbridge.kind": "deps-seed"})
+    deps = ensure_deps_image(docker_client, _nonce("six==1.16.0\n"), env_volume=True, timeout=300)
+    assert deps.volume is not None
+    try:
+        assert "seed volume was incomplete" in deps.log_tail
+        code, out = _sandbox_run(docker_client, deps.tag, deps.mounts, "python -c 'import six; print(six.__version__)'")
+        assert "1.16.0" in out
+    finally:
+        _untag(docker_client, deps.tag)
+        env_mod.remove_volume(docker_client, deps.volume.name)
+
+
+@pytest.mark.docker
+def test_removing_deps_images_removes_their_volumes_and_keeps_the_base(docker_client, base_image, index_needed):
+    deps = ensure_deps_image(docker_client, _nonce("six==1.16.0\n"), env_volume=True, timeout=300)
+    assert deps.volume is not None
+    keep = [t for i in docker_client.images.list(filters={"label": "rgbridge.owner=rgbridge"}) for t in i.tags
+            if t != deps.tag]
+    removed = remove_images(docker_client, kinds=["deps"], keep=keep)
+    assert deps.tag in removed and deps.volume.name in removed
+    assert not image_exists(docker_client, deps.tag) and not volume_exists(docker_client, deps.volume.name)
+    assert image_exists(docker_client, base_image)
+
+
+def test_rejected_note_says_what_happened():
+    assert "pip" in REJECTED_NOTE and REJECTED_NOTE.endswith("\n")
