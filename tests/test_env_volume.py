@@ -228,3 +228,36 @@ def test_removing_deps_images_removes_their_volumes_and_keeps_the_base(docker_cl
 
 def test_rejected_note_says_what_happened():
     assert "pip" in REJECTED_NOTE and REJECTED_NOTE.endswith("\n")
+
+
+@pytest.mark.docker
+def test_a_score_pip_rejects_is_run_again_on_pips_set(docker_client, base_image, index_needed, monkeypatch, tmp_path):
+    """End to end, both profiles: the score starts on uv's set, pip rejects it, the profile is
+    scored again on pip's own set and the build log says so; the result is the oracle's."""
+    import shutil
+
+    from bridge.scoring.engine import score_repo
+    from bridge.tasks.catalog import Catalog
+
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    fake = tools / "uv"
+    fake.write_text("#!/bin/sh\npython -m pip install -q --progress-bar off six==1.15.0 && echo ' + six==1.15.0'\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(env_mod, "uv_tool", lambda: tools)
+    task = Catalog.from_options(None).get("library-api")
+    repo = tmp_path / "repo"
+    shutil.copytree(task.solution_dir, repo)
+    (repo / "requirements.txt").write_text(_nonce((repo / "requirements.txt").read_text()))
+    progress: list[str] = []
+    result = score_repo(
+        task, repo, profile="both", use_cache=False, output_dir=tmp_path / "out", progress=progress.append
+    )
+    for name in ("strict", "compat"):
+        prof = result.profile(name)
+        assert prof.outcome == "scored" and prof.pass_at_1.score == 1.0, (name, prof)
+        log = (tmp_path / "out" / "logs" / name / "build.log").read_text()
+        assert log.startswith(REJECTED_NOTE) and "Successfully installed" in log  # pip's own install
+        assert any(line == f"{name}: {REJECTED_NOTE.strip()}" for line in progress)
+    listed = [t for t in (i.tag for i in list_images(docker_client)) if t.startswith("rgbridge-deps:")]
+    assert listed  # pip's sets are kept

@@ -115,14 +115,15 @@ def seed_volume(client: docker.DockerClient, base: str, path: str) -> str:
     from bridge.scoring.images.build import build_lock
     from bridge.scoring.sandbox import SandboxLimits
 
-    image_id = client.images.get(base).id.split(":")[-1][:12]
-    name = f"{SEED_PREFIX}{image_id}"
+    image_id = client.images.get(base).id
+    name = f"{SEED_PREFIX}{image_id.split(':')[-1][:12]}"
     if volume_exists(client, name):
         return name
     with build_lock(name):
         if volume_exists(client, name):
             return name
-        client.volumes.create(name, labels={LABEL_OWNER: OWNER_VALUE, LABEL_KIND: SEED_KIND, LABEL_DEPS_TAG: base})
+        # labelled with the image's id: a rebuilt base leaves its old seed an orphan (swept)
+        client.volumes.create(name, labels={LABEL_OWNER: OWNER_VALUE, LABEL_KIND: SEED_KIND, LABEL_DEPS_TAG: image_id})
         try:
             # Docker copies the image's folder into the empty volume at this first mount; the
             # mark (removed from every copy) says the copy finished.
