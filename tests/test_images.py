@@ -270,6 +270,7 @@ def test_auto_mode_falls_back_to_host_wheelhouse(docker_client, base_image, monk
                                                  tmp_path):
     monkeypatch.setenv("RGBRIDGE_INDEX_FROM_CONTAINERS", "0")  # as if builds had no index
     monkeypatch.setenv("RGBRIDGE_CACHE", str(tmp_path))
+    monkeypatch.delenv("RGBRIDGE_WHEEL_CACHE", raising=False)
     req = f"six==1.16.0\nsix>=0.0.{time.time_ns()}\n"
     lines: list[str] = []
     try:

@@ -21,6 +21,7 @@ from bridge.scoring import pkgcache, reqfile
 from bridge.scoring.engine import score_repo
 from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.images.build import image_exists
+from bridge.locations import cache_dir
 from bridge.scoring.images.deps import deps_image_tag, ensure_deps_image, wait_for_cache_fills
 from bridge.scoring.images.wheelhouse import (
     UnsafeRequirementError,
@@ -158,8 +159,9 @@ def test_cache_caps_are_configurable(monkeypatch):
 @pytest.fixture()
 def private_cache(monkeypatch, tmp_path) -> Path:
     root = tmp_path / "rgcache"
+    probe = cache_dir() / "index_probe.json"  # the caller's cache, wherever it is
     monkeypatch.setenv("RGBRIDGE_CACHE", str(root))
-    probe = Path.home() / ".cache" / "rgbridge" / "index_probe.json"
+    monkeypatch.delenv("RGBRIDGE_WHEEL_CACHE", raising=False)  # the wheels too go to the private cache
     root.mkdir()
     if probe.is_file():  # the probe's answer, so the test does not spend 45 s re-probing
         shutil.copyfile(probe, root / "index_probe.json")
