@@ -42,3 +42,15 @@ def repo_root() -> Path:
 @pytest.fixture(scope="session")
 def tasks_dir() -> Path:
     return TASKS_DIR
+
+
+@pytest.fixture()
+def wrong_uv(tmp_path) -> Path:
+    """A folder holding a stand-in `uv` that installs a version the requirements forbid
+    (six 1.15.0 for `six==1.16.0`): what pip's acceptance check must reject."""
+    tools = tmp_path / "wrong-uv"
+    tools.mkdir()
+    fake = tools / "uv"
+    fake.write_text("#!/bin/sh\npython -m pip install -q --progress-bar off six==1.15.0 && echo ' + six==1.15.0'\n")
+    fake.chmod(0o755)
+    return tools

@@ -101,7 +101,7 @@ def test_a_set_in_a_volume_is_mounted_read_only_and_found_again(docker_client, b
             first.tag,
             first.mounts,
             "python -c 'import six; print(six.__version__)'; python -m pip --version;"
-            f" ls -a /opt/venv; touch /opt/venv/x 2>&1; echo rc=$?",
+            " ls -a /opt/venv; touch /opt/venv/x 2>&1; echo rc=$?",
         )
         assert "1.16.0" in out and "pip " in out  # the set, and the base's venv around it
         assert SEED_MARK not in out and "pyvenv.cfg" in out
@@ -160,16 +160,11 @@ def test_deferred_check_holds_the_set_until_pip_accepts(docker_client, base_imag
 
 
 @pytest.mark.docker
-def test_what_pip_rejects_is_dropped_and_built_by_pip(docker_client, base_image, index_needed, monkeypatch, tmp_path):
+def test_what_pip_rejects_is_dropped_and_built_by_pip(docker_client, base_image, index_needed, monkeypatch, wrong_uv):
     """An installer that picks a version the requirements forbid (a stand-in for any uv choice
     pip's rules reject): the deferred check rejects it, the volume and tag are gone, and
     ``installer="pip"`` gives pip's own result."""
-    tools = tmp_path / "tools"
-    tools.mkdir()
-    fake = tools / "uv"
-    fake.write_text("#!/bin/sh\npython -m pip install -q --progress-bar off six==1.15.0 && echo ' + six==1.15.0'\n")
-    fake.chmod(0o755)
-    monkeypatch.setattr(env_mod, "uv_tool", lambda: tools)
+    monkeypatch.setattr(layer_mod, "uv_tool", lambda: wrong_uv)
     reqs = _nonce("six==1.16.0\n")
     deps = ensure_deps_image(docker_client, reqs, env_volume=True, defer_check=True, timeout=300)
     assert deps.volume is not None
@@ -215,6 +210,38 @@ def test_an_unfinished_seed_is_made_again(docker_client, base_image, index_neede
 
 
 @pytest.mark.docker
+def test_a_seed_being_made_is_not_handed_out_before_it_is_full(docker_client, base_image):
+    """Two builds wanting the seed at once: the second waits for the first's copy to finish
+    (a seed volume exists before it is full; once it was handed out half-made)."""
+    path = venv_path(docker_client, base_image)
+    assert path is not None
+    name = seed_volume(docker_client, base_image, path)
+    assert env_mod.remove_volume(docker_client, name)
+    first_done = threading.Event()
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            seed_volume(docker_client, base_image, path)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            first_done.set()
+
+    maker = threading.Thread(target=first)
+    maker.start()
+    deadline = time.monotonic() + 60
+    while not volume_exists(docker_client, name) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert volume_exists(docker_client, name) and not first_done.is_set()
+    assert seed_volume(docker_client, base_image, path) == name
+    finished_before_second_returned = first_done.is_set()
+    maker.join()
+    assert not errors
+    assert finished_before_second_returned
+
+
+@pytest.mark.docker
 def test_removing_deps_images_removes_their_volumes_and_keeps_the_base(docker_client, base_image, index_needed):
     deps = ensure_deps_image(docker_client, _nonce("six==1.16.0\n"), env_volume=True, timeout=300)
     assert deps.volume is not None
@@ -231,7 +258,7 @@ def test_rejected_note_says_what_happened():
 
 
 @pytest.mark.docker
-def test_a_score_pip_rejects_is_run_again_on_pips_set(docker_client, base_image, index_needed, monkeypatch, tmp_path):
+def test_a_score_pip_rejects_is_run_again_on_pips_set(docker_client, base_image, index_needed, monkeypatch, wrong_uv, tmp_path):
     """End to end, both profiles: the score starts on uv's set, pip rejects it, the profile is
     scored again on pip's own set and the build log says so; the result is the oracle's."""
     import shutil
@@ -239,12 +266,7 @@ def test_a_score_pip_rejects_is_run_again_on_pips_set(docker_client, base_image,
     from bridge.scoring.engine import score_repo
     from bridge.tasks.catalog import Catalog
 
-    tools = tmp_path / "tools"
-    tools.mkdir()
-    fake = tools / "uv"
-    fake.write_text("#!/bin/sh\npython -m pip install -q --progress-bar off six==1.15.0 && echo ' + six==1.15.0'\n")
-    fake.chmod(0o755)
-    monkeypatch.setattr(env_mod, "uv_tool", lambda: tools)
+    monkeypatch.setattr(layer_mod, "uv_tool", lambda: wrong_uv)
     task = Catalog.from_options(None).get("library-api")
     repo = tmp_path / "repo"
     shutil.copytree(task.solution_dir, repo)

@@ -180,15 +180,10 @@ def test_requirements_uv_cannot_read_are_installed_by_pip(docker_client, index_n
 
 
 @pytest.mark.docker
-def test_what_pip_does_not_accept_is_rebuilt_by_pip(docker_client, index_needed, monkeypatch, tmp_path):
+def test_what_pip_does_not_accept_is_rebuilt_by_pip(docker_client, index_needed, monkeypatch, wrong_uv):
     """An installer that picks another version than the requirements allow (a stand-in for any
     uv choice pip's rules reject): pip's dry run in the result disagrees, pip rebuilds the layer."""
-    tools = tmp_path / "tools"
-    tools.mkdir()
-    fake = tools / "uv"
-    fake.write_text("#!/bin/sh\npython -m pip install -q --progress-bar off six==1.15.0 && echo ' + six==1.15.0'\n")
-    fake.chmod(0o755)
-    monkeypatch.setattr(layer_mod, "uv_tool", lambda: tools)
+    monkeypatch.setattr(layer_mod, "uv_tool", lambda: wrong_uv)
     res = ensure_deps_image(docker_client, _nonce("six==1.16.0\n"), timeout=300)
     try:
         assert "pip does not accept what uv installed" in res.log_tail, res.log_tail

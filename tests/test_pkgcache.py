@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from bridge.locations import cache_dir
 from bridge.scoring import pkgcache, reqfile
 from bridge.scoring.engine import score_repo
 from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.images.build import image_exists
-from bridge.locations import cache_dir
 from bridge.scoring.images.deps import deps_image_tag, ensure_deps_image, wait_for_cache_fills
 from bridge.scoring.images.wheelhouse import (
     UnsafeRequirementError,

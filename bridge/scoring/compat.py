@@ -25,13 +25,13 @@ from bridge.errors import ScoringError
 from bridge.scoring import coverage, upstream
 from bridge.scoring.images.base import official_python_image
 from bridge.scoring.images.build import DependencyInstallError, docker_build, image_exists
-from bridge.scoring.images.deps import REJECTED_NOTE, DepsImage, ensure_deps_image
+from bridge.scoring.images.deps import DepsImage, ensure_deps_image
 from bridge.scoring.images.recipe import APP_DIRS, APP_GID, APP_UID
 from bridge.scoring.plan import create_sandbox
 from bridge.scoring.python_plan import FALLBACK_PACKAGES, TEST_TOOLS, compat_plan
 from bridge.scoring.result import DSRResult, ProfileResult
 from bridge.scoring.sandbox import Sandbox
-from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, merge_tree, requirements_of
+from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, merge_tree, requirements_of, score_on_accepted_set
 from bridge.tasks.model import Task
 
 ProgressFn = Callable[[str], None]
@@ -127,46 +127,41 @@ def run_compat(
     extras.extend(TEST_TOOLS)
 
     base = compat_base_image(client, ctx.image_progress)
-    note = ""
-    for installer in (None, "pip"):
+
+    def build(installer: str | None) -> DepsImage:
         progress("compat: building the image")
-        try:
-            image = ensure_deps_image(
-                client,
-                requirements,
-                extra_packages=extras,
-                wheelhouse=ctx.wheelhouse,
-                base=base,
-                timeout=task.manifest.timeouts.build,
-                progress=ctx.image_progress,
-                env_volume=True,
-                defer_check=True,
-                installer=installer,
-            )
-        except DependencyInstallError as exc:
-            logs.write("build.log", note + exc.log_tail)
-            return finish(
-                outcome="timeout" if exc.timed_out else "build_failed",
-                dsr=DSRResult(success=False, message=upstream.NO_DSR_MARKERS_MESSAGE),
-                build_error=f"Build failed: {exc}",
-                exit_code=upstream.EXIT_BUILD_FAILED,
-            )
-        # The run goes on while pip checks uv's install; a rejection runs again with pip's own.
-        try:
-            if image.log_tail:
-                logs.write("build.log", note + image.log_tail)
-            result = _deploy_and_test(
-                client, task, repo_dir, image, ctx=ctx, logs=logs, progress=progress, finish=finish
-            )
-        finally:
-            accepted = image.confirm()
-        if image.pending is not None:  # the log with pip's check
-            logs.write("build.log", note + image.build_log())
-        if accepted:
-            return result
-        note = REJECTED_NOTE
-        progress("compat: " + REJECTED_NOTE.strip())
-    raise AssertionError("a pip install is never pending")  # pragma: no cover
+        return ensure_deps_image(
+            client,
+            requirements,
+            extra_packages=extras,
+            wheelhouse=ctx.wheelhouse,
+            base=base,
+            timeout=task.manifest.timeouts.build,
+            progress=ctx.image_progress,
+            env_volume=True,
+            defer_check=True,
+            installer=installer,
+        )
+
+    def build_failed(exc: DependencyInstallError) -> ProfileResult:
+        return finish(
+            outcome="timeout" if exc.timed_out else "build_failed",
+            dsr=DSRResult(success=False, message=upstream.NO_DSR_MARKERS_MESSAGE),
+            build_error=f"Build failed: {exc}",
+            exit_code=upstream.EXIT_BUILD_FAILED,
+        )
+
+    # The run goes on while pip checks uv's install; a rejection runs again on pip's own set.
+    return score_on_accepted_set(
+        build,
+        lambda image: _deploy_and_test(
+            client, task, repo_dir, image, ctx=ctx, logs=logs, progress=progress, finish=finish
+        ),
+        build_failed=build_failed,
+        logs=logs,
+        progress=progress,
+        profile="compat",
+    )
 
 
 def _deploy_and_test(

@@ -27,13 +27,13 @@ import docker
 from bridge.scoring import coverage
 from bridge.scoring.deploy import wait_deployed
 from bridge.scoring.images.build import DependencyInstallError
-from bridge.scoring.images.deps import REJECTED_NOTE, DepsImage, ensure_deps_image
+from bridge.scoring.images.deps import DepsImage, ensure_deps_image
 from bridge.scoring.images.tester import ensure_tester_image
 from bridge.scoring.plan import create_sandbox
 from bridge.scoring.python_plan import OUR_INI, golden_ini, strict_plan
 from bridge.scoring.result import APICoverage, DSRResult, PassAt1, ProfileResult
 from bridge.scoring.strict_grade import grade_suite
-from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, place_file, requirements_of
+from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, place_file, requirements_of, score_on_accepted_set
 from bridge.tasks.model import Task
 
 ProgressFn = Callable[[str], None]
@@ -94,55 +94,48 @@ def run_strict(
             **fields,
         )
 
-    note = ""
-    for installer in (None, "pip"):
+    def build(installer: str | None) -> DepsImage:
         progress("strict: installing dependencies")
-        try:
-            deps = ensure_deps_image(
-                client,
-                requirements_of(repo_dir),
-                wheelhouse=ctx.wheelhouse,
-                timeout=task.manifest.timeouts.build,
-                progress=ctx.image_progress,
-                env_volume=True,
-                defer_check=True,
-                installer=installer,
-            )
-        except DependencyInstallError as exc:
-            logs.write("build.log", note + exc.log_tail)
-            outcome = "timeout" if exc.timed_out else "build_failed"
-            return finish(
-                outcome=outcome,
-                dsr=DSRResult(success=False, message=str(exc)),
-                build_error=str(exc),
-                exit_code=-3,
-                pass_at_1=PassAt1(),
-            )
-        # The score runs while pip checks uv's install; a rejection scores again with pip's own.
-        try:
-            if deps.log_tail:
-                logs.write("build.log", note + deps.log_tail)
-            result = _score_with(
-                client,
-                task,
-                repo_dir,
-                deps,
-                ctx=ctx,
-                logs=logs,
-                progress=progress,
-                deploy_only=deploy_only,
-                finish=finish,
-                static_ac=static_ac,
-            )
-        finally:
-            accepted = deps.confirm()
-        if deps.pending is not None and not result.build_error:  # the log with pip's check
-            logs.write("build.log", note + deps.build_log())
-        if accepted:
-            return result
-        note = REJECTED_NOTE
-        progress("strict: " + REJECTED_NOTE.strip())
-    raise AssertionError("a pip install is never pending")  # pragma: no cover
+        return ensure_deps_image(
+            client,
+            requirements_of(repo_dir),
+            wheelhouse=ctx.wheelhouse,
+            timeout=task.manifest.timeouts.build,
+            progress=ctx.image_progress,
+            env_volume=True,
+            defer_check=True,
+            installer=installer,
+        )
+
+    def build_failed(exc: DependencyInstallError) -> ProfileResult:
+        return finish(
+            outcome="timeout" if exc.timed_out else "build_failed",
+            dsr=DSRResult(success=False, message=str(exc)),
+            build_error=str(exc),
+            exit_code=-3,
+            pass_at_1=PassAt1(),
+        )
+
+    # The score runs while pip checks uv's install; a rejection scores again on pip's own set.
+    return score_on_accepted_set(
+        build,
+        lambda deps: _score_with(
+            client,
+            task,
+            repo_dir,
+            deps,
+            ctx=ctx,
+            logs=logs,
+            progress=progress,
+            deploy_only=deploy_only,
+            finish=finish,
+            static_ac=static_ac,
+        ),
+        build_failed=build_failed,
+        logs=logs,
+        progress=progress,
+        profile="strict",
+    )
 
 
 def _score_with(

@@ -13,6 +13,9 @@ import docker
 
 from bridge.fs.walk import copy_tree_at
 from bridge.scoring.docker_sandbox import DockerRuntime
+from bridge.scoring.images.build import DependencyInstallError
+from bridge.scoring.images.deps import REJECTED_NOTE, DepsImage
+from bridge.scoring.result import ProfileResult
 from bridge.scoring.sandbox import SandboxLimits, SandboxRuntime
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -109,3 +112,42 @@ def stage_repo(src: Path, dest: Path) -> None:
     superset of upstream's list), so the staged tree hashes as the recorder hashed it. Reads are
     fd-relative with O_NOFOLLOW (bridge/fs/walk.py): symlinks kept as links, never followed."""
     copy_tree_at(src, dest)
+
+
+def score_on_accepted_set(
+    build: Callable[[str | None], DepsImage],
+    score: Callable[[DepsImage], ProfileResult],
+    *,
+    build_failed: Callable[[DependencyInstallError], ProfileResult],
+    logs: LogSink,
+    progress: Callable[[str], None],
+    profile: str,
+) -> ProfileResult:
+    """A profile's score on its dependency set, kept only once pip accepts the set.
+
+    ``build(installer)`` makes the set (``ensure_deps_image`` with ``defer_check``: pip may still
+    be checking uv's install while ``score`` runs); a rejection scores again on pip's own set
+    (``installer="pip"``), with the note at the top of ``build.log``. A failed install is
+    ``build_failed(error)``. The build log is written before the score (its name is then part
+    of the result) and again with pip's check, unless the score wrote its own build log.
+    """
+    note = ""
+    for installer in (None, "pip"):
+        try:
+            deps = build(installer)
+        except DependencyInstallError as exc:
+            logs.write("build.log", note + exc.log_tail)
+            return build_failed(exc)
+        try:
+            if deps.log_tail:
+                logs.write("build.log", note + deps.log_tail)
+            result = score(deps)
+        finally:
+            accepted = deps.confirm()  # also when the score failed: the set is settled either way
+        if deps.pending is not None and not result.build_error:
+            logs.write("build.log", note + deps.build_log())
+        if accepted:
+            return result
+        note = REJECTED_NOTE
+        progress(f"{profile}: {REJECTED_NOTE.strip()}")
+    raise AssertionError("pip's own install is never left pending")  # pragma: no cover

@@ -20,10 +20,19 @@ from bridge.errors import ScoringError
 from bridge.locations import cache_dir
 from bridge.scoring import reqfile
 from bridge.scoring.images.base import ensure_base_image
-from bridge.scoring.images.build import DependencyInstallError, ProgressFn, build_lock, hash12, image_exists, say
+from bridge.scoring.images.build import (
+    BuildResult,
+    DependencyInstallError,
+    ProgressFn,
+    build_lock,
+    hash12,
+    image_exists,
+    say,
+)
 from bridge.scoring.images.env_volume import (
     EnvVolume,
     PendingCheck,
+    VolumeBuild,
     build_in_volume,
     mark_complete,
     remove_volume,
@@ -229,7 +238,7 @@ def ensure_deps_image(
             return DepsImage(tag=tag, cached=True, seconds=time.monotonic() - started, volume=volume)
         extras_txt = "".join(f"{p}\n" for p in extras)
         files = {name: text for name, text in (("requirements.txt", reqs), ("extras.txt", extras_txt)) if text}
-        res = _build(
+        res, uncached = _build(
             client,
             base=base,
             tag=tag,
@@ -249,33 +258,25 @@ def ensure_deps_image(
             raise DependencyInstallError(msg, log_tail=res.log_tail, timed_out=res.timed_out)
         seconds = time.monotonic() - started
         if volume is None:
-            return DepsImage(tag=tag, cached=False, seconds=seconds, log_tail=res.log_tail, uncached=res.uncached)
-        if res.pending is None:
+            return DepsImage(tag=tag, cached=False, seconds=seconds, log_tail=res.log_tail, uncached=uncached)
+        pending = res.pending if isinstance(res, VolumeBuild) else None
+        if pending is None:
             mark_complete(client, base, tag)
             return DepsImage(
-                tag=tag, cached=False, seconds=seconds, log_tail=res.log_tail, uncached=res.uncached, volume=volume
+                tag=tag, cached=False, seconds=seconds, log_tail=res.log_tail, uncached=uncached, volume=volume
             )
         # pip's check still runs: the base + the volume score now; the tag (and the lock, held
         # until then so no other build of this set starts) wait for pip's verdict.
-        settlement = Settlement(client, res.pending, base=base, tag=tag, volume=volume, lock=lock.pop_all())
+        settlement = Settlement(client, pending, base=base, tag=tag, volume=volume, lock=lock.pop_all())
         return DepsImage(
             tag=base,
             cached=False,
             seconds=seconds,
             log_tail=res.log_tail,
-            uncached=res.uncached,
+            uncached=uncached,
             volume=volume,
             pending=settlement,
         )
-
-
-@dataclass
-class _Built:
-    ok: bool
-    log_tail: str
-    timed_out: bool = False
-    uncached: tuple[str, ...] = ()
-    pending: PendingCheck | None = None
 
 
 def _untag(client: docker.DockerClient, tag: str) -> None:
@@ -295,8 +296,9 @@ def _build(
     timeout: float,
     defer_check: bool,
     installer: str | None,
-) -> _Built:
-    """Build the set as a layer (``layer.build_layer``) or into ``volume`` (``build_in_volume``)."""
+) -> tuple[BuildResult, tuple[str, ...]]:
+    """Build the set as a layer (``layer.build_layer``) or into ``volume`` (``build_in_volume``);
+    also returns the pins the package cache lacked (the host fetches them)."""
     started = time.monotonic()
     cache = WheelCache()
     fetch_root = cache_dir() / "outbox"
@@ -338,7 +340,7 @@ def _build(
                 mode, wheels = "local", fetched
             fill = fill_cache if mode != "local" else None
             if volume is not None:
-                vres = build_in_volume(
+                result: BuildResult = build_in_volume(
                     client,
                     base=base,
                     tag=tag,
@@ -352,12 +354,11 @@ def _build(
                     defer_check=defer_check,
                     on_installed=fill,
                 )
-                result = _Built(vres.ok, vres.log_tail, vres.timed_out, pending=vres.pending)
             else:
                 # pip installs the requirements, then the extras into that environment: one
                 # container runs both steps from the base, so compat's layer is built beside
                 # strict's instead of waiting for it (docs/measurements.md).
-                lres = build_layer(
+                result = build_layer(
                     client,
                     base=base,
                     tag=tag,
@@ -370,11 +371,9 @@ def _build(
                     timeout=remaining(),
                     on_installed=fill,
                 )
-                result = _Built(lres.ok, lres.log_tail, lres.timed_out)
         if result.ok:
             cache.evict()
-        result.uncached = tuple(uncached)
-        return result
+        return result, tuple(uncached)
     finally:
         if not uncached:
             shutil.rmtree(fetched, ignore_errors=True)

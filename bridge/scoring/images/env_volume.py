@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker
@@ -31,17 +30,17 @@ from docker.errors import APIError, DockerException, NotFound
 from docker.models.containers import Container
 
 from bridge.scoring.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels, owner_filter
-from bridge.scoring.images.build import LOG_TAIL_CHARS, ProgressFn, say
-from bridge.scoring.images.host import host_pip_index_settings
+from bridge.scoring.images.build import LOG_TAIL_CHARS, BuildResult, ProgressFn, say
 from bridge.scoring.images.layer import (
+    _LAYER_BUILD,
     UV_REJECTED,
-    _layer_script,
-    _shell_env,
     _wait_ready,
+    effective_mode,
     installed_pins,
+    rejection_note,
+    start_build_container,
 )
 from bridge.scoring.images.layer_export import valid_prefix
-from bridge.scoring.images.wheelhouse import uv_tool
 
 VOLUME_PREFIX = "rgbridge-env-"
 VOLUME_KIND = "deps-env"
@@ -50,10 +49,6 @@ SEED_KIND = "deps-seed"
 SEED_MARK = ".rgbridge-seeded"
 _SEED = "/run/rgbridge/seed"
 LABEL_DEPS_TAG = "rgbridge.deps_tag"
-_BUILD_DIR = "/tmp/rgbridge-build"
-_CACHE = "/run/rgbridge/wheels"
-_OUTBOX = "/run/rgbridge/outbox"
-_TOOLS = "/run/rgbridge/tools"
 
 
 @dataclass(frozen=True)
@@ -106,20 +101,24 @@ def mark_complete(client: docker.DockerClient, base: str, tag: str) -> None:
     client.images.get(base).tag(repo, key)
 
 
-def seed_volume(client: docker.DockerClient, base: str, path: str) -> str:
+def seed_volume(client: docker.DockerClient, base: str, path: str, *, remake: bool = False) -> str:
     """A volume holding ``base``'s venv at ``path`` as the image has it, made once per base
     image: each build copies it into its fresh volume (a copy between two volumes is native,
     where Docker's seeding of a new volume reads the image through fuse-overlayfs, about a
-    second per build). The seed is never mounted writable by anything of the agent's."""
+    second per build). The seed is never mounted writable by anything of the agent's.
+
+    ``remake``: the seed was found without its mark (its maker died), so it is removed and made
+    again. Existence is only trusted under the lock: a seed being made exists before it is full."""
     from bridge.scoring.containers import create_container, managed, wait_with_timeout
     from bridge.scoring.images.build import build_lock
     from bridge.scoring.sandbox import SandboxLimits
 
     image_id = client.images.get(base).id
     name = f"{SEED_PREFIX}{image_id.split(':')[-1][:12]}"
-    if volume_exists(client, name):
-        return name
     with build_lock(name):
+        if remake:
+            # in use means another build is copying it: it was made again meanwhile, kept
+            remove_volume(client, name)
         if volume_exists(client, name):
             return name
         # labelled with the image's id: a rebuilt base leaves its old seed an orphan (swept)
@@ -181,7 +180,7 @@ def _seeded_start(path: str) -> str:
     volume (attributes, links and owners kept, as Docker's own seeding does), then the build."""
     return (
         f"[ -f {_SEED}/{SEED_MARK} ] || {{ echo 'RGBRIDGE_SEED_INCOMPLETE'; exit {SEED_INCOMPLETE}; }}; "
-        f"cp -a {_SEED}/. {path}/ && rm -f {path}/{SEED_MARK} && exec bash {_BUILD_DIR}/build.sh"
+        f"cp -a {_SEED}/. {path}/ && rm -f {path}/{SEED_MARK} && exec bash {_LAYER_BUILD}/build.sh"
     )
 
 
@@ -208,14 +207,7 @@ class PendingCheck:
 
 
 @dataclass
-class VolumeBuild:
-    ok: bool
-    seconds: float
-    log_tail: str
-    error: str = ""
-    timed_out: bool = False
-    installed: list[str] = field(default_factory=list)
-    installer: str = ""
+class VolumeBuild(BuildResult):
     #: set when pip's check was left running (``defer_check``): the caller must wait for it
     pending: PendingCheck | None = None
 
@@ -235,7 +227,7 @@ def build_in_volume(
     progress: ProgressFn | None = None,
     on_installed: Callable[[list[str]], None] | None = None,
 ) -> VolumeBuild:
-    """Install ``requirement_files`` (in turn) into a fresh ``volume`` seeded with ``base``'s venv.
+    """Install ``requirement_files`` (in turn) into a fresh ``volume`` holding ``base``'s venv.
 
     ``mode`` as in ``layer._layer_script``. In ``index`` mode pip's check either runs before
     this returns (a rejection rebuilds in ``pip`` mode here) or, with ``defer_check``, is left
@@ -243,22 +235,14 @@ def build_in_volume(
     rejection is the caller's to handle (``deps.ensure_deps_image``). A failed build removes
     the volume.
     """
-    from bridge.scoring.containers import (
-        create_container,
-        put_directory,
-        read_logs,
-        remove_container,
-        wait_with_timeout,
-    )
-    from bridge.scoring.sandbox import SandboxLimits
+    from bridge.scoring.containers import read_logs, remove_container, wait_with_timeout
 
     started = time.monotonic()
 
     def remaining() -> float:
         return max(5.0, timeout - (time.monotonic() - started))
 
-    if mode == "index" and uv_tool() is None:
-        mode = "pip"
+    mode = effective_mode(mode)
     notes: list[str] = []
     seed = seed_volume(client, base, volume.path)
     while True:
@@ -267,69 +251,50 @@ def build_in_volume(
             volume.name,
             labels={LABEL_OWNER: OWNER_VALUE, LABEL_KIND: VOLUME_KIND, LABEL_DEPS_TAG: tag},
         )
-        deferring = defer_check and mode == "index"
-        with tempfile.TemporaryDirectory(prefix="rgbridge-env-") as tmp:
-            files_dir = Path(tmp)
-            for name, text in requirement_files.items():
-                (files_dir / name).write_text(text, encoding="utf-8")
-            pip_env = {} if mode == "local" else host_pip_index_settings()
-            (files_dir / "pip.env").write_text(_shell_env(pip_env), encoding="utf-8")
-            ready_mark = f"RGBRIDGE_READY_{secrets.token_hex(8)}"
-            script = _layer_script(list(requirement_files), mode=mode, ready_mark=ready_mark)
-            (files_dir / "build.sh").write_text(script, encoding="utf-8")
-            # The venv's volume is the one writable place that outlives the build; Docker copies
-            # the base's venv into it on this first mount.
-            mounts = [
+        # The set's volume is the one writable place that outlives the build, filled from the seed.
+        container, ready_mark = start_build_container(
+            client,
+            base=base,
+            kind="deps",
+            requirement_files=requirement_files,
+            mode=mode,
+            view=view,
+            wheels=wheels,
+            mounts=[
                 docker.types.Mount(volume.path, volume.name, type="volume", no_copy=True),
                 docker.types.Mount(_SEED, seed, type="volume", read_only=True, no_copy=True),
-                docker.types.Mount(_CACHE, str(view), type="bind", read_only=True),
-            ]
-            if wheels is not None:
-                mounts.append(docker.types.Mount(_OUTBOX, str(wheels), type="bind", read_only=True))
-            tools = uv_tool() if mode == "index" else None
-            if tools is not None:
-                mounts.append(docker.types.Mount(_TOOLS, str(tools), type="bind", read_only=True))
-            container = create_container(
-                client,
-                base,
-                name=f"rgbridge-env-{secrets.token_hex(5)}",
-                command=["bash", "-c", _seeded_start(volume.path)],
-                labels=make_labels(kind="deps-build"),
-                # pip runs as root, as in a Dockerfile RUN; no capabilities, no new privileges
-                limits=SandboxLimits(user="0:0", pids_limit=1024, nano_cpus=2_000_000_000),
-                network_mode="none" if mode == "local" else "bridge",
-                mounts=mounts,
-            )
-            handed_over = False
-            try:
-                put_directory(container, files_dir, _BUILD_DIR, uid=0, gid=0)
-                container.start()
-                if deferring and _wait_ready(container, ready_mark, remaining()):
-                    log = read_logs(container)
-                    for line in log.splitlines():
-                        if line.strip():
-                            say(progress, line)
-                    pins = installed_pins(log)
-                    if on_installed is not None:
-                        on_installed(pins)
-                    # pip's check runs beside the score from now on: the score comes first
-                    with contextlib.suppress(DockerException):
-                        container.update(cpu_shares=CHECK_CPU_SHARES)
-                    handed_over = True
-                    return VolumeBuild(
-                        True,
-                        time.monotonic() - started,
-                        "".join(notes) + log[-LOG_TAIL_CHARS:],
-                        installed=pins,
-                        installer=mode,
-                        pending=PendingCheck(container, started + timeout),
-                    )
-                outcome = wait_with_timeout(container, remaining())
+            ],
+            command=["bash", "-c", _seeded_start(volume.path)],
+        )
+        handed_over = False
+        try:
+            if defer_check and mode == "index" and _wait_ready(container, ready_mark, remaining()):
                 log = read_logs(container)
-            finally:
-                if not handed_over:
-                    with contextlib.suppress(DockerException, requests.RequestException):
-                        remove_container(container)
+                for line in log.splitlines():
+                    if line.strip():
+                        say(progress, line)
+                pins = installed_pins(log)
+                if on_installed is not None:
+                    on_installed(pins)
+                # pip's check runs beside the score from now on: the score comes first
+                with contextlib.suppress(DockerException):
+                    container.update(cpu_shares=CHECK_CPU_SHARES)
+                handed_over = True
+                return VolumeBuild(
+                    True,
+                    tag,
+                    time.monotonic() - started,
+                    "".join(notes) + log[-LOG_TAIL_CHARS:],
+                    installed=pins,
+                    installer=mode,
+                    pending=PendingCheck(container, started + timeout),
+                )
+            outcome = wait_with_timeout(container, remaining())
+            log = read_logs(container)
+        finally:
+            if not handed_over:
+                with contextlib.suppress(DockerException, requests.RequestException):
+                    remove_container(container)
         for line in log.splitlines():
             if line.strip():
                 say(progress, line)
@@ -338,24 +303,22 @@ def build_in_volume(
         if outcome.timed_out or outcome.exit_code != 0:
             remove_volume(client, volume.name)
         if outcome.timed_out:
-            return VolumeBuild(False, elapsed, tail, f"build timed out after {timeout:.0f}s", timed_out=True)
+            return VolumeBuild(False, tag, elapsed, tail, f"build timed out after {timeout:.0f}s", timed_out=True)
         if outcome.exit_code == SEED_INCOMPLETE:
             # a seed whose copy never finished (its maker died): made again, once
             if notes and notes[-1].startswith("seed"):
-                return VolumeBuild(False, elapsed, tail, "the base's venv could not be copied into the volume")
-            remove_volume(client, seed)
-            seed = seed_volume(client, base, volume.path)
+                return VolumeBuild(False, tag, elapsed, tail, "the base's venv could not be copied into the volume")
+            seed = seed_volume(client, base, volume.path, remake=True)
             notes.append("seed volume was incomplete: made again\n")
             continue
         if outcome.exit_code == UV_REJECTED and mode == "index":
-            reason = next((x for x in log.splitlines() if x.startswith("RGBRIDGE_UV_REJECTED")), "")
-            notes.append(f"{reason}: installing with pip instead (pip's choice is the reference)\n")
+            notes.append(rejection_note(log))
             say(progress, notes[-1].strip())
             mode = "pip"
             continue
         if outcome.exit_code != 0:
-            return VolumeBuild(False, elapsed, tail, f"install exited {outcome.exit_code}")
+            return VolumeBuild(False, tag, elapsed, tail, f"install exited {outcome.exit_code}")
         pins = installed_pins(log)
         if on_installed is not None:
             on_installed(pins)
-        return VolumeBuild(True, elapsed, tail, installed=pins, installer=mode)
+        return VolumeBuild(True, tag, elapsed, tail, installed=pins, installer=mode)

@@ -147,6 +147,17 @@ def _layer_script(files: Sequence[str], *, mode: str, ready_mark: str = "", chec
     return "\n".join(lines) + "\n"
 
 
+def effective_mode(mode: str) -> str:
+    """``index`` needs uv (``uv_tool``); without it a build installs with pip alone."""
+    return "pip" if mode == "index" and uv_tool() is None else mode
+
+
+def rejection_note(log: str) -> str:
+    """The build log's line saying why uv's install was rejected, as the note of pip's rebuild."""
+    reason = next((x for x in log.splitlines() if x.startswith("RGBRIDGE_UV_REJECTED")), "")
+    return f"{reason}: installing with pip instead (pip's choice is the reference)\n"
+
+
 def installed_pins(log: str) -> list[str]:
     """``name==version`` of every distribution the build's log says it installed (uv's
     `` + name==version`` lines, pip's ``Successfully installed`` line)."""
@@ -256,6 +267,65 @@ def _wait_ready(container: Container, mark: str, seconds: float) -> bool:
     return False
 
 
+def start_build_container(
+    client: docker.DockerClient,
+    *,
+    base: str,
+    kind: str,
+    requirement_files: dict[str, str],
+    mode: str,
+    view: Path,
+    wheels: Path | None,
+    mounts: Sequence[docker.types.Mount] = (),
+    command: list[str] | None = None,
+) -> tuple[Container, str]:
+    """Create and start one build container FROM ``base`` running ``_layer_script`` over
+    ``requirement_files``; returns it (the caller removes it) and its ready mark.
+
+    The package cache's ``view`` and ``wheels`` (a wheelhouse) are bind-mounted read-only, as is
+    uv in ``index`` mode; ``mounts`` are added (``env_volume``: the set's volume and the seed).
+    No network in ``local`` mode. pip runs as root, as in a Dockerfile RUN; no capabilities, no
+    new privileges. ``command`` must end by running ``{_LAYER_BUILD}/build.sh``.
+    """
+    from bridge.scoring.containers import create_container, put_directory, remove_container
+    from bridge.scoring.sandbox import SandboxLimits
+
+    ready_mark = f"RGBRIDGE_READY_{secrets.token_hex(8)}"
+    with tempfile.TemporaryDirectory(prefix="rgbridge-layer-") as tmp:
+        files_dir = Path(tmp)
+        for name, text in requirement_files.items():
+            (files_dir / name).write_text(text, encoding="utf-8")
+        pip_env = {} if mode == "local" else host_pip_index_settings()
+        (files_dir / "pip.env").write_text(_shell_env(pip_env), encoding="utf-8")
+        script = _layer_script(list(requirement_files), mode=mode, ready_mark=ready_mark)
+        (files_dir / "build.sh").write_text(script, encoding="utf-8")
+        # --mount style binds: unlike -v ones they are not recorded as VOLUMEs by a commit.
+        all_mounts = [*mounts, docker.types.Mount(_LAYER_CACHE, str(view), type="bind", read_only=True)]
+        if wheels is not None:
+            all_mounts.append(docker.types.Mount(_LAYER_OUTBOX, str(wheels), type="bind", read_only=True))
+        tools = uv_tool() if mode == "index" else None
+        if tools is not None:
+            all_mounts.append(docker.types.Mount(_LAYER_TOOLS, str(tools), type="bind", read_only=True))
+        container = create_container(
+            client,
+            base,
+            name=f"rgbridge-{kind}-build-{secrets.token_hex(5)}",
+            command=command or ["bash", f"{_LAYER_BUILD}/build.sh"],
+            labels=make_labels(kind=f"{kind}-build"),
+            limits=SandboxLimits(user="0:0", pids_limit=1024, nano_cpus=2_000_000_000),
+            network_mode="none" if mode == "local" else "bridge",
+            mounts=all_mounts,
+        )
+        try:
+            put_directory(container, files_dir, _LAYER_BUILD, uid=0, gid=0)
+            container.start()
+        except BaseException:
+            with contextlib.suppress(DockerException, requests.RequestException):
+                remove_container(container)
+            raise
+    return container, ready_mark
+
+
 def build_layer(
     client: docker.DockerClient,
     *,
@@ -278,105 +348,74 @@ def build_layer(
     in its log). ``on_installed`` gets the installed ``name==version`` pins once the install
     succeeded, while the layer is being saved.
     """
-    from bridge.scoring.containers import create_container, managed, put_directory, read_logs, wait_with_timeout
-    from bridge.scoring.sandbox import SandboxLimits
+    from bridge.scoring.containers import managed, read_logs, wait_with_timeout
 
     started = time.monotonic()
 
     def remaining() -> float:
         return max(5.0, timeout - (time.monotonic() - started))
 
-    if mode == "index" and uv_tool() is None:
-        mode = "pip"
+    mode = effective_mode(mode)
     notes: list[str] = []
     while True:
-        with tempfile.TemporaryDirectory(prefix="rgbridge-layer-") as tmp:
-            files_dir = Path(tmp)
-            for name, text in requirement_files.items():
-                (files_dir / name).write_text(text, encoding="utf-8")
-            pip_env = {} if mode == "local" else host_pip_index_settings()
-            (files_dir / "pip.env").write_text(_shell_env(pip_env), encoding="utf-8")
-            ready_mark = f"RGBRIDGE_READY_{secrets.token_hex(8)}"
-            script = _layer_script(list(requirement_files), mode=mode, ready_mark=ready_mark)
-            (files_dir / "build.sh").write_text(script, encoding="utf-8")
-            # --mount style binds: unlike -v ones they are not recorded as VOLUMEs by a commit.
-            mounts = [docker.types.Mount(_LAYER_CACHE, str(view), type="bind", read_only=True)]
-            if wheels is not None:
-                mounts.append(docker.types.Mount(_LAYER_OUTBOX, str(wheels), type="bind", read_only=True))
-            tools = uv_tool() if mode == "index" else None
-            if tools is not None:
-                mounts.append(docker.types.Mount(_LAYER_TOOLS, str(tools), type="bind", read_only=True))
-            container = create_container(
-                client,
-                base,
-                name=f"rgbridge-layer-{secrets.token_hex(5)}",
-                command=["bash", f"{_LAYER_BUILD}/build.sh"],
-                labels=make_labels(kind=f"{kind}-build"),
-                # pip runs as root, as in a Dockerfile RUN; no capabilities, no new privileges
-                limits=SandboxLimits(user="0:0", pids_limit=1024, nano_cpus=2_000_000_000),
-                network_mode="none" if mode == "local" else "bridge",
-                mounts=mounts,
-            )
-            with managed(container):
-                put_directory(container, files_dir, _LAYER_BUILD, uid=0, gid=0)
-                container.start()
-                say_ = lambda text: say(progress, text)  # noqa: E731
-                saved = ""
-                pins: list[str] | None = None
-                if mode == "index" and _wait_ready(container, ready_mark, remaining()):
-                    # The environment is final; pip's last check runs while the layer is saved.
-                    pins = installed_pins(read_logs(container))
-                    if on_installed is not None:
-                        on_installed(pins)
-                    try:
-                        if _load_exported(
-                            container,
-                            client,
-                            base=base,
-                            tag=tag,
-                            kind=kind,
-                            prefix=env_prefix(read_logs(container)),
-                            say_=say_,
-                        ):
-                            saved = "layer"
-                    except DockerException as exc:
-                        say_(f"saving the layer early failed ({exc}); saving it once the build ends")
-                outcome = wait_with_timeout(container, remaining())
-                log = read_logs(container)
-                for line in log.splitlines():
-                    if line.strip():
-                        say(progress, line)
-                tail = "".join(notes) + log[-LOG_TAIL_CHARS:]
-                elapsed = time.monotonic() - started
-                if saved and (outcome.timed_out or outcome.exit_code != 0):
-                    _forget_tag(client, tag)  # saved while pip checked, but pip did not accept it
-                if outcome.timed_out:
-                    return BuildResult(
-                        False, tag, elapsed, tail, f"build timed out after {timeout:.0f}s", timed_out=True
-                    )
-                if outcome.exit_code == UV_REJECTED and mode == "index":
-                    reason = next((x for x in log.splitlines() if x.startswith("RGBRIDGE_UV_REJECTED")), "")
-                    notes.append(f"{reason}: installing with pip instead (pip's choice is the reference)\n")
-                    say(progress, notes[-1].strip())
-                    mode = "pip"
-                    continue
-                if outcome.exit_code != 0:
-                    return BuildResult(False, tag, elapsed, tail, f"install exited {outcome.exit_code}")
-                if pins is None:
-                    pins = installed_pins(log)
-                    if on_installed is not None:
-                        on_installed(pins)
+        container, ready_mark = start_build_container(
+            client, base=base, kind=kind, requirement_files=requirement_files, mode=mode, view=view, wheels=wheels
+        )
+        with managed(container):
+            say_ = lambda text: say(progress, text)  # noqa: E731
+            saved = ""
+            pins: list[str] | None = None
+            if mode == "index" and _wait_ready(container, ready_mark, remaining()):
+                # The environment is final; pip's last check runs while the layer is saved.
+                pins = installed_pins(read_logs(container))
+                if on_installed is not None:
+                    on_installed(pins)
                 try:
-                    if not saved:
-                        exported = _load_exported(
-                            container, client, base=base, tag=tag, kind=kind, prefix=env_prefix(log), say_=say_
-                        )
-                        if not exported:
-                            _commit(container, client, base=base, tag=tag, kind=kind)
-                        saved = "layer" if exported else "commit"
+                    if _load_exported(
+                        container,
+                        client,
+                        base=base,
+                        tag=tag,
+                        kind=kind,
+                        prefix=env_prefix(read_logs(container)),
+                        say_=say_,
+                    ):
+                        saved = "layer"
                 except DockerException as exc:
-                    _forget_tag(client, tag)
-                    return BuildResult(False, tag, time.monotonic() - started, tail, f"saving the layer failed: {exc}")
+                    say_(f"saving the layer early failed ({exc}); saving it once the build ends")
+            outcome = wait_with_timeout(container, remaining())
+            log = read_logs(container)
+            for line in log.splitlines():
+                if line.strip():
+                    say(progress, line)
+            tail = "".join(notes) + log[-LOG_TAIL_CHARS:]
+            elapsed = time.monotonic() - started
+            if saved and (outcome.timed_out or outcome.exit_code != 0):
+                _forget_tag(client, tag)  # saved while pip checked, but pip did not accept it
+            if outcome.timed_out:
+                return BuildResult(False, tag, elapsed, tail, f"build timed out after {timeout:.0f}s", timed_out=True)
+            if outcome.exit_code == UV_REJECTED and mode == "index":
+                notes.append(rejection_note(log))
+                say(progress, notes[-1].strip())
+                mode = "pip"
+                continue
+            if outcome.exit_code != 0:
+                return BuildResult(False, tag, elapsed, tail, f"install exited {outcome.exit_code}")
+            if pins is None:
+                pins = installed_pins(log)
+                if on_installed is not None:
+                    on_installed(pins)
+            try:
+                if not saved:
+                    exported = _load_exported(
+                        container, client, base=base, tag=tag, kind=kind, prefix=env_prefix(log), say_=say_
+                    )
+                    if not exported:
+                        _commit(container, client, base=base, tag=tag, kind=kind)
+                    saved = "layer" if exported else "commit"
+            except DockerException as exc:
+                _forget_tag(client, tag)
+                return BuildResult(False, tag, time.monotonic() - started, tail, f"saving the layer failed: {exc}")
         return BuildResult(
             True, tag, time.monotonic() - started, tail + f"RGBRIDGE_SAVED={saved}\n", installed=pins, installer=mode
         )
