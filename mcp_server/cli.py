@@ -112,7 +112,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         run_id=args.run_id,
     )
     try:
-        server = build_server(manager, default_workspace=_abs(args.workspace))
+        server = build_server(manager, default_workspace=_abs(args.workspace), owns_manager=True)
         if args.transport == "stdio":
             run_stdio(server)
             return 0
@@ -123,7 +123,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         run_http(server, host=args.host, port=args.port, token=token, allowed_hosts=args.allowed_host)
         return 0
     finally:
-        manager.close()
+        manager.close()  # the server's lifespan has closed it, unless the server never ran
+        running = manager.jobs_running()
+        if running:
+            print(
+                f"rgbridge: finishing {running} scoring job(s) before exiting "
+                "(interrupt to stop; an unfinished job resumes on the next start)",
+                file=sys.stderr,
+                flush=True,
+            )
+            manager.wait_jobs()
 
 
 # --------------------------------------------------------------------------- ide-config

@@ -8,8 +8,12 @@ every tool call (ok or not) into the recording through `manager.log_call`.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
@@ -24,14 +28,32 @@ from mcp_server.workspace import find_root
 SERVER_NAME = "rgbridge"
 
 
+def manager_lifespan(manager: SessionManager) -> Callable[[MCPServer], AbstractAsyncContextManager[dict[str, Any]]]:
+    """The SDK's lifespan owning `manager`: when the transport ends (stdin closed, the HTTP app
+    shut down) the manager is closed: recorders checkpoint and stop, sessions are released."""
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer) -> AsyncIterator[dict[str, Any]]:
+        try:
+            yield {}
+        finally:
+            # shielded: a cancelled transport must still close the manager (it blocks: a thread)
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(manager.close)
+
+    return lifespan
+
+
 def build_server(
     manager: SessionManager,
     *,
     default_workspace: Path | None = None,
     environ: dict[str, str] | None = None,
     name: str = SERVER_NAME,
+    owns_manager: bool = False,
 ) -> MCPServer:
-    """The MCP server over `manager`. `default_workspace` is the `--workspace` option."""
+    """The MCP server over `manager`. `default_workspace` is the `--workspace` option;
+    `owns_manager`: the server's lifespan closes the manager when the transport ends."""
     from bridge import __version__
 
     root = find_root(default_workspace, environ)
@@ -42,6 +64,7 @@ def build_server(
         instructions=INSTRUCTIONS,
         version=__version__,
         middleware=[CallLogMiddleware(tools)],
+        lifespan=manager_lifespan(manager) if owns_manager else None,
     )
     server.bridge_tools = tools  # type: ignore[attr-defined]  # for tests and the CLI
 

@@ -45,7 +45,6 @@ from bridge.sessions.attempts import pass_at_k_table
 from bridge.sessions.live import (
     find_recording_for_workspace,
     load_record,
-    owned_by_live_process,
 )
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.models import (
@@ -55,6 +54,7 @@ from bridge.sessions.models import (
     SessionStatus,
     result_status,
 )
+from bridge.sessions.ownership import held_elsewhere
 from bridge.sessions.verbs import START, VERBS
 from bridge.sessions.verbspec import CallContext
 
@@ -308,7 +308,7 @@ def cmd_session_status(args: argparse.Namespace) -> int:
     data = record.model_dump(mode="json") | {
         "recording": str(rec_dir),
         "working_seconds": record.clock.elapsed(),
-        "owned_by_live_process": owned_by_live_process(rec_dir),
+        "owned_by_live_process": held_elsewhere(rec_dir),
     }
     if args.json:
         print_json(data)
@@ -374,7 +374,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if record.state not in ("active", "paused"):
         raise SessionError(f"session {record.session_id} is already {record.state}")
     err = stderr_console()
-    if owned_by_live_process(rec_dir):
+    if held_elsewhere(rec_dir):
         # Another bridge process records this workspace: signal it through the sentinel file.
         sentinel = Path(record.workspace) / META_DIR / SENTINEL
         sentinel.parent.mkdir(exist_ok=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -23,7 +22,7 @@ from bridge.fs.files import write_json_atomic
 from bridge.recording.clock import iso, parse_iso, utcnow
 from bridge.recording.moments import Moment, resolve_moment, state_at
 from bridge.recording.reader import Recording, open_recording
-from bridge.recording.replay import materialise
+from bridge.recording.replay import materialised
 from bridge.recording.rescore import load_task_for
 from bridge.recording.results import write_index
 from bridge.recording.timeline import SPARK, fmt_secs
@@ -97,16 +96,13 @@ def compute_curve(
     say = progress or (lambda _m: None)
 
     def score(index: int) -> Any:
-        with tempfile.TemporaryDirectory(prefix="rgbridge-curve-") as tmp:
-            repo = Path(tmp) / "repo"
-            repo.mkdir()
-            materialise(rec, states[index], repo)
+        with materialised(rec, states[index], "rgbridge-curve-") as repo:
             say(f"point {index + 1}/{points}: scoring {hashes[index][:12]}")
             return scorer(
                 task,
                 repo,
                 profile=profile,
-                output_dir=Path(tmp) / "out",
+                output_dir=repo.parent / "out",
                 use_cache=use_cache,
                 run_id=f"curve-{rec.meta.session_id}-{index}"[:60],
                 progress=None,

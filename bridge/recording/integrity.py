@@ -28,7 +28,11 @@ INTEGRITY_VERSION = 1
 CHAIN_MARK_EVERY = 64
 CHAIN_SEED = b"rgbridge-events-chain-v1"
 #: process-local files that are never part of a recording's content
-VOLATILE = frozenset({INTEGRITY_NAME, "owner.pid"})
+#: files of the process holding a live session (bridge/sessions/ownership.py): never sealed or packed
+OWNER_LOCK = "owner.lock"
+OWNER_PID = "owner.pid"
+PROCESS_LOCAL = frozenset({OWNER_LOCK, OWNER_PID})
+VOLATILE = frozenset({INTEGRITY_NAME}) | PROCESS_LOCAL
 
 
 def _sha256_file(path: Path) -> str:

@@ -4,7 +4,7 @@ Packing: members sorted by path under one top folder (the recording's name), reg
 directories only (a recording holds no links, devices or fifos: packing refuses them), mtime 0,
 uid/gid 0, empty owner names, modes normalised (dirs 0755, files 0644), PAX format, gzip with
 mtime 0 and no file name. The same recording packs to the same bytes every time.
-Process-local files (`owner.pid`) and the store's temporary files are left out.
+Process-local files (`owner.pid`, `owner.lock`) and the store's temporary files are left out.
 
 Unpacking assumes the archive was made by somebody else: every member is checked before
 anything is written (one top folder; relative paths without `..`, empty or `.` parts, NUL or
@@ -28,11 +28,12 @@ from pathlib import Path
 from bridge.errors import RecordingError
 from bridge.fs.relpath import check_layout, rel_parts
 from bridge.fs.walk import DIR_FLAGS, open_parent, read_at
+from bridge.recording.integrity import PROCESS_LOCAL
 
 MAX_MEMBERS = 200_000
 MAX_FILE_BYTES = 512 * 1024 * 1024
 MAX_TOTAL_BYTES = 4 * 1024 * 1024 * 1024
-_SKIP_ROOT_FILES = frozenset({"owner.pid"})
+_SKIP_ROOT_FILES = PROCESS_LOCAL
 
 
 def _skip(rel: str) -> bool:

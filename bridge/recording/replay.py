@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +64,17 @@ def _prepare_out(out_dir: Path, force: bool, rec_dir: Path) -> Path:
 
 def _safe_rel(path: str) -> list[str]:
     return rel_parts(path, what="unsafe path in recording:", error=RecordingError)
+
+
+@contextmanager
+def materialised(rec: Recording, state: State, prefix: str) -> Iterator[Path]:
+    """A state written out to `<fresh temporary folder>/repo` (what rescore and curve score);
+    the folder, with anything written beside the repo, is removed after."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        repo = Path(tmp) / "repo"
+        repo.mkdir()
+        materialise(rec, state, repo)
+        yield repo
 
 
 def materialise(rec: Recording, state: State, out: Path) -> int:

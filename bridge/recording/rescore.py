@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from bridge.recording import integrity
 from bridge.recording.clock import iso, utcnow
 from bridge.recording.moments import Moment, State, resolve_moment, state_at
 from bridge.recording.reader import Recording, open_recording
-from bridge.recording.replay import materialise
+from bridge.recording.replay import materialised
 from bridge.recording.results import write_index
 from bridge.recording.verify import verify_recording
 
@@ -60,10 +59,7 @@ def score_moment(
         score_fn = score_repo
     scorer: Callable[..., Any] = score_fn
     state = state_at(rec, moment)
-    with tempfile.TemporaryDirectory(prefix="rgbridge-replay-") as tmp:
-        repo = Path(tmp) / "repo"
-        repo.mkdir()
-        materialise(rec, state, repo)
+    with materialised(rec, state, "rgbridge-replay-") as repo:
         result = scorer(
             task, repo, profile=profile, output_dir=output_dir, use_cache=use_cache, run_id=run_id, progress=progress
         )

@@ -4,10 +4,17 @@ persisted state, the integrity seal of a finished recording, and practice mode's
 A job runs in its own thread; its state (`queued|running|done|failed`, progress message, result
 folder) is saved in session.json as it changes, so `get_result` and a restarted process see it.
 A job failure is recorded (`score_failed`, `results/job-<id>-error.txt`), never raised.
+
+Jobs are bounded: at most `RGBRIDGE_MAX_JOBS` (default 2) score at once per process, the others
+stay `queued` in submission order; each scoring run already keeps both profiles busy, so more at
+once only slow each other down. Job threads are not daemons: a process that is asked to end
+(stdin closed, last client gone) finishes and seals the scores it started instead of dropping
+them half-written (a killed process still leaves the job to be resumed on the next start).
 """
 
 from __future__ import annotations
 
+import os
 import tempfile
 import threading
 import traceback
@@ -16,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bridge.errors import SessionError
 from bridge.fs.files import write_json_atomic
 from bridge.recording import integrity
 from bridge.recording.clock import iso, utcnow
@@ -35,15 +43,102 @@ def checked_out(store: ShadowStore, commit: str, prefix: str) -> Iterator[Path]:
         yield repo
 
 
+DEFAULT_MAX_JOBS = 2
+
+
+def max_jobs() -> int:
+    """How many scoring jobs run at once in this process (`RGBRIDGE_MAX_JOBS`, at least 1)."""
+    raw = os.environ.get("RGBRIDGE_MAX_JOBS", "").strip()
+    try:
+        return max(1, int(raw)) if raw else DEFAULT_MAX_JOBS
+    except ValueError:
+        raise SessionError(f"RGBRIDGE_MAX_JOBS must be a whole number, not {raw!r}") from None
+
+
+class JobSlots:
+    """A first-come, first-served bound on the jobs scoring at once."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._cond = threading.Condition()
+        self._running = 0
+        self._next_ticket = 0
+        self._serving = 0
+        self._abandoned: set[int] = set()
+
+    def ticket(self) -> int:
+        with self._cond:
+            self._next_ticket += 1
+            return self._next_ticket - 1
+
+    def must_wait(self, ticket: int) -> bool:
+        """Whether the job holding ``ticket`` cannot start yet (jobs ahead of it or no free slot)."""
+        with self._cond:
+            return self._serving != ticket or self._running >= self.limit
+
+    def abandon(self, ticket: int) -> None:
+        """A ticket whose job never came to wait (its thread could not start): skipped."""
+        with self._cond:
+            self._abandoned.add(ticket)
+            self._skip_abandoned()
+            self._cond.notify_all()
+
+    def _skip_abandoned(self) -> None:
+        while self._serving in self._abandoned:
+            self._abandoned.discard(self._serving)
+            self._serving += 1
+
+    @contextmanager
+    def slot(self, ticket: int) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: self._serving == ticket and self._running < self.limit)
+            self._serving += 1
+            self._running += 1
+            self._skip_abandoned()
+            self._cond.notify_all()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._running -= 1
+                self._cond.notify_all()
+
+
+_slots_guard = threading.Lock()
+_slots: JobSlots | None = None
+
+
+def job_slots() -> JobSlots:
+    """The process's job bound, read from the environment once, when the first job starts."""
+    global _slots
+    with _slots_guard:
+        if _slots is None:
+            _slots = JobSlots(max_jobs())
+        return _slots
+
+
 def launch_job(session: Session, scorer: Callable[[], Scorer]) -> None:
-    """Score the session's submission in a background thread (`scorer()` is asked for there)."""
+    """Score the session's submission in a background thread (`scorer()` is asked for there),
+    once a job slot is free."""
     session.task = contamination.staged(session.task)  # a resumed job too scores from the staged copy
     session.job_done.clear()
-    thread = threading.Thread(
-        target=run_job, args=(session, scorer), name=f"score-{session.record.session_id}", daemon=True
-    )
+    slots = job_slots()
+    ticket = slots.ticket()
+    if slots.must_wait(ticket):
+        set_job(session, message=f"waiting for a scoring slot ({slots.limit} jobs score at once)")
+
+    def bounded() -> None:
+        with slots.slot(ticket):
+            run_job(session, scorer)
+
+    # not a daemon: the interpreter waits for it at exit (module docstring)
+    thread = threading.Thread(target=bounded, name=f"score-{session.record.session_id}", daemon=False)
     session.job_thread = thread
-    thread.start()
+    try:
+        thread.start()
+    except BaseException:
+        slots.abandon(ticket)
+        raise
 
 
 def set_job(session: Session, **changes: Any) -> None:

@@ -3,7 +3,6 @@ that find and load recordings on disk."""
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from bridge.errors import PathError, SessionError
 from bridge.fs.anchor import (
     identity_at,
 )
-from bridge.fs.files import pid_alive, write_json_atomic
+from bridge.fs.files import write_json_atomic
 from bridge.recording.events import EventLog
 from bridge.recording.store import ShadowStore
 from bridge.sessions.attach import (
@@ -19,6 +18,7 @@ from bridge.sessions.attach import (
     recording_dir_for,
 )
 from bridge.sessions.models import SessionRecord, SessionStatus
+from bridge.sessions.ownership import OwnerLock
 from bridge.sessions.recorder import Recorder
 from bridge.tasks.model import Task
 
@@ -26,7 +26,11 @@ from bridge.tasks.model import Task
 class Session:
     """One live session owned by this process: record, recorder, event log, job thread."""
 
-    def __init__(self, record: SessionRecord, recording_dir: Path, task: Task) -> None:
+    def __init__(
+        self, record: SessionRecord, recording_dir: Path, task: Task, *, owner: OwnerLock | None = None
+    ) -> None:
+        #: this process's hold on the recording (bridge/sessions/ownership.py); `claim` takes it
+        self.owner = owner
         self.record = record
         self.dir = recording_dir
         self.task = task
@@ -83,23 +87,15 @@ class Session:
         write_json_atomic(self.dir / "session.json", self.record.model_dump(mode="json"))
 
     def claim(self) -> None:
-        (self.dir / "owner.pid").write_text(str(os.getpid()), encoding="ascii")
+        """Hold the recording for this process, or raise when another process holds it."""
+        if self.owner is None or not self.owner.held:
+            self.owner = OwnerLock.take(self.dir)
+            if self.owner is None:
+                raise SessionError(f"session {self.record.session_id} is held by another bridge process")
 
     def release(self) -> None:
-        owner = self.dir / "owner.pid"
-        try:
-            if owner.read_text(encoding="ascii").strip() == str(os.getpid()):
-                owner.unlink()
-        except (OSError, ValueError):
-            pass
-
-
-def owned_by_live_process(recording_dir: Path) -> bool:
-    try:
-        pid = int((recording_dir / "owner.pid").read_text(encoding="ascii").strip())
-    except (OSError, ValueError):
-        return False
-    return pid != os.getpid() and pid_alive(pid)
+        if self.owner is not None:
+            self.owner.release()
 
 
 def load_record(recording_dir: Path) -> SessionRecord:

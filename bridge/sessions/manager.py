@@ -25,7 +25,7 @@ from bridge.sessions import jobs, opening, submission
 from bridge.sessions.attach import META_DIR, is_session_id, recording_dir_for
 from bridge.sessions.attempts import check_run_id
 from bridge.sessions.calllog import log_call
-from bridge.sessions.live import Session, owned_by_live_process, recorded_session
+from bridge.sessions.live import Session, recorded_session
 from bridge.sessions.models import (
     SENTINEL,
     ClientInfo,
@@ -40,6 +40,7 @@ from bridge.sessions.models import (
     TaskSummary,
     result_status,
 )
+from bridge.sessions.ownership import held_elsewhere
 from bridge.sessions.rules import rules_text, task_spec, task_summary
 from bridge.sessions.timelimit import arm_timer, disarm_timer
 from bridge.tasks.catalog import Catalog
@@ -67,6 +68,7 @@ class SessionManager:
     ) -> None:
         if attempts < 1:
             raise SessionError(f"--attempts must be at least 1 (got {attempts})")
+        jobs.job_slots()  # a bad RGBRIDGE_MAX_JOBS is an error now, not at the first submit
         self.catalog = catalog
         self.attempts = attempts
         self.named_run = bool(run_id)
@@ -354,7 +356,7 @@ class SessionManager:
         rec_dir = recording_dir_for(self.recordings_dir, session_id)
         if session_id in self.sessions:
             return session_id
-        if owned_by_live_process(rec_dir):
+        if held_elsewhere(rec_dir):
             raise SessionError(f"session {session_id} is owned by a running bridge process")
         if self._reattach(rec_dir, only_open=True) is None:
             raise SessionError(f"session {session_id} is not open")
@@ -379,7 +381,7 @@ class SessionManager:
         return session.record.session_id
 
     def close(self) -> None:
-        """Stop recorders and timers; running jobs finish in the background threads' daemons."""
+        """Stop recorders and timers; running and queued jobs finish in their (non-daemon) threads."""
         if self._closed:
             return
         self._closed = True
@@ -395,6 +397,10 @@ class SessionManager:
             if session.job_thread is None or not session.job_thread.is_alive():
                 session.release()
                 session.events.close()  # a running job still writes its score events
+
+    def jobs_running(self) -> int:
+        """Scoring jobs of this process not finished yet (running or waiting for a slot)."""
+        return sum(1 for s in self.sessions.values() if s.job_thread is not None and s.job_thread.is_alive())
 
     def wait_jobs(self, timeout: float | None = None) -> None:
         deadline = None if timeout is None else utcnow().timestamp() + timeout

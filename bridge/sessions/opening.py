@@ -23,8 +23,9 @@ from bridge.recording.clock import iso, utcnow
 from bridge.sessions import contamination, jobs
 from bridge.sessions.attach import MARKER, META_DIR, check_confined, check_recorded_workspace, marker_bytes
 from bridge.sessions.attempts import HeldSession, check_not_nested, next_attempt, recorded_sessions_of_run
-from bridge.sessions.live import Session, find_recording_for_workspace, load_record, owned_by_live_process
+from bridge.sessions.live import Session, find_recording_for_workspace, load_record
 from bridge.sessions.models import IDE_FILES, ClientInfo, Scorer, SessionRecord
+from bridge.sessions.ownership import OwnerLock, held_elsewhere
 from bridge.sessions.recorder import Recorder
 from bridge.sessions.recovery import settle_orphaned_clock
 from bridge.sessions.timelimit import arm_timer
@@ -276,19 +277,28 @@ def reopen(
     record = load_record(rec_dir)
     if record.session_id != rec_dir.name:
         raise SessionError(f"{rec_dir}: session.json names another session ({record.session_id!r})")
-    if owned_by_live_process(rec_dir) or record.session_id in held:
+    if held_elsewhere(rec_dir) or record.session_id in held:
         return None
     interrupted_job = record.job is not None and record.job.state in ("queued", "running")
     if record.state not in ("active", "paused") and (only_open or not interrupted_job):
         return None
     task = catalog.get(record.task_id)
     workspace = check_recorded_workspace(task, record.workspace, recordings_dir)
-    settle_orphaned_clock(rec_dir, record)
-    if not workspace.is_dir() and not interrupted_job:
+    # held before anything is written: of two processes re-attaching at once, one goes on
+    owner = OwnerLock.take(rec_dir)
+    if owner is None:
         return None
-    session = Session(record, rec_dir, task)
+    try:
+        record = load_record(rec_dir)  # as it is now that it is ours
+        settle_orphaned_clock(rec_dir, record)
+        if not workspace.is_dir() and not interrupted_job:
+            owner.release()
+            return None
+        session = Session(record, rec_dir, task, owner=owner)
+    except BaseException:
+        owner.release()
+        raise
     session.anchor = identity_at(workspace)  # what the workspace path leads to now, symlink-free
-    session.claim()
     session.events.append("reattach", pid=os.getpid(), state=record.state)
     if record.state in ("active", "paused"):
         # reconciles what changed while down

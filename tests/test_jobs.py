@@ -1,0 +1,227 @@
+"""Scoring jobs of a session: bounded (at most RGBRIDGE_MAX_JOBS at once, the rest queued in
+order) and on non-daemon threads, so a process that ends finishes and seals the scores it
+started instead of dropping them half-written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from bridge.errors import SessionError
+from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, ScoreResult
+from bridge.sessions import jobs
+from bridge.sessions.jobs import JobSlots, max_jobs
+from bridge.sessions.manager import SessionManager
+from bridge.tasks.catalog import Catalog
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _result(task, snapshot_hash: str) -> ScoreResult:
+    prof = ProfileResult(profile="strict", outcome="scored", dsr=DSRResult(success=True, message="gated"),
+                         pass_at_1=PassAt1.from_counts(1, 0, 0))
+    return ScoreResult(task_id=task.id, task_hash=task.content_hash, snapshot_hash=snapshot_hash,
+                       lang=task.lang, port=task.port, framework=task.framework, profiles={"strict": prof})
+
+
+class GatedScorer:
+    """Scores only when let through; counts how many score at once."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.lock = threading.Lock()
+        self.running = 0
+        self.peak = 0
+        self.started: list[str] = []
+
+    def __call__(self, task, repo_dir, *, profile, output_dir, snapshot_hash, progress):
+        with self.lock:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+            self.started.append((repo_dir / "who.txt").read_text())
+        try:
+            assert self.gate.wait(60)
+            result = _result(task, snapshot_hash)
+            (output_dir / "result.json").write_text(result.model_dump_json(), encoding="utf-8")
+            return result
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def test_slots_bound_and_keep_order() -> None:
+    slots = JobSlots(2)
+    lock = threading.Lock()
+    order: list[int] = []
+    running = peak = 0
+    release = threading.Event()
+
+    def job(ticket: int) -> None:
+        nonlocal running, peak
+        with slots.slot(ticket):
+            with lock:
+                order.append(ticket)
+                running += 1
+                peak = max(peak, running)
+            release.wait(10)
+            time.sleep(0.01)
+            with lock:
+                running -= 1
+
+    tickets = [slots.ticket() for _ in range(6)]
+    threads = [threading.Thread(target=job, args=(t,)) for t in reversed(tickets)]  # started out of order
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    assert sorted(order) == [0, 1] and slots.must_wait(tickets[2])
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert order == tickets and peak == 2
+
+
+def test_an_abandoned_ticket_does_not_block_the_queue() -> None:
+    slots = JobSlots(1)
+    first, lost, third = slots.ticket(), slots.ticket(), slots.ticket()
+    with slots.slot(first):
+        slots.abandon(lost)
+    done = threading.Event()
+
+    def job() -> None:
+        with slots.slot(third):
+            done.set()
+
+    threading.Thread(target=job).start()
+    assert done.wait(5)
+
+
+def test_a_bad_job_limit_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tasks_dir: Path) -> None:
+    monkeypatch.setenv("RGBRIDGE_MAX_JOBS", "many")
+    with pytest.raises(SessionError, match="RGBRIDGE_MAX_JOBS"):
+        max_jobs()
+    monkeypatch.setattr(jobs, "_slots", None)
+    with pytest.raises(SessionError, match="RGBRIDGE_MAX_JOBS"):
+        SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec")
+    monkeypatch.setenv("RGBRIDGE_MAX_JOBS", "0")
+    assert max_jobs() == 1
+    monkeypatch.delenv("RGBRIDGE_MAX_JOBS")
+    assert max_jobs() == jobs.DEFAULT_MAX_JOBS
+
+
+def test_jobs_beyond_the_limit_wait_queued_and_all_finish(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tasks_dir: Path
+) -> None:
+    monkeypatch.setattr(jobs, "_slots", JobSlots(1))
+    scorer = GatedScorer()
+    mgr = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec", scorer=scorer,
+                         seal_quiet_seconds=0.2)
+    try:
+        ids = []
+        for name, task in (("first", "word-duel"), ("second", "kv-ledger"), ("third", "library-api")):
+            ws = tmp_path / name
+            status = mgr.start(task, ws)
+            (ws / "who.txt").write_text(name)
+            ids.append(status.session_id)
+        for sid in ids:
+            mgr.submit(sid)
+        deadline = time.monotonic() + 30
+        while not scorer.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        states = [mgr.result(sid) for sid in ids]
+        assert scorer.started == ["first"]
+        assert [s.state for s in states] == ["running", "queued", "queued"]
+        assert all("waiting for a scoring slot" in (s.message or "") for s in states[1:])
+        scorer.gate.set()
+        mgr.wait_jobs(60)
+        assert [mgr.result(sid).state for sid in ids] == ["done", "done", "done"]
+        assert scorer.started == ["first", "second", "third"] and scorer.peak == 1
+    finally:
+        scorer.gate.set()
+        mgr.close()
+
+
+SLOW_SCORE = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, ScoreResult
+    from bridge.sessions.manager import SessionManager
+    from bridge.tasks.catalog import Catalog
+
+    def scorer(task, repo_dir, *, profile, output_dir, snapshot_hash, progress):
+        time.sleep(2.0)  # still scoring when the main thread returns
+        prof = ProfileResult(profile="strict", outcome="scored", dsr=DSRResult(success=True, message="slow"),
+                             pass_at_1=PassAt1.from_counts(1, 0, 0))
+        result = ScoreResult(task_id=task.id, task_hash=task.content_hash, snapshot_hash=snapshot_hash,
+                             lang=task.lang, port=task.port, framework=task.framework, profiles={"strict": prof})
+        (output_dir / "result.json").write_text(result.model_dump_json(), encoding="utf-8")
+        return result
+
+    tasks, rec, ws = (Path(a) for a in sys.argv[1:4])
+    mgr = SessionManager(Catalog.from_options(tasks), recordings_dir=rec, scorer=scorer, seal_quiet_seconds=0.2)
+    sid = mgr.start("word-duel", ws).session_id
+    (ws / "app.py").write_text("print('hi')\\n")
+    mgr.submit(sid)
+    mgr.close()
+    print(sid, flush=True)
+    # the main thread ends here, the job still running
+    """
+)
+
+
+def test_a_process_that_ends_finishes_and_seals_the_score_it_started(tmp_path: Path, tasks_dir: Path) -> None:
+    rec = tmp_path / "rec"
+    proc = subprocess.run(
+        [sys.executable, "-c", SLOW_SCORE, str(tasks_dir), str(rec), str(tmp_path / "ws")],
+        capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    sid = proc.stdout.split()[-1]
+    rec_dir = rec / sid
+    kinds = [json.loads(line)["type"] for line in (rec_dir / "events.jsonl").read_text().splitlines()]
+    assert "score" in kinds, kinds
+    assert json.loads((rec_dir / "session.json").read_text())["job"]["state"] == "done"
+    assert (rec_dir / "integrity.json").is_file()
+
+
+def test_the_servers_lifespan_closes_the_manager_it_owns(tmp_path: Path, tasks_dir: Path) -> None:
+    """`rgbridge serve` hands its manager to the MCP server: when the transport ends, the SDK's
+    lifespan closes it (recorder checkpointed and stopped, session released)."""
+    import anyio
+    from mcp import Client
+
+    from mcp_server.server import build_server
+
+    def events(mgr: SessionManager, sid: str) -> list[str]:
+        lines = (mgr.recordings_dir / sid / "events.jsonl").read_text().splitlines()
+        return [json.loads(line)["type"] for line in lines]
+
+    results = {}
+    for owns in (True, False):
+        mgr = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / f"rec-{owns}",
+                             scorer=GatedScorer())
+        server = build_server(mgr, default_workspace=None, environ={}, owns_manager=owns)
+
+        async def go(server=server, owns=owns) -> str:
+            async with Client(server, mode="legacy") as c:
+                res = await c.call_tool("start_task", {"task_id": "word-duel", "workspace": str(tmp_path / f"ws-{owns}")})
+                assert not res.is_error, res.content
+                return res.structured_content["session_id"]
+
+        try:
+            sid = anyio.run(go)
+            results[owns] = events(mgr, sid)
+        finally:
+            mgr.close()
+    assert results[True][-1] == "detach" and "recorder_stopped" in results[True]
+    assert "detach" not in results[False]  # not the server's to close
