@@ -5,7 +5,11 @@ Every record carries:
 - `t`: wall time, ISO-8601 UTC with microseconds (`2025-01-02T03:04:05.123456Z`);
 - `mono`: `time.monotonic()` seconds since this EventLog object was opened. It restarts at 0
   on every open, which is marked by a `log_opened` record (with `pid`); use `t` across opens;
-- `type`: the event type; then the caller's fields.
+- `type`: the event type; then the caller's fields;
+- `work`: the session's working seconds when written, when the log was given its clock.
+
+Every record is checked against the typed event model (bridge/recording/event_model.py) before
+it is written: a record that does not fit its type is a bug, raised, never written.
 
 Lines are written whole with one write + flush; `fsync` happens every `fsync_every` records
 (0 = never automatically) and on `sync()`. A crash mid-write leaves at most one partial last
@@ -18,13 +22,15 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-RESERVED_KEYS = frozenset({"seq", "t", "mono", "type"})
+from bridge.recording.event_model import parse_event
+
+RESERVED_KEYS = frozenset({"seq", "t", "mono", "type", "work"})
 
 
 def utc_now_iso() -> str:
@@ -80,8 +86,17 @@ def load_events(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], int
 class EventLog:
     """Thread-safe append-only JSON Lines writer. Generic: `append(type, **fields)`."""
 
-    def __init__(self, path: str | os.PathLike[str], *, fsync_every: int = 0, mark_open: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        fsync_every: int = 0,
+        mark_open: bool = True,
+        work: Callable[[], float] | None = None,
+    ) -> None:
         self.path = Path(path)
+        #: the session's working clock (seconds), stamped on every record as `work`
+        self.work = work
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._fsync_every = fsync_every
@@ -126,14 +141,17 @@ class EventLog:
         with self._lock:
             if self._fh.closed:
                 raise ValueError("event log is closed")
-            self._seq += 1
             rec: dict[str, Any] = {
-                "seq": self._seq,
+                "seq": self._seq + 1,
                 "t": utc_now_iso(),
                 "mono": round(time.monotonic() - self._mono0, 6),
                 "type": type,
             }
+            if self.work is not None:
+                rec["work"] = round(float(self.work()), 3)
             rec.update(fields)
+            parse_event(rec)  # EventShapeError: nothing written, seq not used
+            self._seq += 1
             self._fh.write(encode_record(rec) + b"\n")
             self._fh.flush()
             self._since_sync += 1

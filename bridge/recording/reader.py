@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bridge.errors import RecordingError
 from bridge.fs.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, sha256_bytes
 from bridge.recording.clock import parse_iso
+from bridge.recording.event_model import EventShapeError, parse_event
 from bridge.recording.events import ReadStats, read_events
 from bridge.recording.gitsafe import HARDENING_ARGS, check_store_layout, isolated_git_env
 
@@ -387,6 +388,11 @@ def open_recording(rec_dir: Path | str) -> Recording:
         raise RecordingError(f"{rec_dir}: recording has no events.jsonl")
     stats = ReadStats()
     events = [e for e in read_events(events_path, stats=stats) if isinstance(e.get("seq"), int)]
+    for ev in events:
+        try:
+            parse_event(ev)  # every field a reader uses has its type's shape (event_model.py)
+        except EventShapeError as exc:
+            raise RecordingError(f"{rec_dir}: events.jsonl: event {ev['seq']} is malformed ({exc})") from None
     events.sort(key=lambda e: e["seq"])  # written in order; sorting makes bisect safe on odd files
     return Recording(rec_dir, meta, events, stats.bad_lines, StoreReader(rec_dir / "store"))
 

@@ -35,7 +35,7 @@ class Session:
         self.dir = recording_dir
         self.task = task
         self.lock = threading.RLock()
-        self.events = EventLog(recording_dir / "events.jsonl")
+        self.events = EventLog(recording_dir / "events.jsonl", work=record.clock.elapsed)
         self.store = ShadowStore(recording_dir / "store", Path(record.workspace))
         self.recorder: Recorder | None = None
         self.job_thread: threading.Thread | None = None
