@@ -1,6 +1,7 @@
 """MCP configuration entries for each supported IDE, printed or merged into the IDE's file.
 
-Formats follow `reference/mcp-sdk.md` §7. Every entry launches the server with an absolute
+Formats follow each IDE's own MCP configuration documentation (README "Connecting an IDE
+(MCP)" has a worked example for each). Every entry launches the server with an absolute
 interpreter path (IDEs started from a desktop often lack the shell's PATH) and an absolute
 `--workspace`, because Antigravity and Windsurf expand no workspace variable and Antigravity
 starts stdio servers in the home directory.
@@ -25,8 +26,8 @@ SERVER_KEY = "rgbridge"
 DEFAULT_HTTP_URL = "http://127.0.0.1:8765/mcp"
 TOKEN_ENV = "RGBRIDGE_TOKEN"
 VSCODE_TOKEN_INPUT = "rgbridge-token"
-#: how each IDE's config refers to the token without holding it (reference/mcp-sdk.md §7 lists
-#: the interpolation each IDE documents); Antigravity documents none.
+#: how each IDE's config refers to the token without holding it (the variable interpolation each
+#: IDE's MCP documentation describes); Antigravity documents none.
 TOKEN_REFERENCES: dict[str, str] = {
     "cursor": "${env:" + TOKEN_ENV + "}",
     "windsurf": "${env:" + TOKEN_ENV + "}",

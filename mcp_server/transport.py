@@ -1,6 +1,6 @@
 """Transports: stdio (what IDEs spawn) and streamable HTTP on loopback with a bearer token.
 
-HTTP security (anchors.md §7.4): bind 127.0.0.1 by default; every request must carry
+HTTP security (the MCP specification's security warning for the streamable HTTP transport): bind 127.0.0.1 by default; every request must carry
 `Authorization: Bearer <token>` (constant-time compare, 401 otherwise); the SDK's DNS-rebinding
 protection validates Host and Origin (421/403); a non-loopback bind needs `--allow-remote`.
 """

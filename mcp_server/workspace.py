@@ -1,4 +1,4 @@
-"""Which folder a session works in (reference/mcp-sdk.md §9).
+"""Which folder a session works in.
 
 Order: the server's `--workspace` (or $RGBRIDGE_WORKSPACE), then `CLAUDE_PROJECT_DIR`; these
 form the *root*. A `workspace` tool argument may then pick the root itself or a subfolder of

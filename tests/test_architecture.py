@@ -126,3 +126,23 @@ def test_architecture_doc_lists_every_module() -> None:
     missing = [str(path.relative_to(REPO_ROOT)) for path in _modules().values()
                if f"`{path.relative_to(REPO_ROOT).as_posix()}`" not in doc]
     assert not missing, f"docs/architecture.md does not list: {missing}"
+
+
+# Documents that live outside the repository (a team's notes): a reader of the code cannot open them.
+OUTSIDE_DOCS = ("upstream-scoring.md", "anchors.md", "mcp-sdk.md", "layout-sketch",
+                "SPEC.md", "shared/reference", "shared reference")
+
+
+def test_comments_cite_only_the_repositorys_docs_or_public_sources() -> None:
+    found = []
+    for top in ("bridge", "mcp_server", "tests", "scripts", "bench", "docs"):
+        for path in (REPO_ROOT / top).rglob("*"):
+            if path.suffix not in (".py", ".sh", ".md", ".toml", ".ini", ".txt") or not path.is_file():
+                continue
+            if path == Path(__file__):
+                continue
+            text = path.read_text(errors="replace")
+            found += [f"{path.relative_to(REPO_ROOT)}: {name}" for name in OUTSIDE_DOCS if name in text]
+    readme = (REPO_ROOT / "README.md").read_text()
+    found += [f"README.md: {name}" for name in OUTSIDE_DOCS if name in readme]
+    assert not found, found

@@ -4,7 +4,7 @@ The task is tests/fixtures/parity/mini-task (stdlib, port 8097, 5 golden tests, 
 skips when /stats answers 404, like upstream's "not implemented" skips). Each case is the
 mini oracle plus a twist from tests/fixtures/parity/<case>/; "broken" cases run
 tests/fixtures/hostile/broken_server.py, which answers HTTP 500 to everything, so an honest
-grade is 0/5. References are to /work/shared/reference/upstream-scoring.md (§2.x rules,
+grade is 0/5. References are to docs/upstream.md (§2.x rules,
 W-numbered weak points). compat must reproduce upstream's numbers, quirks included; strict
 must give the number the repo deserves.
 """

@@ -29,7 +29,7 @@ from bridge.scoring.result import (
     ScoreResult,
 )
 
-# §4.2 of upstream-scoring.md: the Codex-CLI run, one row per repo:
+# docs/upstream.md §4.2: the Codex-CLI run, one row per repo:
 # (task, port, framework, dsr, passed, failed, errors, ac_impl, ac_total)
 CODEX = [
     ("Blog", 8000, "fastapi", True, 0, 0, 0, 11, 11),

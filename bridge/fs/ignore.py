@@ -47,7 +47,7 @@ EXCLUDED_DIR_SUFFIXES: tuple[str, ...] = (".egg-info",)
 IGNORED_FILE_NAMES: frozenset[str] = frozenset({".DS_Store"})
 #: files left out by suffix (upstream leaves out `*.pyc` at any depth)
 IGNORED_FILE_SUFFIXES: tuple[str, ...] = (".pyc",)
-#: what upstream's copy of a repo leaves out, at any depth (shared reference, upstream-scoring §2.3);
+#: what upstream's copy of a repo leaves out, at any depth (docs/upstream.md §2.3);
 #: kept as data for the container copy and for verifying recordings scored before the rules met
 UPSTREAM_COPY_IGNORE: tuple[str, ...] = (".git", "__pycache__", "*.pyc", ".DS_Store", "node_modules", ".venv", "venv")
 

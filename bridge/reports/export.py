@@ -1,6 +1,6 @@
 """Hand results back in upstream's shapes: the IDE output layout and leaderboard rows.
 
-IDE layout (upstream-scoring.md §3.1): `repo_readme_<MMDD>_<ide>_<model>_<Language>/<Task>/`,
+IDE layout (docs/upstream.md §3.1): `repo_readme_<MMDD>_<ide>_<model>_<Language>/<Task>/`,
 one folder per language (`Python`, `Java`), MMDD from the run date. Upstream parses the folder
 name as: first 4-digit token = date, token after it = IDE, last token = language, the rest =
 model; so the IDE token may not contain `_` (the model may).

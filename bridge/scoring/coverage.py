@@ -1,6 +1,6 @@
 """API coverage (AC): upstream static AC, the legacy micro-average, and our dynamic probe.
 
-* `static_api_coverage` reproduces upstream's `api_coverage.py` (upstream-scoring.md §2.7)
+* `static_api_coverage` reproduces upstream's `api_coverage.py` (docs/upstream.md §2.7)
   exactly, including its leniency (W17): with a generic pattern such as `\\.get\\s*\\(` any
   `dict.get(` in a file that also contains one path segment counts as an implementation.
 * `legacy_micro_average` is the legacy scripts' Σimplemented / Σtotal (§3.2).

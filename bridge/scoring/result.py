@@ -2,7 +2,7 @@
 
 The models keep our richer view (outcomes, per-test results, logs) while `to_upstream()` /
 `ScoreResult.to_upstream_dict()` give the exact dict shapes of the upstream RepoGenesis harness
-(upstream-scoring.md §2.6) so compat results can sit in the published table.
+(docs/upstream.md §2.6) so compat results can sit in the published table.
 """
 
 from __future__ import annotations

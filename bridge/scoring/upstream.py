@@ -1,6 +1,6 @@
 """The upstream RepoGenesis Docker-harness rules that the compat profile reproduces.
 
-Everything here follows upstream-scoring.md §2.4-2.6 to the letter, quirks included, because
+Everything here follows docs/upstream.md §2.4-2.6 to the letter, quirks included, because
 the compat numbers must equal upstream's on the same repo:
 
 * section extraction uses the *first* index of each marker;

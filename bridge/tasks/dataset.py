@@ -1,6 +1,6 @@
 """RepoGenesis dataset import: serve a RepoGenesis checkout's tasks under their upstream names.
 
-Layout (see shared reference `upstream-scoring.md` §1): `repo/<Task>/` holds the README and
+Layout (docs/upstream.md §1): `repo/<Task>/` holds the README and
 golden tests (`tests/` for Python, `src/test/` for Java) plus task-root extras;
 `repo_readme_verified_python_no_t/<Task>/README.md` and
 `repo_readme_verified_java_no_t_with_p/<Task>/{README.md,pom.xml}` hold the README variants the

@@ -1,6 +1,6 @@
 #!/bin/bash
 # rgbridge compat entrypoint: reproduces the phases, markers and rules of the upstream
-# RepoGenesis Docker harness (upstream-scoring.md §2.5) so the upstream log parsers
+# RepoGenesis Docker harness (docs/upstream.md §2.5) so the upstream log parsers
 # (bridge/scoring/upstream.py) give the same numbers on the same repo.
 #
 # Environment:

@@ -1,6 +1,6 @@
 #!/bin/bash
 # rgbridge strict-profile service launcher (runs in the service container, cwd /repo).
-# Start-script discovery and fallbacks follow upstream (upstream-scoring.md §2.5), except that
+# Start-script discovery and fallbacks follow upstream (docs/upstream.md §2.5), except that
 # vendored/virtualenv folders are never searched for a start.sh (W7). The launcher outlives
 # start.sh: a start.sh that daemonises and exits is fine as long as the port answers, so after
 # it exits we record its exit code and keep the container alive.

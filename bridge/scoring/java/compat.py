@@ -1,6 +1,6 @@
 """compat for Java: upstream's Dockerfile.java + entrypoint flow in one container.
 
-Upstream (reference: upstream-scoring.md §2.3-2.6): `mvn dependency:go-offline` (errors
+Upstream (docs/upstream.md §2.3-2.6): `mvn dependency:go-offline` (errors
 swallowed), `sed` Java 11 -> 17 in pom.xml, the golden `src/test` replaces the agent's,
 `mvn clean compile -DskipTests` (errors swallowed), then the entrypoint: start.sh else
 `mvn spring-boot:run`, the readiness loop with the 20 s Java limit, `timeout 600 mvn test`, and
