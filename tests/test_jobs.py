@@ -46,7 +46,8 @@ class GatedScorer:
         with self.lock:
             self.running += 1
             self.peak = max(self.peak, self.running)
-            self.started.append((repo_dir / "who.txt").read_text())
+            who = repo_dir / "who.txt"
+            self.started.append(who.read_text() if who.is_file() else repo_dir.name)
         try:
             assert self.gate.wait(60)
             result = _result(task, snapshot_hash)
@@ -167,7 +168,8 @@ SLOW_SCORE = textwrap.dedent(
         return result
 
     tasks, rec, ws = (Path(a) for a in sys.argv[1:4])
-    mgr = SessionManager(Catalog.from_options(tasks), recordings_dir=rec, scorer=scorer, seal_quiet_seconds=0.2)
+    mgr = SessionManager(Catalog.from_options(tasks), recordings_dir=rec, scorer=scorer, seal_quiet_seconds=0.2,
+                         finish_jobs_at_exit=sys.argv[4] == "finish")
     sid = mgr.start("word-duel", ws).session_id
     (ws / "app.py").write_text("print('hi')\\n")
     mgr.submit(sid)
@@ -181,7 +183,7 @@ SLOW_SCORE = textwrap.dedent(
 def test_a_process_that_ends_finishes_and_seals_the_score_it_started(tmp_path: Path, tasks_dir: Path) -> None:
     rec = tmp_path / "rec"
     proc = subprocess.run(
-        [sys.executable, "-c", SLOW_SCORE, str(tasks_dir), str(rec), str(tmp_path / "ws")],
+        [sys.executable, "-c", SLOW_SCORE, str(tasks_dir), str(rec), str(tmp_path / "ws"), "finish"],
         capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )
@@ -225,3 +227,28 @@ def test_the_servers_lifespan_closes_the_manager_it_owns(tmp_path: Path, tasks_d
             mgr.close()
     assert results[True][-1] == "detach" and "recorder_stopped" in results[True]
     assert "detach" not in results[False]  # not the server's to close
+
+
+def test_a_process_told_not_to_finish_leaves_its_job_to_the_next_bridge(tmp_path: Path, tasks_dir: Path) -> None:
+    """`rgbridge submit --timeout`: giving up waiting ends the process; the job is resumed later."""
+    rec = tmp_path / "rec"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", SLOW_SCORE, str(tasks_dir), str(rec), str(tmp_path / "ws"), "leave"],
+        capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started < 30
+    sid = proc.stdout.split()[-1]
+    record = json.loads((rec / sid / "session.json").read_text())
+    assert record["job"]["state"] in ("queued", "running")
+    scorer = GatedScorer()
+    scorer.gate.set()
+    mgr = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=rec, scorer=scorer)
+    try:
+        assert sid in mgr.sessions
+        mgr.wait_jobs(60)
+        assert mgr.result(sid).state == "done"
+    finally:
+        mgr.close()

@@ -385,7 +385,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         return _wait_on_disk(rec_dir, args)
     catalog = load_catalog(args, report_errors=False)
     # Only the named session is re-attached: other open sessions in the folder are not ours.
-    mgr = SessionManager(catalog, recordings_dir=rec_dir.parent, reattach=False)
+    # --timeout and Ctrl-C stop waiting: an unfinished job is resumed by the next bridge
+    mgr = SessionManager(catalog, recordings_dir=rec_dir.parent, reattach=False, finish_jobs_at_exit=False)
     try:
         sid = mgr.attach(record.session_id)
         receipt = VERBS["submit"].invoke(mgr, sid, context=CLI)

@@ -117,9 +117,11 @@ def job_slots() -> JobSlots:
         return _slots
 
 
-def launch_job(session: Session, scorer: Callable[[], Scorer]) -> None:
+def launch_job(session: Session, scorer: Callable[[], Scorer], *, finish_at_exit: bool = True) -> None:
     """Score the session's submission in a background thread (`scorer()` is asked for there),
-    once a job slot is free."""
+    once a job slot is free. `finish_at_exit`: the process waits for the job before it ends
+    (a server); False leaves an unfinished job to be resumed by the next bridge that attaches
+    the session (`rgbridge submit`, whose --timeout and Ctrl-C stop waiting)."""
     session.task = contamination.staged(session.task)  # a resumed job too scores from the staged copy
     session.job_done.clear()
     slots = job_slots()
@@ -132,7 +134,7 @@ def launch_job(session: Session, scorer: Callable[[], Scorer]) -> None:
             run_job(session, scorer)
 
     # not a daemon: the interpreter waits for it at exit (module docstring)
-    thread = threading.Thread(target=bounded, name=f"score-{session.record.session_id}", daemon=False)
+    thread = threading.Thread(target=bounded, name=f"score-{session.record.session_id}", daemon=not finish_at_exit)
     session.job_thread = thread
     try:
         thread.start()

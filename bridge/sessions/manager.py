@@ -65,7 +65,10 @@ class SessionManager:
         reattach: bool = True,
         attempts: int = 1,
         run_id: str | None = None,
+        finish_jobs_at_exit: bool = True,
     ) -> None:
+        """`finish_jobs_at_exit`: a process that ends waits for the scoring jobs it started
+        (bridge/sessions/jobs.py); False leaves them to be resumed by the next bridge."""
         if attempts < 1:
             raise SessionError(f"--attempts must be at least 1 (got {attempts})")
         jobs.job_slots()  # a bad RGBRIDGE_MAX_JOBS is an error now, not at the first submit
@@ -80,6 +83,7 @@ class SessionManager:
         self.profile = profile
         self.practice = practice
         self._scorer = scorer
+        self.finish_jobs_at_exit = finish_jobs_at_exit
         self.settle_seconds = settle_seconds
         self.seal_quiet_seconds = seal_quiet_seconds
         self.seal_max_wait = seal_max_wait
@@ -302,6 +306,7 @@ class SessionManager:
                 max_wait=self.seal_max_wait,
                 on_limit=self._on_time_limit,
                 scorer=self._get_scorer,
+                finish_at_exit=self.finish_jobs_at_exit,
             )
 
     def _get_scorer(self) -> Scorer:
@@ -374,6 +379,7 @@ class SessionManager:
             on_sentinel=self._on_sentinel,
             on_limit=self._on_time_limit,
             scorer=self._get_scorer,
+            finish_at_exit=self.finish_jobs_at_exit,
         )
         if session is None:
             return None

@@ -266,6 +266,7 @@ def reopen(
     on_sentinel: Callable[[str], None],
     on_limit: Callable[[str], None],
     scorer: Callable[[], Scorer],
+    finish_at_exit: bool = True,
 ) -> Session | None:
     """Re-attach one recording after checking it like a new session (bridge/sessions/attach.py):
     a well-formed id equal to its folder, a known task, and a recorded workspace that is
@@ -308,6 +309,6 @@ def reopen(
             arm_timer(session, on_limit)
     else:
         session.events.append("score_resume", job_id=record.job.job_id if record.job else None)
-        jobs.launch_job(session, scorer)
+        jobs.launch_job(session, scorer, finish_at_exit=finish_at_exit)
     session.save()
     return session

@@ -37,9 +37,11 @@ def submit(
     max_wait: float,
     on_limit: Callable[[str], None],
     scorer: Callable[[], Scorer],
+    finish_at_exit: bool = True,
 ) -> SubmitReceipt:
     """Submit an open session whose timer is disarmed; the caller holds `session.lock`.
-    `on_limit` re-arms the time limit if the submit fails; `scorer` is handed to the job."""
+    `on_limit` re-arms the time limit if the submit fails; `scorer` and `finish_at_exit` are
+    handed to the job (bridge/sessions/jobs.py)."""
     rec = session.record
     rec.clock.stop()
     try:
@@ -87,7 +89,7 @@ def submit(
         working_seconds=rec.clock.elapsed(),
         job_id=job.job_id,
     )
-    launch_job(session, scorer)
+    launch_job(session, scorer, finish_at_exit=finish_at_exit)
     note = "" if seal.stable else " (workspace kept changing while sealing: snapshot marked unstable)"
     return SubmitReceipt(
         session_id=rec.session_id,
