@@ -181,7 +181,10 @@ def _read_command(is_tty: bool, timeout: float) -> str | None:
 
 def cmd_session_start(args: argparse.Namespace) -> int:
     catalog = load_catalog(args)
-    mgr = SessionManager(catalog, recordings_dir=_recordings(args), profile=args.profile, reattach=False)
+    # Ctrl-C detaches (printed below): a scoring job it interrupts is resumed by `rgbridge submit`
+    mgr = SessionManager(
+        catalog, recordings_dir=_recordings(args), profile=args.profile, reattach=False, finish_jobs_at_exit=False
+    )
     try:
         status = cast(
             StartTaskResult,
