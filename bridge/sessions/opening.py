@@ -255,6 +255,15 @@ def open_session(
     return session
 
 
+def _interrupted_job(record: SessionRecord) -> bool:
+    return record.job is not None and record.job.state in ("queued", "running")
+
+
+def _resumable(record: SessionRecord, only_open: bool) -> bool:
+    """An open session, or (unless `only_open`) one whose scoring job was interrupted."""
+    return record.state in ("active", "paused") or (not only_open and _interrupted_job(record))
+
+
 def reopen(
     rec_dir: Path,
     *,
@@ -278,11 +287,8 @@ def reopen(
     record = load_record(rec_dir)
     if record.session_id != rec_dir.name:
         raise SessionError(f"{rec_dir}: session.json names another session ({record.session_id!r})")
-    if held_elsewhere(rec_dir) or record.session_id in held:
-        return None
-    interrupted_job = record.job is not None and record.job.state in ("queued", "running")
-    if record.state not in ("active", "paused") and (only_open or not interrupted_job):
-        return None
+    if held_elsewhere(rec_dir) or record.session_id in held or not _resumable(record, only_open):
+        return None  # checked again once held: a cheap filter that leaves finished recordings alone
     task = catalog.get(record.task_id)
     workspace = check_recorded_workspace(task, record.workspace, recordings_dir)
     # held before anything is written: of two processes re-attaching at once, one goes on
@@ -290,25 +296,25 @@ def reopen(
     if owner is None:
         return None
     try:
-        record = load_record(rec_dir)  # as it is now that it is ours
-        settle_orphaned_clock(rec_dir, record)
-        if not workspace.is_dir() and not interrupted_job:
+        record = load_record(rec_dir)  # as it is now that it is ours: its holder may have ended it
+        if not _resumable(record, only_open) or not (workspace.is_dir() or _interrupted_job(record)):
             owner.release()
             return None
+        settle_orphaned_clock(rec_dir, record)
         session = Session(record, rec_dir, task, owner=owner)
+        session.anchor = identity_at(workspace)  # what the workspace path leads to now, symlink-free
+        session.events.append("reattach", pid=os.getpid(), state=record.state)
+        if record.state in ("active", "paused"):
+            # reconciles what changed while down
+            start_recorder(session, settle_seconds=settle_seconds, on_sentinel=on_sentinel, resume=True)
+            if record.state == "active":
+                record.clock.start()  # settled above: the time the bridge was down is not work
+                arm_timer(session, on_limit)
+        else:
+            session.events.append("score_resume", job_id=record.job.job_id if record.job else None)
+            jobs.launch_job(session, scorer, finish_at_exit=finish_at_exit)
     except BaseException:
         owner.release()
         raise
-    session.anchor = identity_at(workspace)  # what the workspace path leads to now, symlink-free
-    session.events.append("reattach", pid=os.getpid(), state=record.state)
-    if record.state in ("active", "paused"):
-        # reconciles what changed while down
-        start_recorder(session, settle_seconds=settle_seconds, on_sentinel=on_sentinel, resume=True)
-        if record.state == "active":
-            record.clock.start()  # settled above: the time the bridge was down is not work
-            arm_timer(session, on_limit)
-    else:
-        session.events.append("score_resume", job_id=record.job.job_id if record.job else None)
-        jobs.launch_job(session, scorer, finish_at_exit=finish_at_exit)
     session.save()
     return session
