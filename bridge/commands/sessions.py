@@ -181,7 +181,7 @@ def _read_command(is_tty: bool, timeout: float) -> str | None:
 
 def cmd_session_start(args: argparse.Namespace) -> int:
     catalog = load_catalog(args)
-    # Ctrl-C detaches (printed below): a scoring job it interrupts is resumed by `rgbridge submit`
+    # Ctrl-C here (and Ctrl-C or --timeout in `submit`) stops waiting; the next bridge resumes the job
     mgr = SessionManager(
         catalog, recordings_dir=_recordings(args), profile=args.profile, reattach=False, finish_jobs_at_exit=False
     )
@@ -388,7 +388,6 @@ def cmd_submit(args: argparse.Namespace) -> int:
         return _wait_on_disk(rec_dir, args)
     catalog = load_catalog(args, report_errors=False)
     # Only the named session is re-attached: other open sessions in the folder are not ours.
-    # --timeout and Ctrl-C stop waiting: an unfinished job is resumed by the next bridge
     mgr = SessionManager(catalog, recordings_dir=rec_dir.parent, reattach=False, finish_jobs_at_exit=False)
     try:
         sid = mgr.attach(record.session_id)
