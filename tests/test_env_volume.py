@@ -43,6 +43,16 @@ def test_layer_script_checks_once_after_every_file_and_compiles_once():
     assert "install --dry-run" not in layer_mod._layer_script(["requirements.txt"], mode="index", check=False)
 
 
+def test_uv_hard_links_from_a_cache_inside_the_environment_removed_before_it_is_ready():
+    """uv's cache sits on the environment's own file system (no second copy of every file, no
+    unpacking through the container's overlay /tmp) and is gone before the ready mark."""
+    script = layer_mod._layer_script(["requirements.txt", "extras.txt"], mode="index", ready_mark="READY")
+    assert script.count("--link-mode hardlink") == 2 and "/tmp/rgbridge-uv" not in script
+    assert "sys.prefix)')/.rgbridge-uv-cache" in script
+    removal = next(line for line in script.splitlines() if line.startswith("rm -rf") and "UV_CACHE" in line)
+    assert script.index(removal) > script.rindex("uv pip install") and script.index(removal) < script.index("echo READY")
+
+
 def test_seeded_start_refuses_an_unfinished_seed_and_drops_the_mark():
     cmd = _seeded_start("/opt/venv")
     assert cmd.index(f"[ -f /run/rgbridge/seed/{SEED_MARK} ]") < cmd.index("cp -a")
@@ -105,6 +115,7 @@ def test_a_set_in_a_volume_is_mounted_read_only_and_found_again(docker_client, b
         )
         assert "1.16.0" in out and "pip " in out  # the set, and the base's venv around it
         assert SEED_MARK not in out and "pyvenv.cfg" in out
+        assert ".rgbridge-uv-cache" not in out and ".lock" not in out  # uv's scratch is gone
         assert "Read-only file system" in out and "rc=1" in out  # agents cannot change the set
         again = ensure_deps_image(docker_client, reqs, env_volume=True)
         assert again.cached and again.tag == first.tag and again.volume == first.volume

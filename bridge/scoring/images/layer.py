@@ -45,11 +45,12 @@ def _uv_install(req: str, *, compile_bytecode: bool) -> str:
     """uv resolving and installing ``req`` as pip would: every index searched for the best
     version (pip's rule, not uv's first-index default), the host's index settings, cached wheels
     taken for identical files (``--find-links``). Bytecode is compiled by the last file's install
-    (pip compiles too; uv compiles the whole environment, so once is enough)."""
+    (pip compiles too; uv compiles the whole environment, so once is enough). ``$UV_CACHE`` is a
+    folder in the environment (``_layer_script``): files are hard-linked from it, not copied."""
     return (
         f'{_LAYER_TOOLS}/uv pip install --python "$(command -v python)" --index-strategy unsafe-best-match'
         f" --find-links {_LAYER_CACHE}/flat{' --compile-bytecode' if compile_bytecode else ''}"
-        f' --link-mode copy --cache-dir /tmp/rgbridge-uv "${{UV_INDEX_ARGS[@]}}" -r {req}'
+        f' --link-mode hardlink --cache-dir "$UV_CACHE" "${{UV_INDEX_ARGS[@]}}" -r {req}'
     )
 
 
@@ -86,7 +87,7 @@ def _layer_script(files: Sequence[str], *, mode: str, ready_mark: str = "", chec
     """
     reqs = [f"{_LAYER_BUILD}/{name}" for name in files]
     # The build files never reach the layer, whatever way the script ends.
-    scratch = "/tmp/rgbridge-pip /tmp/rgbridge-uv /tmp/rgbridge-report.json"
+    scratch = "/tmp/rgbridge-pip /tmp/rgbridge-report.json"
     lines = [
         "set -u",
         f"trap 'rm -rf {_LAYER_BUILD} {scratch}' EXIT",
@@ -126,8 +127,12 @@ def _layer_script(files: Sequence[str], *, mode: str, ready_mark: str = "", chec
         'for h in ${PIP_TRUSTED_HOST:-}; do UV_INDEX_ARGS+=(--allow-insecure-host "$h"); done',
         "echo RGBRIDGE_INSTALLER=uv",
     ]
+    # uv unpacks wheels into its cache and hard-links them into the environment: with the cache
+    # on the environment's own file system (a folder in it, removed before anyone sees the
+    # environment) nothing is copied twice; the installed files stay when the cache goes
+    lines.append("UV_CACHE=\"$(python -c 'import sys; print(sys.prefix)')/.rgbridge-uv-cache\"")
     # uv's lock file in the environment folder is not part of what pip would leave there
-    drop_lock = "rm -f \"$(python -c 'import sys; print(sys.prefix)')/.lock\""
+    drop_lock = 'rm -rf "$UV_CACHE" "$(python -c \'import sys; print(sys.prefix)\')/.lock"'
     for i, r in enumerate(reqs):
         last = i == len(reqs) - 1
         lines += [
