@@ -107,15 +107,6 @@ def run_strict(
             installer=installer,
         )
 
-    def build_failed(exc: DependencyInstallError) -> ProfileResult:
-        return finish(
-            outcome="timeout" if exc.timed_out else "build_failed",
-            dsr=DSRResult(success=False, message=str(exc)),
-            build_error=str(exc),
-            exit_code=-3,
-            pass_at_1=PassAt1(),
-        )
-
     # The score runs while pip checks uv's install; a rejection scores again on pip's own set.
     return score_on_accepted_set(
         build,
@@ -131,10 +122,24 @@ def run_strict(
             finish=finish,
             static_ac=static_ac,
         ),
-        build_failed=build_failed,
+        build_failed=lambda exc: _install_failed(finish, exc),
         logs=logs,
         progress=progress,
         profile="strict",
+    )
+
+
+def _install_failed(
+    finish: Callable[..., ProfileResult], exc: DependencyInstallError, **extra: object
+) -> ProfileResult:
+    """Strict's result when a dependency set could not be installed (the task's or the agent's)."""
+    return finish(
+        outcome="timeout" if exc.timed_out else "build_failed",
+        dsr=DSRResult(success=False, message=str(exc)),
+        build_error=str(exc),
+        exit_code=-3,
+        pass_at_1=PassAt1(),
+        **extra,
     )
 
 
@@ -172,14 +177,7 @@ def _score_with(
             ).tag
         except DependencyInstallError as exc:
             logs.write("build.log", exc.log_tail)
-            return finish(
-                outcome="timeout" if exc.timed_out else "build_failed",
-                dsr=DSRResult(success=False, message=str(exc)),
-                build_error=str(exc),
-                exit_code=-3,
-                pass_at_1=PassAt1(),
-                white_box=True,
-            )
+            return _install_failed(finish, exc, white_box=True)
 
     plan = strict_plan(task, service_limits=ctx.service_limits, deploy_only=deploy_only)
     runtime = ctx.sandboxes(client)

@@ -37,7 +37,7 @@ from bridge.scoring.images.layer import (
     _wait_ready,
     effective_mode,
     installed_pins,
-    rejection_note,
+    rebuild_with_pip,
     start_build_container,
 )
 from bridge.scoring.images.layer_export import valid_prefix
@@ -312,9 +312,7 @@ def build_in_volume(
             notes.append("seed volume was incomplete: made again\n")
             continue
         if outcome.exit_code == UV_REJECTED and mode == "index":
-            notes.append(rejection_note(log))
-            say(progress, notes[-1].strip())
-            mode = "pip"
+            mode = rebuild_with_pip(log, notes, progress)
             continue
         if outcome.exit_code != 0:
             return VolumeBuild(False, tag, elapsed, tail, f"install exited {outcome.exit_code}")

@@ -163,6 +163,13 @@ def rejection_note(log: str) -> str:
     return f"{reason}: installing with pip instead (pip's choice is the reference)\n"
 
 
+def rebuild_with_pip(log: str, notes: list[str], progress: ProgressFn | None) -> str:
+    """uv's install was rejected: note why (for the build log), say it, and name pip's mode."""
+    notes.append(rejection_note(log))
+    say(progress, notes[-1].strip())
+    return "pip"
+
+
 def installed_pins(log: str) -> list[str]:
     """``name==version`` of every distribution the build's log says it installed (uv's
     `` + name==version`` lines, pip's ``Successfully installed`` line)."""
@@ -400,9 +407,7 @@ def build_layer(
             if outcome.timed_out:
                 return BuildResult(False, tag, elapsed, tail, f"build timed out after {timeout:.0f}s", timed_out=True)
             if outcome.exit_code == UV_REJECTED and mode == "index":
-                notes.append(rejection_note(log))
-                say(progress, notes[-1].strip())
-                mode = "pip"
+                mode = rebuild_with_pip(log, notes, progress)
                 continue
             if outcome.exit_code != 0:
                 return BuildResult(False, tag, elapsed, tail, f"install exited {outcome.exit_code}")
