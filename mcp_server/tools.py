@@ -13,14 +13,17 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
 import anyio.to_thread
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from bridge.errors import BridgeError, SessionError
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.models import ClientInfo
+from bridge.sessions.schemas import input_schema, output_schema
 from bridge.sessions.verbspec import CallContext, Event, Opened, Progress, Steps, Verb
 from mcp_server.calllog import mark_handled
 from mcp_server.ownership import Caller, Owners
@@ -28,8 +31,6 @@ from mcp_server.workspace import WorkspaceRoot, is_inside, resolve_workspace
 
 log = logging.getLogger("mcp_server")
 T = TypeVar("T")
-
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 
 def client_info_of(ctx: Context | None) -> ClientInfo:
@@ -157,23 +158,35 @@ class BridgeTools:
 
 
 def verb_annotations(verb: Verb) -> ToolAnnotations:
-    if verb.read_only:
-        return READ_ONLY
+    """Every hint set explicitly (a client that finds one missing assumes the worst: Codex with
+    `approval_policy = "never"` refuses such a tool): read-only and idempotent as the verb says,
+    destructive only for what cannot be undone and is not additive (quitting), never open-world
+    (the bridge talks to nothing outside this machine on a tool call)."""
     return ToolAnnotations(
         title=verb.title,
-        read_only_hint=False,
+        read_only_hint=verb.read_only,
         destructive_hint=verb.destructive,
         idempotent_hint=verb.idempotent,
         open_world_hint=False,
     )
 
 
-def add_verb_tool(server: MCPServer, tools: BridgeTools, verb: Verb) -> None:
-    """Register `verb` as an MCP tool: its declared arguments, then (for a verb acting on a
-    session) an optional session_id.
+def _strict_arguments(model: type[ArgModelBase]) -> type[ArgModelBase]:
+    """The SDK's argument model, refusing arguments the tool does not declare: the published
+    schema has no `additionalProperties: false` (bridge/sessions/schemas.py), so the refusal of an
+    unknown argument lives here, in the validation."""
+    config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    return cast(type[ArgModelBase], type(model.__name__, (model,), {"model_config": config, "__module__": __name__}))
 
-    The SDK reads a tool's input schema from the function signature, so the generated function
-    carries one built from the verb's parameters."""
+
+def verb_tool(tools: BridgeTools, verb: Verb) -> Tool:
+    """`verb` as an MCP tool: its declared arguments, then (for a verb acting on a session) an
+    optional session_id.
+
+    The SDK reads a tool's argument model from the function signature, so the generated function
+    carries one built from the verb's parameters; that model validates every call (unknown
+    arguments refused). What the tool publishes is the portable schema of
+    bridge/sessions/schemas.py: the input schema built from the verb, the output schema inlined."""
     acts_on_session = verb.session == "existing"
 
     async def tool(ctx: Context, **kwargs: Any) -> BaseModel:
@@ -208,4 +221,11 @@ def add_verb_tool(server: MCPServer, tools: BridgeTools, verb: Verb) -> None:
     tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": verb.result}
     tool.__name__ = tool.__qualname__ = verb.tool
     tool.__doc__ = verb.doc
-    server.add_tool(tool, name=verb.tool, description=verb.doc, annotations=verb_annotations(verb))
+    made = Tool.from_function(
+        tool, name=verb.tool, title=verb.title, description=verb.doc, annotations=verb_annotations(verb)
+    )
+    made.parameters = input_schema(verb)
+    made.fn_metadata.arg_model = _strict_arguments(made.fn_metadata.arg_model)
+    if made.fn_metadata.output_schema is not None:
+        made.fn_metadata.output_schema = output_schema(made.fn_metadata.output_schema)
+    return made
