@@ -60,8 +60,14 @@ def _protocol_of(ctx: Context | None) -> str | None:
         return None
 
 
-def _thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Awaitable[T]:
-    return anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+#: what the recording says of a call whose answer was never sent
+CANCELLED = "cancelled before its answer was sent (the client gave up on the call, or the server is stopping)"
+
+
+def _thread(fn: Callable[..., T], *args: Any, abandon: bool = False, **kwargs: Any) -> Awaitable[T]:
+    """`fn` off the event loop. `abandon`: a cancelled call stops waiting for it at once (the
+    thread ends on its own; only for work that changes nothing, such as a long poll's wait)."""
+    return anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), abandon_on_cancel=abandon)
 
 
 def _advance(steps: Steps) -> tuple[bool, Event | BaseModel]:
@@ -91,12 +97,30 @@ class BridgeTools:
         except Exception:  # noqa: BLE001 - a failing log must never turn a result into an error
             log.exception("could not log call %s", tool)
 
-    async def run(self, tool: str, arguments: dict[str, Any], body: Callable[[dict[str, Any]], Awaitable[T]]) -> T:
-        """Run a tool body; log it; map failures to ToolError with a one-line message."""
+    async def run(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        body: Callable[[dict[str, Any]], Awaitable[T]],
+        *,
+        shielded: bool = False,
+    ) -> T:
+        """Run a tool body; log it; map failures to ToolError with a one-line message.
+
+        A call the client cancels (`notifications/cancelled` on a timeout, or a closed request on
+        the 2026-07-28 HTTP path) is interrupted by the SDK, which never answers it (the MCP
+        specification's cancellation utility; Claude Code drops the connection when an answer
+        arrives for a call it gave up on). The recording still gets the call, as cancelled.
+        `shielded`: the body runs to its end anyway (a call that changes state finishes, so the
+        recording and the session's owner stay right; only its answer is dropped)."""
         mark_handled()
         box: dict[str, Any] = {"session_id": None}
         try:
-            result = await body(box)
+            with anyio.CancelScope(shield=shielded):
+                result = await body(box)
+        except anyio.get_cancelled_exc_class():
+            await self._log_async(box["session_id"], tool, arguments, ok=False, error=CANCELLED)
+            raise
         except ToolError as exc:
             await self._log_async(box["session_id"], tool, arguments, ok=False, error=str(exc))
             raise
@@ -115,7 +139,9 @@ class BridgeTools:
     async def _log_async(
         self, session_id: str | None, tool: str, arguments: dict[str, Any], *, ok: bool, error: str | None = None
     ) -> None:
-        await anyio.to_thread.run_sync(functools.partial(self.log, session_id, tool, arguments, ok=ok, error=error))
+        # Shielded: a call is logged even when it is being cancelled (every call is in the recording).
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(functools.partial(self.log, session_id, tool, arguments, ok=ok, error=error))
 
     # ------------------------------------------------------------------ session lookup
     def session_for(self, session_id: str | None, caller: Caller, *, recorded_ok: bool = False) -> str:
@@ -197,11 +223,11 @@ def verb_tool(tools: BridgeTools, verb: Verb) -> Tool:
             caller = tools.owners.caller(ctx.request_context) if verb.session != "none" else None
             if acts_on_session:
                 box["session_id"] = sid = await _thread(
-                    tools.session_for, session_id, caller, recorded_ok=verb.recorded_ok
+                    tools.session_for, session_id, caller, recorded_ok=verb.recorded_ok, abandon=verb.read_only
                 )
             steps = verb.steps(tools.manager, sid, tools.call_context(ctx), **kwargs)
             while True:
-                done, out = await _thread(_advance, steps)
+                done, out = await _thread(_advance, steps, abandon=verb.read_only)
                 if done:
                     return cast(BaseModel, out)
                 if isinstance(out, Opened) and caller is not None:
@@ -210,7 +236,9 @@ def verb_tool(tools: BridgeTools, verb: Verb) -> Tool:
                 elif isinstance(out, Progress):
                     await ctx.report_progress(out.elapsed, out.total, out.message)
 
-        return await tools.run(verb.tool, verb.logged_arguments(session_id, kwargs), body)
+        # A read-only call (get_result's long poll) stops as soon as it is cancelled; any other
+        # runs to its end, its answer dropped.
+        return await tools.run(verb.tool, verb.logged_arguments(session_id, kwargs), body, shielded=not verb.read_only)
 
     kw = inspect.Parameter.KEYWORD_ONLY
     params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context)]
