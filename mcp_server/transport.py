@@ -25,7 +25,6 @@ from mcp_server.ownership import CREDENTIAL_SCOPE_KEY
 
 log = logging.getLogger("mcp_server.transport")
 
-TOKEN_FILE = SERVER_TOKEN_FILE
 LOOPBACK_NAMES = ("localhost",)
 
 
@@ -65,7 +64,7 @@ def load_or_create_token(given: str | None, token_dir: Path) -> tuple[str, Path]
     if len(token) < 16:
         raise TransportError("the HTTP bearer token must be at least 16 characters")
     token_dir.mkdir(parents=True, exist_ok=True)
-    path = token_dir / TOKEN_FILE
+    path = token_dir / SERVER_TOKEN_FILE
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         os.fchmod(fd, 0o600)  # an older file may have had wider permissions
