@@ -244,10 +244,12 @@ def cmd_ide_config(args: argparse.Namespace) -> int:
             if inputs
             else f"set {TOKEN_ENV} in the environment the IDE starts from"
         )
-        print(
-            f"the bearer token was not written into the workspace: {how}; this config's client credential is\n{token}",
-            file=sys.stderr,
+        value = (
+            f"this config's client credential is\n{token}"
+            if token
+            else "no server token found to mint it from: start `rgbridge serve --transport http` first, or pass --token"
         )
+        print(f"the bearer token was not written into the workspace: {how}; {value}", file=sys.stderr)
     return 0
 
 

@@ -339,3 +339,29 @@ def test_forged_or_foreign_credentials_are_rejected(server: HttpServer) -> None:
     for token in (other_server, forged, renamed, "rgbc1..", "rgbc1.victim"):
         assert post(server, {"Authorization": f"Bearer {token}"}).status_code == 401, token
     assert post(server, {"Authorization": f"Bearer {good}"}).status_code == 200
+
+
+def test_the_config_ide_config_prints_works_for_a_stateless_client(server: HttpServer, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's path end to end: `rgbridge ide-config claude --transport http` against this
+    server's recordings folder, its headers used as they are by a 2026-07-28 client."""
+    monkeypatch.delenv("RGBRIDGE_TOKEN", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert rgbridge(["ide-config", "claude", "--workspace", str(server.ws / "from-config"), "--transport", "http",
+                     "--url", server.url, "--recordings", str(server.rec)]) == 0
+    entry = json.loads(capsys.readouterr().out)["mcpServers"]["rgbridge"]
+    assert entry["type"] == "http" and entry["url"] == server.url
+
+    async def go() -> None:
+        http = httpx2.AsyncClient(headers=entry["headers"], timeout=httpx2.Timeout(30, read=120))
+        async with Client(streamable_http_client(entry["url"], http_client=http), mode="auto") as c:
+            assert c.protocol_version == "2026-07-28"
+            started = await c.call_tool("start_task", {"task_id": "word-duel", "workspace": "from-config"})
+            assert not started.is_error, started.content
+            sid = started.structured_content["session_id"]
+            for tool in ("task_status", "get_result", "quit_task"):
+                res = await c.call_tool(tool, {})
+                assert not res.is_error and res.structured_content["session_id"] == sid, (tool, res.content)
+
+    anyio.run(go)
