@@ -2,6 +2,10 @@
 resolves which session a call means (and whether this client may use it), runs the verb's steps
 off the event loop, reports progress, turns bridge errors into tool errors, and logs every call
 into the recording through `manager.log_call`. No verb has code of its own here.
+
+Each tool publishes the portable schemas of bridge/sessions/schemas.py and validates its
+arguments with the SDK's model of the generated signature (unknown arguments refused). A call the
+client cancels stops (a read-only one at once) and is recorded as cancelled.
 """
 
 from __future__ import annotations
