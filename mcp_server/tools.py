@@ -30,7 +30,7 @@ from bridge.sessions.models import ClientInfo
 from bridge.sessions.schemas import input_schema, output_schema
 from bridge.sessions.verbspec import CallContext, Event, Opened, Progress, Steps, Verb
 from mcp_server.calllog import mark_handled
-from mcp_server.ownership import Caller, Owners
+from mcp_server.ownership import OWNERS_FILE, Caller, Owners
 from mcp_server.workspace import WorkspaceRoot, is_inside, resolve_workspace
 
 log = logging.getLogger("mcp_server")
@@ -90,7 +90,7 @@ class BridgeTools:
         self.manager = manager
         self.root = root
         #: which client owns which session, and each client's current one (mcp_server/ownership.py)
-        self.owners = Owners()
+        self.owners = Owners(manager.recordings_dir / OWNERS_FILE)
 
     # ------------------------------------------------------------------ logging
     def log(
