@@ -25,6 +25,7 @@ from bridge.commands.common import (
     load_catalog,
     open_backend,
     print_json,
+    print_scores,
     stderr_console,
 )
 
@@ -172,7 +173,7 @@ def cmd_images_list(args: argparse.Namespace) -> int:
 
 def cmd_score(args: argparse.Namespace) -> int:
     from bridge.scoring.engine import score_repo
-    from bridge.scoring.reporting import build_entry, render_table
+    from bridge.scoring.reporting import build_entry
 
     task = load_catalog(args, report_errors=False).get(args.task)
     err = stderr_console()
@@ -200,7 +201,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.model_dump(mode="json"))
     else:
-        render_table([build_entry(result)], console())
+        print_scores([build_entry(result)])
     return 0
 
 
@@ -232,7 +233,6 @@ def _run_evaluate(
     workers: int,
 ) -> int:
     from bridge.scoring.evaluate import evaluate
-    from bridge.scoring.reporting import render_table
 
     progress = Progress(
         SpinnerColumn(),
@@ -284,7 +284,7 @@ def _run_evaluate(
 
         print_json(json.loads(report_path.read_text(encoding="utf-8")))
     else:
-        render_table(writer.results, console())
+        print_scores(writer.results)
         console().print(f"report: {report_path}")
     return 0
 

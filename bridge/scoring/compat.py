@@ -213,6 +213,7 @@ def _deploy_and_test(
         outcome="scored" if dsr.success else "deploy_failed",
         dsr=dsr,
         pass_at_1=p1,
+        tests=upstream.tests_from_log(log) if task.lang == "python" else [],
         exit_code=outcome.exit_code,
         oom_killed=outcome.oom_killed,
     )

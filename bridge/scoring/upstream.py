@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from bridge.scoring.result import DSRResult, PassAt1
+from bridge.scoring.result import DSRResult, PassAt1, TestCaseResult, TestOutcome
 
 # Markers printed by the entrypoint (ours reproduces them: assets/compat_entrypoint.sh).
 DSR_START = ">>>>> DSR_START"
@@ -224,3 +224,37 @@ class LogDigest:
             self._partial = ""
         self._flush()
         return "\n".join(self._out)
+
+
+# pytest -v progress lines (`tests/test_a.py::test_x PASSED   [ 10%]`) and the short summary
+# (`FAILED tests/test_a.py::test_x - assert 404 in [200, 204]`, pytest's default `-rfE`).
+_VERBOSE_RE = re.compile(r"^(\S+\.py::\S+) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b")
+_SUMMARY_RE = re.compile(r"^(FAILED|ERROR) (\S+\.py::\S+?)(?: - (.*))?$")
+_VERBOSE_OUTCOME: dict[str, TestOutcome] = {
+    "PASSED": "passed",
+    "XPASS": "passed",
+    "FAILED": "failed",
+    "ERROR": "error",
+    "SKIPPED": "skipped",
+    "XFAIL": "skipped",
+}
+
+
+def tests_from_log(log: str) -> list[TestCaseResult]:
+    """compat's per-test view, read from the pytest log for display only (the score stays the
+    summary-line count above): each item's outcome from `-v`, each failure's message from the
+    short test summary. The log is the agent's container output: forgeable, like compat's score."""
+    found: dict[str, TestCaseResult] = {}
+    for line in log.splitlines():
+        line = line.rstrip()
+        m = _VERBOSE_RE.match(line)
+        if m:
+            outcome = _VERBOSE_OUTCOME[m.group(2)]
+            if m.group(1) not in found or outcome != "passed":
+                found[m.group(1)] = TestCaseResult(nodeid=m.group(1), outcome=outcome)
+            continue
+        m = _SUMMARY_RE.match(line)
+        if m:
+            outcome = "failed" if m.group(1) == "FAILED" else "error"
+            found[m.group(2)] = TestCaseResult(nodeid=m.group(2), outcome=outcome, message=(m.group(3) or "")[:2000])
+    return list(found.values())
