@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,35 @@ def open_backend(args: argparse.Namespace):  # -> Backend, imported lazily
     if args.backend == "local" and not args.ray_address:
         return None
     return make_backend(args.backend, ray_address=args.ray_address)
+
+
+def at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """The argparse `type` of every whole-number option: one rule and one message everywhere
+    (`--workers 0` and `--workers -1` are refused alike)."""
+    bound = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            value = None
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"must be a whole number {bound}, not {text!r}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+def positive_seconds(text: str) -> float:
+    """The argparse `type` of every duration option: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text!r}")
+    return value
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:

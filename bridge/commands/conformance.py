@@ -15,6 +15,7 @@ from rich.table import Table
 from bridge.commands.common import (
     add_json_option,
     add_profile_option,
+    at_least,
     console,
     load_catalog,
     print_json,
@@ -31,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--tasks", type=Path, metavar="DIR", help="a folder of native tasks instead (or as well)")
     parser.add_argument("--only", nargs="*", metavar="ID", help="only these task ids")
     parser.add_argument("--lang", choices=("python", "java"), help="only tasks of this language")
-    parser.add_argument("--workers", type=int, default=2, help="tasks checked in parallel (default 2)")
+    parser.add_argument("--workers", type=at_least(1), default=2, help="tasks checked in parallel (default 2)")
     parser.add_argument("--work-dir", type=Path, metavar="DIR", help="control repos and per-task results")
     parser.add_argument("--no-cache", action="store_true", help="re-score even when results are cached")
     add_profile_option(parser)

@@ -17,6 +17,7 @@ from bridge.commands.common import (
     add_json_option,
     add_profile_option,
     add_task_source_options,
+    at_least,
     console,
     print_json,
     stderr_console,
@@ -106,8 +107,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     cv = subparsers.add_parser("curve", help="Pass@1, DSR and AC at N moments of a session")
     cv.add_argument("recording", metavar="REC")
-    cv.add_argument("--points", type=int, default=5, metavar="N")
-    cv.add_argument("--workers", type=int, default=2, metavar="W")
+    cv.add_argument("--points", type=at_least(1), default=5, metavar="N")
+    cv.add_argument("--workers", type=at_least(1), default=2, metavar="W")
     cv.add_argument("--profile", choices=("strict", "compat"), default="strict")
     cv.add_argument("--no-cache", action="store_true", help="ignore the engine's result cache")
     cv.add_argument("--no-save", action="store_true", help="do not store the curve in the recording")

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -21,6 +22,7 @@ from bridge.commands.common import (
     add_json_option,
     add_profile_option,
     add_task_source_options,
+    at_least,
     console,
     load_catalog,
     open_backend,
@@ -66,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_task_source_options(ev)
     ev.add_argument(
         "--workers",
-        type=int,
+        type=at_least(1),
         metavar="N",
         help="repos scored at once (default: 1 locally, twice the cluster's docker slots on Ray)",
     )
@@ -212,7 +214,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     maven = maven_sources(args)
     preview = plan(catalog, args.predictions_dir, output_dir=args.output_dir, resume=args.resume, only=args.repo_names)
     if preview.skipped:
-        stderr_console().print(f"[yellow]skipping folders that name no known task:[/] {', '.join(preview.skipped)}")
+        names = [
+            f"{n} (did you mean {' or '.join(c)}?)" if (c := catalog.close_names(n)) else n for n in preview.skipped
+        ]
+        stderr_console().print(
+            f"[yellow]skipping folders that name no known task:[/] {escape(', '.join(names))}", highlight=False
+        )
     meta = {k: v for k, v in {"model_name": args.model_name, "agent_name": args.agent_name}.items() if v}
     backend = open_backend(args)
     workers = args.workers or (backend.default_workers() if backend is not None else 1)

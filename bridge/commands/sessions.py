@@ -33,6 +33,7 @@ from bridge.commands.common import (
     add_task_source_options,
     console,
     load_catalog,
+    positive_seconds,
     print_json,
     stderr_console,
 )
@@ -106,7 +107,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     submit.add_argument("--no-wait", action="store_true", help="do not wait for the score")
     submit.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         default=None,
         metavar="SECONDS",
         help="give up waiting after this long (default: wait as long as scoring takes)",
