@@ -196,3 +196,24 @@ def test_per_test_table_in_chromium(score_dir: Path, tmp_path: Path, chromium: s
     strict_table = cells[2].split("</table>", 1)[0]
     assert FAILING in strict_table and "E assert 404 in [200, 204]" in strict_table and "call" in strict_table
     assert "0.04s" in strict_table and "[bold red]not markup[/]" in strict_table
+
+
+def test_panel_shows_the_failures_after_scoring() -> None:
+    from rich.console import Console
+
+    from bridge.commands.panel import PanelInput, render_panel
+    from bridge.sessions.models import ResultStatus, SessionStatus
+
+    status = SessionStatus(
+        session_id="s1", task_id="kv-ledger", state="scored", mode="human", workspace="/w", recording="/r/s1",
+        clock_running=False, working_seconds=61, time_limit=0, files_changed=3, recorder_mode="inotify",
+        recorder_degraded=None, submission=None, scoring="done", job_id="j1",
+    )
+    summary = summarize_result(flawed_result().model_dump(mode="json"))
+    result = ResultStatus(session_id="s1", state="done", summary=summary)
+    con = Console(record=True, width=200)
+    con.print(render_panel(status, result, PanelInput(), port=8090, keys=True))
+    text = con.export_text()
+    assert "Scored. The result is saved in /r/s1." in text and "Pass@1 33/35" in text
+    assert f"failed {FAILING} — E assert 404 in [200, 204]" in text and MARKUP in text
+    assert "get_result" not in text
