@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from bridge.commands.common import PROFILE_CHOICES, at_least
+from bridge.commands.common import PROFILE_CHOICES, RECORDINGS_HELP, at_least
 from bridge.errors import BridgeError
 from bridge.locations import default_recordings_dir
 
@@ -59,7 +59,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--recordings",
         type=Path,
         metavar="DIR",
-        help="where sessions are recorded (default: $RGBRIDGE_RECORDINGS or the project's recordings/)",
+        help=RECORDINGS_HELP,
     )
     parser.add_argument("--profile", choices=PROFILE_CHOICES, default="both", help="scoring profile(s) (default both)")
     parser.add_argument("--practice", action="store_true", help="opt-in practice mode (recorded as such)")
@@ -163,9 +163,13 @@ def register_ide_config(subparsers: argparse._SubParsersAction) -> None:
         help="HTTP bearer token for the headers (default: $RGBRIDGE_TOKEN, else the token file "
         "in the recordings folder)",
     )
-    parser.add_argument("--tasks", type=Path, metavar="DIR", help="passed through to the server")
+    parser.add_argument(
+        "--tasks", type=Path, metavar="DIR", help="passed through to the server (default: the shipped tasks/)"
+    )
     parser.add_argument("--dataset", type=Path, metavar="DIR", help="passed through to the server")
-    parser.add_argument("--recordings", type=Path, metavar="DIR", help="passed through to the server")
+    parser.add_argument(
+        "--recordings", type=Path, metavar="DIR", help="passed through to the server; " + RECORDINGS_HELP
+    )
     parser.add_argument("--profile", choices=PROFILE_CHOICES, default=None, help="passed through to the server")
     parser.add_argument("--practice", action="store_true", help="passed through to the server")
     parser.set_defaults(handler=cmd_ide_config)

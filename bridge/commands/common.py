@@ -25,6 +25,9 @@ def add_task_source_options(parser: argparse.ArgumentParser) -> None:
 
 PROFILE_CHOICES = ("both", "strict", "compat")
 
+#: the help of every `--recordings DIR` (the folder is bridge/locations.py's default_recordings_dir)
+RECORDINGS_HELP = "where sessions are recorded (default: $RGBRIDGE_RECORDINGS, else <data home>/recordings)"
+
 
 def add_profile_option(parser: argparse.ArgumentParser, default: str | None = "both") -> None:
     parser.add_argument(

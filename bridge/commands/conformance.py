@@ -29,7 +29,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="collect every golden suite of a checkout and score an empty and an all-404 repo under both profiles",
     )
     parser.add_argument("--dataset", type=Path, metavar="DIR", help="a RepoGenesis checkout")
-    parser.add_argument("--tasks", type=Path, metavar="DIR", help="a folder of native tasks instead (or as well)")
+    parser.add_argument(
+        "--tasks",
+        type=Path,
+        metavar="DIR",
+        help="a folder of native tasks, instead of or beside --dataset (no default: give one of the two)",
+    )
     parser.add_argument("--only", nargs="*", metavar="ID", help="only these task ids")
     parser.add_argument("--lang", choices=("python", "java"), help="only tasks of this language")
     parser.add_argument("--workers", type=at_least(1), default=2, help="tasks checked in parallel (default 2)")

@@ -26,7 +26,7 @@ from bridge.errors import RecordingError
 
 
 def _rec_path(value: str) -> Path:
-    """A recording folder, or a session id under the recordings dir ($RGBRIDGE_RECORDINGS or the project's)."""
+    """A recording folder, or a session id under the recordings dir ($RGBRIDGE_RECORDINGS, else <data home>/recordings)."""
     path = Path(value)
     if (path / "session.json").is_file():
         return path

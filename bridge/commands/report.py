@@ -55,7 +55,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "export", help="write results in upstream's IDE-output layout or as inspect_ai eval logs (--layout inspect)"
     )
     ex.add_argument("run_dir", nargs="?", type=Path, metavar="RUN_DIR")
-    ex.add_argument("--recordings", type=Path, metavar="DIR", help="export a folder of recordings instead")
+    ex.add_argument(
+        "--recordings",
+        type=Path,
+        metavar="DIR",
+        help="a folder of recordings to export instead of RUN_DIR (no default)",
+    )
     ex.add_argument(
         "--layout",
         choices=EXPORT_LAYOUTS,

@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bridge.commands.common import (
+    RECORDINGS_HELP,
     add_json_option,
     add_profile_option,
     add_task_source_options,
@@ -78,25 +79,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     start.add_argument("--workspace", required=True, type=Path, metavar="DIR")
     start.add_argument("--human", action="store_true", help="a person works in the workspace (timed, pausable)")
     start.add_argument("--allow-nonempty", action="store_true", help="accept a workspace that already has files")
-    start.add_argument("--recordings", type=Path, metavar="DIR")
+    start.add_argument("--recordings", type=Path, metavar="DIR", help=RECORDINGS_HELP)
     add_profile_option(start)
     add_task_source_options(start)
     start.set_defaults(handler=cmd_session_start)
 
     status = verbs.add_parser("status", help="state of the session in a workspace")
     status.add_argument("--workspace", required=True, type=Path, metavar="DIR")
-    status.add_argument("--recordings", type=Path, metavar="DIR")
+    status.add_argument("--recordings", type=Path, metavar="DIR", help=RECORDINGS_HELP)
     add_json_option(status)
     status.set_defaults(handler=cmd_session_status)
 
     ls = verbs.add_parser("list", help="recorded sessions")
-    ls.add_argument("--recordings", type=Path, metavar="DIR")
+    ls.add_argument("--recordings", type=Path, metavar="DIR", help=RECORDINGS_HELP)
     add_json_option(ls)
     ls.set_defaults(handler=cmd_session_list)
 
     submit = subparsers.add_parser("submit", help="submit the open session of a workspace for scoring")
     submit.add_argument("--workspace", required=True, type=Path, metavar="DIR")
-    submit.add_argument("--recordings", type=Path, metavar="DIR")
+    submit.add_argument("--recordings", type=Path, metavar="DIR", help=RECORDINGS_HELP)
     submit.add_argument("--no-wait", action="store_true", help="do not wait for the score")
     submit.add_argument(
         "--timeout",
