@@ -172,8 +172,9 @@ def export_inspect(
     except ImportError:
         raise BridgeError("--layout inspect needs inspect-ai: pip install 'repogenesis-bridge[inspect]'") from None
     source, out_dir = Path(source), Path(out_dir)
+    md: dict[str, Any] = {}
     if any(source.glob("*/session.json")):
-        attempts, md = _attempts_of_recordings(source), {}
+        attempts = _attempts_of_recordings(source)
     elif any(source.glob("report_*.json")):
         attempts, md = _attempts_of_run(source, run_id)
     else:
