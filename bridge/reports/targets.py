@@ -126,5 +126,5 @@ def session_lines(rec_dir: Path | str) -> list[str]:
     else:
         lines.append("signal: none yet (not submitted)")
     if data.get("contaminated"):
-        lines.append("CONTAMINATED: golden test or solution files were opened while the session was open")
+        lines.append("CONTAMINATED: golden files opened while the session was open (tests or solution)")
     return lines
