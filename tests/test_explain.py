@@ -72,6 +72,9 @@ def test_message_line_picks_the_explaining_line() -> None:
     trace = "self = <X>\n    raise ConnectionError(e)\nrequests.exceptions.ConnectionError: refused\n"
     assert message_line(trace) == "requests.exceptions.ConnectionError: refused"
     assert message_line("self = <X>\nexpected:<200> but was:<404>") == "expected:<200> but was:<404>"
+    custom = "E       AssertionError: {\"code\": \"not_found\"}\nE       assert 404 == 400\nE        +  where 404 = x"
+    assert message_line(custom) == "E assert 404 == 400"
+    assert message_line("E   KeyError: 'versions'") == "E KeyError: 'versions'"
     assert message_line("") == "" and message_line("a\x1b[31mred") == "a\\x1b[31mred"
     assert len(message_line("E " + "x" * 5000)) == 200
 

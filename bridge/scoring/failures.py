@@ -40,16 +40,16 @@ def message_line(message: str) -> str:
     """The one line of a test's failure text that says what went wrong.
 
     pytest marks its explanation with `E` (`E       assert 404 in [200, 204]`): the first such
-    line wins, shown as `E assert 404 in [200, 204]`. Otherwise the last exception summary
+    line that is the comparison wins (else the first `E` line), shown as `E assert 404 in [200, 204]`. Otherwise the last exception summary
     (`ConnectionError: ...`), else the first line that is not traceback noise (`self = <...>`,
     source lines), else the first line. JUnit/Surefire one-line messages come back as they are.
     """
     lines = [ln.rstrip() for ln in str(message or "").splitlines() if ln.strip()]
     if not lines:
         return ""
-    for ln in lines:
-        if ln.startswith("E ") or ln == "E":
-            return _clip("E " + ln[1:].strip())
+    explained = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
+    if explained:  # the comparison itself beats a custom message (`assert r.status_code == 400, r.text`)
+        return _clip("E " + next((x for x in explained if x.startswith("assert ")), explained[0]))
     for ln in reversed(lines):
         if _EXCEPTION.match(ln.strip()) and ":" in ln:
             return _clip(ln)
