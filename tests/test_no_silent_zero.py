@@ -85,3 +85,16 @@ def test_serve_on_a_busy_port_says_so_first(tmp_path: Path) -> None:
     first = proc.stderr.splitlines()[0]
     assert first == f"error: cannot listen on 127.0.0.1:{port}: already in use; choose another port with --port N"
     assert "token" not in proc.stderr and "serving" not in proc.stderr
+
+
+def test_tasks_list_shows_scorable_and_show_gives_the_rules(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tasks", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "scorable" in out and " yes " in out
+    assert main(["tasks", "show", "kv-ledger"]) == 0
+    out = capsys.readouterr().out
+    assert "rules the agent is given" in out and "port 8090" in out
+    assert main(["tasks", "show", "kv-ledger", "--json"]) == 0
+    import json
+
+    assert "submit_task" in json.loads(capsys.readouterr().out)["rules"]
