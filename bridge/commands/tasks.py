@@ -62,11 +62,11 @@ def task_table(rows: list[dict], width: int) -> Table:
     columns = ["id", "lang", "framework", "port", "difficulty", "source", "scorable", "title"]
     natural = {c: max([len(str(_cell(r.get(c)))) for r in rows] + [len(c)]) for c in columns}
     # Widths come from the data (a new framework name must not push the table past the terminal);
-    # one space of padding on each side of every column.
+    # at most one space of padding on each side of every column (collapsed between columns).
     fixed = sum(natural[c] for c in columns if c != "title") + 2 * len(columns)
     if (rows and all(r["title"] == r["id"] for r in rows)) or width - fixed < 20:
         columns.remove("title")
-    table = Table(title=f"{len(rows)} task(s)", box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(title=f"{len(rows)} task(s)", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for column in columns:
         if column == "id":
             table.add_column("id", no_wrap=True, min_width=natural["id"])
