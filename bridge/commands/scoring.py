@@ -212,18 +212,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     catalog = load_catalog(args)
     maven = maven_sources(args)
-    preview = plan(catalog, args.predictions_dir, output_dir=args.output_dir, resume=args.resume, only=args.repo_names)
-    if preview.skipped:
-        names = [
-            f"{n} (did you mean {' or '.join(c)}?)" if (c := catalog.close_names(n)) else n for n in preview.skipped
-        ]
-        stderr_console().print(
-            f"[yellow]skipping folders that name no known task:[/] {escape(', '.join(names))}", highlight=False
-        )
-    meta = {k: v for k, v in {"model_name": args.model_name, "agent_name": args.agent_name}.items() if v}
-    backend = open_backend(args)
-    workers = args.workers or (backend.default_workers() if backend is not None else 1)
+    backend = open_backend(args)  # first: a backend option error is named before the folder is read
     try:
+        preview = plan(
+            catalog, args.predictions_dir, output_dir=args.output_dir, resume=args.resume, only=args.repo_names
+        )
+        if preview.skipped:
+            names = [
+                f"{n} (did you mean {' or '.join(c)}?)" if (c := catalog.close_names(n)) else n for n in preview.skipped
+            ]
+            stderr_console().print(
+                f"[yellow]skipping folders that name no known task:[/] {escape(', '.join(names))}", highlight=False
+            )
+        meta = {k: v for k, v in {"model_name": args.model_name, "agent_name": args.agent_name}.items() if v}
+        workers = args.workers or (backend.default_workers() if backend is not None else 1)
         return _run_evaluate(args, catalog, maven, preview, meta, backend, workers)
     finally:
         if backend is not None:
