@@ -20,8 +20,8 @@ HISTORY_TEST = "tests/test_listing.py::test_history_lists_every_version_oldest_f
 ROUTE = '@app.get("/api/v1/keys/{key}/history")'
 
 
-def test_flawed_solution_names_its_failing_tests(  # noqa: F811
-    docker_client, tasks_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], chromium: str
+def test_flawed_solution_names_its_failing_tests(
+    docker_client, tasks_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], chromium: str  # noqa: F811
 ) -> None:
     repo = tmp_path / "flawed"
     shutil.copytree(tasks_dir / "kv-ledger" / "solution", repo)
