@@ -61,7 +61,7 @@ def cmd_conformance(args: argparse.Namespace) -> int:
         def say(task_id: str, message: str) -> None:
             line = message.strip().splitlines()[-1] if message.strip() else ""
             if line and not args.json:
-                status.update(f"{task_id}: {line[:90]}")
+                status.update(escape(f"{task_id}: {line[:90]}"))
 
         rows = run_conformance(
             tasks, work_dir=work, profile=args.profile, workers=args.workers, use_cache=not args.no_cache, progress=say

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from bridge.commands.common import (
     add_backend_options,
     add_json_option,
@@ -162,7 +164,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         highlight=False,
     )
     for line in filter(None, [res.note, f"left out (oversized): {', '.join(res.left_out)}" if res.left_out else ""]):
-        stderr_console().print(f"[yellow]note:[/] {line}", highlight=False)
+        stderr_console().print(f"[yellow]note:[/] {escape(line)}", highlight=False)
     return 0
 
 
@@ -175,7 +177,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         def say(message: str) -> None:
             line = message.strip().splitlines()[-1] if message.strip() else ""
             if line and not args.json:
-                status.update(f"rescoring: {line[:100]}")
+                status.update(escape(f"rescoring: {line[:100]}"))
 
         with _backend_scorer(args) as score_fn:
             path = rescore(
@@ -226,7 +228,7 @@ def cmd_curve(args: argparse.Namespace) -> int:
                 catalog=_catalog(args),
                 use_cache=not args.no_cache,
                 save=not args.no_save,
-                progress=lambda m: status.update(m[:100]),
+                progress=lambda m: status.update(escape(m[:100])),
                 score_fn=score_fn,
             )
     if args.json:

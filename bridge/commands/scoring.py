@@ -137,7 +137,7 @@ def cmd_images_build(args: argparse.Namespace) -> int:
         with con.status("building scoring images...") as status:
 
             def say(line: str) -> None:
-                status.update(f"[bold]building scoring images[/] {line[:100]}")
+                status.update(f"[bold]building scoring images[/] {escape(line[:100])}")
 
             result = build_all(client, progress=say, wheelhouse=args.wheelhouse, force=args.force)
         timings = result["timings"]
@@ -185,10 +185,10 @@ def cmd_score(args: argparse.Namespace) -> int:
             # Build output streams through here too: keep the status line to one short line.
             line = message.strip().splitlines()[-1] if message.strip() else ""
             if line and not args.json:
-                status.update(f"{task.id}: {line[:100]}")
+                status.update(escape(f"{task.id}: {line[:100]}"))
                 if not line.startswith((" ", "---", "Step", "Removing", "Collecting", "Downloading", "Requirement")):
                     if ": " in line and line.split(": ", 1)[0] in ("strict", "compat"):
-                        err.print(f"[dim]{line}[/]", highlight=False)
+                        err.print(f"[dim]{escape(line)}[/]", highlight=False)
 
         result = score_repo(
             task,
