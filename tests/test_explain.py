@@ -155,22 +155,14 @@ def test_report_reads_every_kind_of_folder(score_dir: Path, tmp_path: Path, caps
 
 
 def test_reference_charts(score_dir: Path, tmp_path: Path) -> None:
+    # A synthetic leaderboard in upstream's results.json schema (never the real RepoGenesis file).
+    fixture = Path(__file__).parent / "fixtures" / "leaderboard" / "results.json"
+    rows = json.loads(fixture.read_text())
     ref = tmp_path / "results.json"
-    rows = [
-        {
-            "model": "Agent A + M1",
-            "category": "Agent",
-            "language": "Python",
-            "pass_at_1": 41.5,
-            "ac": 70.0,
-            "dsr": 80.0,
-        },
-        {"model": "IDE B + <M2>", "category": "IDE", "language": "Python", "pass_at_1": 22.25, "ac": 55.0, "dsr": 60.0},
-    ]
     ref.write_text(json.dumps(rows))
     page = write_html(score_dir, tmp_path / "r.html", reference=ref).read_text()
     assert page.count('aria-label="Pass@1"') == 1 and 'aria-label="DSR"' in page and 'aria-label="AC"' in page
-    assert "IDE B + &lt;M2&gt; — Python" in page and "(this run)" in page and "41.50" in page
+    assert "Synthetic IDE B + &lt;Model-2&gt; — Python" in page and "(this run)" in page and "41.50" in page
     ref.write_text(json.dumps([{**rows[0], "dsr": 180}]))
     assert main(["report", str(score_dir), "--html", str(tmp_path / "x.html"), "--reference", str(ref)]) == 2
 

@@ -70,10 +70,12 @@ def load_reference(path: Path | str) -> list[LeaderboardRow]:
 def run_rows(report: Mapping[str, Any]) -> list[LeaderboardRow]:
     """This report's own rows (compat aggregation, as upstream computes the leaderboard)."""
     md = report.get("metadata") or {}
-    label = str(md.get("agent_name") or md.get("agent") or md.get("run_id") or "this run")
-    model = str(md.get("model_name") or md.get("model") or "")
-    rows = leaderboard_rows(dict(report), ide="this-run", model=model or "-", org="")
-    return [LeaderboardRow.model_validate({**r, "model": f"{label} {model}".strip() + " (this run)"}) for r in rows]
+    who = " ".join(
+        str(x) for x in (md.get("agent_name") or md.get("agent"), md.get("model_name") or md.get("model")) if x
+    )
+    label = f"{who} (this run)" if who else "this run"
+    rows = leaderboard_rows(dict(report), ide="this-run", model="-", org="")
+    return [LeaderboardRow.model_validate({**r, "model": label}) for r in rows]
 
 
 def bars_svg(title: str, rows: Sequence[tuple[str, float, bool]], width: int = 900) -> str:
