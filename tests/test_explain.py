@@ -162,7 +162,7 @@ def test_reference_charts(score_dir: Path, tmp_path: Path) -> None:
     ref.write_text(json.dumps(rows))
     page = write_html(score_dir, tmp_path / "r.html", reference=ref).read_text()
     assert page.count('aria-label="Pass@1"') == 1 and 'aria-label="DSR"' in page and 'aria-label="AC"' in page
-    assert "Synthetic IDE B + &lt;Model-2&gt; — Python" in page and "(this run)" in page and "41.50" in page
+    assert "Synthetic IDE B + &lt;Model-2&gt; — Python" in page and "this run — Python</text>" in page and "41.50" in page
     ref.write_text(json.dumps([{**rows[0], "dsr": 180}]))
     assert main(["report", str(score_dir), "--html", str(tmp_path / "x.html"), "--reference", str(ref)]) == 2
 
