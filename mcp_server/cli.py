@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from bridge.commands.common import PROFILE_CHOICES
+from bridge.commands.common import PROFILE_CHOICES, RECORDINGS_HELP, at_least
 from bridge.credentials import client_id_for, is_client_token, mint_client_credential, read_server_token
 from bridge.errors import BridgeError
 from bridge.locations import default_recordings_dir
@@ -32,7 +32,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="stdio (default; what IDEs spawn) or streamable HTTP",
     )
     parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT})")
+    parser.add_argument(
+        "--port", type=at_least(1, 65535), default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT})"
+    )
     parser.add_argument(
         "--token", default=None, help="HTTP bearer token (default: $RGBRIDGE_TOKEN, else a fresh random token)"
     )
@@ -58,13 +60,13 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--recordings",
         type=Path,
         metavar="DIR",
-        help="where sessions are recorded (default: $RGBRIDGE_RECORDINGS or the project's recordings/)",
+        help=RECORDINGS_HELP,
     )
     parser.add_argument("--profile", choices=PROFILE_CHOICES, default="both", help="scoring profile(s) (default both)")
     parser.add_argument("--practice", action="store_true", help="opt-in practice mode (recorded as such)")
     parser.add_argument(
         "--attempts",
-        type=int,
+        type=at_least(1),
         default=1,
         metavar="N",
         help="scored submissions allowed per task in this run (one server process; default 1); "
@@ -88,12 +90,14 @@ def register_serve(subparsers: argparse._SubParsersAction) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     # Logging first, before anything can touch stdout (stdio: stdout is the protocol).
-    from mcp_server.transport import check_bind, configure_logging, load_or_create_token
+    from mcp_server.transport import bind_http, check_bind, configure_logging, listen_http, load_or_create_token
 
     configure_logging(args.log_level)
     token_given = args.token or os.environ.get("RGBRIDGE_TOKEN") or None
+    sock = None
     if args.transport == "http":
         check_bind(args.host, allow_remote=args.allow_remote, token_given=bool(token_given))
+        sock = bind_http(args.host, args.port)  # before any announcement: a busy port is the first word
 
     from bridge.sessions.manager import SessionManager
     from bridge.tasks.catalog import Catalog
@@ -118,12 +122,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
             run_stdio(server)
             return 0
         token, token_path = load_or_create_token(token_given, manager.recordings_dir)
+        assert sock is not None
+        listen_http(sock)
         url = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{args.port}/mcp"
         print(f"rgbridge: serving MCP at {url}", file=sys.stderr)
         print(f"rgbridge: bearer token (also in {token_path}, mode 0600): {token}", file=sys.stderr, flush=True)
-        run_http(server, host=args.host, port=args.port, token=token, allowed_hosts=args.allowed_host)
+        run_http(server, host=args.host, port=args.port, token=token, allowed_hosts=args.allowed_host, sock=sock)
         return 0
     finally:
+        if sock is not None:
+            sock.close()
         manager.close()  # the server's lifespan has closed it, unless the server never ran
         running = manager.jobs_running()
         if running:
@@ -159,9 +167,13 @@ def register_ide_config(subparsers: argparse._SubParsersAction) -> None:
         "(default: $RGBRIDGE_TOKEN, else the token file in the recordings folder); a client "
         "credential (rgbc1...) is used as it is",
     )
-    parser.add_argument("--tasks", type=Path, metavar="DIR", help="passed through to the server")
+    parser.add_argument(
+        "--tasks", type=Path, metavar="DIR", help="passed through to the server (default: the shipped tasks/)"
+    )
     parser.add_argument("--dataset", type=Path, metavar="DIR", help="passed through to the server")
-    parser.add_argument("--recordings", type=Path, metavar="DIR", help="passed through to the server")
+    parser.add_argument(
+        "--recordings", type=Path, metavar="DIR", help="passed through to the server; " + RECORDINGS_HELP
+    )
     parser.add_argument("--profile", choices=PROFILE_CHOICES, default=None, help="passed through to the server")
     parser.add_argument("--practice", action="store_true", help="passed through to the server")
     parser.set_defaults(handler=cmd_ide_config)

@@ -7,11 +7,13 @@ protection validates Host and Origin (421/403); a non-loopback bind needs `--all
 
 from __future__ import annotations
 
+import errno
 import hmac
 import ipaddress
 import logging
 import os
 import secrets
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -159,12 +161,43 @@ def check_bind(host: str, *, allow_remote: bool, token_given: bool) -> None:
         raise TransportError(f"binding {host} needs an explicit --token (or RGBRIDGE_TOKEN) as well as --allow-remote")
 
 
-def run_http(server: MCPServer, *, host: str, port: int, token: str, allowed_hosts: list[str] | None = None) -> None:
+def bind_http(host: str, port: int) -> socket.socket:
+    """The listening socket of the HTTP transport, bound before anything is announced: a busy
+    port is one error naming the option to change, and nobody else can take the port between
+    the check and the server starting (uvicorn serves on this very socket)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))  # listening starts once the token file is written (`listen_http`)
+    except OSError as exc:
+        sock.close()
+        reason = "already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        raise TransportError(f"cannot listen on {host}:{port}: {reason}; choose another port with --port N") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def listen_http(sock: socket.socket) -> None:
+    """Start accepting on a socket from `bind_http`: only after the token file exists, so a client
+    that connects as soon as the port answers can read it."""
+    sock.listen(128)
+
+
+def run_http(
+    server: MCPServer,
+    *,
+    host: str,
+    port: int,
+    token: str,
+    allowed_hosts: list[str] | None = None,
+    sock: socket.socket | None = None,
+) -> None:
     import uvicorn
 
     app = http_app(server, host=host, port=port, token=token, allowed_hosts=allowed_hosts)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)
 
 
 def run_stdio(server: MCPServer) -> None:

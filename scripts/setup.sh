@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Install everything repogenesis-bridge needs on a fresh Debian machine (idempotent).
 # System: debootstrap (builds the scoring base image without a registry), git, chromium (HTML
-# report screenshots in the tests). Python: the project and its test extras, editable.
+# report screenshots in the tests), tmux (the human panel's terminal test). Python: the project and its test extras, editable.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
 command -v git >/dev/null 2>&1 || need_apt+=(git)
+command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
 if [ "${RGBRIDGE_SKIP_CHROMIUM:-0}" != "1" ]; then
   command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 fi

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,9 @@ def add_task_source_options(parser: argparse.ArgumentParser) -> None:
 
 
 PROFILE_CHOICES = ("both", "strict", "compat")
+
+#: the help of every `--recordings DIR` (the folder is bridge/locations.py's default_recordings_dir)
+RECORDINGS_HELP = "where sessions are recorded (default: $RGBRIDGE_RECORDINGS, else <data home>/recordings)"
 
 
 def add_profile_option(parser: argparse.ArgumentParser, default: str | None = "both") -> None:
@@ -56,6 +61,35 @@ def open_backend(args: argparse.Namespace):  # -> Backend, imported lazily
     return make_backend(args.backend, ray_address=args.ray_address)
 
 
+def at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """The argparse `type` of every whole-number option: one rule and one message everywhere
+    (`--workers 0` and `--workers -1` are refused alike)."""
+    bound = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            value = None
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"must be a whole number {bound}, not {text!r}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+def positive_seconds(text: str) -> float:
+    """The argparse `type` of every duration option: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text!r}")
+    return value
+
+
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
@@ -76,6 +110,17 @@ def print_json(data: Any) -> None:
     except UnicodeEncodeError:  # a non-UTF-8 file name (lone surrogates): JSON escapes keep its bytes
         text = json.dumps(data, indent=2, ensure_ascii=True, default=str)
     sys.stdout.write(text + "\n")
+
+
+def print_scores(entries: list[dict[str, Any]], out: Console | None = None) -> None:
+    """The terminal result of any score: the table of both profiles, then why each repo missed
+    full marks (tests not passed with their message lines, AC disagreement)."""
+    from bridge.scoring.failures import render_explanations
+    from bridge.scoring.reporting import render_table
+
+    out = out or console()
+    render_table(entries, out)
+    render_explanations(entries, out)
 
 
 def console() -> Console:

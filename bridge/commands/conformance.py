@@ -15,6 +15,7 @@ from rich.table import Table
 from bridge.commands.common import (
     add_json_option,
     add_profile_option,
+    at_least,
     console,
     load_catalog,
     print_json,
@@ -28,10 +29,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="collect every golden suite of a checkout and score an empty and an all-404 repo under both profiles",
     )
     parser.add_argument("--dataset", type=Path, metavar="DIR", help="a RepoGenesis checkout")
-    parser.add_argument("--tasks", type=Path, metavar="DIR", help="a folder of native tasks instead (or as well)")
+    parser.add_argument(
+        "--tasks",
+        type=Path,
+        metavar="DIR",
+        help="a folder of native tasks, instead of or beside --dataset (no default: give one of the two)",
+    )
     parser.add_argument("--only", nargs="*", metavar="ID", help="only these task ids")
     parser.add_argument("--lang", choices=("python", "java"), help="only tasks of this language")
-    parser.add_argument("--workers", type=int, default=2, help="tasks checked in parallel (default 2)")
+    parser.add_argument("--workers", type=at_least(1), default=2, help="tasks checked in parallel (default 2)")
     parser.add_argument("--work-dir", type=Path, metavar="DIR", help="control repos and per-task results")
     parser.add_argument("--no-cache", action="store_true", help="re-score even when results are cached")
     add_profile_option(parser)
@@ -55,7 +61,7 @@ def cmd_conformance(args: argparse.Namespace) -> int:
         def say(task_id: str, message: str) -> None:
             line = message.strip().splitlines()[-1] if message.strip() else ""
             if line and not args.json:
-                status.update(f"{task_id}: {line[:90]}")
+                status.update(escape(f"{task_id}: {line[:90]}"))
 
         rows = run_conformance(
             tasks, work_dir=work, profile=args.profile, workers=args.workers, use_cache=not args.no_cache, progress=say

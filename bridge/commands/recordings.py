@@ -1,5 +1,5 @@
-"""Recording verbs: `replay`, `rescore`, `timeline`, `curve`, `report`, `export` and
-`recordings pack|unpack|verify|seal` (formats in docs/recording-format.md)."""
+"""Recording verbs: `replay`, `rescore`, `timeline`, `curve` and `recordings pack|unpack|verify|seal`
+(formats in docs/recording-format.md); `report` and `export` live in bridge/commands/report.py."""
 
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from bridge.commands.common import (
     add_backend_options,
     add_json_option,
     add_profile_option,
     add_task_source_options,
+    at_least,
     console,
     print_json,
     stderr_console,
@@ -25,7 +28,7 @@ from bridge.errors import RecordingError
 
 
 def _rec_path(value: str) -> Path:
-    """A recording folder, or a session id under the recordings dir ($RGBRIDGE_RECORDINGS or the project's)."""
+    """A recording folder, or a session id under the recordings dir ($RGBRIDGE_RECORDINGS, else <data home>/recordings)."""
     path = Path(value)
     if (path / "session.json").is_file():
         return path
@@ -106,8 +109,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     cv = subparsers.add_parser("curve", help="Pass@1, DSR and AC at N moments of a session")
     cv.add_argument("recording", metavar="REC")
-    cv.add_argument("--points", type=int, default=5, metavar="N")
-    cv.add_argument("--workers", type=int, default=2, metavar="W")
+    cv.add_argument("--points", type=at_least(1), default=5, metavar="N")
+    cv.add_argument("--workers", type=at_least(1), default=2, metavar="W")
     cv.add_argument("--profile", choices=("strict", "compat"), default="strict")
     cv.add_argument("--no-cache", action="store_true", help="ignore the engine's result cache")
     cv.add_argument("--no-save", action="store_true", help="do not store the curve in the recording")
@@ -115,40 +118,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_backend_options(cv)
     add_json_option(cv)
     cv.set_defaults(handler=cmd_curve)
-
-    rep = subparsers.add_parser(
-        "report", help="report of a run folder or a recording (table, --html, leaderboard rows)"
-    )
-    rep.add_argument("target", type=Path, metavar="RUN_DIR|REC")
-    rep.add_argument("--run-id", metavar="ID", help="which report_<ID>.json of a run folder (default: newest)")
-    rep.add_argument("--html", type=Path, metavar="OUT.html", help="write one self-contained HTML file")
-    rep.add_argument("--leaderboard-row", action="store_true", help="print upstream leaderboard results.json rows")
-    rep.add_argument("--ide", metavar="NAME")
-    rep.add_argument("--model", metavar="NAME")
-    rep.add_argument("--org", metavar="NAME", help="row 'org' (default: the IDE's display name)")
-    rep.add_argument("--link", default="", metavar="URL")
-    rep.add_argument("--org-img", default="", metavar="URL")
-    rep.add_argument(
-        "--aggregation",
-        choices=("compat", "strict"),
-        default="compat",
-        help="which summary feeds leaderboard rows (default compat = upstream's rules)",
-    )
-    add_json_option(rep)
-    rep.set_defaults(handler=cmd_report)
-
-    ex = subparsers.add_parser("export", help="write submitted repos in the upstream IDE-output layout")
-    ex.add_argument("run_dir", nargs="?", type=Path, metavar="RUN_DIR")
-    ex.add_argument("--recordings", type=Path, metavar="DIR", help="export a folder of recordings instead")
-    ex.add_argument("--layout", choices=("repogenesis-ide",), default="repogenesis-ide")
-    ex.add_argument("--ide", required=True, metavar="NAME")
-    ex.add_argument("--model", required=True, metavar="NAME")
-    ex.add_argument("--run-id", metavar="ID")
-    ex.add_argument("--predictions-dir", type=Path, metavar="DIR", help="override the report's predictions_dir")
-    ex.add_argument("-o", "--output", required=True, type=Path, metavar="DIR")
-    add_task_source_options(ex)
-    add_json_option(ex)
-    ex.set_defaults(handler=cmd_export)
 
     group = subparsers.add_parser("recordings", help="pack, unpack, verify and seal recordings")
     verbs = group.add_subparsers(dest="recordings_command", metavar="VERB", required=True)
@@ -195,7 +164,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         highlight=False,
     )
     for line in filter(None, [res.note, f"left out (oversized): {', '.join(res.left_out)}" if res.left_out else ""]):
-        stderr_console().print(f"[yellow]note:[/] {line}", highlight=False)
+        stderr_console().print(f"[yellow]note:[/] {escape(line)}", highlight=False)
     return 0
 
 
@@ -208,7 +177,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         def say(message: str) -> None:
             line = message.strip().splitlines()[-1] if message.strip() else ""
             if line and not args.json:
-                status.update(f"rescoring: {line[:100]}")
+                status.update(escape(f"rescoring: {line[:100]}"))
 
         with _backend_scorer(args) as score_fn:
             path = rescore(
@@ -225,10 +194,11 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"result": str(path), **data})
         return 0
-    from bridge.scoring.reporting import build_entry, render_table
+    from bridge.commands.common import print_scores
+    from bridge.scoring.reporting import build_entry
     from bridge.scoring.result import ScoreResult
 
-    render_table([build_entry(ScoreResult.model_validate(data))], console())
+    print_scores([build_entry(ScoreResult.model_validate(data))])
     console().print(f"result: {path}", highlight=False)
     return 0
 
@@ -258,7 +228,7 @@ def cmd_curve(args: argparse.Namespace) -> int:
                 catalog=_catalog(args),
                 use_cache=not args.no_cache,
                 save=not args.no_save,
-                progress=lambda m: status.update(m[:100]),
+                progress=lambda m: status.update(escape(m[:100])),
                 score_fn=score_fn,
             )
     if args.json:
@@ -267,87 +237,6 @@ def cmd_curve(args: argparse.Namespace) -> int:
         render_curve(curve, console())
         if curve.get("path"):
             console().print(f"stored: {curve['path']}", highlight=False)
-    return 0
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from bridge.reports.html import write_html
-    from bridge.reports.runreport import load_run_report, recording_report
-
-    target: Path = args.target
-    is_rec = (target / "session.json").is_file()
-    if args.leaderboard_row:
-        from bridge.reports.export import leaderboard_rows
-
-        if not args.ide or not args.model:
-            raise RecordingError("--leaderboard-row needs --ide and --model")
-        report = recording_report(target) if is_rec else load_run_report(target, args.run_id)[1]
-        rows = leaderboard_rows(
-            report,
-            ide=args.ide,
-            model=args.model,
-            org=args.org,
-            link=args.link,
-            org_img=args.org_img,
-            aggregation=args.aggregation,
-        )
-        print_json(rows)
-        return 0
-    if args.html:
-        out = write_html(target, args.html, run_id=args.run_id)
-        if args.json:
-            print_json({"html": str(out)})
-        else:
-            console().print(f"wrote {out} ({out.stat().st_size} bytes)", highlight=False)
-        return 0
-    report = recording_report(target) if is_rec else load_run_report(target, args.run_id)[1]
-    if args.json:
-        print_json(report)
-        return 0
-    from bridge.scoring.reporting import render_table
-
-    render_table(report["results"], console())
-    return 0
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    from rich.markup import escape
-
-    from bridge.reports.export import export_recordings, export_run
-
-    if args.recordings and args.run_dir:
-        raise RecordingError("give either RUN_DIR or --recordings DIR, not both")
-    if args.recordings:
-        res = export_recordings(args.recordings, args.output, ide=args.ide, model=args.model, catalog=_catalog(args))
-    elif args.run_dir:
-        res = export_run(
-            args.run_dir,
-            args.output,
-            ide=args.ide,
-            model=args.model,
-            run_id=args.run_id,
-            predictions_dir=args.predictions_dir,
-        )
-    else:
-        raise RecordingError("give RUN_DIR or --recordings DIR")
-    data = {
-        "output": str(res.out_dir),
-        "folders": res.folders,
-        "skipped": res.skipped,
-        "contaminated": res.contaminated,
-    }
-    if args.json:
-        print_json(data)
-    else:
-        for folder, tasks in sorted(res.folders.items()):
-            console().print(f"{res.out_dir / folder}: {len(tasks)} task(s): {', '.join(tasks)}", highlight=False)
-        if res.skipped:
-            stderr_console().print(f"[yellow]skipped:[/] {escape(', '.join(res.skipped))}", highlight=False)
-        if res.contaminated:
-            stderr_console().print(
-                f"[red]contaminated[/] (golden files opened during the session): {escape(', '.join(res.contaminated))}",
-                highlight=False,
-            )
     return 0
 
 

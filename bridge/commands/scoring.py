@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -21,10 +22,12 @@ from bridge.commands.common import (
     add_json_option,
     add_profile_option,
     add_task_source_options,
+    at_least,
     console,
     load_catalog,
     open_backend,
     print_json,
+    print_scores,
     stderr_console,
 )
 
@@ -65,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_task_source_options(ev)
     ev.add_argument(
         "--workers",
-        type=int,
+        type=at_least(1),
         metavar="N",
         help="repos scored at once (default: 1 locally, twice the cluster's docker slots on Ray)",
     )
@@ -134,7 +137,7 @@ def cmd_images_build(args: argparse.Namespace) -> int:
         with con.status("building scoring images...") as status:
 
             def say(line: str) -> None:
-                status.update(f"[bold]building scoring images[/] {line[:100]}")
+                status.update(f"[bold]building scoring images[/] {escape(line[:100])}")
 
             result = build_all(client, progress=say, wheelhouse=args.wheelhouse, force=args.force)
         timings = result["timings"]
@@ -172,7 +175,7 @@ def cmd_images_list(args: argparse.Namespace) -> int:
 
 def cmd_score(args: argparse.Namespace) -> int:
     from bridge.scoring.engine import score_repo
-    from bridge.scoring.reporting import build_entry, render_table
+    from bridge.scoring.reporting import build_entry
 
     task = load_catalog(args, report_errors=False).get(args.task)
     err = stderr_console()
@@ -182,10 +185,10 @@ def cmd_score(args: argparse.Namespace) -> int:
             # Build output streams through here too: keep the status line to one short line.
             line = message.strip().splitlines()[-1] if message.strip() else ""
             if line and not args.json:
-                status.update(f"{task.id}: {line[:100]}")
+                status.update(escape(f"{task.id}: {line[:100]}"))
                 if not line.startswith((" ", "---", "Step", "Removing", "Collecting", "Downloading", "Requirement")):
                     if ": " in line and line.split(": ", 1)[0] in ("strict", "compat"):
-                        err.print(f"[dim]{line}[/]", highlight=False)
+                        err.print(f"[dim]{escape(line)}[/]", highlight=False)
 
         result = score_repo(
             task,
@@ -200,7 +203,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.model_dump(mode="json"))
     else:
-        render_table([build_entry(result)], console())
+        print_scores([build_entry(result)])
     return 0
 
 
@@ -209,13 +212,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     catalog = load_catalog(args)
     maven = maven_sources(args)
-    preview = plan(catalog, args.predictions_dir, output_dir=args.output_dir, resume=args.resume, only=args.repo_names)
-    if preview.skipped:
-        stderr_console().print(f"[yellow]skipping folders that name no known task:[/] {', '.join(preview.skipped)}")
-    meta = {k: v for k, v in {"model_name": args.model_name, "agent_name": args.agent_name}.items() if v}
-    backend = open_backend(args)
-    workers = args.workers or (backend.default_workers() if backend is not None else 1)
+    backend = open_backend(args)  # first: a backend option error is named before the folder is read
     try:
+        preview = plan(
+            catalog, args.predictions_dir, output_dir=args.output_dir, resume=args.resume, only=args.repo_names
+        )
+        if preview.skipped:
+            names = [
+                f"{n} (did you mean {' or '.join(c)}?)" if (c := catalog.close_names(n)) else n for n in preview.skipped
+            ]
+            stderr_console().print(
+                f"[yellow]skipping folders that name no known task:[/] {escape(', '.join(names))}", highlight=False
+            )
+        meta = {k: v for k, v in {"model_name": args.model_name, "agent_name": args.agent_name}.items() if v}
+        workers = args.workers or (backend.default_workers() if backend is not None else 1)
         return _run_evaluate(args, catalog, maven, preview, meta, backend, workers)
     finally:
         if backend is not None:
@@ -232,7 +242,6 @@ def _run_evaluate(
     workers: int,
 ) -> int:
     from bridge.scoring.evaluate import evaluate
-    from bridge.scoring.reporting import render_table
 
     progress = Progress(
         SpinnerColumn(),
@@ -284,7 +293,7 @@ def _run_evaluate(
 
         print_json(json.loads(report_path.read_text(encoding="utf-8")))
     else:
-        render_table(writer.results, console())
+        print_scores(writer.results)
         console().print(f"report: {report_path}")
     return 0
 

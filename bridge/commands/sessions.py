@@ -1,41 +1,36 @@
 """`rgbridge session start|status|list` and `rgbridge submit`: sessions without an MCP client.
 
 Human-in-the-loop: `session start --human` runs the recorder and clock in this process while
-the person edits in any IDE; a live panel shows the clock and files changed. Keys (on a
-terminal): p pause/resume, n note, s submit, q quit. Without a terminal, the same commands are
-read as lines (`pause`, `resume`, `note TEXT`, `submit`, `quit`) so scripts can drive it. The
-sentinel file `.rgbridge/SUBMIT` and `rgbridge submit --workspace DIR` also submit.
+the person edits in any IDE; the live panel (bridge/commands/panel.py) shows the clock and files
+changed and takes keys. The sentinel file `.rgbridge/SUBMIT` and `rgbridge submit --workspace DIR`
+also submit.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import select
-import sys
-import termios
 import time
-import tty
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
-from rich.live import Live
 from rich.markup import escape
-from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from bridge.commands.common import (
+    RECORDINGS_HELP,
     add_json_option,
     add_profile_option,
     add_task_source_options,
     console,
     load_catalog,
+    positive_seconds,
     print_json,
     stderr_console,
 )
+from bridge.commands.panel import fmt_clock, run_panel
 from bridge.errors import PathError, SessionError
 from bridge.locations import default_recordings_dir
 from bridge.scoring.result import summarize_result
@@ -84,29 +79,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     start.add_argument("--workspace", required=True, type=Path, metavar="DIR")
     start.add_argument("--human", action="store_true", help="a person works in the workspace (timed, pausable)")
     start.add_argument("--allow-nonempty", action="store_true", help="accept a workspace that already has files")
-    start.add_argument("--recordings", type=Path, metavar="DIR")
+    start.add_argument("--recordings", type=Path, metavar="DIR", help=RECORDINGS_HELP)
     add_profile_option(start)
     add_task_source_options(start)
     start.set_defaults(handler=cmd_session_start)
 
     status = verbs.add_parser("status", help="state of the session in a workspace")
     status.add_argument("--workspace", required=True, type=Path, metavar="DIR")
-    status.add_argument("--recordings", type=Path, metavar="DIR")
+    status.add_argument("--recordings", type=Path, metavar="DIR", help=RECORDINGS_HELP)
     add_json_option(status)
     status.set_defaults(handler=cmd_session_status)
 
     ls = verbs.add_parser("list", help="recorded sessions")
-    ls.add_argument("--recordings", type=Path, metavar="DIR")
+    ls.add_argument("--recordings", type=Path, metavar="DIR", help=RECORDINGS_HELP)
     add_json_option(ls)
     ls.set_defaults(handler=cmd_session_list)
 
     submit = subparsers.add_parser("submit", help="submit the open session of a workspace for scoring")
     submit.add_argument("--workspace", required=True, type=Path, metavar="DIR")
-    submit.add_argument("--recordings", type=Path, metavar="DIR")
+    submit.add_argument("--recordings", type=Path, metavar="DIR", help=RECORDINGS_HELP)
     submit.add_argument("--no-wait", action="store_true", help="do not wait for the score")
     submit.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         default=None,
         metavar="SECONDS",
         help="give up waiting after this long (default: wait as long as scoring takes)",
@@ -114,69 +109,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_task_source_options(submit)
     add_json_option(submit)
     submit.set_defaults(handler=cmd_submit)
-
-
-# ----------------------------------------------------------------------------- panel
-
-
-def _fmt_clock(seconds: float) -> str:
-    seconds = int(seconds)
-    return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-
-
-def render_panel(status: SessionStatus, result: ResultStatus | None, keys_hint: str, log: list[str]) -> Panel:
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
-    limit = f" / limit {_fmt_clock(status.time_limit)}" if status.time_limit else ""
-    clock = "running" if status.clock_running else "[yellow]paused[/]"
-    grid.add_row("task", status.task_id)
-    grid.add_row("workspace", status.workspace)
-    grid.add_row("clock", f"{_fmt_clock(status.working_seconds)}{limit} ({clock})")
-    grid.add_row("files changed", str(status.files_changed))
-    recorder = status.recorder_mode + (
-        f" [red](degraded: {status.recorder_degraded})[/]" if status.recorder_degraded else ""
-    )
-    grid.add_row("recorder", recorder)
-    grid.add_row("state", status.state)
-    if result is not None and result.state != "not_submitted":
-        grid.add_row("scoring", f"{result.state} {result.message}")
-        for name, row in (result.summary or {}).items():
-            grid.add_row(
-                f"  {name}",
-                f"{row['outcome']}  DSR {row['dsr']}  Pass@1 {row['passed']}/{row['total']} "
-                f"({row['pass_at_1']})  AC {row['api_coverage']}",
-            )
-    grid.add_row("", "")
-    grid.add_row("how", keys_hint)
-    for line in log[-4:]:
-        grid.add_row("", f"[dim]{line}[/]")
-    return Panel(grid, title="rgbridge session", subtitle=status.session_id)
-
-
-@contextmanager
-def _cbreak(stream):
-    if not stream.isatty():
-        yield False
-        return
-    fd = stream.fileno()
-    old = termios.tcgetattr(fd)
-    try:
-        tty.setcbreak(fd)
-        yield True
-    finally:
-        termios.tcsetattr(fd, termios.TCSADRAIN, old)
-
-
-def _read_command(is_tty: bool, timeout: float) -> str | None:
-    ready, _, _ = select.select([sys.stdin], [], [], timeout)
-    if not ready:
-        return None
-    if is_tty:
-        ch = sys.stdin.read(1)
-        return {"p": "toggle", "n": "note", "s": "submit", "q": "quit"}.get(ch.lower(), "")
-    line = sys.stdin.readline()
-    return "eof" if line == "" else line.strip()
 
 
 def cmd_session_start(args: argparse.Namespace) -> int:
@@ -202,96 +134,10 @@ def cmd_session_start(args: argparse.Namespace) -> int:
                 f"session {status.session_id} started in {status.workspace}; "
                 "this process records until you submit (Ctrl-C detaches; `rgbridge submit` resumes it)."
             )
-        return _run_live(mgr, status.session_id)
+        port = catalog.tasks[status.task_id].port if status.task_id in catalog.tasks else None
+        return run_panel(mgr, status.session_id, CLI, port=port)
     finally:
         mgr.close()
-
-
-def _run_live(mgr: SessionManager, sid: str) -> int:
-    out = console()
-    log: list[str] = []
-    stdin_open = True
-    with _cbreak(sys.stdin) as is_tty:
-        hint = (
-            "[p] pause/resume  [n] note  [s] submit  [q] quit  — or create .rgbridge/SUBMIT"
-            if is_tty
-            else "stdin commands: pause | resume | note TEXT | submit | quit"
-        )
-        with Live(
-            render_panel(_status(mgr, sid), None, hint, log),
-            console=out,
-            refresh_per_second=4,
-            transient=False,
-            redirect_stdout=False,
-        ) as live:
-            while True:
-                status = _status(mgr, sid)
-                result = _result(mgr, sid) if status.state in ("submitted", "scored") else None
-                live.update(render_panel(status, result, hint, log))
-                if status.state == "quit" or (result is not None and result.state in ("done", "failed")):
-                    break
-                if status.state in ("submitted", "scored") or not stdin_open:
-                    time.sleep(0.5)
-                    continue
-                command = _read_command(is_tty, 0.5)
-                if command is None or command == "":
-                    continue
-                try:
-                    stdin_open = _apply(mgr, sid, command, status, is_tty, live, log) and stdin_open
-                except SessionError as exc:
-                    log.append(f"error: {exc}")
-    final = _status(mgr, sid)
-    if final.state == "quit":
-        out.print("session ended without scoring")
-        return 0
-    result = _result(mgr, sid)
-    out.print_json(
-        json.dumps(
-            {
-                "session": sid,
-                "recording": final.recording,
-                "summary": result.summary,
-                "state": result.state,
-                "message": result.message,
-            }
-        )
-    )
-    return 0 if result.state == "done" else 1
-
-
-def _apply(
-    mgr: SessionManager, sid: str, command: str, status: SessionStatus, is_tty: bool, live: Live, log: list[str]
-) -> bool:
-    """Run one panel command; returns False when input has ended."""
-    verb, _, rest = command.partition(" ")
-    if verb == "eof":
-        return False
-    if verb == "toggle":
-        verb = "resume" if status.state == "paused" else "pause"
-    action = VERBS.get(verb)
-    if action is None or action.name in ("status", "result"):
-        log.append(f"unknown command {command!r}")
-        return True
-    arguments: dict[str, object] = {}
-    if action.name == "note":
-        text = rest
-        if is_tty and not text:
-            live.stop()
-            text = console().input("note: ")
-            live.start()
-        arguments["text"] = text
-    elif action.name == "quit":
-        arguments["reason"] = "quit from the session panel"
-    if action.final and is_tty:
-        live.stop()
-        answer = console().input(f"{verb} the session? This cannot be undone [y/N] ").strip().lower()
-        live.start()
-        if answer != "y":
-            log.append(f"{verb} cancelled")
-            return True
-    reply = action.invoke(mgr, sid, context=CLI, **arguments)
-    log.append(getattr(reply, "message", ""))
-    return True
 
 
 # ----------------------------------------------------------------------------- status / submit
@@ -318,7 +164,7 @@ def cmd_session_status(args: argparse.Namespace) -> int:
     else:
         console().print(
             f"{record.session_id}: {record.state}, task {record.task_id}, "
-            f"working time {_fmt_clock(record.clock.elapsed())}, job "
+            f"working time {fmt_clock(record.clock.elapsed())}, job "
             f"{record.job.state if record.job else 'none'}"
         )
     return 0
@@ -414,7 +260,7 @@ def _wait_in_process(mgr: SessionManager, sid: str, timeout: float | None) -> Re
         elapsed = time.monotonic() - started
         line = f"scoring {result.state}: {result.message}"
         if line != last:
-            err.print(f"[{_fmt_clock(elapsed)}] {line}", markup=False, highlight=False)
+            err.print(f"[{fmt_clock(elapsed)}] {line}", markup=False, highlight=False)
             last = line
         if timeout is not None and elapsed >= timeout:
             raise SessionError(f"no score after {timeout:.0f}s (--timeout); scoring of {sid} was still {result.state}")
@@ -435,7 +281,7 @@ def _wait_on_disk(rec_dir: Path, args: argparse.Namespace) -> int:
         line = f"scoring {record.job.state}: {record.job.message}" if record.job else "waiting for the bridge to seal"
         elapsed = time.monotonic() - started
         if line != last:
-            stderr_console().print(f"[{_fmt_clock(elapsed)}] {line}", markup=False, highlight=False)
+            stderr_console().print(f"[{fmt_clock(elapsed)}] {line}", markup=False, highlight=False)
             last = line
         if timeout is not None and elapsed >= timeout:
             raise SessionError(f"no score after {timeout:.0f}s (--timeout)")

@@ -9,6 +9,7 @@ from rich.markdown import Markdown
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from bridge.commands.common import (
     add_json_option,
@@ -58,14 +59,14 @@ def task_table(rows: list[dict], width: int) -> Table:
     """Ids are what users type: their column never wraps or truncates. The title is the last
     column and only shown when the terminal is wide enough for it (`tasks show ID` has it);
     it is dropped anyway when every title is the id, as for dataset tasks."""
-    columns = ["id", "lang", "framework", "port", "difficulty", "source", "title"]
-    natural = {c: max([len(str(r[c])) for r in rows] + [len(c)]) for c in columns}
+    columns = ["id", "lang", "framework", "port", "difficulty", "source", "scorable", "title"]
+    natural = {c: max([len(str(_cell(r.get(c)))) for r in rows] + [len(c)]) for c in columns}
     # Widths come from the data (a new framework name must not push the table past the terminal);
-    # one space of padding on each side of every column.
+    # at most one space of padding on each side of every column (collapsed between columns).
     fixed = sum(natural[c] for c in columns if c != "title") + 2 * len(columns)
     if (rows and all(r["title"] == r["id"] for r in rows)) or width - fixed < 20:
         columns.remove("title")
-    table = Table(title=f"{len(rows)} task(s)", box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(title=f"{len(rows)} task(s)", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for column in columns:
         if column == "id":
             table.add_column("id", no_wrap=True, min_width=natural["id"])
@@ -75,18 +76,29 @@ def task_table(rows: list[dict], width: int) -> Table:
             # Folded (never cut with an ellipsis) only when even the natural widths do not fit.
             table.add_column(column, min_width=natural[column], overflow="fold")
     for row in rows:
-        table.add_row(*(str(row[c]) for c in columns))
+        table.add_row(*(_cell(row.get(c)) for c in columns))
     return table
 
 
+def _cell(value: object) -> Text:
+    """A table cell as plain text (dataset titles and names are input, never markup)."""
+    if isinstance(value, bool):
+        return Text("yes" if value else "no")
+    return Text("" if value is None else str(value))
+
+
 def cmd_show(args: argparse.Namespace) -> int:
+    from bridge.sessions.rules import rules_text
+
     task = load_catalog(args, report_errors=False).get(args.task_id)
     info = task.summary() | {"timeouts": task.manifest.timeouts.model_dump(), "seed_files": sorted(task.seed_files)}
+    rules = rules_text(task)  # what get_task and start_task give the agent
     if args.json:
-        print_json(info | {"readme": task.readme})
+        print_json(info | {"readme": task.readme, "rules": rules})
         return 0
     out = console()
-    meta = "\n".join(f"[bold]{k}[/]: {v}" for k, v in info.items())
-    out.print(Panel(meta, title=task.id, highlight=False))
+    meta = "\n".join(f"[bold]{escape(str(k))}[/]: {escape(str(v))}" for k, v in info.items())
+    out.print(Panel(meta, title=Text(task.id), highlight=False))
+    out.print(Panel(Text(rules), title="rules the agent is given", highlight=False))
     out.print(Markdown(task.readme))
     return 0

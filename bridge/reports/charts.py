@@ -122,27 +122,45 @@ def curve_svg(
             f'<text x="{x(t):.1f}" y="{top + ph + 18}" font-size="11" fill="#6b7a8c" '
             f'text-anchor="middle">{e(fmt_secs(t))}</text>'
         )
+    # Each series differs in colour, dash and marker, so they stay apart where they overlap
+    # (Pass@1 and DSR are often both 1.0) and in greyscale print.
     series = [
-        ("Pass@1", "#2e6bd9", [float(p.get("pass_at_1") or 0.0) for p in points]),
-        ("DSR", "#3fb37f", [1.0 if p.get("dsr") else 0.0 for p in points]),
-        ("AC", "#e08a00", [float(p.get("ac") or 0.0) for p in points]),
+        ("Pass@1", "#2e6bd9", "", "circle", [float(p.get("pass_at_1") or 0.0) for p in points]),
+        ("DSR", "#3fb37f", "8 4", "square", [1.0 if p.get("dsr") else 0.0 for p in points]),
+        ("AC", "#e08a00", "2 3", "triangle", [float(p.get("ac") or 0.0) for p in points]),
     ]
-    for k, (name, color, vals) in enumerate(series):
+    for k, (name, color, dash, marker, vals) in enumerate(series):
         pts = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in zip(ts, vals, strict=True))
+        dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
         if len(vals) > 1:
-            parts.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"/>')
+            parts.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"{dash_attr}/>')
         for t, v, p in zip(ts, vals, points, strict=True):
             parts.append(
-                f'<circle cx="{x(t):.1f}" cy="{y(v):.1f}" r="4" fill="{color}">'
-                f"<title>{e(name)} {v:.4f} at {e(fmt_secs(t))} ({e(p.get('outcome'))})</title></circle>"
+                _marker(marker, x(t), y(v), color, f"{e(name)} {v:.4f} at {e(fmt_secs(t))} ({e(p.get('outcome'))})")
             )
-        ly = top + 14 + 20 * k
+        ly = top + 14 + 22 * k
+        lx = left + pw + 12
         parts.append(
-            f'<rect x="{left + pw + 16}" y="{ly - 9}" width="14" height="4" fill="{color}"/>'
-            f'<text x="{left + pw + 36}" y="{ly - 4}" font-size="12" fill="#1d2430">{e(name)}</text>'
+            f'<line x1="{lx}" y1="{ly - 7}" x2="{lx + 30}" y2="{ly - 7}" stroke="{color}" stroke-width="2"{dash_attr}/>'
+            + _marker(marker, lx + 15, ly - 7, color, e(name))
+            + f'<text x="{lx + 38}" y="{ly - 3}" font-size="12" fill="#1d2430">{e(name)}</text>'
         )
     parts.append(
         f'<text x="{left + pw / 2:.1f}" y="{height - 4}" font-size="11" fill="#6b7a8c" '
         f'text-anchor="middle">wall-clock time since session start</text></svg>'
     )
     return "".join(parts)
+
+
+def _marker(shape: str, cx: float, cy: float, color: str, title: str) -> str:
+    """A point marker: circle, square or triangle (the series' shape in the curve and its legend)."""
+    if shape == "square":
+        body = f'<rect x="{cx - 4:.1f}" y="{cy - 4:.1f}" width="8" height="8" fill="{color}">'
+        end = "</rect>"
+    elif shape == "triangle":
+        body = f'<path d="M{cx:.1f},{cy - 5:.1f} l5,9 h-10 z" fill="{color}">'
+        end = "</path>"
+    else:
+        body = f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="{color}">'
+        end = "</circle>"
+    return f"{body}<title>{title}</title>{end}"

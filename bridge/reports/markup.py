@@ -47,6 +47,7 @@ ul{margin:4px 0 8px;padding-left:22px}li{margin:1px 0}code{font:12px ui-monospac
 svg{display:block;margin:6px 0 14px;max-width:100%;height:auto}
 .badge{display:inline-block;border-radius:10px;padding:0 8px;font-size:12px;background:#eef2f6;color:#33475b}
 .note{white-space:pre-wrap}
+table.tests{width:100%}table.tests td:last-child{max-width:520px}
 """
 
 

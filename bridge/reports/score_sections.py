@@ -1,5 +1,6 @@
 """The score sections of a report page: the summary under both profiles and one block per task
-(outcome, DSR, Pass@1, AC, tests not passed, endpoints, contamination evidence).
+(outcome, DSR, Pass@1, AC, the per-test table, endpoints, static/dynamic AC disagreement,
+contamination evidence).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bridge.reports.markup import MAX_ENTRIES, e, num, pass_fail, table
+from bridge.scoring.failures import ac_disagreement, case_rows
 
 LANGS = ("python", "java")
 _MAX_TESTS = 200
@@ -114,15 +116,6 @@ def profile_html(name: str, prof: Mapping[str, Any]) -> str:
         if prof.get(key):
             rows.append([key.replace("_", " "), f"<code>{e(str(prof.get(key))[:2000])}</code>"])
     parts.append(table(["", ""], ([e(a), b] for a, b in rows), cls="meta"))
-    bad = [t for t in (prof.get("tests") or []) if t.get("outcome") != "passed"]
-    if bad:
-        items = "".join(
-            f"<li><code>{e(t.get('nodeid'))}</code> <span class='badge'>{e(t.get('outcome'))}</span> "
-            f"<span class='muted'>{e(str(t.get('message') or '')[:300])}</span></li>"
-            for t in bad[:_MAX_TESTS]
-        )
-        more = f"<li class='muted'>… {len(bad) - _MAX_TESTS} more</li>" if len(bad) > _MAX_TESTS else ""
-        parts.append(f"<div><b>Tests not passed ({len(bad)})</b><ul>{items}{more}</ul></div>")
     ac = prof.get("api_coverage") or prof.get("dynamic_api_coverage")
     if ac and ac.get("endpoints"):
         found = [x for x in ac["endpoints"] if x.get("implemented")]
@@ -139,6 +132,51 @@ def profile_html(name: str, prof: Mapping[str, Any]) -> str:
             "</div>"
         )
     return "".join(parts)
+
+
+_OUTCOME_CLASS = {"passed": "pass", "failed": "fail", "error": "fail"}
+
+
+def tests_table(name: str, prof: Mapping[str, Any]) -> str:
+    """The per-test table of one profile: every golden test, those not passed first, with its
+    outcome, the phase that decided it, its duration and the line that explains it."""
+    rows = case_rows({**prof, "profile": name})
+    if not rows:
+        return "<p class='muted'>no per-test results for this profile</p>"
+    order = {"error": 0, "failed": 1, "not_run": 2, "skipped": 3}
+    rows.sort(key=lambda r: order.get(r.outcome, 9))
+    bad = sum(1 for r in rows if r.outcome != "passed")
+    body = (
+        [
+            f"<code>{e(r.nodeid)}</code>",
+            f"<span class='{_OUTCOME_CLASS.get(r.outcome, 'muted')}'>{e(r.outcome)}</span>",
+            e(r.phase or "–"),
+            f"{r.duration:.2f}s",
+            f"<code>{e(r.line)}</code>" if r.line else "",
+        ]
+        for r in rows[:_MAX_TESTS]
+    )
+    more = f"<p class='muted'>… {len(rows) - _MAX_TESTS} more</p>" if len(rows) > _MAX_TESTS else ""
+    return (
+        f"<div class='tests'><b>Tests not passed ({bad})</b> <span class='muted'>of {len(rows)} ({e(name)})</span>"
+        + table(["test", "outcome", "phase", "duration", "message"], body, cls="tests", numeric={3})
+        + more
+        + "</div>"
+    )
+
+
+def disagreement_html(profiles: Mapping[str, Mapping[str, Any]]) -> str:
+    """A flag when static AC (the source) and dynamic AC (the running service) disagree."""
+    found = ac_disagreement(profiles)
+    if found is None:
+        return ""
+    sides = [("static AC counts, the running service does not serve", found.static_only)]
+    sides.append(("the running service serves, static AC misses", found.dynamic_only))
+    items = "".join(
+        f"<div><b>{e(label)} ({len(xs)})</b><ul>{''.join(f'<li><code>{e(x)}</code></li>' for x in xs)}</ul></div>"
+        for label, xs in sides
+    )
+    return f"<p class='fail'>Static and dynamic API coverage disagree</p><div class='cols'>{items}</div>"
 
 
 def contamination_html(found: Sequence[Mapping[str, Any]]) -> str:
@@ -167,10 +205,14 @@ def tasks_html(results: Sequence[Mapping[str, Any]]) -> str:
                 f"<p class='muted'>snapshot <code>{e(str(snap)[:16])}</code> grader "
                 f"{e((entry.get('rgbridge') or {}).get('grader_version'))}</p>"
             )
+        out.append(disagreement_html(profiles))
         out.append("<div class='cols'>")
         for name in sorted(profiles, key=lambda n: (n != "compat", n)):
             out.append(f"<div>{profile_html(name, profiles[name])}</div>")
-        out.append("</div></div>")
+        out.append("</div>")
+        for name in sorted(profiles, key=lambda n: (n != "compat", n)):
+            out.append(tests_table(name, profiles[name]))
+        out.append("</div>")
     if not results:
         out.append("<p class='muted'>No results.</p>")
     return "".join(out)

@@ -198,7 +198,8 @@ def _deploy_and_test(
             thread.join(timeout=30)
         stdout = box.logs(stdout=True, stderr=False)
         stderr = box.logs(stdout=False, stderr=True)
-    logs.write("container.log", upstream.combine_container_log(stdout, stderr))
+    kept_log = upstream.combine_container_log(stdout, stderr)
+    logs.write("container.log", kept_log)
     # Grade on the digests of the complete streams (the kept log file is capped).
     log = upstream.combine_container_log(digests[0][1].text(), digests[1][1].text())
     if outcome.timed_out:
@@ -213,6 +214,8 @@ def _deploy_and_test(
         outcome="scored" if dsr.success else "deploy_failed",
         dsr=dsr,
         pass_at_1=p1,
+        # per-test lines for display, from the kept log (the grading digest keeps count lines only)
+        tests=upstream.tests_from_log(kept_log) if task.lang == "python" else [],
         exit_code=outcome.exit_code,
         oom_killed=outcome.oom_killed,
     )

@@ -43,10 +43,27 @@ def plan(
         if only and folder.name not in only:
             continue
         selected.append((catalog.tasks[folder.name], folder))
+    unknown = [name for name in only or [] if name not in catalog.tasks]
+    if unknown:
+        raise ScoringError("; ".join(f"--repo-names: unknown task {n!r}{catalog.did_you_mean(n)}" for n in unknown))
     if resume:
         result.resumed = load_previous(output_dir, tasks=[t.id for t, _ in selected])
     result.todo = [(t, p) for t, p in selected if t.id not in result.resumed]
+    if not selected and not result.resumed:
+        raise ScoringError(nothing_to_score(catalog, predictions_dir, result.skipped))
     return result
+
+
+def nothing_to_score(catalog: Catalog, predictions_dir: Path, skipped: list[str]) -> str:
+    """Why a predictions folder gives nothing to score, with the close task names of its folders."""
+    if not skipped:
+        return f"{predictions_dir}: no repo folders to score (one subfolder per task, named after its id)"
+    hints = [f"{name}{catalog.did_you_mean(name)}" for name in skipped[:5]]
+    more = f"; … {len(skipped) - 5} more" if len(skipped) > 5 else ""
+    return (
+        f"{predictions_dir}: no folder names a known task, nothing scored (folders must be named after "
+        f"task ids): {'; '.join(hints)}{more}"
+    )
 
 
 def evaluate(

@@ -228,6 +228,19 @@ def item_outcome(phases: dict[str, dict[str, Any]]) -> tuple[str, str, float]:
     return outcome, message, duration
 
 
+def item_phase(phases: dict[str, dict[str, Any]], outcome: str) -> str:
+    """The phase that decided `item_outcome`'s verdict: a failing teardown, else a setup that did
+    not pass, else the call ("" for an item that never ran)."""
+    if outcome == "not_run":
+        return ""
+    teardown, setup = phases.get("teardown") or {}, phases.get("setup") or {}
+    if outcome == "error" and teardown.get("outcome") == "failed" and setup.get("outcome") != "failed":
+        return "teardown"
+    if setup.get("outcome") in ("failed", "skipped"):
+        return "setup"
+    return "call"
+
+
 def results_from_plugin(report: PluginReport) -> list[TestCaseResult]:
     """One TestCaseResult per item the plugin saw run."""
     out = []
@@ -235,7 +248,11 @@ def results_from_plugin(report: PluginReport) -> list[TestCaseResult]:
         outcome, message, duration = item_outcome(phases)
         out.append(
             TestCaseResult(
-                nodeid=nodeid, outcome=outcome, duration=round(duration, 3), message=message[:MAX_MESSAGE_CHARS]
+                nodeid=nodeid,
+                outcome=outcome,
+                duration=round(duration, 3),
+                message=message[:MAX_MESSAGE_CHARS],
+                phase=item_phase(phases, outcome),
             )
         )
     return out

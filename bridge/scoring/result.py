@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from bridge.errors import ScoringError
+from bridge.scoring.failures import ac_disagreement, capped, case_rows, failure_text
 
 #: Bumped whenever a change can alter a score; part of the result cache key.
 GRADER_VERSION = "1.1.1"
@@ -35,6 +36,8 @@ class TestCaseResult(BaseModel):
     outcome: TestOutcome
     duration: float = 0.0
     message: str = ""
+    #: the pytest phase that decided the outcome (setup, call, teardown); "" when unknown
+    phase: str = ""
 
 
 class DSRResult(BaseModel):
@@ -193,9 +196,12 @@ class ScoreResult(BaseModel):
 
 
 def summarize_result(data: dict[str, Any]) -> dict[str, Any]:
-    """Per profile: outcome, DSR, Pass@1 passed/total/score, static AC score."""
+    """Per profile: outcome, DSR, Pass@1 passed/total/score, static AC score, and why not full
+    marks: the tests not passed with their message lines (capped) and, under strict, where static
+    and dynamic AC disagree (bridge/scoring/failures.py)."""
     out: dict[str, Any] = {}
-    for name, prof in (data.get("profiles") or {}).items():
+    profiles = data.get("profiles") or {}
+    for name, prof in profiles.items():
         p1 = prof.get("pass_at_1") or {}
         ac = prof.get("api_coverage") or {}
         out[name] = {
@@ -205,5 +211,11 @@ def summarize_result(data: dict[str, Any]) -> dict[str, Any]:
             "total": p1.get("total"),
             "pass_at_1": p1.get("score"),
             "api_coverage": ac.get("score"),
+            "failed_tests": capped(
+                [failure_text(r) for r in case_rows({**prof, "profile": ""}) if r.outcome != "passed"]
+            ),
         }
+        disagreement = ac_disagreement(profiles) if name == "strict" else None
+        if disagreement is not None:
+            out[name]["ac_disagreement"] = disagreement.lines()
     return out

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from bridge.scoring.result import DSRResult, PassAt1
+from bridge.scoring.result import DSRResult, PassAt1, TestCaseResult, TestOutcome
 
 # Markers printed by the entrypoint (ours reproduces them: assets/compat_entrypoint.sh).
 DSR_START = ">>>>> DSR_START"
@@ -224,3 +224,60 @@ class LogDigest:
             self._partial = ""
         self._flush()
         return "\n".join(self._out)
+
+
+# pytest -v progress lines (`tests/test_a.py::test_x PASSED   [ 10%]`), the failure sections of
+# `--tb=short` (`____ test_x ____` then the traceback with its `E` lines) and the short summary
+# (`FAILED tests/test_a.py::test_x - assert 404 ...`, cut to the terminal's width).
+_VERBOSE_RE = re.compile(r"^(\S+\.py::\S+) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b")
+_SUMMARY_RE = re.compile(r"^(FAILED|ERROR) (\S+\.py::\S+?)(?: - (.*))?$")
+_SECTION_RE = re.compile(r"^_{3,} (?:ERROR at \w+ of )?(\S+) _{3,}$")
+_VERBOSE_OUTCOME: dict[str, TestOutcome] = {
+    "PASSED": "passed",
+    "XPASS": "passed",
+    "FAILED": "failed",
+    "ERROR": "error",
+    "SKIPPED": "skipped",
+    "XFAIL": "skipped",
+}
+
+
+def _failure_sections(lines: list[str]) -> dict[str, str]:
+    """`--tb=short` failure sections by their title (`test_x`, `TestC.test_x`, `test_x[1]`)."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in lines:
+        m = _SECTION_RE.match(line)
+        if m:
+            current = sections.setdefault(m.group(1), [])
+        elif line.startswith("====="):
+            current = None
+        elif current is not None and len(current) < 200:
+            current.append(line)
+    return {title: "\n".join(body) for title, body in sections.items()}
+
+
+def tests_from_log(log: str) -> list[TestCaseResult]:
+    """compat's per-test view, read from the pytest log for display only (the score stays the
+    summary-line count above): each item's outcome from `-v`, each failure's message from its
+    `--tb=short` section, else from the short test summary. The log is the agent's container
+    output: forgeable, like compat's score."""
+    lines = [line.rstrip() for line in log.splitlines()]
+    sections = _failure_sections(lines)
+    found: dict[str, TestCaseResult] = {}
+    for line in lines:
+        m = _VERBOSE_RE.match(line)
+        if m:
+            outcome = _VERBOSE_OUTCOME[m.group(2)]
+            if m.group(1) not in found or outcome != "passed":
+                found[m.group(1)] = TestCaseResult(nodeid=m.group(1), outcome=outcome)
+            continue
+        m = _SUMMARY_RE.match(line)
+        if m:
+            outcome = "failed" if m.group(1) == "FAILED" else "error"
+            found[m.group(2)] = TestCaseResult(nodeid=m.group(2), outcome=outcome, message=(m.group(3) or "")[:2000])
+    for nodeid, test in found.items():
+        title = ".".join(nodeid.split("::")[1:])
+        if test.outcome in ("failed", "error") and title in sections:
+            found[nodeid] = test.model_copy(update={"message": sections[title][:2000]})
+    return list(found.values())

@@ -103,7 +103,8 @@ def check_free(recordings_dir: Path, workspace: Path, ws_fd: int, *, allow_nonem
             )
     if not allow_nonempty and not is_empty(ws_fd, IDE_FILES | {META_DIR} | EXCLUDED_DIRS):
         raise SessionError(
-            f"workspace {workspace} is not empty; use an empty folder (or allow a non-empty one explicitly)"
+            f"workspace {workspace} is not empty; use an empty folder (from the command line, "
+            "`rgbridge session start --allow-nonempty` accepts one that has files)"
         )
 
 

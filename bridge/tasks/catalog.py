@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,11 +77,39 @@ class Catalog:
         except KeyError:
             if task_id in self.broken:
                 raise TaskError(self.broken[task_id]) from None
-            known = ", ".join(sorted(self.tasks)) or "none"
-            raise TaskError(f"unknown task {task_id!r} (known: {known})") from None
+            raise TaskError(f"unknown task {task_id!r}{self.did_you_mean(task_id)}") from None
+
+    def close_names(self, name: str) -> list[str]:
+        """Task ids close to `name` (difflib), compared without case, `-`, `_`, `.` or spaces, so
+        a folder named `TicTacToe` finds `tic-tac-toe`."""
+        return close_names(name, self.tasks)
+
+    def did_you_mean(self, name: str) -> str:
+        """`; did you mean X?` for an unknown name, else the known ids (a short list) or nothing."""
+        close = self.close_names(name)
+        if close:
+            return f"; did you mean {' or '.join(repr(c) for c in close)}?"
+        known = sorted(self.tasks)
+        if not known:
+            return " (no tasks are loaded)"
+        shown = ", ".join(known[:12]) + (f", … ({len(known)} in all)" if len(known) > 12 else "")
+        return f" (known: {shown}; `rgbridge tasks list` shows them all)"
 
     def __iter__(self):
         return iter(sorted(self.tasks.values(), key=lambda t: t.id))
 
     def __len__(self) -> int:
         return len(self.tasks)
+
+
+def _squash(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch not in "-_. ")
+
+
+def close_names(name: str, known: Iterable[str], n: int = 3) -> list[str]:
+    """Up to `n` names of `known` close to `name`, best first (difflib on squashed names)."""
+    by_squash: dict[str, str] = {}
+    for k in sorted(known):
+        by_squash.setdefault(_squash(k), k)
+    matches = difflib.get_close_matches(_squash(name), list(by_squash), n=n, cutoff=0.6)
+    return [by_squash[m] for m in matches]

@@ -1,0 +1,181 @@
+"""`rgbridge report TARGET` (any output folder of the tool: text, `--html`, `--json`, leaderboard
+rows) and `rgbridge export` (upstream's IDE-output layout, or inspect_ai eval logs)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.markup import escape
+from rich.text import Text
+
+from bridge.commands.common import (
+    add_json_option,
+    add_task_source_options,
+    console,
+    print_json,
+    print_scores,
+    stderr_console,
+)
+from bridge.errors import RecordingError
+
+EXPORT_LAYOUTS = ("repogenesis-ide", "inspect")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    rep = subparsers.add_parser(
+        "report",
+        help="report of any output folder: a score --output-dir, an evaluate or run folder, or a recording",
+    )
+    rep.add_argument("target", type=Path, metavar="FOLDER")
+    rep.add_argument("--run-id", metavar="ID", help="which report_<ID>.json of a run folder (default: newest)")
+    rep.add_argument("--html", type=Path, metavar="OUT.html", help="write one self-contained HTML file")
+    rep.add_argument(
+        "--reference",
+        type=Path,
+        metavar="RESULTS.json",
+        help="leaderboard rows in upstream's results.json schema, charted beside this report's (--html)",
+    )
+    rep.add_argument("--leaderboard-row", action="store_true", help="print upstream leaderboard results.json rows")
+    rep.add_argument("--ide", metavar="NAME")
+    rep.add_argument("--model", metavar="NAME")
+    rep.add_argument("--org", metavar="NAME", help="row 'org' (default: the IDE's display name)")
+    rep.add_argument("--link", default="", metavar="URL")
+    rep.add_argument("--org-img", default="", metavar="URL")
+    rep.add_argument(
+        "--aggregation",
+        choices=("compat", "strict"),
+        default="compat",
+        help="which summary feeds leaderboard rows (default compat = upstream's rules)",
+    )
+    add_json_option(rep)
+    rep.set_defaults(handler=cmd_report)
+
+    ex = subparsers.add_parser(
+        "export", help="write results in upstream's IDE-output layout or as inspect_ai eval logs (--layout inspect)"
+    )
+    ex.add_argument("run_dir", nargs="?", type=Path, metavar="RUN_DIR")
+    ex.add_argument(
+        "--recordings",
+        type=Path,
+        metavar="DIR",
+        help="a folder of recordings to export instead of RUN_DIR (no default)",
+    )
+    ex.add_argument(
+        "--layout",
+        choices=EXPORT_LAYOUTS,
+        default="repogenesis-ide",
+        help="repogenesis-ide (default): submitted repos as upstream's IDE folders; inspect: .eval logs",
+    )
+    ex.add_argument("--ide", metavar="NAME", help="IDE token of the folder names (needed by repogenesis-ide)")
+    ex.add_argument("--model", metavar="NAME", help="model token of the folder names (needed by repogenesis-ide)")
+    ex.add_argument("--run-id", metavar="ID")
+    ex.add_argument("--predictions-dir", type=Path, metavar="DIR", help="override the report's predictions_dir")
+    ex.add_argument("-o", "--output", required=True, type=Path, metavar="DIR")
+    add_task_source_options(ex)
+    add_json_option(ex)
+    ex.set_defaults(handler=cmd_export)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from bridge.reports.targets import open_target, session_lines
+
+    if args.leaderboard_row:
+        from bridge.reports.export import leaderboard_rows
+
+        if not args.ide or not args.model:
+            raise RecordingError("--leaderboard-row needs --ide and --model")
+        rows = leaderboard_rows(
+            open_target(args.target, args.run_id).report,
+            ide=args.ide,
+            model=args.model,
+            org=args.org,
+            link=args.link,
+            org_img=args.org_img,
+            aggregation=args.aggregation,
+        )
+        print_json(rows)
+        return 0
+    if args.html:
+        from bridge.reports.html import write_html
+
+        out = write_html(args.target, args.html, run_id=args.run_id, reference=args.reference)
+        if args.json:
+            print_json({"html": str(out)})
+        else:
+            console().print(f"wrote {out} ({out.stat().st_size} bytes)", highlight=False, markup=False)
+        return 0
+    if args.reference:
+        raise RecordingError("--reference charts reference rows in the HTML report: add --html OUT.html")
+    target = open_target(args.target, args.run_id)
+    if args.json:
+        print_json({"kind": target.kind, "source": str(target.source), **target.report})
+        return 0
+    con = console()
+    con.print(Text(f"{target.kind}: {target.source}", style="dim"))
+    if target.kind == "recording":
+        for line in session_lines(target.path):
+            con.print(Text(line), soft_wrap=True)
+        if not target.report["results"]:
+            con.print("score: not scored")
+            return 0
+    print_scores(target.report["results"], con)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    if args.recordings and args.run_dir:
+        raise RecordingError("give either RUN_DIR or --recordings DIR, not both")
+    if not args.recordings and not args.run_dir:
+        raise RecordingError("give RUN_DIR or --recordings DIR")
+    if args.layout == "inspect":
+        return _export_inspect(args)
+    from bridge.commands.recordings import _catalog
+    from bridge.reports.export import export_recordings, export_run
+
+    if not args.ide or not args.model:
+        raise RecordingError("--layout repogenesis-ide needs --ide NAME and --model NAME (they name the folders)")
+    if args.recordings:
+        res = export_recordings(args.recordings, args.output, ide=args.ide, model=args.model, catalog=_catalog(args))
+    else:
+        res = export_run(
+            args.run_dir,
+            args.output,
+            ide=args.ide,
+            model=args.model,
+            run_id=args.run_id,
+            predictions_dir=args.predictions_dir,
+        )
+    data = {
+        "output": str(res.out_dir),
+        "folders": res.folders,
+        "skipped": res.skipped,
+        "contaminated": res.contaminated,
+    }
+    if args.json:
+        print_json(data)
+    else:
+        for folder, tasks in sorted(res.folders.items()):
+            console().print(f"{res.out_dir / folder}: {len(tasks)} task(s): {', '.join(tasks)}", highlight=False)
+        if res.skipped:
+            stderr_console().print(f"[yellow]skipped:[/] {escape(', '.join(res.skipped))}", highlight=False)
+        if res.contaminated:
+            stderr_console().print(
+                f"[red]contaminated[/] (golden files opened during the session): {escape(', '.join(res.contaminated))}",
+                highlight=False,
+            )
+    return 0
+
+
+def _export_inspect(args: argparse.Namespace) -> int:
+    from bridge.reports.inspect_log import export_inspect
+
+    source = args.recordings or args.run_dir
+    res = export_inspect(source, args.output, run_id=args.run_id, model=args.model)
+    if args.json:
+        print_json({"logs": [str(p) for p in res.logs], "samples": res.samples})
+    else:
+        for path in res.logs:
+            console().print(Text(f"wrote {path}"))
+        console().print(Text(f"{res.samples} sample(s); browse with: inspect view --log-dir {args.output}"))
+    return 0
