@@ -146,15 +146,22 @@ def solve_task_policy(
     files: dict[str, str],
     *,
     server: str = "rgbridge",
-    submit: bool = True,
+    then: str = "submit",
     poll_result: bool = False,
     final_text: str = "Done: the task is submitted.",
 ) -> Policy:
     """A policy that discovers the bridge's tools, starts `task_id` (or goes on with the session
     the bridge says is already open for the workspace), writes every file of `files` with the
     CLI's own file tool (Claude Code: `Write` with the absolute path; Codex: its shell tool with
-    a heredoc), then calls `submit_task` (unless `submit=False`: it just stops), optionally
-    `get_result` until the score is in (`poll_result=True`), and ends with a final message."""
+    a heredoc), then, by `then`:
+
+    - `"submit"`: calls `submit_task`, optionally `get_result` until the score is in
+      (`poll_result=True`), and ends with a final message;
+    - `"exit"`: ends with a final message without submitting (an agent that just stops);
+    - `"hang"`: stalls its next answer (`Stall`): the CLI waits on the model until it is killed.
+    """
+    if then not in ("submit", "exit", "hang"):
+        raise ValueError(f"then must be submit, exit or hang, not {then!r}")
     mcp = f"mcp__{server}__"
     needed = [mcp + t for t in ("start_task", "task_status", "submit_task", "get_result")]
 
@@ -199,8 +206,10 @@ def solve_task_policy(
         if write is not None:
             return write
         # 4. Submit, optionally wait for the score, finish.
-        if not submit:
+        if then == "exit":
             return Reply("I wrote the files and stop here without submitting.")
+        if then == "hang":
+            return Stall()
         submits = conv.calls_to(mcp + "submit_task")
         if not ok(submits):
             if len(submits) >= 3:
@@ -438,6 +447,8 @@ class ScriptedModel:
         self.model_name = model_name
         self.requests: list[LoggedRequest] = []
         self.errors: list[str] = []
+        #: requests for any other host that reached this server as a proxy (see `proxy_env`)
+        self.outbound: list[str] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._server: ThreadingHTTPServer | None = None
@@ -481,6 +492,23 @@ class ScriptedModel:
     @property
     def openai_base_url(self) -> str:
         return self.base_url + "/v1"
+
+    def proxy_env(self) -> dict[str, str]:
+        """Environment that makes this server the HTTP(S) proxy of a CLI (and of what it
+        starts), except for loopback: an attempt to reach any other host ends here, refused and
+        logged in `outbound`, instead of leaving the machine."""
+        proxy = self.base_url
+        no_proxy = "127.0.0.1,localhost,::1"
+        return {
+            "HTTP_PROXY": proxy,
+            "HTTPS_PROXY": proxy,
+            "ALL_PROXY": proxy,
+            "http_proxy": proxy,
+            "https_proxy": proxy,
+            "all_proxy": proxy,
+            "NO_PROXY": no_proxy,
+            "no_proxy": no_proxy,
+        }
 
     # logs
     def log(self, entry: LoggedRequest) -> None:
@@ -546,7 +574,31 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     # routing
+    def _outbound(self) -> bool:
+        """A request for another host (this server is also the CLIs' HTTP(S) proxy, a trap: see
+        `ScriptedModel.proxy_env`): logged in `outbound` and refused, never forwarded."""
+        target = self.path if self.command == "CONNECT" else ""
+        if not target and "://" in self.path:
+            host = urlsplit(self.path).netloc
+            if host not in (f"127.0.0.1:{self.scripted.port}", f"localhost:{self.scripted.port}"):
+                target = self.path
+        if not target:
+            return False
+        with self.scripted._lock:
+            self.scripted.outbound.append(f"{self.command} {target}")
+        self.send_response(403, "outbound traffic refused by the test")
+        self.send_header("Content-Length", "0")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        return True
+
+    def do_CONNECT(self) -> None:
+        self._outbound()
+
     def do_GET(self) -> None:
+        if self._outbound():
+            return
         path = urlsplit(self.path).path
         self.scripted.log(LoggedRequest("GET", self.path, "other", None))
         if path.rstrip("/").endswith("/models"):
@@ -574,6 +626,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def _post(self) -> None:
+        if self._outbound():
+            return
         path = urlsplit(self.path).path.rstrip("/")
         try:
             raw, body = self._body()

@@ -108,6 +108,7 @@ def check_agent_work(model: ScriptedModel, dirs: AgentDirs, files: dict[str, str
     """What works before scoring: the CLI connected, offered the bridge's tools, the model's
     calls reached the bridge, the files were written by the CLI's own tool, submit succeeded."""
     assert not model.errors, model.errors
+    assert not model.outbound, f"the CLI tried to reach other hosts: {model.outbound}"
     calls = [c.tool for c in model.tool_calls()]
     mcp = f"mcp__{MCP_SERVER_NAME}__"
     answers = {
@@ -202,6 +203,13 @@ def test_scripted_model_speaks_both_protocols() -> None:
         done = next(d for e, d in sse if e == "response.output_item.done")
         assert done["item"]["content"][0]["text"] == "got Wall time: 0.1 seconds\nOutput:\n{}"
 
+        # As a proxy it refuses and logs every other host (nothing is forwarded).
+        proxies = {"http": url, "https": url}
+        assert requests.get("http://example.invalid/x", proxies=proxies, timeout=10).status_code == 403
+        with pytest.raises(requests.exceptions.ProxyError):
+            requests.get("https://example.invalid/y", proxies=proxies, timeout=10)
+        assert model.outbound == ["GET http://example.invalid/x", "CONNECT example.invalid:443"]
+
         # A stalled answer holds the connection until the server stops.
         stalled = {"model": "m", "stream": True, "tools": tools_a, "messages": [{"role": "user", "content": "stall"}]}
         with pytest.raises(requests.exceptions.ReadTimeout):
@@ -228,7 +236,7 @@ def test_claude_code_over_stdio(docker_client, tmp_path: Path, tasks_dir: Path) 
     with ScriptedModel(solve_task_policy(TASK, files)) as model:
         proc, wall = run_cli(
             claude_command(claude, PROMPT, config, debug_file=dirs.root / "claude-debug.log"),
-            claude_env(dirs, model.base_url),
+            {**claude_env(dirs, model.base_url), **model.proxy_env()},
             dirs.ws,
             dirs.root / "claude",
         )
@@ -280,7 +288,7 @@ def test_codex_over_stdio(docker_client, tmp_path: Path, tasks_dir: Path) -> Non
         (dirs.codex_home / "config.toml").write_text(codex_config(model.openai_base_url, server))
         proc, wall = run_cli(
             codex_command(codex, PROMPT, dirs.ws, last_message=dirs.root / "codex-last.txt"),
-            env,
+            {**env, **model.proxy_env()},
             dirs.ws,
             dirs.root / "codex",
         )
@@ -370,7 +378,7 @@ def test_claude_code_over_http(docker_client, tmp_path: Path, tasks_dir: Path) -
         with ScriptedModel(solve_task_policy(TASK, files)) as model:
             proc, wall = run_cli(
                 claude_command(claude, PROMPT, config, debug_file=dirs.root / "claude-debug.log"),
-                claude_env(dirs, model.base_url),
+                {**claude_env(dirs, model.base_url), **model.proxy_env()},
                 dirs.ws,
                 dirs.root / "claude",
             )
