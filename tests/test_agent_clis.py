@@ -397,3 +397,72 @@ def test_claude_code_over_http(docker_client, tmp_path: Path, tasks_dir: Path) -
     finally:
         bridge.stop()
     assert_no_golden_copies(tasks_dir / TASK, dirs, temp_before, also=[bridge.tmp])
+
+
+# --------------------------------------------------------------------------------------------
+# The agent variants `rgbridge run` must cope with (issue #21), with the real CLIs (no scoring)
+
+
+def _cli_run(name: str, dirs: AgentDirs, model: ScriptedModel) -> tuple[list[str], dict[str, str]]:
+    """The command and environment of one CLI run against `model`, over stdio."""
+    binary = agent_cli(name)
+    entry = ide_config("claude", dirs.ws, "--recordings", str(dirs.rec))["mcpServers"][MCP_SERVER_NAME]
+    if name == "claude":
+        config = dirs.root / "mcp.json"
+        config.write_text(json.dumps({"mcpServers": {MCP_SERVER_NAME: entry}}))
+        return claude_command(binary, PROMPT, config), {**claude_env(dirs, model.base_url), **model.proxy_env()}
+    env = codex_env(dirs)
+    server = {"command": entry["command"], "args": entry["args"],
+              "env": {k: env[k] for k in ("PYTHONPATH", "RGBRIDGE_CACHE", "DOCKER_HOST") if k in env}}  # fmt: skip
+    (dirs.codex_home / "config.toml").write_text(codex_config(model.openai_base_url, server))
+    return codex_command(binary, PROMPT, dirs.ws), {**env, **model.proxy_env()}
+
+
+@pytest.mark.agent_cli
+@pytest.mark.parametrize("name", ["claude", "codex"])
+def test_agent_that_exits_without_submitting(name: str, tmp_path: Path, tasks_dir: Path) -> None:
+    """`then="exit"`: the CLI writes the files and ends its turn; it exits 0 and the session stays
+    open, unsubmitted (what `rgbridge run` submits as `agent_exit`)."""
+    dirs = AgentDirs(tmp_path / "run")
+    files = read_solution(tasks_dir / TASK)
+    with ScriptedModel(solve_task_policy(TASK, files, then="exit")) as model:
+        cmd, env = _cli_run(name, dirs, model)
+        proc, _ = run_cli(cmd, env, dirs.ws, dirs.root / name)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not model.errors and not model.outbound, (model.errors, model.outbound)
+    assert "mcp__rgbridge__submit_task" not in [c.tool for c in model.tool_calls()]
+    for rel, text in files.items():
+        assert (dirs.ws / rel).read_text() == text
+    record = json.loads((session_dirs(dirs.rec)[0] / "session.json").read_text())
+    assert record["state"] == "active" and record["submission"] is None, record
+
+
+@pytest.mark.agent_cli
+@pytest.mark.parametrize("name", ["claude", "codex"])
+def test_agent_whose_model_hangs_waits_until_killed(name: str, tmp_path: Path, tasks_dir: Path) -> None:
+    """`then="hang"`: after writing, the model's next answer never comes; the CLI keeps waiting
+    (it neither exits nor submits) until it is stopped: what a time limit has to cut."""
+    dirs = AgentDirs(tmp_path / "run")
+    with ScriptedModel(solve_task_policy(TASK, read_solution(tasks_dir / TASK), then="hang")) as model:
+        cmd, env = _cli_run(name, dirs, model)
+        with (dirs.root / f"{name}.stdout").open("w") as out, (dirs.root / f"{name}.stderr").open("w") as err:
+            proc = subprocess.Popen(cmd, env=env, cwd=dirs.ws, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)  # fmt: skip
+            try:
+                deadline = time.monotonic() + 120
+                while not any(isinstance(r.action, Stall) for r in model.agent_requests()):
+                    assert proc.poll() is None, f"{name} exited before the stall"
+                    assert time.monotonic() < deadline, "the model was never asked past the writes"
+                    time.sleep(0.2)
+                time.sleep(10)
+                assert proc.poll() is None, f"{name} gave up on a hanging model within 10 s"
+            finally:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+    assert "mcp__rgbridge__submit_task" not in [c.tool for c in model.tool_calls()]
+    assert not model.outbound, model.outbound
