@@ -122,8 +122,9 @@ def agent_cli(name: str) -> Path:
     return path
 
 
-def cli_version(binary: Path) -> str:
-    out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60)
+def cli_version(binary: Path, env: dict[str, str]) -> str:
+    """`--version` as the CLI prints it, run in the run's isolated environment."""
+    out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60, env=env)
     return out.stdout.strip()
 
 

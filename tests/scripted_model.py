@@ -21,7 +21,8 @@ CLI's own file tool. Every request and the action answered is kept in `ScriptedM
 Tool names are normalised to Claude Code's spelling: an MCP tool is `mcp__<server>__<tool>`
 whichever CLI offers it. Codex offers an MCP server as one Responses-API `namespace` tool
 `mcp__<server>` holding the bare tool names; a call is sent back with `namespace` and the bare
-`name`, which is what the Codex CLI expects.
+`name`, which is what the Codex CLI expects (tried with Codex 0.163.0: a flat
+`mcp__rgbridge__start_task` without `namespace` comes back as `unsupported call`).
 """
 
 from __future__ import annotations

@@ -234,9 +234,10 @@ def test_claude_code_over_stdio(docker_client, tmp_path: Path, tasks_dir: Path) 
     config.write_text(json.dumps(document))
     files = solution_files(tasks_dir)
     with ScriptedModel(solve_task_policy(TASK, files)) as model:
+        env = {**claude_env(dirs, model.base_url), **model.proxy_env()}
         proc, wall = run_cli(
             claude_command(claude, PROMPT, config, debug_file=dirs.root / "claude-debug.log"),
-            {**claude_env(dirs, model.base_url), **model.proxy_env()},
+            env,
             dirs.ws,
             dirs.root / "claude",
         )
@@ -254,7 +255,7 @@ def test_claude_code_over_stdio(docker_client, tmp_path: Path, tasks_dir: Path) 
     sealed = wait_for_sealed_score(dirs.rec, deadline=score_deadline(), since=exited)
     report(
         "claude-code stdio",
-        cli_version(claude),
+        cli_version(claude, env),
         wall,
         sealed.waited,
         f"(cost reported ${result.get('total_cost_usd')})",
@@ -306,7 +307,7 @@ def test_codex_over_stdio(docker_client, tmp_path: Path, tasks_dir: Path) -> Non
     check_agent_work(model, dirs, files, "exec_command")
 
     sealed = wait_for_sealed_score(dirs.rec, deadline=score_deadline(), since=exited)
-    report("codex stdio", cli_version(codex), wall, sealed.waited)
+    report("codex stdio", cli_version(codex, env), wall, sealed.waited)
     assert_pass_at_1(sealed.summary)
     assert_no_golden_copies(tasks_dir / TASK, dirs, temp_before)
 
@@ -376,9 +377,10 @@ def test_claude_code_over_http(docker_client, tmp_path: Path, tasks_dir: Path) -
         config.chmod(0o600)
         files = solution_files(tasks_dir)
         with ScriptedModel(solve_task_policy(TASK, files)) as model:
+            env = {**claude_env(dirs, model.base_url), **model.proxy_env()}
             proc, wall = run_cli(
                 claude_command(claude, PROMPT, config, debug_file=dirs.root / "claude-debug.log"),
-                {**claude_env(dirs, model.base_url), **model.proxy_env()},
+                env,
                 dirs.ws,
                 dirs.root / "claude",
             )
@@ -392,7 +394,7 @@ def test_claude_code_over_http(docker_client, tmp_path: Path, tasks_dir: Path) -
         check_agent_work(model, dirs, files, "Write")
 
         sealed = wait_for_sealed_score(dirs.rec, deadline=score_deadline(), since=exited)
-        report("claude-code http", cli_version(claude), wall, sealed.waited)
+        report("claude-code http", cli_version(claude, env), wall, sealed.waited)
         assert_pass_at_1(sealed.summary)
     finally:
         bridge.stop()
