@@ -218,6 +218,42 @@ def test_scripted_model_speaks_both_protocols() -> None:
     assert conv is not None and conv.history[0].data == {"ok": 1}
 
 
+def test_solve_policy_steps_and_an_already_open_session() -> None:
+    """The ready policy, as a pure function: tool discovery, start (or going on with the session
+    the bridge says is open for the workspace), writes with the CLI's own tool, submit, final."""
+    from tests.scripted_model import Conversation, ToolResult
+
+    mcp = "mcp__rgbridge__"
+    tools = (
+        "ToolSearch",
+        "Write",
+        "Read",
+        *(mcp + t for t in ("start_task", "task_status", "submit_task", "get_result")),
+    )
+    policy = solve_task_policy("kv-ledger", {"app.py": "print(1)\n"})
+
+    def step(history: list[ToolResult], offered: tuple[str, ...] = tools) -> Any:
+        return policy(Conversation("anthropic", "m", offered, {}, "go", tuple(history)))
+
+    def done(tool: str, args: dict[str, Any], text: str, error: bool = False) -> ToolResult:
+        return ToolResult(Call(tool, args), text, json.loads(text) if text.startswith("{") else None, error)
+
+    assert step([], ("ToolSearch", "Write")).calls[0].tool == "ToolSearch"
+    assert step([]).calls == (Call(mcp + "start_task", {"task_id": "kv-ledger"}),)
+    refused = done(mcp + "start_task", {}, "workspace /w already has an open session S1; quit or submit it first", True)
+    assert step([refused]).calls == (Call(mcp + "task_status", {}),)
+    status = done(mcp + "task_status", {}, json.dumps({"session_id": "S1", "workspace": "/w"}))
+    write = step([refused, status]).calls[0]
+    assert write == Call("Write", {"file_path": "/w/app.py", "content": "print(1)\n"})
+    wrote = done("Write", write.arguments, "File created successfully at: /w/app.py")
+    assert step([refused, status, wrote]).calls == (Call(mcp + "submit_task", {}),)
+    submitted = done(mcp + "submit_task", {}, json.dumps({"job_id": "j"}))
+    assert isinstance(step([refused, status, wrote, submitted]), Reply)
+    assert isinstance(
+        policy(Conversation("anthropic", "m", (), {}, "a title for this chat?", ())), Reply
+    )  # side request
+
+
 # --------------------------------------------------------------------------------------------
 # Claude Code over stdio
 
