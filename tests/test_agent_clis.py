@@ -123,7 +123,12 @@ def check_agent_work(model: ScriptedModel, dirs: AgentDirs, files: dict[str, str
     assert ("start_task", True) in recorded and ("submit_task", True) in recorded, recorded
 
 
-def report(label: str, version: str, wall: float, sealed_after: float, extra: str = "") -> None:
+def report(record: Any, label: str, version: str, wall: float, sealed_after: float, extra: str = "") -> None:
+    """The timings asked for by issue #20, printed (`-s`) and kept as the test's properties
+    (JUnit XML, `--json-report`)."""
+    record("cli_version", version)
+    record("cli_run_seconds", round(wall, 2))
+    record("exit_to_sealed_seconds", round(sealed_after, 2))
     print(f"\n[{label}] {version}: CLI run {wall:.1f}s, CLI exit -> sealed score {sealed_after:.1f}s {extra}".rstrip())
 
 
@@ -260,7 +265,7 @@ def test_solve_policy_steps_and_an_already_open_session() -> None:
 
 @pytest.mark.docker
 @pytest.mark.agent_cli
-def test_claude_code_over_stdio(docker_client, tmp_path: Path, tasks_dir: Path) -> None:
+def test_claude_code_over_stdio(docker_client, tmp_path: Path, tasks_dir: Path, record_property: Any) -> None:
     claude = agent_cli("claude")
     temp_before = temp_entries()
     dirs = AgentDirs(tmp_path / "run")
@@ -290,6 +295,7 @@ def test_claude_code_over_stdio(docker_client, tmp_path: Path, tasks_dir: Path) 
 
     sealed = wait_for_sealed_score(dirs.rec, deadline=score_deadline(), since=exited)
     report(
+        record_property,
         "claude-code stdio",
         cli_version(claude, env),
         wall,
@@ -306,7 +312,7 @@ def test_claude_code_over_stdio(docker_client, tmp_path: Path, tasks_dir: Path) 
 
 @pytest.mark.docker
 @pytest.mark.agent_cli
-def test_codex_over_stdio(docker_client, tmp_path: Path, tasks_dir: Path) -> None:
+def test_codex_over_stdio(docker_client, tmp_path: Path, tasks_dir: Path, record_property: Any) -> None:
     codex = agent_cli("codex")
     temp_before = temp_entries()
     dirs = AgentDirs(tmp_path / "run")
@@ -343,7 +349,7 @@ def test_codex_over_stdio(docker_client, tmp_path: Path, tasks_dir: Path) -> Non
     check_agent_work(model, dirs, files, "exec_command")
 
     sealed = wait_for_sealed_score(dirs.rec, deadline=score_deadline(), since=exited)
-    report("codex stdio", cli_version(codex, env), wall, sealed.waited)
+    report(record_property, "codex stdio", cli_version(codex, env), wall, sealed.waited)
     assert_pass_at_1(sealed.summary)
     assert_no_golden_copies(tasks_dir / TASK, dirs, temp_before)
 
@@ -398,7 +404,7 @@ class HttpBridge:
 
 @pytest.mark.docker
 @pytest.mark.agent_cli
-def test_claude_code_over_http(docker_client, tmp_path: Path, tasks_dir: Path) -> None:
+def test_claude_code_over_http(docker_client, tmp_path: Path, tasks_dir: Path, record_property: Any) -> None:
     claude = agent_cli("claude")
     temp_before = temp_entries()
     dirs = AgentDirs(tmp_path / "run")
@@ -430,7 +436,7 @@ def test_claude_code_over_http(docker_client, tmp_path: Path, tasks_dir: Path) -
         check_agent_work(model, dirs, files, "Write")
 
         sealed = wait_for_sealed_score(dirs.rec, deadline=score_deadline(), since=exited)
-        report("claude-code http", cli_version(claude, env), wall, sealed.waited)
+        report(record_property, "claude-code http", cli_version(claude, env), wall, sealed.waited)
         assert_pass_at_1(sealed.summary)
     finally:
         bridge.stop()
