@@ -12,6 +12,7 @@ import ipaddress
 import logging
 import os
 import secrets
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -151,3 +152,32 @@ def run_http(server: MCPServer, *, host: str, port: int, token: str, allowed_hos
 
 def run_stdio(server: MCPServer) -> None:
     server.run("stdio")
+
+
+#: how IDEs end a stdio server (README, "Agent CLIs"): Claude Code SIGINT then SIGTERM ~100 ms
+#: later, Codex SIGTERM, a closed terminal SIGHUP
+END_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Ended(KeyboardInterrupt):
+    """The server was told to end by a signal (a KeyboardInterrupt, so the event loop unwinds
+    and the lifespan closes the manager exactly as at the end of stdin)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def end_on_signals() -> None:
+    """Treat SIGINT, SIGTERM and SIGHUP like the end of stdin: the first one unwinds the server
+    (recorders checkpoint and stop, sessions are released); later ones are ignored so they
+    cannot cut that orderly close short. Scores do not depend on it: they are computed in
+    detached scoring processes (bridge/sessions/scorer.py)."""
+
+    def handler(signum: int, _frame: object) -> None:
+        for sig in END_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        raise Ended(signum)
+
+    for sig in END_SIGNALS:
+        signal.signal(sig, handler)
