@@ -19,6 +19,7 @@ import socket
 import subprocess
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ import requests
 from tests.agent_clis import (
     MCP_SERVER_NAME,
     AgentDirs,
+    Sealed,
     agent_cli,
     assert_no_golden_copies,
     assert_pass_at_1,
@@ -123,13 +125,29 @@ def check_agent_work(model: ScriptedModel, dirs: AgentDirs, files: dict[str, str
     assert [e["signal"] for e in events if e["type"] == "submit"] == ["mcp"], [e["type"] for e in events]
 
 
-def report(record: Any, label: str, version: str, wall: float, sealed_after: float, extra: str = "") -> None:
+def _seconds(start: str | None, end: str | None) -> float | None:
+    if not start or not end:
+        return None
+    parse = datetime.fromisoformat
+    return (parse(end.replace("Z", "+00:00")) - parse(start.replace("Z", "+00:00"))).total_seconds()
+
+
+def report(record: Any, label: str, version: str, wall: float, sealed: Sealed, extra: str = "") -> None:
     """The timings asked for by issue #20, printed (`-s`) and kept as the test's properties
-    (JUnit XML, `--json-report`)."""
+    (JUnit XML, `--json-report`): the CLI's run, its exit to the sealed score, and from the
+    recording the job's wait for a scoring slot (from the submit) and its scoring time."""
+    job, submission = sealed.record["job"], sealed.record["submission"]
+    queued = _seconds(submission["at"], job["started_at"]) or 0.0
+    scoring = _seconds(job["started_at"], job["finished_at"]) or 0.0
     record("cli_version", version)
     record("cli_run_seconds", round(wall, 2))
-    record("exit_to_sealed_seconds", round(sealed_after, 2))
-    print(f"\n[{label}] {version}: CLI run {wall:.1f}s, CLI exit -> sealed score {sealed_after:.1f}s {extra}".rstrip())
+    record("exit_to_sealed_seconds", round(sealed.waited, 2))
+    record("job_wait_seconds", queued)
+    record("job_scoring_seconds", scoring)
+    print(
+        f"\n[{label}] {version}: CLI run {wall:.1f}s, CLI exit -> sealed score {sealed.waited:.1f}s "
+        f"(job: {queued:.1f}s from submit to start, {scoring:.1f}s scoring) {extra}".rstrip()
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -299,7 +317,7 @@ def test_claude_code_over_stdio(docker_client, tmp_path: Path, tasks_dir: Path, 
         "claude-code stdio",
         cli_version(claude, env),
         wall,
-        sealed.waited,
+        sealed,
         f"(cost reported ${result.get('total_cost_usd')})",
     )
     assert_pass_at_1(sealed.summary)
@@ -349,7 +367,7 @@ def test_codex_over_stdio(docker_client, tmp_path: Path, tasks_dir: Path, record
     check_agent_work(model, dirs, files, "exec_command")
 
     sealed = wait_for_sealed_score(dirs.rec, deadline=score_deadline(), since=exited)
-    report(record_property, "codex stdio", cli_version(codex, env), wall, sealed.waited)
+    report(record_property, "codex stdio", cli_version(codex, env), wall, sealed)
     assert_pass_at_1(sealed.summary)
     assert_no_golden_copies(tasks_dir / TASK, dirs, temp_before)
 
@@ -436,7 +454,7 @@ def test_claude_code_over_http(docker_client, tmp_path: Path, tasks_dir: Path, r
         check_agent_work(model, dirs, files, "Write")
 
         sealed = wait_for_sealed_score(dirs.rec, deadline=score_deadline(), since=exited)
-        report(record_property, "claude-code http", cli_version(claude, env), wall, sealed.waited)
+        report(record_property, "claude-code http", cli_version(claude, env), wall, sealed)
         assert_pass_at_1(sealed.summary)
     finally:
         bridge.stop()
