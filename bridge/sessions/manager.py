@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from bridge.errors import BridgeError, SessionError
+from bridge.errors import BridgeError, RecordingError, SessionError
 from bridge.recording.clock import iso, utcnow
 from bridge.sessions import contamination, jobs, opening, submission
 from bridge.sessions import scorer as detached
@@ -208,7 +208,8 @@ class SessionManager:
     def _flush(session: Session) -> None:
         """Every write made before the call is in the record (bridge/sessions/recorder.py flush)."""
         if session.recorder is not None and session.record.state in ("active", "paused"):
-            session.recorder.flush()
+            with contextlib.suppress(OSError, RecordingError):  # a full disk: the status still answers
+                session.recorder.flush()
 
     # ------------------------------------------------------------------ clock, notes
     def _require_open(self, session: Session, verb: str) -> None:
