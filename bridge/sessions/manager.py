@@ -341,10 +341,10 @@ class SessionManager:
             return result_status(record, rec_dir)
         if session.handed_off:
             if detached.orphaned(session):  # its scoring process died: resume the job now
-                with self._lock:
-                    self.sessions.pop(session_id, None)
+                with self._lock, contextlib.suppress(BridgeError, OSError):
+                    del self.sessions[session_id]
                     self._reattach(session.dir, only_open=False)
-                session = self.sessions.get(session_id, session)
+                session = self.sessions.setdefault(session_id, session)
             detached.wait(session, min(float(wait_seconds), 600.0))
         elif wait_seconds > 0 and session.record.job and session.record.job.state in ("queued", "running"):
             session.job_done.wait(timeout=min(float(wait_seconds), 600.0))
