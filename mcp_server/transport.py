@@ -147,7 +147,11 @@ def run_http(server: MCPServer, *, host: str, port: int, token: str, allowed_hos
 
     app = http_app(server, host=host, port=port, token=token, allowed_hosts=allowed_hosts)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    uvicorn.Server(config).run()
+    server_ = uvicorn.Server(config)
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM (the lifespan closes the manager); a hang-up
+    # is one more way to end the server (`end_on_signals`), taken the same graceful way
+    signal.signal(signal.SIGHUP, lambda _sig, frame: server_.handle_exit(signal.SIGTERM, frame))
+    server_.run()
 
 
 def run_stdio(server: MCPServer) -> None:
