@@ -14,6 +14,7 @@ import os
 import secrets
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +151,8 @@ def run_http(server: MCPServer, *, host: str, port: int, token: str, allowed_hos
     server_ = uvicorn.Server(config)
     # uvicorn shuts down gracefully on SIGINT/SIGTERM (the lifespan closes the manager); a hang-up
     # is one more way to end the server (`end_on_signals`), taken the same graceful way
-    signal.signal(signal.SIGHUP, lambda _sig, frame: server_.handle_exit(signal.SIGTERM, frame))
+    if threading.current_thread() is threading.main_thread():  # handlers can only be set there
+        signal.signal(signal.SIGHUP, lambda _sig, frame: server_.handle_exit(signal.SIGTERM, frame))
     server_.run()
 
 
@@ -183,5 +185,7 @@ def end_on_signals() -> None:
             signal.signal(sig, signal.SIG_IGN)
         raise Ended(signum)
 
+    if threading.current_thread() is not threading.main_thread():  # embedded: the host handles signals
+        return
     for sig in END_SIGNALS:
         signal.signal(sig, handler)
