@@ -14,6 +14,7 @@ import os
 import secrets
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +166,12 @@ def run_http(server: MCPServer, *, host: str, port: int, token: str, allowed_hos
 
     app = http_app(server, host=host, port=port, token=token, allowed_hosts=allowed_hosts)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    uvicorn.Server(config).run()
+    server_ = uvicorn.Server(config)
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM (the lifespan closes the manager); a hang-up
+    # is one more way to end the server (`end_on_signals`), taken the same graceful way
+    if threading.current_thread() is threading.main_thread():  # handlers can only be set there
+        signal.signal(signal.SIGHUP, lambda _sig, frame: server_.handle_exit(signal.SIGTERM, frame))
+    server_.run()
 
 
 def run_stdio(server: MCPServer) -> None:
@@ -197,5 +203,7 @@ def end_on_signals() -> None:
             signal.signal(sig, signal.SIG_IGN)
         raise Ended(signum)
 
+    if threading.current_thread() is not threading.main_thread():  # embedded: the host handles signals
+        return
     for sig in END_SIGNALS:
         signal.signal(sig, handler)

@@ -42,6 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import bridge
 from bridge.errors import BridgeError
@@ -106,17 +107,20 @@ def hand_off(session: Session) -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     log_path = log_dir(session.dir.parent) / f"{rec.session_id}-{rec.job.job_id}.log"
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bridge.sessions.scorer", str(session.dir), rec.job.job_id],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            cwd="/",
-            env=env,
-            start_new_session=True,  # its own session and process group: the client's signals miss it
-            close_fds=True,
-        )
+    try:
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "bridge.sessions.scorer", str(session.dir), rec.job.job_id],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                cwd="/",
+                env=env,
+                start_new_session=True,  # its own session and process group: the client's signals miss it
+                close_fds=True,
+            )
+    except OSError:  # no process (e.g. out of descriptors): the job stays queued and is resumed (docstring)
+        return
     session.scorer_proc = proc
     assert proc.stdin is not None
     try:
@@ -279,13 +283,13 @@ def score_job(rec_dir: Path, job_id: str, task: Task, archive: bytes, scratch: P
         record = load_record(rec_dir)
         if record.job is None or record.job.job_id != job_id or record.job.state not in ("queued", "running"):
             return 0
-        session = Session(record, rec_dir, contamination.unpack_golden(task, archive, scratch / "golden"), owner=owner)
+        session = Session(record, rec_dir, task, owner=owner)
         if gap:
             session.events.append(contamination.WARNING_EVENT, message=f"golden files staged in {scratch}: {gap}")
         limit = jobs.max_jobs()
         message = f"waiting for a scoring slot ({limit} jobs score at once on this machine)"
         with scoring_slot(limit, lambda: jobs.set_job(session, message=message)):
-            jobs.run_job(session, _engine)
+            jobs.run_job(session, lambda: golden_scorer(archive, scratch / "golden"))
         return 0
     finally:
         if session is not None:
@@ -293,10 +297,17 @@ def score_job(rec_dir: Path, job_id: str, task: Task, archive: bytes, scratch: P
         owner.release()
 
 
-def _engine() -> Scorer:
+def golden_scorer(archive: bytes, dest: Path) -> Scorer:
+    """The Docker engine scoring with the golden files of `archive` unpacked into `dest` (inside
+    the job, so a bad archive is a recorded job failure like any other)."""
     from bridge.scoring.engine import default_scorer  # lazy: docker only when scoring
 
-    return default_scorer()
+    engine = default_scorer()
+
+    def score(task: Task, repo_dir: Path, **kwargs: Any) -> Any:
+        return engine(contamination.unpack_golden(task, archive, dest), repo_dir, **kwargs)
+
+    return cast(Scorer, score)
 
 
 def main(argv: list[str] | None = None) -> int:
