@@ -100,9 +100,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         sock = bind_http(args.host, args.port)  # before any announcement: a busy port is the first word
 
     from bridge.sessions.manager import SessionManager
+    from bridge.sessions.scorer import not_dumpable
     from bridge.tasks.catalog import Catalog
     from mcp_server.server import build_server
-    from mcp_server.transport import run_http, run_stdio
+    from mcp_server.transport import Ended, end_on_signals, run_http, run_stdio
+
+    # the server holds the golden files of its sessions' tasks in memory (README, "Threat model"):
+    # other processes of the user may not read its memory or descriptors
+    not_dumpable()
 
     catalog = Catalog.from_options(_abs(args.tasks), _abs(args.dataset))
     for line in catalog.errors:
@@ -116,6 +121,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         attempts=args.attempts,
         run_id=args.run_id,
     )
+    ended: Ended | None = None
+    end_on_signals()
     try:
         server = build_server(manager, default_workspace=_abs(args.workspace), owns_manager=True)
         if args.transport == "stdio":
@@ -129,6 +136,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"rgbridge: bearer token (also in {token_path}, mode 0600): {token}", file=sys.stderr, flush=True)
         run_http(server, host=args.host, port=args.port, token=token, allowed_hosts=args.allowed_host, sock=sock)
         return 0
+    except Ended as exc:
+        ended = exc
+        return 128 + exc.signum
     finally:
         if sock is not None:
             sock.close()
@@ -142,6 +152,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 flush=True,
             )
             manager.wait_jobs()
+        if ended is not None:
+            # the SDK's stdin reader thread stays blocked on a pipe the client keeps open: leave
+            # without joining it, now that everything is closed
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(128 + ended.signum)
 
 
 # --------------------------------------------------------------------------- ide-config

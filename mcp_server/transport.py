@@ -13,8 +13,10 @@ import ipaddress
 import logging
 import os
 import secrets
+import signal
 import socket
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -197,8 +199,44 @@ def run_http(
 
     app = http_app(server, host=host, port=port, token=token, allowed_hosts=allowed_hosts)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)
+    server_ = uvicorn.Server(config)
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM (the lifespan closes the manager); a hang-up
+    # is one more way to end the server (`end_on_signals`), taken the same graceful way
+    if threading.current_thread() is threading.main_thread():  # handlers can only be set there
+        signal.signal(signal.SIGHUP, lambda _sig, frame: server_.handle_exit(signal.SIGTERM, frame))
+    server_.run(sockets=[sock] if sock is not None else None)
 
 
 def run_stdio(server: MCPServer) -> None:
     server.run("stdio")
+
+
+#: how IDEs end a stdio server (README, "Agent CLIs"): Claude Code SIGINT then SIGTERM ~100 ms
+#: later, Codex SIGTERM, a closed terminal SIGHUP
+END_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Ended(KeyboardInterrupt):
+    """The server was told to end by a signal (a KeyboardInterrupt, so the event loop unwinds
+    and the lifespan closes the manager exactly as at the end of stdin)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def end_on_signals() -> None:
+    """Treat SIGINT, SIGTERM and SIGHUP like the end of stdin: the first one unwinds the server
+    (recorders checkpoint and stop, sessions are released); later ones are ignored so they
+    cannot cut that orderly close short. Scores do not depend on it: they are computed in
+    detached scoring processes (bridge/sessions/scorer.py)."""
+
+    def handler(signum: int, _frame: object) -> None:
+        for sig in END_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        raise Ended(signum)
+
+    if threading.current_thread() is not threading.main_thread():  # embedded: the host handles signals
+        return
+    for sig in END_SIGNALS:
+        signal.signal(sig, handler)
