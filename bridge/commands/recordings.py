@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
+
 from bridge.commands.common import (
     add_backend_options,
     add_json_option,
@@ -307,6 +309,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     from bridge.scoring.reporting import render_table
 
     render_table(report["results"], console())
+    if (report.get("metadata") or {}).get("agent"):  # an agent run (`rgbridge run`): its leaderboard line
+        from bridge.reports.leaderboard import leaderboard_lines
+
+        for line in leaderboard_lines(report):
+            console().print(Text(line))
     return 0
 
 
