@@ -33,12 +33,14 @@ from bridge.agents.prompt import agent_prompt
 from bridge.agents.trajectory import to_atif
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
+from bridge.recording.clock import parse_iso
 from bridge.recording.integrity import try_seal
 from bridge.scoring.reporting import build_entry
 from bridge.scoring.result import ScoreResult
 from bridge.sessions.answers import StartTaskResult
+from bridge.sessions.live import load_record
 from bridge.sessions.manager import SessionManager
-from bridge.sessions.models import ClientInfo, ResultStatus, Signal
+from bridge.sessions.models import ClientInfo, ResultStatus, SessionRecord, Signal, result_status
 from bridge.sessions.ownership import held_elsewhere
 from bridge.sessions.verbs import START
 from bridge.sessions.verbspec import CallContext
@@ -138,7 +140,14 @@ class Attempt:
         sid = self._open_session()
         self._save(phase="running", session_id=sid)
         ended, parsed = self._run_agent(sid)
-        self._save(phase="agent_done", ended=ended.how, exit_code=ended.exit_code, agent_seconds=ended.seconds)
+        self._save(
+            # a run stopped mid-agent redoes the attempt on resume; an ended agent's work is scored
+            phase="stopped" if ended.how == "stopped" else "agent_done",
+            ended=ended.how,
+            exit_code=ended.exit_code,
+            agent_seconds=ended.seconds,
+            agent_ended_at=time.time(),
+        )
         if ended.how == "stopped":
             raise Stopped(f"{self.key}: stopped")
         return self._finish(sid, ended, parsed)
@@ -230,17 +239,17 @@ class Attempt:
             time.sleep(0.2)
         mgr = self._manager(reattach=True)
         try:
-            if sid not in mgr.sessions:
+            if sid not in mgr.sessions and load_record(self.rec_dir / sid).state in ("active", "paused"):
                 mgr.attach(sid)
+            live = sid in mgr.sessions  # else finished on disk: the agent's server scored it
             state = self.state()
             if parsed is None:  # resumed after the agent ended: read its stream again
                 setup = self.setup()
                 parsed = self.s.adapter.parse(read_stream(self.dir / "agent" / "stream.jsonl"), setup.prompt)
             how = ended.how if ended else str(state.get("ended", "exit"))
             signal: Signal = "time_limit" if how == "time_limit" else "agent_exit"
-            record = mgr.status(sid)
             scoring_started = time.monotonic()
-            if record.state in ("active", "paused"):
+            if live and mgr.status(sid).state in ("active", "paused"):
                 self._keep_trajectory(mgr, sid, parsed, how, state)
                 if self.s.on_exit == "abandon" and signal == "agent_exit":
                     mgr.quit(sid, "the agent ended without submitting (--on-exit abandon)")
@@ -251,8 +260,8 @@ class Attempt:
             else:
                 submitted_by = "agent"
             self._save(phase="submitted", submitted_by=submitted_by)
-            result = self._wait_result(mgr, sid)
-            scoring_seconds = round(time.monotonic() - scoring_started, 3)
+            result = self._wait_result(mgr, sid) if live else result_status(*self._on_disk(sid))
+            scoring_seconds = scoring_span(self.rec_dir / sid) or round(time.monotonic() - scoring_started, 3)
             if submitted_by == "agent":
                 # The agent submitted: its recording was sealed without the agent's files; add them
                 # and seal again (the seal covers every file of the recording).
@@ -303,6 +312,9 @@ class Attempt:
                 trajectory="agent/trajectory.json",
             )
 
+    def _on_disk(self, sid: str) -> tuple[SessionRecord, Path]:
+        return load_record(self.rec_dir / sid), self.rec_dir / sid
+
     def _wait_result(self, mgr: SessionManager, sid: str) -> ResultStatus:
         while True:
             if self.stop.is_set():
@@ -324,6 +336,14 @@ class Attempt:
         started = float(state.get("started_at") or time.time())
         wall = round(time.time() - started, 3)
         agent_seconds = float(state.get("agent_seconds") or 0.0)
+        # The bridge's own share: the attempt's wall time outside the agent's run and the scoring
+        # (they overlap when the agent submitted and waited for its server to score).
+        agent_end = float(state.get("agent_ended_at") or started + agent_seconds)
+        busy = (
+            agent_seconds
+            + scoring_seconds
+            - overlap((agent_end - agent_seconds, agent_end), scoring_window(self.rec_dir / status.session_id))
+        )
         model = parsed.model or self.s.model
         entry["agent"] = {"name": self.s.adapter.name, "version": self.s.agent_version, "model": model}
         entry["attempt"] = self.number
@@ -337,7 +357,7 @@ class Attempt:
             "wall_seconds": wall,
             "agent_seconds": agent_seconds,
             "scoring_seconds": scoring_seconds,
-            "overhead_seconds": round(max(0.0, wall - agent_seconds - scoring_seconds), 3),
+            "overhead_seconds": round(max(0.0, wall - busy), 3),
             "tool_calls": parsed.tool_calls,
             "steps": len(parsed.steps),
             "prompt_tokens": parsed.prompt_tokens,
@@ -352,3 +372,32 @@ class Attempt:
 
 def _python() -> str:
     return sys.executable
+
+
+def scoring_window(rec_dir: Path) -> tuple[float, float] | None:
+    """From the submission to the last score of a recording (epoch seconds), from its events."""
+    start = end = None
+    try:
+        lines = (rec_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            event = json.loads(line)
+            at = parse_iso(str(event.get("t"))).timestamp()
+        except (ValueError, AttributeError):
+            continue
+        if event.get("type") == "submit" and start is None:
+            start = at
+        elif event.get("type") in ("score", "score_failed"):
+            end = at
+    return (start, end) if start is not None and end is not None and end >= start else None
+
+
+def scoring_span(rec_dir: Path) -> float | None:
+    window = scoring_window(rec_dir)
+    return round(window[1] - window[0], 3) if window else None
+
+
+def overlap(a: tuple[float, float], b: tuple[float, float] | None) -> float:
+    return max(0.0, min(a[1], b[1]) - max(a[0], b[0])) if b else 0.0

@@ -134,9 +134,20 @@ def execute(
     for key in done:
         if key in attempts:
             attempts[key].live.state = "done (earlier)"
-    todo = [a for key, a in attempts.items() if key not in done]
+    # One task's attempts run one after another: opening a session copies the task's golden files
+    # (bridge/sessions/contamination.py), which an open session of the same task would record as
+    # contamination. `--workers` runs different tasks at once.
+    todo: dict[str, list[Attempt]] = {}
+    for key, a in attempts.items():
+        if key not in done:
+            todo.setdefault(a.task.id, []).append(a)
     started = time.monotonic()
     failures: dict[str, str] = {}
+
+    def task_attempts(queue: list[Attempt]) -> None:
+        for attempt in queue:
+            if not stop.is_set():
+                one(attempt)
 
     def one(attempt: Attempt) -> None:
         try:
@@ -155,7 +166,7 @@ def execute(
             on_event(attempt.key, "scored")
 
     pool = ThreadPoolExecutor(max_workers=options.workers, thread_name_prefix="rgbridge-run")
-    futures: set[Future[None]] = {pool.submit(one, a) for a in todo}
+    futures: set[Future[None]] = {pool.submit(task_attempts, queue) for queue in todo.values()}
     try:
         while futures:
             finished, futures = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
