@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from bridge.commands.common import PROFILE_CHOICES
+from bridge.credentials import client_id_for, is_client_token, mint_client_credential, read_server_token
 from bridge.errors import BridgeError
 from bridge.locations import default_recordings_dir
 
@@ -96,7 +97,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from bridge.sessions.manager import SessionManager
     from bridge.tasks.catalog import Catalog
     from mcp_server.server import build_server
-    from mcp_server.transport import run_http, run_stdio
+    from mcp_server.transport import Ended, end_on_signals, run_http, run_stdio
 
     catalog = Catalog.from_options(_abs(args.tasks), _abs(args.dataset))
     for line in catalog.errors:
@@ -110,6 +111,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         attempts=args.attempts,
         run_id=args.run_id,
     )
+    ended: Ended | None = None
+    end_on_signals()
     try:
         server = build_server(manager, default_workspace=_abs(args.workspace), owns_manager=True)
         if args.transport == "stdio":
@@ -121,6 +124,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"rgbridge: bearer token (also in {token_path}, mode 0600): {token}", file=sys.stderr, flush=True)
         run_http(server, host=args.host, port=args.port, token=token, allowed_hosts=args.allowed_host)
         return 0
+    except Ended as exc:
+        ended = exc
+        return 128 + exc.signum
     finally:
         manager.close()  # the server's lifespan has closed it, unless the server never ran
         running = manager.jobs_running()
@@ -132,6 +138,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 flush=True,
             )
             manager.wait_jobs()
+        if ended is not None:
+            # the SDK's stdin reader thread stays blocked on a pipe the client keeps open: leave
+            # without joining it, now that everything is closed
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(128 + ended.signum)
 
 
 # --------------------------------------------------------------------------- ide-config
@@ -153,8 +165,9 @@ def register_ide_config(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--token",
         default=None,
-        help="HTTP bearer token for the headers (default: $RGBRIDGE_TOKEN, else the token file "
-        "in the recordings folder)",
+        help="the HTTP server's bearer token this config's own client credential is minted from "
+        "(default: $RGBRIDGE_TOKEN, else the token file in the recordings folder); a client "
+        "credential (rgbc1...) is used as it is",
     )
     parser.add_argument("--tasks", type=Path, metavar="DIR", help="passed through to the server")
     parser.add_argument("--dataset", type=Path, metavar="DIR", help="passed through to the server")
@@ -177,21 +190,24 @@ def passthrough_args(args: argparse.Namespace) -> list[str]:
     return extra
 
 
-def _token_file(args: argparse.Namespace) -> Path:
-    from mcp_server.transport import TOKEN_FILE
-
-    return (_abs(args.recordings) or default_recordings_dir()) / TOKEN_FILE
-
-
 def _http_token(args: argparse.Namespace) -> str | None:
+    """The server's token (--token, $RGBRIDGE_TOKEN, else the server's token file), or a client
+    credential given instead."""
     token = args.token or os.environ.get("RGBRIDGE_TOKEN")
     if token:
+        return str(token)
+    return read_server_token(_abs(args.recordings) or default_recordings_dir())
+
+
+def client_token(args: argparse.Namespace, workspace: Path) -> str | None:
+    """The bearer token an HTTP config sends: this config's own client credential, minted from the
+    server's token (bridge/credentials.py), so that its sessions are its own whatever protocol era
+    the IDE speaks. The same IDE and workspace get the same credential each time; a credential
+    given instead of the server's token is used as it is."""
+    token = _http_token(args)
+    if token is None or is_client_token(token):
         return token
-    token_file = _token_file(args)
-    try:
-        return token_file.read_text(encoding="ascii").strip() or None
-    except OSError:
-        return None
+    return mint_client_credential(token, client_id_for(f"{args.ide}\0{workspace}")).token
 
 
 def cmd_ide_config(args: argparse.Namespace) -> int:
@@ -208,7 +224,7 @@ def cmd_ide_config(args: argparse.Namespace) -> int:
 
     workspace = _abs(args.workspace)
     assert workspace is not None
-    token = _http_token(args) if args.transport == "http" else None
+    token = client_token(args, workspace) if args.transport == "http" else None
     target = config_path(args.ide, workspace)
     in_workspace = is_inside(target, workspace)
     written_token = token
@@ -238,12 +254,12 @@ def cmd_ide_config(args: argparse.Namespace) -> int:
             if inputs
             else f"set {TOKEN_ENV} in the environment the IDE starts from"
         )
-        source = (
-            f"the token file {_token_file(args)}"
-            if not (args.token or os.environ.get("RGBRIDGE_TOKEN"))
-            else "the token you gave"
+        value = (
+            f"this config's client credential is\n{token}"
+            if token
+            else "no server token found to mint it from: start `rgbridge serve --transport http` first, or pass --token"
         )
-        print(f"the bearer token was not written into the workspace: {how} (value: {source})", file=sys.stderr)
+        print(f"the bearer token was not written into the workspace: {how}; {value}", file=sys.stderr)
     return 0
 
 

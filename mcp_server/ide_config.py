@@ -109,7 +109,7 @@ def vscode_token_input() -> dict[str, Any]:
         "id": VSCODE_TOKEN_INPUT,
         "type": "promptString",
         "password": True,
-        "description": "rgbridge HTTP bearer token (the server prints it and keeps it in its token file)",
+        "description": "rgbridge HTTP client credential (printed by `rgbridge ide-config vscode --transport http`)",
     }
 
 

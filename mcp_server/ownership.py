@@ -1,17 +1,23 @@
 """Which MCP client a call comes from, and which sessions belong to it.
 
-Over streamable HTTP several clients share one server and one bearer token. A session belongs to
-the client connection that started it: a call without `session_id` means the caller's own
-session, never another's, and a call naming a session another client owns is refused.
+Over streamable HTTP several clients share one server. A session belongs to the client that
+started it: a call without `session_id` means the caller's own session, never another's, and a
+call naming a session another client owns is refused.
 
-Identity is the SDK's per-connection state (`Connection.state`, which persists across the
-requests of one connection), not a header: headers are client input. On the handshake era a
-connection is one `Mcp-Session-Id`; a 2026-07-28 HTTP request is self-contained and has no
-connection to speak of, so such a caller has no identity: it must name its session, and the
-sessions it starts are reachable by their id only. When a connection closes (the client quit, or
-its MCP session expired after 30 idle minutes) its sessions are released: the next client that
-names one adopts it, so an IDE that reconnects can carry on with its session. stdio (and in-process) serves exactly one
-client, so nothing changes there.
+Identity, strongest first:
+1. A client credential (bridge/credentials.py): `rgbridge ide-config --transport http` writes one
+   per config. The bearer check (mcp_server/transport.py) verifies it and leaves its client id in
+   the request's ASGI scope. It is the same in every request whatever the protocol era (a
+   2026-07-28 client such as Claude Code over HTTP sends each request on its own) and outlives
+   connections: an IDE that restarts keeps its sessions.
+2. With the shared server token only: the SDK's per-connection state (`Connection.state`, which
+   persists across the requests of one connection), never a header (headers are client input).
+   On the handshake era a connection is one `Mcp-Session-Id`; a 2026-07-28 request sent with the
+   server token has no connection and so no identity: it must name its session, and the sessions
+   it starts are reachable by their id only. When a connection closes (the client quit, or its MCP
+   session expired after 30 idle minutes) its sessions are released: the next client that names
+   one adopts it, so an IDE that reconnects can carry on with its session.
+stdio (and in-process) serves exactly one client, so nothing changes there.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from bridge.errors import SessionError
 
 _STATE_KEY = "rgbridge.client"
 LOCAL = "local"
+#: where the bearer check (mcp_server/transport.py) leaves the client id of a verified credential
+CREDENTIAL_SCOPE_KEY = "rgbridge.credential"
 
 
 @dataclass(frozen=True)
@@ -37,9 +45,15 @@ class Caller:
 def caller_of(request_context: Any, on_close: Callable[[str], None] | None = None) -> Caller:
     """The caller of a request, from the SDK's ServerRequestContext (tool ctx or middleware).
     `on_close(key)` runs when the caller's connection closes (registered once per connection)."""
-    over_http = getattr(request_context, "request", None) is not None
-    if not over_http:
+    request = getattr(request_context, "request", None)
+    if request is None:
         return Caller(key=LOCAL, over_http=False)  # stdio / in-process: the one client there is
+    scope = getattr(request, "scope", None)
+    credential = scope.get(CREDENTIAL_SCOPE_KEY) if isinstance(scope, dict) else None
+    if isinstance(credential, str) and credential:
+        # A client credential: the same identity in every request, whatever the protocol era,
+        # and it outlives any connection (never released on close).
+        return Caller(key=f"credential:{credential}", over_http=True)
     connection = getattr(getattr(request_context, "session", None), "_connection", None)
     state = getattr(connection, "state", None)
     if not isinstance(state, dict):
@@ -110,7 +124,8 @@ class Owners:
             return session_ids
         if caller.key is None:
             raise SessionError(
-                "this client has no MCP session (each 2026-07-28 request stands alone): "
-                "pass the session_id that start_task returned"
+                "this client has no MCP session (each 2026-07-28 request stands alone) and no credential "
+                "of its own: pass the session_id that start_task returned, or connect with the config "
+                "`rgbridge ide-config --transport http` writes"
             )
         return [sid for sid in session_ids if self._owner.get(sid) == caller.key]

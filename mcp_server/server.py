@@ -22,7 +22,7 @@ from bridge.sessions.manager import SessionManager
 from bridge.sessions.rules import INSTRUCTIONS, solve_prompt
 from bridge.sessions.verbs import mcp_verbs
 from mcp_server.calllog import CallLogMiddleware
-from mcp_server.tools import BridgeTools, add_verb_tool
+from mcp_server.tools import BridgeTools, verb_tool
 from mcp_server.workspace import find_root
 
 SERVER_NAME = "rgbridge"
@@ -65,12 +65,10 @@ def build_server(
         version=__version__,
         middleware=[CallLogMiddleware(tools)],
         lifespan=manager_lifespan(manager) if owns_manager else None,
+        # Practice mode (`rgbridge serve --practice`) adds its deploy-only check.
+        tools=[verb_tool(tools, verb) for verb in mcp_verbs(practice=manager.practice)],
     )
     server.bridge_tools = tools  # type: ignore[attr-defined]  # for tests and the CLI
-
-    # Practice mode (`rgbridge serve --practice`) adds its deploy-only check.
-    for verb in mcp_verbs(practice=manager.practice):
-        add_verb_tool(server, tools, verb)
 
     @server.resource(
         "task://{task_id}/readme",

@@ -13,14 +13,17 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
 import anyio.to_thread
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from bridge.errors import BridgeError, SessionError
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.models import ClientInfo
+from bridge.sessions.schemas import input_schema, output_schema
 from bridge.sessions.verbspec import CallContext, Event, Opened, Progress, Steps, Verb
 from mcp_server.calllog import mark_handled
 from mcp_server.ownership import Caller, Owners
@@ -28,8 +31,6 @@ from mcp_server.workspace import WorkspaceRoot, is_inside, resolve_workspace
 
 log = logging.getLogger("mcp_server")
 T = TypeVar("T")
-
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 
 def client_info_of(ctx: Context | None) -> ClientInfo:
@@ -59,8 +60,14 @@ def _protocol_of(ctx: Context | None) -> str | None:
         return None
 
 
-def _thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Awaitable[T]:
-    return anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+#: what the recording says of a call whose answer was never sent
+CANCELLED = "cancelled before its answer was sent (the client gave up on the call, or the server is stopping)"
+
+
+def _thread(fn: Callable[..., T], *args: Any, abandon: bool = False, **kwargs: Any) -> Awaitable[T]:
+    """`fn` off the event loop. `abandon`: a cancelled call stops waiting for it at once (the
+    thread ends on its own; only for work that changes nothing, such as a long poll's wait)."""
+    return anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), abandon_on_cancel=abandon)
 
 
 def _advance(steps: Steps) -> tuple[bool, Event | BaseModel]:
@@ -90,12 +97,30 @@ class BridgeTools:
         except Exception:  # noqa: BLE001 - a failing log must never turn a result into an error
             log.exception("could not log call %s", tool)
 
-    async def run(self, tool: str, arguments: dict[str, Any], body: Callable[[dict[str, Any]], Awaitable[T]]) -> T:
-        """Run a tool body; log it; map failures to ToolError with a one-line message."""
+    async def run(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        body: Callable[[dict[str, Any]], Awaitable[T]],
+        *,
+        shielded: bool = False,
+    ) -> T:
+        """Run a tool body; log it; map failures to ToolError with a one-line message.
+
+        A call the client cancels (`notifications/cancelled` on a timeout, or a closed request on
+        the 2026-07-28 HTTP path) is interrupted by the SDK, which never answers it (the MCP
+        specification's cancellation utility; Claude Code drops the connection when an answer
+        arrives for a call it gave up on). The recording still gets the call, as cancelled.
+        `shielded`: the body runs to its end anyway (a call that changes state finishes, so the
+        recording and the session's owner stay right; only its answer is dropped)."""
         mark_handled()
         box: dict[str, Any] = {"session_id": None}
         try:
-            result = await body(box)
+            with anyio.CancelScope(shield=shielded):
+                result = await body(box)
+        except anyio.get_cancelled_exc_class():
+            await self._log_async(box["session_id"], tool, arguments, ok=False, error=CANCELLED)
+            raise
         except ToolError as exc:
             await self._log_async(box["session_id"], tool, arguments, ok=False, error=str(exc))
             raise
@@ -114,7 +139,9 @@ class BridgeTools:
     async def _log_async(
         self, session_id: str | None, tool: str, arguments: dict[str, Any], *, ok: bool, error: str | None = None
     ) -> None:
-        await anyio.to_thread.run_sync(functools.partial(self.log, session_id, tool, arguments, ok=ok, error=error))
+        # Shielded: a call is logged even when it is being cancelled (every call is in the recording).
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(functools.partial(self.log, session_id, tool, arguments, ok=ok, error=error))
 
     # ------------------------------------------------------------------ session lookup
     def session_for(self, session_id: str | None, caller: Caller, *, recorded_ok: bool = False) -> str:
@@ -157,23 +184,35 @@ class BridgeTools:
 
 
 def verb_annotations(verb: Verb) -> ToolAnnotations:
-    if verb.read_only:
-        return READ_ONLY
+    """Every hint set explicitly (a client that finds one missing assumes the worst: Codex with
+    `approval_policy = "never"` refuses such a tool): read-only and idempotent as the verb says,
+    destructive only for what cannot be undone and is not additive (quitting), never open-world
+    (the bridge talks to nothing outside this machine on a tool call)."""
     return ToolAnnotations(
         title=verb.title,
-        read_only_hint=False,
+        read_only_hint=verb.read_only,
         destructive_hint=verb.destructive,
         idempotent_hint=verb.idempotent,
         open_world_hint=False,
     )
 
 
-def add_verb_tool(server: MCPServer, tools: BridgeTools, verb: Verb) -> None:
-    """Register `verb` as an MCP tool: its declared arguments, then (for a verb acting on a
-    session) an optional session_id.
+def _strict_arguments(model: type[ArgModelBase]) -> type[ArgModelBase]:
+    """The SDK's argument model, refusing arguments the tool does not declare: the published
+    schema has no `additionalProperties: false` (bridge/sessions/schemas.py), so the refusal of an
+    unknown argument lives here, in the validation."""
+    config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    return cast(type[ArgModelBase], type(model.__name__, (model,), {"model_config": config, "__module__": __name__}))
 
-    The SDK reads a tool's input schema from the function signature, so the generated function
-    carries one built from the verb's parameters."""
+
+def verb_tool(tools: BridgeTools, verb: Verb) -> Tool:
+    """`verb` as an MCP tool: its declared arguments, then (for a verb acting on a session) an
+    optional session_id.
+
+    The SDK reads a tool's argument model from the function signature, so the generated function
+    carries one built from the verb's parameters; that model validates every call (unknown
+    arguments refused). What the tool publishes is the portable schema of
+    bridge/sessions/schemas.py: the input schema built from the verb, the output schema inlined."""
     acts_on_session = verb.session == "existing"
 
     async def tool(ctx: Context, **kwargs: Any) -> BaseModel:
@@ -184,11 +223,11 @@ def add_verb_tool(server: MCPServer, tools: BridgeTools, verb: Verb) -> None:
             caller = tools.owners.caller(ctx.request_context) if verb.session != "none" else None
             if acts_on_session:
                 box["session_id"] = sid = await _thread(
-                    tools.session_for, session_id, caller, recorded_ok=verb.recorded_ok
+                    tools.session_for, session_id, caller, recorded_ok=verb.recorded_ok, abandon=verb.read_only
                 )
             steps = verb.steps(tools.manager, sid, tools.call_context(ctx), **kwargs)
             while True:
-                done, out = await _thread(_advance, steps)
+                done, out = await _thread(_advance, steps, abandon=verb.read_only)
                 if done:
                     return cast(BaseModel, out)
                 if isinstance(out, Opened) and caller is not None:
@@ -197,7 +236,9 @@ def add_verb_tool(server: MCPServer, tools: BridgeTools, verb: Verb) -> None:
                 elif isinstance(out, Progress):
                     await ctx.report_progress(out.elapsed, out.total, out.message)
 
-        return await tools.run(verb.tool, verb.logged_arguments(session_id, kwargs), body)
+        # A read-only call (get_result's long poll) stops as soon as it is cancelled; any other
+        # runs to its end, its answer dropped.
+        return await tools.run(verb.tool, verb.logged_arguments(session_id, kwargs), body, shielded=not verb.read_only)
 
     kw = inspect.Parameter.KEYWORD_ONLY
     params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context)]
@@ -208,4 +249,11 @@ def add_verb_tool(server: MCPServer, tools: BridgeTools, verb: Verb) -> None:
     tool.__annotations__ = {p.name: p.annotation for p in params} | {"return": verb.result}
     tool.__name__ = tool.__qualname__ = verb.tool
     tool.__doc__ = verb.doc
-    server.add_tool(tool, name=verb.tool, description=verb.doc, annotations=verb_annotations(verb))
+    made = Tool.from_function(
+        tool, name=verb.tool, title=verb.title, description=verb.doc, annotations=verb_annotations(verb)
+    )
+    made.parameters = input_schema(verb)
+    made.fn_metadata.arg_model = _strict_arguments(made.fn_metadata.arg_model)
+    if made.fn_metadata.output_schema is not None:
+        made.fn_metadata.output_schema = output_schema(made.fn_metadata.output_schema)
+    return made

@@ -12,6 +12,7 @@ import ipaddress
 import logging
 import os
 import secrets
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,12 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
+from bridge.credentials import SERVER_TOKEN_FILE, is_client_token, verify_client_token
 from bridge.errors import BridgeError
+from mcp_server.ownership import CREDENTIAL_SCOPE_KEY
 
 log = logging.getLogger("mcp_server.transport")
 
-TOKEN_FILE = "http-token"
 LOOPBACK_NAMES = ("localhost",)
 
 
@@ -55,10 +57,15 @@ def is_loopback(host: str) -> bool:
 def load_or_create_token(given: str | None, token_dir: Path) -> tuple[str, Path]:
     """The bearer token (given, or a fresh `secrets.token_urlsafe(32)`), written to a 0600 file."""
     token = given or secrets.token_urlsafe(32)
+    if is_client_token(token):
+        raise TransportError(
+            "the server token given (--token or RGBRIDGE_TOKEN) is a client credential (rgbc1...), "
+            "which is what IDE configs send: give the server its own token, or none for a fresh one"
+        )
     if len(token) < 16:
         raise TransportError("the HTTP bearer token must be at least 16 characters")
     token_dir.mkdir(parents=True, exist_ok=True)
-    path = token_dir / TOKEN_FILE
+    path = token_dir / SERVER_TOKEN_FILE
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         os.fchmod(fd, 0o600)  # an older file may have had wider permissions
@@ -87,10 +94,16 @@ def security_settings(host: str, port: int, allowed_hosts: list[str] | None = No
 
 class BearerTokenMiddleware:
     """Pure ASGI: rejects HTTP requests without the right bearer token; passes lifespan through
-    (the wrapped Starlette app's lifespan runs the SDK session manager)."""
+    (the wrapped Starlette app's lifespan runs the SDK session manager).
+
+    Two kinds of token pass: the server's own (shared; the caller is known by its MCP connection,
+    mcp_server/ownership.py) and a client credential minted from it (bridge/credentials.py), whose
+    client id the middleware puts into the request's ASGI scope: the caller's identity, checked
+    here and never read from anything the client could choose."""
 
     def __init__(self, app: Any, token: str) -> None:
         self.app = app
+        self._token = token
         self._expected = f"Bearer {token}".encode()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -102,7 +115,13 @@ class BearerTokenMiddleware:
             if key.lower() == b"authorization":
                 given = value
                 break
-        if not hmac.compare_digest(given, self._expected):
+        scope.pop(CREDENTIAL_SCOPE_KEY, None)
+        client_id = None
+        if not hmac.compare_digest(given, self._expected) and given.startswith(b"Bearer "):
+            client_id = verify_client_token(self._token, given[len(b"Bearer ") :].decode("latin-1"))
+            if client_id is not None:
+                scope[CREDENTIAL_SCOPE_KEY] = client_id
+        if client_id is None and not hmac.compare_digest(given, self._expected):
             body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
             await send(
                 {
@@ -151,3 +170,32 @@ def run_http(server: MCPServer, *, host: str, port: int, token: str, allowed_hos
 
 def run_stdio(server: MCPServer) -> None:
     server.run("stdio")
+
+
+#: how IDEs end a stdio server (README, "Agent CLIs"): Claude Code SIGINT then SIGTERM ~100 ms
+#: later, Codex SIGTERM, a closed terminal SIGHUP
+END_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Ended(KeyboardInterrupt):
+    """The server was told to end by a signal (a KeyboardInterrupt, so the event loop unwinds
+    and the lifespan closes the manager exactly as at the end of stdin)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def end_on_signals() -> None:
+    """Treat SIGINT, SIGTERM and SIGHUP like the end of stdin: the first one unwinds the server
+    (recorders checkpoint and stop, sessions are released); later ones are ignored so they
+    cannot cut that orderly close short. Scores do not depend on it: they are computed in
+    detached scoring processes (bridge/sessions/scorer.py)."""
+
+    def handler(signum: int, _frame: object) -> None:
+        for sig in END_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        raise Ended(signum)
+
+    for sig in END_SIGNALS:
+        signal.signal(sig, handler)

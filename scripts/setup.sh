@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything repogenesis-bridge needs on a fresh Debian machine (idempotent).
 # System: debootstrap (builds the scoring base image without a registry), git, chromium (HTML
-# report screenshots in the tests). Python: the project and its test extras, editable.
+# report screenshots in the tests). Python: the project and its test extras, editable (they
+# include the `agents` extra: Claude Code and the Codex CLI from PyPI, for tests/test_agent_clis.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bridge.cli import main as rgbridge
+from bridge.credentials import mint_client_credential, verify_client_token
 from mcp_server.ide_config import ConfigError, config_path, merge_into, server_entry
 
 EXPECTED_FILES = {
@@ -62,7 +63,8 @@ def test_print_http_with_token(ide: str, url_key: str, typed: bool, home: Path, 
     top = EXPECTED_FILES[ide][2]
     entry = doc[top]["rgbridge"]
     assert entry[url_key] == "http://127.0.0.1:9999/mcp"
-    assert entry["headers"] == {"Authorization": "Bearer " + "t" * 43}
+    (scheme, credential), = [entry["headers"]["Authorization"].split(" ")]
+    assert scheme == "Bearer" and verify_client_token("t" * 43, credential)  # its own credential, not the server's token
     assert ("type" in entry) == typed and entry.get("type", "http") == "http"
     assert "command" not in entry
     assert not (tmp_path / "ws").exists()  # printing writes nothing
@@ -75,7 +77,7 @@ def test_http_token_read_from_recordings(home: Path, tmp_path: Path, capsys: pyt
     assert rgbridge(["ide-config", "cursor", "--workspace", str(tmp_path), "--transport", "http",
                      "--recordings", str(rec)]) == 0
     entry = json.loads(capsys.readouterr().out)["mcpServers"]["rgbridge"]
-    assert entry["headers"]["Authorization"] == "Bearer from-file-token-0123456789"
+    assert verify_client_token("from-file-token-0123456789", entry["headers"]["Authorization"].removeprefix("Bearer "))
     assert entry["url"] == "http://127.0.0.1:8765/mcp"
 
 
@@ -164,6 +166,10 @@ REFERENCES = {"cursor": "${env:RGBRIDGE_TOKEN}", "claude": "${RGBRIDGE_TOKEN}", 
 
 
 def files_holding(folder: Path, needle: str) -> list[Path]:
+    """Files holding `needle`, or (for the server's token) any credential minted from it."""
+    if needle == TOKEN:
+        return [p for p in folder.rglob("*") if p.is_file() and (needle.encode() in p.read_bytes()
+                                                                  or b"rgbc1." in p.read_bytes())]
     return [p for p in folder.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
 
 
@@ -178,8 +184,8 @@ def test_http_write_never_puts_the_token_in_the_workspace(ide: str, home: Path, 
     path = (home if in_home else ws) / rel
     entry = json.loads(path.read_text())[top]["rgbridge"]
     auth = entry["headers"]["Authorization"]
-    if in_home:  # outside the workspace: the token itself, in a private file
-        assert auth == f"Bearer {TOKEN}" and stat.S_IMODE(path.stat().st_mode) == 0o600
+    if in_home:  # outside the workspace: the config's own credential, in a private file
+        assert verify_client_token(TOKEN, auth.removeprefix("Bearer ")) and stat.S_IMODE(path.stat().st_mode) == 0o600
     else:
         assert auth == f"Bearer {REFERENCES[ide]}"
     if ide == "vscode":
@@ -247,3 +253,47 @@ def test_recorded_session_never_holds_the_token(home: Path, tmp_path: Path, task
     store.checkout_to(store.head(), out)
     assert (out / ".mcp.json").is_file()  # recorded, but holding only the reference
     assert files_holding(out, TOKEN) == [] and files_holding(Path(st.recording), TOKEN) == []
+
+
+# --------------------------------------------------------------------------- issue 20, item 5
+def printed_credential(capsys: pytest.CaptureFixture[str], ide: str = "cursor") -> str:
+    entry = json.loads(capsys.readouterr().out)[EXPECTED_FILES[ide][2]]["rgbridge"]
+    return entry["headers"]["Authorization"].removeprefix("Bearer ")
+
+
+def test_each_config_gets_its_own_stable_credential(home: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["ide-config", "cursor", "--transport", "http", "--token", TOKEN]
+    assert rgbridge([*base, "--workspace", str(tmp_path / "a")]) == 0
+    first = printed_credential(capsys)
+    assert rgbridge([*base, "--workspace", str(tmp_path / "a")]) == 0
+    assert printed_credential(capsys) == first  # written again: the same identity, its sessions still its own
+    assert rgbridge([*base, "--workspace", str(tmp_path / "b")]) == 0
+    other = printed_credential(capsys)
+    assert other != first and verify_client_token(TOKEN, first) != verify_client_token(TOKEN, other)
+    assert rgbridge(["ide-config", "claude", "--transport", "http", "--token", TOKEN, "--workspace",
+                     str(tmp_path / "a")]) == 0
+    assert printed_credential(capsys, "claude") != first  # another IDE on the same folder is another client
+    given = mint_client_credential(TOKEN, "from-run").token
+    assert rgbridge(["ide-config", "cursor", "--transport", "http", "--token", given, "--workspace",
+                     str(tmp_path / "a")]) == 0
+    assert printed_credential(capsys) == given  # a credential is used as it is, never minted from
+
+
+def test_written_reference_tells_the_credential(home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    assert rgbridge(["ide-config", "claude", "--workspace", str(ws), "--transport", "http", "--token", TOKEN,
+                     "--write"]) == 0
+    err = capsys.readouterr().err
+    credential = err.strip().splitlines()[-1]
+    assert verify_client_token(TOKEN, credential) and "RGBRIDGE_TOKEN" in err
+    assert files_holding(ws, credential) == []
+
+
+def test_serve_refuses_a_client_credential_as_its_token(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    credential = mint_client_credential(TOKEN).token
+    assert rgbridge(["serve", "--transport", "http", "--recordings", str(tmp_path), "--port", "1",
+                     "--token", credential]) == 2
+    assert "client credential" in capsys.readouterr().err
+    assert not (tmp_path / "http-token").exists()

@@ -243,3 +243,125 @@ def test_reconnecting_client_adopts_its_released_session(server: HttpServer) -> 
             assert (await a2.call_tool("quit_task", {})).structured_content["state"] == "quit"
 
     anyio.run(go)
+
+
+# --------------------------------------------------------------------------- issue 20, item 5
+def credential_client(server: HttpServer, token: str, mode: str) -> Client:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=120))
+    return Client(streamable_http_client(server.url, http_client=http), mode=mode)
+
+
+SESSION_CALLS = (("task_status", {}), ("add_note", {"text": "mine"}), ("pause_task", {}), ("resume_task", {}),
+                 ("get_result", {}))
+
+
+def test_a_client_credential_owns_its_sessions_in_both_protocol_eras(server: HttpServer) -> None:
+    """Claude Code over HTTP speaks 2026-07-28: each request stands alone. With the credential
+    `ide-config` mints, a call without session_id means that client's own session, in that era and
+    in the handshake era alike, and another credential's session stays out of reach."""
+    from bridge.credentials import mint_client_credential
+
+    cred_a = mint_client_credential(server.token, "client-a").token
+    cred_b = mint_client_credential(server.token).token
+
+    async def go() -> None:
+        async with credential_client(server, cred_a, "auto") as a:
+            started = await a.call_tool("start_task", {"task_id": "kv-ledger", "workspace": "cred-a"})
+            assert not started.is_error, started.content
+            assert a.protocol_version == "2026-07-28"
+            sid = started.structured_content["session_id"]
+            for tool, args in SESSION_CALLS:
+                res = await a.call_tool(tool, args)
+                assert not res.is_error, (tool, res.content)
+                assert res.structured_content["session_id"] == sid, tool
+        # the same credential on a handshake-era connection, after the first one closed: still its own
+        async with credential_client(server, cred_a, "legacy") as a2:
+            assert a2.protocol_version != "2026-07-28"
+            assert (await a2.call_tool("task_status", {})).structured_content["session_id"] == sid
+        # another credential, either era: neither without an id nor by naming it
+        for mode in ("auto", "legacy"):
+            async with credential_client(server, cred_b, mode) as b:
+                for tool, args in (*SESSION_CALLS, ("submit_task", {}), ("quit_task", {})):
+                    res = await b.call_tool(tool, args)
+                    assert res.is_error and "no active session" in res.content[0].text, (mode, tool, res.content)
+                    res = await b.call_tool(tool, {**args, "session_id": sid})
+                    assert res.is_error and "belongs to another MCP client" in res.content[0].text, (mode, tool)
+        # nor a client holding only the shared server token
+        async with http_client(server, "legacy") as shared:
+            res = await shared.call_tool("quit_task", {"session_id": sid})
+            assert res.is_error and "belongs to another MCP client" in res.content[0].text
+        async with credential_client(server, cred_a, "auto") as a3:
+            quit_ = await a3.call_tool("quit_task", {})
+            assert quit_.structured_content["session_id"] == sid and quit_.structured_content["state"] == "quit"
+        record = json.loads((server.rec / sid / "session.json").read_text())
+        assert record["notes"] == 1 and record["client"]["protocol"] == "2026-07-28"
+
+    anyio.run(go)
+
+
+def test_raw_stateless_posts_with_a_credential(server: HttpServer) -> None:
+    """Plain JSON-RPC POSTs, one per request and no Mcp-Session-Id (what a stateless client
+    sends): the credential is the only thing tying them together."""
+    from bridge.credentials import mint_client_credential
+
+    cred = mint_client_credential(server.token).token
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {cred}", "MCP-Protocol-Version": "2026-07-28"}
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw-stateless", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}}
+
+    def call(rid: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments, "_meta": meta}}
+        res = requests.post(server.url, data=json.dumps(body),
+                            headers={**headers, "Mcp-Method": "tools/call", "Mcp-Name": name}, timeout=30)
+        assert res.status_code == 200, res.text
+        assert "mcp-session-id" not in {k.lower() for k in res.headers}
+        text = res.text
+        if res.headers.get("content-type", "").startswith("text/event-stream"):
+            text = [line[5:] for line in text.splitlines() if line.startswith("data:")][-1]
+        return json.loads(text)["result"]
+
+    started = call(1, "start_task", {"task_id": "link-shortener", "workspace": "raw-stateless"})
+    assert not started.get("isError"), started
+    sid = started["structuredContent"]["session_id"]
+    assert call(2, "task_status", {})["structuredContent"]["session_id"] == sid
+    assert call(3, "quit_task", {})["structuredContent"]["state"] == "quit"
+
+
+def test_forged_or_foreign_credentials_are_rejected(server: HttpServer) -> None:
+    from bridge.credentials import mint_client_credential
+
+    good = mint_client_credential(server.token, "victim").token
+    other_server = mint_client_credential("another-servers-token-0123456789", "victim").token
+    forged = good.rsplit(".", 1)[0] + "." + "0" * 32
+    renamed = "rgbc1.attacker." + good.rsplit(".", 1)[1]
+    for token in (other_server, forged, renamed, "rgbc1..", "rgbc1.victim"):
+        assert post(server, {"Authorization": f"Bearer {token}"}).status_code == 401, token
+    assert post(server, {"Authorization": f"Bearer {good}"}).status_code == 200
+
+
+def test_the_config_ide_config_prints_works_for_a_stateless_client(server: HttpServer, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's path end to end: `rgbridge ide-config claude --transport http` against this
+    server's recordings folder, its headers used as they are by a 2026-07-28 client."""
+    monkeypatch.delenv("RGBRIDGE_TOKEN", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert rgbridge(["ide-config", "claude", "--workspace", str(server.ws / "from-config"), "--transport", "http",
+                     "--url", server.url, "--recordings", str(server.rec)]) == 0
+    entry = json.loads(capsys.readouterr().out)["mcpServers"]["rgbridge"]
+    assert entry["type"] == "http" and entry["url"] == server.url
+
+    async def go() -> None:
+        http = httpx2.AsyncClient(headers=entry["headers"], timeout=httpx2.Timeout(30, read=120))
+        async with Client(streamable_http_client(entry["url"], http_client=http), mode="auto") as c:
+            assert c.protocol_version == "2026-07-28"
+            started = await c.call_tool("start_task", {"task_id": "word-duel", "workspace": "from-config"})
+            assert not started.is_error, started.content
+            sid = started.structured_content["session_id"]
+            for tool in ("task_status", "get_result", "quit_task"):
+                res = await c.call_tool(tool, {})
+                assert not res.is_error and res.structured_content["session_id"] == sid, (tool, res.content)
+
+    anyio.run(go)

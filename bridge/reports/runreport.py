@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,47 @@ def load_run_report(run_dir: Path | str, run_id: str | None = None) -> tuple[Pat
         raise ScoringError(f"{path}: unreadable report: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("results"), list):
         raise ScoringError(f"{path}: not a run report (no results list)")
+    check_numbers(data["results"], path)
     return path, data
+
+
+#: the numbers of an entry's score blocks that tables and aggregates compute with
+NUMBER_FIELDS = {
+    "pass_at_1": ("passed", "total", "score"),
+    "api_coverage": ("implemented_apis", "total_apis", "score"),
+    "dynamic_api_coverage": ("implemented_apis", "total_apis", "score"),
+}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_numbers(results: list[Any], source: Path | str) -> None:
+    """A report is untrusted input: every number the table and the aggregates use must be one
+    (ScoringError naming the first that is not, instead of a traceback while printing)."""
+    for i, entry in enumerate(results):
+        if not isinstance(entry, dict):
+            raise ScoringError(f"{source}: results[{i}] is not an object")
+        extra = entry.get("rgbridge")
+        profiles = extra.get("profiles") if isinstance(extra, dict) else None
+        blocks: dict[str, Any] = {"": entry}
+        if isinstance(profiles, dict):
+            blocks.update({f"rgbridge.profiles.{k}.": v for k, v in profiles.items()})
+        for prefix, block in blocks.items():
+            if not isinstance(block, dict):
+                raise ScoringError(f"{source}: results[{i}].{prefix.rstrip('.')} is not an object")
+            for key, names in NUMBER_FIELDS.items():
+                scores = block.get(key)
+                if scores is None:
+                    continue
+                if not isinstance(scores, dict):
+                    raise ScoringError(f"{source}: results[{i}].{prefix}{key} is not an object")
+                for name in names:
+                    value = scores.get(name)
+                    if value is not None and not _is_number(value):
+                        shown = json.dumps(value)[:40]
+                        raise ScoringError(f"{source}: results[{i}].{prefix}{key}.{name} is {shown}, not a number")
 
 
 def report_from_entries(entries: list[dict[str, Any]], metadata: Mapping[str, Any]) -> dict[str, Any]:

@@ -8,8 +8,9 @@ reference implementation) and every file open or read there becomes a `golden_ac
 A session with such an event is reported `contaminated: true` with the events as evidence.
 
 inotify cannot tell who opened a file, so the bridge must not read those folders itself while a
-session is open: `stage_task` copies what scoring needs into a private folder before the watch
-starts, and the session scores from that copy (see docs/recording-format.md).
+session is open: `held_golden` reads what scoring needs into memory before the watch starts, and
+the session's scoring process gets it through a pipe (bridge/sessions/scorer.py); no copy of a
+golden file is ever written where the agent's user could read it.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import fnmatch
+import io
 import os
 import select
 import shutil
 import struct
 import sys
+import tarfile
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
@@ -101,28 +105,78 @@ def golden_set(task: Task) -> GoldenSet:
     return GoldenSet(trees=tuple(trees), roots={k: frozenset(v) for k, v in roots.items()}, allowed=allowed)
 
 
-# ----------------------------------------------------------------------------- staging
+# ----------------------------------------------------------------------------- held in memory
+
+#: what earlier versions staged golden copies as, in the temp folder (swept at start-up)
+LEFTOVER_PREFIX = "rgbridge-golden-"
+_IGNORED = ("__pycache__", "*.pyc", "*.class")
 
 
-def stage_task(task: Task, dest: Path) -> Task:
-    """Copy the golden tests, test extras and solution into `dest`; the Task that scores from it.
+def _add_tree(tar: tarfile.TarFile, source: Path, arcname: str) -> None:
+    """`source` into `tar` under `arcname`: symlinks as links, never followed (as copytree did)."""
+    for here, dirs, files in os.walk(source):  # os.walk never descends into directory symlinks
+        dirs[:] = sorted(d for d in dirs if not any(fnmatch.fnmatch(d, p) for p in _IGNORED))
+        rel = Path(here).relative_to(source)
+        for name in sorted(files) + [d for d in dirs if (Path(here) / d).is_symlink()]:
+            if any(fnmatch.fnmatch(name, p) for p in _IGNORED):
+                continue
+            tar.add(Path(here) / name, arcname=(Path(arcname) / rel / name).as_posix(), recursive=False)
 
-    Symlinks are copied as links (never followed while copying), as the scorers' own copies do.
-    """
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.class")
-    tests = dest / "tests"
-    shutil.copytree(task.tests_dir, tests, symlinks=True, ignore=ignore)
-    solution = None
-    if task.solution_dir is not None:
-        solution = dest / "solution"
-        shutil.copytree(task.solution_dir, solution, symlinks=True, ignore=ignore)
-    extras: dict[str, Path] = {}
-    for name, source in task.test_extras.items():
-        target = dest / "extras" / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target, follow_symlinks=False)
-        extras[name] = target
-    return task.model_copy(update={"tests_dir": tests, "solution_dir": solution, "test_extras": extras})
+
+def golden_archive(task: Task) -> bytes:
+    """What scoring needs of the task's golden folders (tests, solution, test extras) as an
+    uncompressed tar held in memory: `tests/`, `solution/`, `extras/<name>`."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        _add_tree(tar, task.tests_dir, "tests")
+        if task.solution_dir is not None:
+            _add_tree(tar, task.solution_dir, "solution")
+        for name, source in sorted(task.test_extras.items()):
+            tar.add(source, arcname=f"extras/{name}", recursive=False)
+    return buf.getvalue()
+
+
+def unpack_golden(task: Task, archive: bytes, dest: Path) -> Task:
+    """The Task that scores from `archive` (`golden_archive`) unpacked into `dest`: a folder
+    only the scoring process can reach (bridge/sessions/scorer.py)."""
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
+        tar.extractall(dest, filter="data")  # no absolute paths, no escapes, no devices
+    solution = dest / "solution" if task.solution_dir is not None else None
+    extras = {name: dest / "extras" / name for name in task.test_extras}
+    return task.model_copy(update={"tests_dir": dest / "tests", "solution_dir": solution, "test_extras": extras})
+
+
+_held: dict[tuple[Path, str], bytes] = {}
+_held_lock = threading.Lock()
+
+
+def held_golden(task: Task) -> bytes:
+    """The process-wide in-memory golden archive of `task` (read on first use, never written
+    to disk): read when a session opens, before its watch starts, so a later scoring job of
+    this process never re-reads the originals while another session's watch is on."""
+    key = (task.root, task.content_hash)
+    with _held_lock:
+        if key not in _held:
+            _held[key] = golden_archive(task)
+        return _held[key]
+
+
+def sweep_leftovers(temp_dir: Path | None = None) -> list[Path]:
+    """Remove golden copies earlier versions staged in the temp folder (`rgbridge-golden-*`),
+    which a killed process left readable for good; the removed folders."""
+    root = Path(temp_dir or tempfile.gettempdir())
+    removed = []
+    try:
+        entries = [p for p in root.iterdir() if p.name.startswith(LEFTOVER_PREFIX)]
+    except OSError:
+        return []
+    for path in entries:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
 
 
 # ----------------------------------------------------------------------------- the watch
@@ -267,39 +321,17 @@ class GoldenWatch:
 
 # ----------------------------------------------------------------------------- per session
 
-_staged: dict[tuple[Path, str], Task] = {}
-_originals: dict[tuple[Path, str], Task] = {}
-_staged_dirs: list[tempfile.TemporaryDirectory[str]] = []
-_staged_lock = threading.Lock()
-
-
-def staged(task: Task) -> Task:
-    """The process-wide staged copy of `task` (made on first use, kept until the process exits).
-
-    One copy per task and process, so a second session of the same task never re-reads the
-    originals while the first one's watch is on. A staged Task has its original's root and
-    content hash, so staging it again returns it."""
-    key = (task.root, task.content_hash)
-    with _staged_lock:
-        if key not in _staged:
-            tmp = tempfile.TemporaryDirectory(prefix="rgbridge-golden-")  # mode 0700
-            _staged_dirs.append(tmp)
-            _staged[key] = stage_task(task, Path(tmp.name))
-            _originals[key] = task
-        return _staged[key]
-
 
 def open_guard(session: Any) -> None:
-    """Point the session's task at the staged copy, then watch the originals until the session's
-    recorder stops (submit, quit, server stop).
+    """Read what scoring needs of the golden folders into memory, then watch the originals
+    until the session's recorder stops (submit, quit, server stop).
 
     Called by SessionManager when it starts a session's recorder, before the agent can act: no
     bridge read of the golden folders happens for this session once its watch is on."""
-    session.task = staged(session.task)
-    original = _originals[(session.task.root, session.task.content_hash)]  # never watch the copy
+    held_golden(session.task)
     append = session.events.append
     gw = GoldenWatch(
-        golden_set(original),
+        golden_set(session.task),
         report=lambda path, kind: append(EVENT, path=path, kind=kind),
         warn=lambda message: append(WARNING_EVENT, message=message),
     )

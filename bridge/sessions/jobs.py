@@ -1,7 +1,9 @@
 """The scoring hand-off of a session: the background job that scores a submitted snapshot, its
 persisted state, the integrity seal of a finished recording, and practice mode's deploy-only check.
 
-A job runs in its own thread; its state (`queued|running|done|failed`, progress message, result
+With the Docker engine a job runs in a detached scoring process (bridge/sessions/scorer.py, which
+calls `run_job`); with a grader given as a callable (tests, embedders) it runs in a thread of
+this process, and that grader reads the task's folders itself. The job's state (`queued|running|done|failed`, progress message, result
 folder) is saved in session.json as it changes, so `get_result` and a restarted process see it.
 A job failure is recorded (`score_failed`, `results/job-<id>-error.txt`), never raised.
 
@@ -29,7 +31,6 @@ from bridge.recording import integrity
 from bridge.recording.clock import iso, utcnow
 from bridge.recording.store import ShadowStore
 from bridge.scoring.result import summarize_result
-from bridge.sessions import contamination
 from bridge.sessions.live import Session
 from bridge.sessions.models import Scorer
 
@@ -122,7 +123,6 @@ def launch_job(session: Session, scorer: Callable[[], Scorer], *, finish_at_exit
     once a job slot is free. `finish_at_exit`: the process waits for the job before it ends
     (a server); False leaves an unfinished job to be resumed by the next bridge that attaches
     the session (`rgbridge submit`, whose --timeout and Ctrl-C stop waiting)."""
-    session.task = contamination.staged(session.task)  # a resumed job too scores from the staged copy
     session.job_done.clear()
     slots = job_slots()
     ticket = slots.ticket()

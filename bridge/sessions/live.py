@@ -3,6 +3,7 @@ that find and load recordings on disk."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from pathlib import Path
 
@@ -40,6 +41,10 @@ class Session:
         self.recorder: Recorder | None = None
         self.job_thread: threading.Thread | None = None
         self.job_done = threading.Event()
+        #: the job went to a detached scoring process (bridge/sessions/scorer.py): this process
+        #: no longer writes into the recording and reads the job's state from disk
+        self.handed_off = False
+        self.scorer_proc: subprocess.Popen[bytes] | None = None
         self.timer: threading.Timer | None = None
         #: (st_dev, st_ino) of the workspace folder the session started on (bridge/fs/anchor.py)
         self.anchor: tuple[int, int] | None = None

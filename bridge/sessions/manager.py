@@ -12,16 +12,20 @@ working-time limit), submission.py (submit), jobs.py (scoring hand-off, integrit
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
+import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 from bridge.errors import BridgeError, SessionError
 from bridge.recording.clock import iso, utcnow
-from bridge.sessions import jobs, opening, submission
+from bridge.sessions import contamination, jobs, opening, submission
+from bridge.sessions import scorer as detached
 from bridge.sessions.attach import META_DIR, is_session_id, recording_dir_for
 from bridge.sessions.attempts import check_run_id
 from bridge.sessions.calllog import log_call
@@ -90,7 +94,9 @@ class SessionManager:
         self.sessions: dict[str, Session] = {}
         self._lock = threading.RLock()
         self._closed = False
-        if reattach:
+        if reattach:  # a server start: what killed processes left in the temp folder goes first
+            contamination.sweep_leftovers()
+            detached.sweep_scratch()
             self.reattach_all()
 
     # ------------------------------------------------------------------ tasks
@@ -192,8 +198,17 @@ class SessionManager:
 
     def status(self, session_id: str) -> SessionStatus:
         session = self._get(session_id)
+        if session.handed_off:
+            detached.refresh(session)
         with session.lock:
+            self._flush(session)
             return session.status()
+
+    @staticmethod
+    def _flush(session: Session) -> None:
+        """Every write made before the call is in the record (bridge/sessions/recorder.py flush)."""
+        if session.recorder is not None and session.record.state in ("active", "paused"):
+            session.recorder.flush()
 
     # ------------------------------------------------------------------ clock, notes
     def _require_open(self, session: Session, verb: str) -> None:
@@ -205,6 +220,7 @@ class SessionManager:
         session = self._get(session_id)
         with session.lock:
             self._require_open(session, "pause")
+            self._flush(session)  # writes made before the pause are logged before its clock_stop
             if not session.record.clock.stop():
                 return session.status("clock already paused")
             session.record.state = "paused"
@@ -244,7 +260,7 @@ class SessionManager:
         """Log an MCP call into its session's recording (or the server log when there is none)."""
         target = self.sessions.get(session_id) if session_id else None
         log_call(
-            target.events if target is not None else None,
+            target.events if target is not None and not target.handed_off else None,
             self.recordings_dir / "server-calls.jsonl",
             tool,
             arguments,
@@ -309,19 +325,31 @@ class SessionManager:
                 quiet_seconds=self.seal_quiet_seconds,
                 max_wait=self.seal_max_wait,
                 on_limit=self._on_time_limit,
-                scorer=self._get_scorer,
+                scorer=self._job_scorer(),
                 finish_at_exit=self.finish_jobs_at_exit,
             )
 
     def _get_scorer(self) -> Scorer:
         return self.scorer
 
+    def _job_scorer(self) -> Callable[[], Scorer] | None:
+        """None: jobs go to detached scoring processes (the Docker engine, bridge/sessions/scorer.py);
+        a grader given to the manager as a callable scores in a thread of this process."""
+        return None if self._scorer is None else self._get_scorer
+
     def result(self, session_id: str, *, wait_seconds: float = 0.0) -> ResultStatus:
         session = self.sessions.get(session_id)
         if session is None:  # e.g. finished before a restart: read it from its recording
             record, rec_dir = self.recorded(session_id)
             return result_status(record, rec_dir)
-        if wait_seconds > 0 and session.record.job and session.record.job.state in ("queued", "running"):
+        if session.handed_off:
+            if detached.orphaned(session):  # its scoring process died: resume the job now
+                with self._lock:
+                    self.sessions.pop(session_id, None)
+                    self._reattach(session.dir, only_open=False)
+                session = self.sessions.get(session_id, session)
+            detached.wait(session, min(float(wait_seconds), 600.0))
+        elif wait_seconds > 0 and session.record.job and session.record.job.state in ("queued", "running"):
             session.job_done.wait(timeout=min(float(wait_seconds), 600.0))
         with session.lock:
             return result_status(session.record, session.dir)
@@ -382,7 +410,7 @@ class SessionManager:
             settle_seconds=self.settle_seconds,
             on_sentinel=self._on_sentinel,
             on_limit=self._on_time_limit,
-            scorer=self._get_scorer,
+            scorer=self._job_scorer(),
             finish_at_exit=self.finish_jobs_at_exit,
         )
         if session is None:
@@ -397,6 +425,8 @@ class SessionManager:
         self._closed = True
         for session in list(self.sessions.values()):
             disarm_timer(session)
+            if session.handed_off:  # its scoring process owns the recording now
+                continue
             if session.record.state in ("active", "paused") and session.recorder is not None:
                 try:
                     session.recorder.checkpoint("server_stop")
@@ -415,6 +445,9 @@ class SessionManager:
     def wait_jobs(self, timeout: float | None = None) -> None:
         deadline = None if timeout is None else utcnow().timestamp() + timeout
         for session in list(self.sessions.values()):
+            remaining = None if deadline is None else max(0.0, deadline - utcnow().timestamp())
             if session.job_thread is not None:
-                remaining = None if deadline is None else max(0.0, deadline - utcnow().timestamp())
                 session.job_thread.join(remaining)
+            elif session.scorer_proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    session.scorer_proc.wait(remaining)

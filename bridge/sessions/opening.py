@@ -20,7 +20,7 @@ from bridge.errors import PathError, SessionError
 from bridge.fs.anchor import identity, identity_at, is_empty, open_workspace, replace_file, still_at, write_new
 from bridge.fs.ignore import EXCLUDED_DIRS
 from bridge.recording.clock import iso, utcnow
-from bridge.sessions import contamination, jobs
+from bridge.sessions import contamination
 from bridge.sessions.attach import MARKER, META_DIR, check_confined, check_recorded_workspace, marker_bytes
 from bridge.sessions.attempts import HeldSession, check_not_nested, next_attempt, recorded_sessions_of_run
 from bridge.sessions.live import Session, find_recording_for_workspace, load_record
@@ -28,6 +28,7 @@ from bridge.sessions.models import IDE_FILES, ClientInfo, Scorer, SessionRecord
 from bridge.sessions.ownership import OwnerLock, held_elsewhere
 from bridge.sessions.recorder import Recorder
 from bridge.sessions.recovery import settle_orphaned_clock
+from bridge.sessions.scorer import start_job
 from bridge.sessions.timelimit import arm_timer
 from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
@@ -199,8 +200,14 @@ def start_recorder(
         on_sentinel=lambda: on_sentinel(sid),
         baseline=session.store.manifest_of(head) if head else None,
     )
-    contamination.open_guard(session)  # stage golden files, then watch them until the recorder stops
+    contamination.open_guard(session)  # golden files into memory, then watched until the recorder stops
     session.recorder.start()  # places watches, reconciles against disk, commits "start"
+
+
+def changed_while_starting(workspace: Path, exc: OSError) -> PathError:
+    return PathError(
+        f"workspace {workspace} changed while the session was starting ({exc.strerror or exc}); nothing was started"
+    )
 
 
 def open_session(
@@ -220,17 +227,20 @@ def open_session(
     """A new session in `workspace`, seeded and recorded; its clock is not started yet."""
     ws_fd = open_workspace(workspace)  # held: later checks and seed writes go through it
     try:
-        check_free(recordings_dir, workspace, ws_fd, allow_nonempty=allow_nonempty)
-        session = new_session(
-            task,
-            workspace,
-            recordings_dir,
-            mode=mode,
-            client=client,
-            attempt=attempt,
-            practice=practice,
-            run_id=run_id,
-        )
+        try:
+            check_free(recordings_dir, workspace, ws_fd, allow_nonempty=allow_nonempty)
+            session = new_session(
+                task,
+                workspace,
+                recordings_dir,
+                mode=mode,
+                client=client,
+                attempt=attempt,
+                practice=practice,
+                run_id=run_id,
+            )
+        except OSError as exc:  # a folder on its path vanished or was swapped meanwhile: a clear refusal
+            raise changed_while_starting(workspace, exc) from None
         try:
             seed(session, ws_fd)
             start_recorder(session, settle_seconds=settle_seconds, on_sentinel=on_sentinel)
@@ -243,10 +253,7 @@ def open_session(
                 )
         except OSError as exc:  # e.g. the folder vanished under the recorder: a clear error
             abort_start(session, exc)
-            raise PathError(
-                f"workspace {workspace} changed while the session was starting "
-                f"({exc.strerror or exc}); nothing was started"
-            ) from None
+            raise changed_while_starting(workspace, exc) from None
         except BaseException as exc:
             abort_start(session, exc)
             raise
@@ -274,7 +281,7 @@ def reopen(
     settle_seconds: float,
     on_sentinel: Callable[[str], None],
     on_limit: Callable[[str], None],
-    scorer: Callable[[], Scorer],
+    scorer: Callable[[], Scorer] | None,
     finish_at_exit: bool = True,
 ) -> Session | None:
     """Re-attach one recording after checking it like a new session (bridge/sessions/attach.py):
@@ -309,10 +316,13 @@ def reopen(
             start_recorder(session, settle_seconds=settle_seconds, on_sentinel=on_sentinel, resume=True)
             if record.state == "active":
                 record.clock.start()  # settled above: the time the bridge was down is not work
+                session.events.append("clock_start", working_seconds=record.clock.elapsed())
                 arm_timer(session, on_limit)
         else:
             session.events.append("score_resume", job_id=record.job.job_id if record.job else None)
-            jobs.launch_job(session, scorer, finish_at_exit=finish_at_exit)
+            session.save()
+            start_job(session, scorer, finish_at_exit=finish_at_exit)  # may hand the recording off
+            return session
     except BaseException:
         owner.release()
         raise

@@ -27,7 +27,7 @@ from bridge.errors import RecordingError
 from bridge.fs.hashing import SENTINEL_REL
 from bridge.fs.ignore import EXCLUDED_DIRS
 from bridge.recording.events import EventLog
-from bridge.recording.manifest import DEFAULT_MAX_FILE_BYTES, Manifest, stable_scan
+from bridge.recording.manifest import DEFAULT_MAX_FILE_BYTES, Manifest, diff, stable_scan
 from bridge.recording.store import ShadowStore
 from bridge.sessions.checkpoints import Checkpoint, Committer, Seal
 from bridge.sessions.recorded import RecordedFiles
@@ -192,6 +192,21 @@ class Recorder:
         )
         self.log.sync()
         self._started = False
+
+    def flush(self) -> int:
+        """Log every write made before this call, now: settle pending paths at once and reconcile
+        the record against a fresh scan (the settle window and a watch event still on its way
+        would otherwise hide a write for a moment). Commits nothing; logs a `reconcile` record
+        only when the scan found something. Returns the synthetic events logged."""
+        with self._lock:
+            if not self._started:
+                return 0
+            self._drain_queue()
+            self._settler.process_due(force=True)
+            fresh = self._commits.scan()
+            if not diff(self._recorded.files, fresh.files) and fresh.oversized == self._recorded.oversized:
+                return 0
+            return self._recorded.reconcile(fresh)
 
     def checkpoint(self, reason: str = "manual") -> Checkpoint:
         """Settle pending paths now, reconcile against a fresh scan, commit the result."""

@@ -38,6 +38,8 @@ Flow:
 6. Poll get_result (wait_seconds up to 50) until its state is done or failed.
 task_status shows the session; pause_task/resume_task stop/start the working clock;
 add_note records a note; quit_task ends the session without scoring.
+session_id is optional: a call without it means the session this client started. Pass the
+session_id that start_task returned if a call says this client has no session of its own.
 """
 
 

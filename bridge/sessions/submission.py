@@ -13,7 +13,6 @@ from collections.abc import Callable
 
 from bridge.errors import PathError, RecordingError, SessionError
 from bridge.recording.clock import iso, utcnow
-from bridge.sessions.jobs import launch_job
 from bridge.sessions.live import Session
 from bridge.sessions.models import (
     SUBMISSION_REF,
@@ -25,6 +24,7 @@ from bridge.sessions.models import (
     Submission,
     SubmitReceipt,
 )
+from bridge.sessions.scorer import start_job
 from bridge.sessions.timelimit import arm_timer
 
 
@@ -36,16 +36,18 @@ def submit(
     quiet_seconds: float,
     max_wait: float,
     on_limit: Callable[[str], None],
-    scorer: Callable[[], Scorer],
+    scorer: Callable[[], Scorer] | None,
     finish_at_exit: bool = True,
 ) -> SubmitReceipt:
     """Submit an open session whose timer is disarmed; the caller holds `session.lock`.
     `on_limit` re-arms the time limit if the submit fails; `scorer` and `finish_at_exit` are
     handed to the job (bridge/sessions/jobs.py)."""
     rec = session.record
+    # The working time ends at the call; its `clock_stop` record is written once the recorder has
+    # logged every write made before it (the seal, then the recorder's stop): no file event of
+    # the session lands after the clock stops.
     rec.clock.stop()
     try:
-        session.events.append("clock_stop", working_seconds=rec.clock.elapsed())
         assert session.recorder is not None
         session.check_anchor()
         seal = session.recorder.seal(quiet_seconds=quiet_seconds, max_wait=max_wait, tag=SUBMISSION_REF)
@@ -79,6 +81,7 @@ def submit(
         # open, the clock runs on, task_status shows why, submitting again retries.
         raise submit_failed(session, exc, on_limit) from None
     session.recorder.stop()
+    session.events.append("clock_stop", working_seconds=rec.clock.elapsed())
     session.events.append(
         "submit",
         signal=signal,
@@ -89,7 +92,7 @@ def submit(
         working_seconds=rec.clock.elapsed(),
         job_id=job.job_id,
     )
-    launch_job(session, scorer, finish_at_exit=finish_at_exit)
+    start_job(session, scorer, finish_at_exit=finish_at_exit)
     note = "" if seal.stable else " (workspace kept changing while sealing: snapshot marked unstable)"
     return SubmitReceipt(
         session_id=rec.session_id,

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 #: the longest one get_result call waits, and how often it reports progress while it does
 MAX_WAIT_SECONDS = 50.0
 PROGRESS_INTERVAL = 2.0
+TASK_ID_HELP = "the task's id, as list_tasks shows it"
 
 
 # ----------------------------------------------------------------------------- what each verb does
@@ -140,7 +141,7 @@ GET_TASK = Verb(
     "task",
     "get_task",
     "One task's README (the whole specification) and the rules of the exercise.",
-    (Param("task_id", str, REQUIRED, "the task"),),
+    (Param("task_id", str, REQUIRED, TASK_ID_HELP),),
     TaskSpec,
     _get_task,
     read_only=True,
@@ -157,9 +158,15 @@ START = Verb(
     "recorder and the working clock. `workspace` is optional: the server's configured "
     "workspace is used, and an argument may only name it or a folder inside it.",
     (
-        Param("task_id", str, REQUIRED, "the task"),
-        Param("workspace", str | None, None, "the workspace"),
-        Param("mode", Literal["agent", "human"], "agent", "agent or human"),
+        Param("task_id", str, REQUIRED, TASK_ID_HELP),
+        Param(
+            "workspace",
+            str | None,
+            None,
+            "the folder to work in: the server's configured workspace or a folder inside it "
+            "(without it: the configured workspace)",
+        ),
+        Param("mode", Literal["agent", "human"], "agent", "'agent' (an AI agent works) or 'human' (a person works)"),
     ),
     StartTaskResult,
     _start,
@@ -203,7 +210,7 @@ VERBS: dict[str, Verb] = {
             "note",
             "add_note",
             "Record a free-text note in the session's recording.",
-            (Param("text", str, REQUIRED, "the note"),),
+            (Param("text", str, REQUIRED, "the note's text"),),
             SessionStatus,
             _note,
         ),
@@ -223,9 +230,19 @@ VERBS: dict[str, Verb] = {
             "result",
             "get_result",
             "Scoring state and, when done, the result per profile (outcome, DSR, Pass@1, AC).\n\n"
-            "After submit_task, call this until state is 'done' or 'failed'. wait_seconds (0-50) "
-            "long-polls: the call returns as soon as scoring finishes or the wait runs out.",
-            (Param("wait_seconds", float, 0.0, "long-poll up to this many seconds"),),
+            "After submit_task, call this until state is 'done' or 'failed'. wait_seconds long-polls: "
+            "the call returns as soon as scoring finishes or the wait runs out. The wait is capped "
+            f"at {MAX_WAIT_SECONDS:g} seconds so that a call stays under the 60-second tool-call "
+            "timeout most clients apply; a cancelled call stops waiting at once.",
+            (
+                Param(
+                    "wait_seconds",
+                    float,
+                    0.0,
+                    f"long-poll: wait up to this many seconds for scoring to finish (0 to {MAX_WAIT_SECONDS:g}; "
+                    f"more counts as {MAX_WAIT_SECONDS:g})",
+                ),
+            ),
             TaskResult,
             _result,
             read_only=True,

@@ -1,0 +1,322 @@
+"""The detached scoring process: a submitted session's job scored where the client's signals cannot
+reach it, with the golden files in a folder no other process can see.
+
+An IDE ends its stdio MCP server with SIGINT, SIGTERM or SIGHUP whenever it likes (README, "Agent
+CLIs"), so a score the server promised must not live in the server. `start_job` hands a job to
+`python -m bridge.sessions.scorer RECORDING JOB_ID`, started in a session of its own
+(`start_new_session`: a signal to the client's process group or to the server never reaches it)
+with its stdio off the MCP pipe; the task and its golden archive (held in memory since the
+session opened: bridge/sessions/contamination.py) go down its stdin. The scoring process then:
+
+1. reads stdin whole and makes itself non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`: other processes
+   of the user cannot open its `/proc/<pid>/mem`, `fd/` or `root/`);
+2. enters a private mount namespace with a tmpfs over a fresh folder and makes that its TMPDIR:
+   the golden files, the checked-out snapshot and every staging folder of scoring live there,
+   visible to no other process, gone when it ends however it ends (without namespaces, e.g. a
+   non-root user where user namespaces are off, it falls back to a 0700 folder removed at its
+   end and swept at the next start, and records the gap as a `golden_watch_warning`);
+3. claims the recording (`owner.lock`, bridge/sessions/ownership.py): two processes never score
+   the same job; a job held elsewhere, or no longer queued/running under this id, is left alone;
+4. waits for one of `RGBRIDGE_MAX_JOBS` scoring slots, `flock`ed files shared by every bridge
+   process of the machine (the Docker engine is shared too);
+5. runs the job (bridge/sessions/jobs.py `run_job`), which records the score and seals.
+
+A scoring process killed with SIGKILL (or never started) leaves the job queued/running and
+unheld: the next bridge start resumes it (bridge/sessions/opening.py `reopen`), and a server
+that is still up re-launches it when `get_result` finds its scoring process gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import fcntl
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import bridge
+from bridge.errors import BridgeError
+from bridge.locations import cache_dir
+from bridge.sessions import contamination, jobs
+from bridge.sessions.live import Session, load_record
+from bridge.sessions.models import Scorer
+from bridge.sessions.ownership import OwnerLock, held_elsewhere
+from bridge.tasks.model import Task
+
+#: the mount point of a scoring process's private tmpfs (an empty folder seen from outside)
+SCRATCH_PREFIX = "rgbridge-scoring-"
+_HEADER = struct.Struct(">I")
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWUSER = 0x10000000
+_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+_MNT_DETACH = 0x2
+_PR_SET_DUMPABLE = 4
+
+
+def start_job(session: Session, scorer: Callable[[], Scorer] | None, *, finish_at_exit: bool = True) -> None:
+    """Score the session's submission: in a detached scoring process when `scorer` is None (the
+    Docker engine), else in a thread of this process (a grader given as a callable: tests,
+    embedders; bridge/sessions/jobs.py)."""
+    if scorer is not None:
+        jobs.launch_job(session, scorer, finish_at_exit=finish_at_exit)
+        return
+    hand_off(session)
+
+
+def frame(task: Task, archive: bytes) -> bytes:
+    header = task.model_dump_json().encode("utf-8")
+    return _HEADER.pack(len(header)) + header + archive
+
+
+def unframe(data: bytes) -> tuple[Task, bytes]:
+    (size,) = _HEADER.unpack_from(data)
+    header = data[_HEADER.size : _HEADER.size + size]
+    return Task.model_validate_json(header), data[_HEADER.size + size :]
+
+
+def log_dir(recordings_dir: Path) -> Path:
+    """Where scoring processes' stderr goes: beside the recordings, never inside a sealed one."""
+    path = recordings_dir / ".scorer-logs"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def hand_off(session: Session) -> None:
+    """Give the session's queued job to a new detached scoring process. From here on this
+    process writes nothing into the recording: its event log is closed and its hold released."""
+    rec = session.record
+    assert rec.job is not None
+    data = frame(session.task, contamination.held_golden(session.task))
+    with session.lock:
+        session.save()
+        session.events.sync()
+        session.events.close()
+        session.release()
+        session.handed_off = True
+    package_root = str(Path(bridge.__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    log_path = log_dir(session.dir.parent) / f"{rec.session_id}-{rec.job.job_id}.log"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bridge.sessions.scorer", str(session.dir), rec.job.job_id],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            cwd="/",
+            env=env,
+            start_new_session=True,  # its own session and process group: the client's signals miss it
+            close_fds=True,
+        )
+    session.scorer_proc = proc
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(data)
+        proc.stdin.close()
+    except OSError:  # it died at once: the job stays queued, unheld, and is resumed (docstring)
+        pass
+
+
+def refresh(session: Session) -> None:
+    """A handed-off session's record as its scoring process last saved it."""
+    with contextlib.suppress(BridgeError, OSError):
+        session.record = load_record(session.dir)
+
+
+def unfinished(session: Session) -> bool:
+    return session.record.job is not None and session.record.job.state in ("queued", "running")
+
+
+def orphaned(session: Session) -> bool:
+    """A handed-off job whose scoring process is gone before finishing it (killed, or it never
+    started) and that no other process took over: this process may resume it."""
+    proc = session.scorer_proc
+    return (proc is None or proc.poll() is not None) and unfinished(session) and not held_elsewhere(session.dir)
+
+
+def wait(session: Session, seconds: float) -> None:
+    """Wait up to `seconds` for a handed-off job to finish (its record is re-read meanwhile)."""
+    deadline = time.monotonic() + seconds
+    refresh(session)
+    while unfinished(session) and time.monotonic() < deadline:
+        proc = session.scorer_proc
+        if proc is None or proc.poll() is not None:
+            refresh(session)
+            return
+        time.sleep(0.2)
+        refresh(session)
+
+
+# --------------------------------------------------------------------------- in the scoring process
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        raise OSError(ctypes.get_errno(), f"{what}: {os.strerror(ctypes.get_errno())}")
+
+
+def not_dumpable() -> None:
+    """Other processes of this user can no longer read this one's memory or open its fds."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            _check(_libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl")
+
+
+def _enter_private_mounts(libc: ctypes.CDLL) -> None:
+    if libc.unshare(_CLONE_NEWNS) != 0:  # root (CAP_SYS_ADMIN); else an unprivileged user namespace
+        uid, gid = os.getuid(), os.getgid()
+        _check(libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare")
+        Path("/proc/self/setgroups").write_text("deny", encoding="ascii")
+        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1", encoding="ascii")
+        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1", encoding="ascii")
+    # nothing mounted from here on propagates back to the host's namespace
+    _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
+
+
+def private_scratch() -> tuple[Path, int, str | None]:
+    """A fresh folder only this process (and its children) can see: a tmpfs mounted on it in a
+    private mount namespace. Returns it, a descriptor holding a shared `flock` on the folder
+    itself (`sweep_scratch` leaves it alone while this process lives) and None, or with a plain
+    0700 folder the reason for the fallback."""
+    folder = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the host's folder, not the tmpfs
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    if not sys.platform.startswith("linux"):
+        return folder, fd, f"no mount namespaces on {sys.platform}"
+    if threading.active_count() != 1:  # unshare(CLONE_NEWNS) needs a single-threaded process
+        return folder, fd, "the scoring process was not single-threaded"
+    try:
+        libc = _libc()
+        _enter_private_mounts(libc)
+        _check(libc.mount(b"tmpfs", os.fsencode(folder), b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=0700"), "mount")
+    except OSError as exc:
+        return folder, fd, f"no private mount namespace ({exc})"
+    return folder, fd, None
+
+
+def drop_scratch(folder: Path, private: bool) -> None:
+    if private:
+        with contextlib.suppress(OSError, AttributeError):
+            _libc().umount2(os.fsencode(folder), _MNT_DETACH)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def sweep_scratch(temp_dir: Path | None = None) -> None:
+    """Remove the mount points (empty from outside) or fallback folders of scoring processes
+    that were killed; a live one's folder is not touched (its process holds the flock below)."""
+    root = Path(temp_dir or tempfile.gettempdir())
+    with contextlib.suppress(OSError):
+        for path in root.iterdir():
+            if path.name.startswith(SCRATCH_PREFIX) and path.is_dir() and not path.is_symlink():
+                if not _scratch_in_use(path):
+                    shutil.rmtree(path, ignore_errors=True)
+
+
+def _scratch_in_use(folder: Path) -> bool:
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def slots_dir() -> Path:
+    return cache_dir() / "scoring-slots"
+
+
+@contextlib.contextmanager
+def scoring_slot(limit: int, waiting: Callable[[], None], root: Path | None = None) -> Iterator[None]:
+    """Hold one of `limit` machine-wide scoring slots (flocked files; the kernel frees a slot
+    whose holder dies). `waiting` is called once when all are taken."""
+    folder = root or slots_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    told = False
+    while True:
+        for n in range(limit):
+            fd = os.open(folder / f"slot-{n}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            try:
+                yield
+            finally:
+                os.close(fd)
+            return
+        if not told:
+            told = True
+            waiting()
+        time.sleep(0.5)
+
+
+def score_job(rec_dir: Path, job_id: str, task: Task, archive: bytes, scratch: Path, gap: str | None) -> int:
+    """Claim the recording and score its job (the caller has set up `scratch`)."""
+    owner = OwnerLock.take(rec_dir)
+    if owner is None:
+        return 0  # another process holds it: it scores (or resumes) the job
+    session: Session | None = None
+    try:
+        record = load_record(rec_dir)
+        if record.job is None or record.job.job_id != job_id or record.job.state not in ("queued", "running"):
+            return 0
+        session = Session(record, rec_dir, contamination.unpack_golden(task, archive, scratch / "golden"), owner=owner)
+        if gap:
+            session.events.append(contamination.WARNING_EVENT, message=f"golden files staged in {scratch}: {gap}")
+        limit = jobs.max_jobs()
+        message = f"waiting for a scoring slot ({limit} jobs score at once on this machine)"
+        with scoring_slot(limit, lambda: jobs.set_job(session, message=message)):
+            jobs.run_job(session, _engine)
+        return 0
+    finally:
+        if session is not None:
+            session.events.close()
+        owner.release()
+
+
+def _engine() -> Scorer:
+    from bridge.scoring.engine import default_scorer  # lazy: docker only when scoring
+
+    return default_scorer()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m bridge.sessions.scorer RECORDING JOB_ID (started by the bridge)", file=sys.stderr)
+        return 2
+    data = sys.stdin.buffer.read()
+    not_dumpable()
+    scratch, lock_fd, gap = private_scratch()
+    try:
+        os.environ["TMPDIR"] = str(scratch)
+        tempfile.tempdir = None  # re-read: every temporary folder of scoring goes into the scratch
+        task, archive = unframe(data)
+        del data
+        return score_job(Path(args[0]), args[1], task, archive, scratch, gap)
+    finally:
+        os.close(lock_fd)
+        drop_scratch(scratch, private=gap is None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
