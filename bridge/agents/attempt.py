@@ -299,8 +299,9 @@ class Attempt:
         shutil.copyfile(self.dir / "agent" / "stream.jsonl", target / "stream.jsonl")
         write_json_atomic(target / "trajectory.json", atif)
         if record_event:
-            mgr.record_agent_run(
-                sid,
+            # the session this process holds: its event log takes the typed `agent_run` record
+            mgr.sessions[sid].events.append(
+                "agent_run",
                 agent=self.s.adapter.name,
                 version=self.s.agent_version,
                 model=parsed.model or self.s.model,

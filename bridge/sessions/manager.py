@@ -269,10 +269,6 @@ class SessionManager:
             session_id=session_id,
         )
 
-    def record_agent_run(self, session_id: str, **fields: Any) -> None:
-        """What the agent a run drove did (`agent_run` event, written by bridge/agents/attempt.py)."""
-        self._get(session_id).events.append("agent_run", **fields)
-
     # ------------------------------------------------------------------ practice mode
     def practice_check(self, session_id: str) -> dict[str, Any]:
         """Opt-in (practice mode only): deploy-only check of the current workspace state.
