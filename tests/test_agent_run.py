@@ -59,6 +59,25 @@ def assert_atif(path: Path) -> Any:
     return trajectory
 
 
+def assert_agent_beside_files(rec: Path, tmp_path: Path, capsys) -> None:
+    """`rgbridge timeline` and the HTML report show the agent's steps among the file events."""
+    capsys.readouterr()
+    assert rgbridge(["timeline", str(rec), "--json"]) == 0
+    timeline = json.loads(capsys.readouterr().out)
+    kinds = [e["kind"] for e in timeline["entries"]]
+    assert "agent" in kinds and kinds.index("agent") < kinds.index("submit"), kinds  # in time order
+    buckets = timeline["histogram"]["buckets"]
+    assert sum(b["agent"] for b in buckets) == kinds.count("agent")  # per bucket beside the file events
+    assert sum(b["total"] for b in buckets) >= 3
+    assert rgbridge(["timeline", str(rec)]) == 0
+    assert "agent steps:" in capsys.readouterr().out
+    assert timeline["agent"]["tool_calls"] >= 3
+    html = tmp_path / "report.html"
+    assert rgbridge(["report", str(rec), "--html", str(html)]) == 0
+    page = html.read_text()
+    assert "<h3>Agent</h3>" in page and "mcp__rgbridge__submit_task" in page
+
+
 @pytest.fixture()
 def keyed_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
@@ -108,6 +127,7 @@ def test_command_agent_two_tasks_two_attempts(docker_client, tmp_path: Path, key
         assert (rec / "agent" / "trajectory.json").is_file() and (rec / "agent" / "stream.jsonl").is_file()
         assert sum(1 for e in events(rec) if e["type"] == "score") == 1
     assert rgbridge(["recordings", "verify", str(recs[0])]) == 0
+    assert_agent_beside_files(recs[0], tmp_path, capsys)
     no_secret_on_disk(out)
     # `rgbridge report OUT` prints the leaderboard line
     capsys.readouterr()

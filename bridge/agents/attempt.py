@@ -296,7 +296,9 @@ class Attempt:
         write_json_atomic(self.dir / "agent" / "trajectory.json", atif)
         target = self.rec_dir / sid / "agent"
         target.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self.dir / "agent" / "stream.jsonl", target / "stream.jsonl")
+        for name in ("stream.jsonl", "stream.jsonl.times"):
+            if (self.dir / "agent" / name).is_file():
+                shutil.copyfile(self.dir / "agent" / name, target / name)
         write_json_atomic(target / "trajectory.json", atif)
         if record_event:
             # the session this process holds: its event log takes the typed `agent_run` record

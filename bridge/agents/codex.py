@@ -62,7 +62,7 @@ def build(setup: AttemptSetup) -> Launch:
 def parse(events: list[dict[str, Any]], prompt: str) -> ParsedRun:
     run = ParsedRun()
     run.add(Step("user", message=clip(prompt)))
-    for ev in events:
+    for ev in map(run.at, events):
         kind = ev.get("type")
         item = as_dict(ev.get("item"))
         if kind == "item.completed":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,19 @@ def clip(value: object, limit: int = MAX_TEXT) -> str:
     return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more characters]"
 
 
+#: the key under which `read_stream` gives each event the time its line arrived (bridge/agents/process.py)
+ARRIVED = "_rgbridge_arrived"
+
+
 def read_stream(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a stream file, in order; everything else is ignored."""
+    """The JSON objects of a stream file, in order, each with the time its line arrived when
+    `<path>.times` has it (`ARRIVED`); everything else is ignored."""
     events: list[dict[str, Any]] = []
+    try:
+        times = path.with_name(path.name + ".times").read_text(encoding="ascii", errors="replace").splitlines()
+    except OSError:
+        times = []
+    index = -1
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed below; read in bounded lines
     except OSError:
@@ -42,11 +53,15 @@ def read_stream(path: Path) -> list[dict[str, Any]]:
             if not line.endswith(b"\n") and len(line) >= MAX_LINE_BYTES:
                 handle.readline()  # drop the rest of an oversized line
                 continue
+            index += 1
             try:
                 obj = json.loads(line)
             except ValueError:
                 continue
             if isinstance(obj, dict):
+                obj.pop(ARRIVED, None)
+                if index < len(times):
+                    obj[ARRIVED] = times[index][:40]
                 events.append(obj)
     return events
 
@@ -87,7 +102,21 @@ class ParsedRun:
     def tool_calls(self) -> int:
         return sum(len(s.calls) for s in self.steps)
 
+    #: the arrival time of the event being parsed: steps made from it take it as their timestamp
+    now: str | None = None
+
+    def at(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Parse `event` next (its arrival time becomes the time of the steps it makes)."""
+        arrived = event.get(ARRIVED)
+        try:
+            self.now = datetime.fromisoformat(arrived).isoformat() if isinstance(arrived, str) else None
+        except ValueError:
+            self.now = None
+        return event
+
     def add(self, step: Step) -> Step:
+        if step.timestamp is None:
+            step.timestamp = self.now
         if len(self.steps) < MAX_STEPS:
             self.steps.append(step)
         return step

@@ -41,7 +41,7 @@ def build(setup: AttemptSetup) -> Launch:
 def parse(events: list[dict[str, Any]], prompt: str) -> ParsedRun:
     run = ParsedRun()
     run.add(Step("user", message=clip(prompt)))
-    for ev in events:
+    for ev in map(run.at, events):
         kind = ev.get("type")
         if kind == "init":
             run.model = as_str(ev.get("model")) or run.model

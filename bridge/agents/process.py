@@ -12,7 +12,11 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import IO
+
+from bridge.agents.events import MAX_LINE_BYTES, MAX_STREAM_BYTES
 
 GRACE_SECONDS = 5.0
 
@@ -69,10 +73,13 @@ def run_agent(
 ) -> Ended:
     """Run to exit, the time limit or `stop`; the group is always ended before returning."""
     started = time.monotonic()
-    with open(stdout, "wb") as out, open(stderr, "wb") as err:
+    with open(stderr, "wb") as err:
         proc = subprocess.Popen(  # noqa: S603 - argv from the adapter, no shell
-            argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
+            argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, start_new_session=True
         )
+        assert proc.stdout is not None
+        copier = threading.Thread(target=_copy_stamped, args=(proc.stdout, stdout), daemon=True)
+        copier.start()
         how = "exit"
         while True:
             try:
@@ -88,4 +95,26 @@ def run_agent(
                 break
         seconds = time.monotonic() - started
         end_group(proc)  # leftovers of a clean exit too (a server the CLI did not stop)
+        copier.join(timeout=10)
     return Ended(how, proc.returncode, round(seconds, 3))
+
+
+def _copy_stamped(pipe: IO[bytes], path: Path) -> None:
+    """The agent's stdout into `path` as it comes, and when each line came into `path.times`
+    (one ISO time per line): event streams carry no times of their own, the timeline needs them.
+    Past MAX_STREAM_BYTES the rest is read and dropped (the agent never blocks on a full pipe)."""
+    written = 0
+    with pipe, open(path, "wb") as out, open(times_path(path), "w", encoding="ascii") as times:
+        for line in iter(lambda: pipe.readline(MAX_LINE_BYTES), b""):
+            if written >= MAX_STREAM_BYTES:
+                continue
+            written += len(line)
+            out.write(line)
+            out.flush()
+            if line.endswith(b"\n"):
+                times.write(datetime.now(UTC).isoformat(timespec="milliseconds") + "\n")
+                times.flush()
+
+
+def times_path(stream: Path) -> Path:
+    return stream.with_name(stream.name + ".times")
