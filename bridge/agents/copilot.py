@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from bridge.agents.adapter import Adapter, AttemptSetup, Launch, base_env, config_file
-from bridge.agents.events import ParsedRun, Step, clip
+from bridge.agents.events import ParsedRun
 
 NAME = "copilot"
 
@@ -25,8 +25,7 @@ def build(setup: AttemptSetup) -> Launch:
 
 
 def parse(events: list[dict[str, Any]], prompt: str) -> ParsedRun:
-    run = ParsedRun()
-    run.add(Step("user", message=clip(prompt)))
+    run = ParsedRun.prompted(prompt)
     return run
 
 

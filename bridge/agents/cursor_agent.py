@@ -25,8 +25,7 @@ def build(setup: AttemptSetup) -> Launch:
 
 
 def parse(events: list[dict[str, Any]], prompt: str) -> ParsedRun:
-    run = ParsedRun()
-    run.add(Step("user", message=clip(prompt)))
+    run = ParsedRun.prompted(prompt)
     for ev in map(run.at, events):
         kind = ev.get("type")
         if kind == "system":

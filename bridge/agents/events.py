@@ -105,6 +105,13 @@ class ParsedRun:
     #: the arrival time of the event being parsed: steps made from it take it as their timestamp
     now: str | None = None
 
+    @classmethod
+    def prompted(cls, prompt: str) -> ParsedRun:
+        """A run whose first step is the prompt the agent was given (ATIF's user step)."""
+        run = cls()
+        run.add(Step("user", message=clip(prompt)))
+        return run
+
     def at(self, event: dict[str, Any]) -> dict[str, Any]:
         """Parse `event` next (its arrival time becomes the time of the steps it makes)."""
         arrived = event.get(ARRIVED)
