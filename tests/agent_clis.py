@@ -413,13 +413,26 @@ def assert_no_golden_copies(
     and CODEX_HOME, in the folders of `also` (the temp folder of a bridge the test started), or in what the run added to the system temp folder; in the workspace, where
     the agent wrote the solution's files itself, no copy of a golden test.
 
-    Inline stand-in for the shared helper tests/golden_leaks.py (issue #20) until it exists."""
-    everything = golden_digests(task_dir)
+    Outside the workspace the golden files of every shipped task count (the shared check of
+    tests/golden_leaks.py); in the workspace only the task's golden tests."""
+    from tests.golden_leaks import find_golden_copies
+
+    def copies(roots: Iterable[Path]) -> list[str]:
+        return [f"{copy} (= {original})" for copy, original in find_golden_copies(roots)]
+
     tests_only = golden_digests(task_dir, ("tests",))
-    base = Path(tempfile.gettempdir())
-    added = [base / name for name in temp_entries() - temp_before]
-    # pytest's own temporary folders hold this test's run folder (checked piece by piece here).
-    added = [p for p in added if not p.name.startswith("pytest-of-")]
-    leaks = golden_copies([*dirs.cli_places(), *also, *added], everything)
+    leaks = copies([*dirs.cli_places(), *also])
     leaks += golden_copies([dirs.ws], tests_only)
     assert not leaks, "golden files copied where the agent's user can read them:\n" + "\n".join(leaks)
+    if os.environ.get("RGBRIDGE_GOLDEN_CHECK_SYSTEM_TMP", "1") in ("0", "false", "no"):
+        return
+    base = Path(tempfile.gettempdir())
+    added = [base / name for name in temp_entries() - temp_before]
+    # pytest's own temporary folders hold this test's run folder (checked piece by piece above).
+    added = [p for p in added if not p.name.startswith("pytest-of-")]
+    leaks = copies(added)
+    assert not leaks, (
+        "golden files copied into the system temp folder during the run (every process of this run had "
+        "its own TMPDIR; on a machine shared with other test runs they may be another run's: set "
+        "RGBRIDGE_GOLDEN_CHECK_SYSTEM_TMP=0 there):\n" + "\n".join(leaks)
+    )

@@ -97,11 +97,10 @@ def json_lines(text: str) -> list[dict[str, Any]]:
     return out
 
 
-def recorded_calls(rec: Path) -> list[tuple[str, bool]]:
+def recorded_events(rec: Path) -> list[dict[str, Any]]:
     dirs = session_dirs(rec)
     assert len(dirs) == 1, f"expected one session in {rec}, found {len(dirs)}"
-    events = [json.loads(x) for x in (dirs[0] / "events.jsonl").read_text().splitlines()]
-    return [(e["tool"], e["ok"]) for e in events if e["type"] == "mcp_call"]
+    return [json.loads(x) for x in (dirs[0] / "events.jsonl").read_text().splitlines()]
 
 
 def check_agent_work(model: ScriptedModel, dirs: AgentDirs, files: dict[str, str], file_tool: str) -> None:
@@ -119,8 +118,9 @@ def check_agent_work(model: ScriptedModel, dirs: AgentDirs, files: dict[str, str
     assert file_tool in calls, calls
     for rel, text in files.items():
         assert (dirs.ws / rel).read_text() == text, rel
-    recorded = recorded_calls(dirs.rec)
-    assert ("start_task", True) in recorded and ("submit_task", True) in recorded, recorded
+    events = recorded_events(dirs.rec)
+    assert ("start_task", True) in [(e["tool"], e["ok"]) for e in events if e["type"] == "mcp_call"]
+    assert [e["signal"] for e in events if e["type"] == "submit"] == ["mcp"], [e["type"] for e in events]
 
 
 def report(record: Any, label: str, version: str, wall: float, sealed_after: float, extra: str = "") -> None:
