@@ -95,9 +95,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         check_bind(args.host, allow_remote=args.allow_remote, token_given=bool(token_given))
 
     from bridge.sessions.manager import SessionManager
+    from bridge.sessions.scorer import not_dumpable
     from bridge.tasks.catalog import Catalog
     from mcp_server.server import build_server
     from mcp_server.transport import Ended, end_on_signals, run_http, run_stdio
+
+    # the server holds the golden files of its sessions' tasks in memory (README, "Threat model"):
+    # other processes of the user may not read its memory or descriptors
+    not_dumpable()
 
     catalog = Catalog.from_options(_abs(args.tasks), _abs(args.dataset))
     for line in catalog.errors:

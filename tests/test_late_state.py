@@ -64,7 +64,8 @@ def test_task_status_right_after_a_write_counts_it(tmp_path: Path, tasks_dir: Pa
 
 
 @pytest.mark.parametrize("verb", ["submit", "pause"])
-def test_no_file_event_after_the_clock_stops(tmp_path: Path, tasks_dir: Path, verb: str) -> None:
+def test_no_file_event_after_the_clock_stops(tmp_path: Path, tasks_dir: Path, verb: str,
+                                             golden_leaks: GoldenLeaks) -> None:  # noqa: F811
     mgr = manager(tmp_path, tasks_dir)
     try:
         st = mgr.start("kv-ledger", tmp_path / "ws")
@@ -195,7 +196,7 @@ def test_a_flipping_workspace_folder_gets_clear_refusals(tmp_path: Path, tasks_d
     refused: set[str] = set()
     thread = flipper(root, "flip", outside, stop)
     try:
-        for i in range(150):
+        for i in range(60):
             try:
                 st = mgr.start("kv-ledger", root / "flip" / f"w{i}", within=root)
             except BridgeError as exc:

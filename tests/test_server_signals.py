@@ -201,3 +201,32 @@ def test_a_killed_scoring_process_is_resumed_by_the_next_server_start(
     assert_oracle_scored(record, folder)
     events = (folder / "events.jsonl").read_text()
     assert '"type":"score_resume"' in events
+
+
+def test_a_server_still_up_relaunches_a_scoring_process_that_died(
+    tmp_path: Path, golden_leaks: GoldenLeaks, docker_client  # noqa: F811
+) -> None:
+    from bridge.sessions.manager import SessionManager
+    from bridge.tasks.catalog import Catalog
+
+    ws = tmp_path / "ws"
+    golden_leaks.allow(ws)
+    golden_leaks.allow(tmp_path / "rec")
+    mgr = SessionManager(Catalog.from_options(REPO_ROOT / "tasks"), recordings_dir=tmp_path / "rec",
+                         seal_quiet_seconds=0.3)  # the Docker engine: detached scoring processes
+    try:
+        st = mgr.start(TASK, ws)
+        for path in (REPO_ROOT / "tasks" / TASK / "solution").iterdir():
+            shutil.copy(path, ws / path.name)
+        (ws / "NOTES.md").write_text(f"run {time.time_ns()}\n")
+        mgr.submit(st.session_id)
+        proc = mgr.sessions[st.session_id].scorer_proc
+        assert proc is not None
+        proc.kill()
+        proc.wait(10)
+        result = mgr.result(st.session_id, wait_seconds=TIMEOUT)
+        assert result.state == "done", result.message
+        assert result.summary["strict"]["pass_at_1"] == 1.0 and result.summary["compat"]["pass_at_1"] == 1.0
+        assert mgr.sessions[st.session_id].scorer_proc is not proc  # a new one scored it
+    finally:
+        mgr.close()

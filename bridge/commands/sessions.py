@@ -181,7 +181,7 @@ def _read_command(is_tty: bool, timeout: float) -> str | None:
 
 def cmd_session_start(args: argparse.Namespace) -> int:
     catalog = load_catalog(args)
-    # Ctrl-C here (and Ctrl-C or --timeout in `submit`) stops waiting; the next bridge resumes the job
+    # Ctrl-C here (and Ctrl-C or --timeout in `submit`) stops waiting; the detached scoring process scores on
     mgr = SessionManager(
         catalog, recordings_dir=_recordings(args), profile=args.profile, reattach=False, finish_jobs_at_exit=False
     )
@@ -393,9 +393,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         sid = mgr.attach(record.session_id)
         receipt = VERBS["submit"].invoke(mgr, sid, context=CLI)
         err.print(getattr(receipt, "message", ""))
-        if args.no_wait:
-            # the job runs in this process: waiting is the only way it can finish
-            err.print("note: no bridge process owns this session, so scoring runs here; waiting anyway")
+        if args.no_wait:  # the job scores in a detached process (bridge/sessions/scorer.py), not here
+            return 0
         result = _wait_in_process(mgr, sid, args.timeout)
     finally:
         mgr.close()

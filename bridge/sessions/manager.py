@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from bridge.errors import BridgeError, SessionError
+from bridge.errors import BridgeError, RecordingError, SessionError
 from bridge.recording.clock import iso, utcnow
 from bridge.sessions import contamination, jobs, opening, submission
 from bridge.sessions import scorer as detached
@@ -208,7 +208,8 @@ class SessionManager:
     def _flush(session: Session) -> None:
         """Every write made before the call is in the record (bridge/sessions/recorder.py flush)."""
         if session.recorder is not None and session.record.state in ("active", "paused"):
-            session.recorder.flush()
+            with contextlib.suppress(OSError, RecordingError):  # a full disk: the status still answers
+                session.recorder.flush()
 
     # ------------------------------------------------------------------ clock, notes
     def _require_open(self, session: Session, verb: str) -> None:
@@ -340,10 +341,10 @@ class SessionManager:
             return result_status(record, rec_dir)
         if session.handed_off:
             if detached.orphaned(session):  # its scoring process died: resume the job now
-                with self._lock:
-                    self.sessions.pop(session_id, None)
+                with self._lock, contextlib.suppress(BridgeError, OSError):
+                    del self.sessions[session_id]
                     self._reattach(session.dir, only_open=False)
-                session = self.sessions.get(session_id, session)
+                session = self.sessions.setdefault(session_id, session)
             detached.wait(session, min(float(wait_seconds), 600.0))
         elif wait_seconds > 0 and session.record.job and session.record.job.state in ("queued", "running"):
             session.job_done.wait(timeout=min(float(wait_seconds), 600.0))
