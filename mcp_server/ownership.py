@@ -9,7 +9,8 @@ Identity, strongest first:
    per config. The bearer check (mcp_server/transport.py) verifies it and leaves its client id in
    the request's ASGI scope. It is the same in every request whatever the protocol era (a
    2026-07-28 client such as Claude Code over HTTP sends each request on its own) and outlives
-   connections: an IDE that restarts keeps its sessions.
+   connections: an IDE that restarts keeps its sessions, and so does a restarted server (which
+   sessions belong to which credential is kept in `<recordings>/http-owners.json`).
 2. With the shared server token only: the SDK's per-connection state (`Connection.state`, which
    persists across the requests of one connection), never a header (headers are client input).
    On the handshake era a connection is one `Mcp-Session-Id`; a 2026-07-28 request sent with the
@@ -22,18 +23,53 @@ stdio (and in-process) serves exactly one client, so nothing changes there.
 
 from __future__ import annotations
 
+import json
+import logging
+import re
 import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bridge.errors import SessionError
+from bridge.fs.files import write_json_atomic
 
 _STATE_KEY = "rgbridge.client"
 LOCAL = "local"
 #: where the bearer check (mcp_server/transport.py) leaves the client id of a verified credential
 CREDENTIAL_SCOPE_KEY = "rgbridge.credential"
+CREDENTIAL_PREFIX = "credential:"
+#: the file in the recordings folder that keeps which credential owns which session
+OWNERS_FILE = "http-owners.json"
+log = logging.getLogger("mcp_server.ownership")
+_SESSION_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+
+
+def _load_owners(store: Path | None) -> dict[str, str]:
+    """The kept owners (untrusted file: anything malformed is left out)."""
+    if store is None:
+        return {}
+    try:
+        data = json.loads(store.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        log.warning("ignoring %s: %s", store, exc)
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        sid: key
+        for sid, key in data.items()
+        if isinstance(sid, str)
+        and _SESSION_ID.fullmatch(sid)
+        and isinstance(key, str)
+        and key.startswith(CREDENTIAL_PREFIX)
+        and len(key) <= 128
+        and (store.parent / sid).is_dir()  # a recording removed since is forgotten
+    }
 
 
 @dataclass(frozen=True)
@@ -53,7 +89,7 @@ def caller_of(request_context: Any, on_close: Callable[[str], None] | None = Non
     if isinstance(credential, str) and credential:
         # A client credential: the same identity in every request, whatever the protocol era,
         # and it outlives any connection (never released on close).
-        return Caller(key=f"credential:{credential}", over_http=True)
+        return Caller(key=CREDENTIAL_PREFIX + credential, over_http=True)
     connection = getattr(getattr(request_context, "session", None), "_connection", None)
     state = getattr(connection, "state", None)
     if not isinstance(state, dict):
@@ -70,13 +106,19 @@ def caller_of(request_context: Any, on_close: Callable[[str], None] | None = Non
 
 
 class Owners:
-    """Session id → owning client key, and each client's current session."""
+    """Session id → owning client key, and each client's current session.
 
-    def __init__(self) -> None:
+    `store`: a file where sessions owned by a client credential are kept, so that they stay their
+    client's after a server restart (the manager re-attaches open sessions; a credential is the same
+    before and after). Connection keys die with their connection and are never kept."""
+
+    def __init__(self, store: Path | None = None) -> None:
         self._owner: dict[str, str] = {}
         self._current: dict[str | None, str] = {}
         self._gone: set[str] = set()  # sessions whose owning connection has closed
         self._lock = threading.Lock()
+        self._store = store
+        self._owner.update(_load_owners(store))
 
     def caller(self, request_context: Any) -> Caller:
         return caller_of(request_context, on_close=self.release)
@@ -96,6 +138,12 @@ class Owners:
             if caller.over_http and caller.key is not None:
                 self._owner[session_id] = caller.key
             self._current[caller.key] = session_id
+            if self._store is not None and caller.key is not None and caller.key.startswith(CREDENTIAL_PREFIX):
+                kept = {sid: key for sid, key in self._owner.items() if key.startswith(CREDENTIAL_PREFIX)}
+                try:
+                    write_json_atomic(self._store, kept)
+                except OSError as exc:  # the session is still owned in this process
+                    log.warning("could not keep the owners of HTTP sessions in %s: %s", self._store, exc)
 
     def current(self, caller: Caller) -> str | None:
         return self._current.get(caller.key)

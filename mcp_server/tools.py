@@ -2,6 +2,10 @@
 resolves which session a call means (and whether this client may use it), runs the verb's steps
 off the event loop, reports progress, turns bridge errors into tool errors, and logs every call
 into the recording through `manager.log_call`. No verb has code of its own here.
+
+Each tool publishes the portable schemas of bridge/sessions/schemas.py and validates its
+arguments with the SDK's model of the generated signature (unknown arguments refused). A call the
+client cancels stops (a read-only one at once) and is recorded as cancelled.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from bridge.sessions.models import ClientInfo
 from bridge.sessions.schemas import input_schema, output_schema
 from bridge.sessions.verbspec import CallContext, Event, Opened, Progress, Steps, Verb
 from mcp_server.calllog import mark_handled
-from mcp_server.ownership import Caller, Owners
+from mcp_server.ownership import OWNERS_FILE, Caller, Owners
 from mcp_server.workspace import WorkspaceRoot, is_inside, resolve_workspace
 
 log = logging.getLogger("mcp_server")
@@ -86,7 +90,7 @@ class BridgeTools:
         self.manager = manager
         self.root = root
         #: which client owns which session, and each client's current one (mcp_server/ownership.py)
-        self.owners = Owners()
+        self.owners = Owners(manager.recordings_dir / OWNERS_FILE)
 
     # ------------------------------------------------------------------ logging
     def log(

@@ -71,7 +71,7 @@ def test_a_cancelled_long_poll_stops_at_once_and_is_recorded(tmp_path: Path, mod
             stopped = time.monotonic() - t0
             (call,) = recorded_calls(recording, "get_result")
             assert call["ok"] is False and call["error"] == CANCELLED
-            assert stopped < 2.5, f"the cancelled wait went on for {stopped:.1f} s"
+            assert stopped < 3.0, f"the cancelled wait went on for {stopped:.1f} s"
             # the connection is fine and the job untouched
             status = (await c.call_tool("task_status", {})).structured_content
             assert status["scoring"] in ("queued", "running")
@@ -163,12 +163,12 @@ def test_no_answer_ever_follows_a_cancelled_long_poll_over_stdio(tmp_path: Path)
         client.send({"id": 5, "method": "ping"})
         client.until(5, seen)
         after_ping = len(seen)
-        # the old code's wait ran on in 2-second slices and was never recorded; a late answer to
-        # id 4 is what makes Claude Code drop the connection
+        # the old code never recorded the cancelled call; a late answer to id 4 is what makes
+        # Claude Code drop the connection
         recording = Path(started["recording"])
         while not recorded_calls(recording, "get_result") and time.monotonic() - cancelled_at < 10:
             time.sleep(0.05)
-        assert time.monotonic() - cancelled_at < 1.5
+        assert time.monotonic() - cancelled_at < 1.9  # the old wait ran on in 2-second slices
         (call,) = recorded_calls(recording, "get_result")
         assert call["error"] == CANCELLED
         deadline = time.monotonic() + 3

@@ -43,13 +43,15 @@ def serve_command() -> list[str]:
 
 
 class HttpServer:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, token: str | None = None) -> None:
         self.ws, self.rec = root / "ws", root / "rec"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         env = {k: v for k, v in os.environ.items() if k not in ("RGBRIDGE_TOKEN", "RGBRIDGE_WORKSPACE", "CLAUDE_PROJECT_DIR")}
+        if token:
+            env["RGBRIDGE_TOKEN"] = token
         self.stderr_path = root / "server.stderr"
-        self._stderr = self.stderr_path.open("w")
+        self._stderr = self.stderr_path.open("a")
         self.proc = subprocess.Popen(
             [*serve_command(), "--transport", "http", "--port", str(self.port), "--workspace", str(self.ws),
              "--recordings", str(self.rec)],
@@ -365,3 +367,41 @@ def test_the_config_ide_config_prints_works_for_a_stateless_client(server: HttpS
                 assert not res.is_error and res.structured_content["session_id"] == sid, (tool, res.content)
 
     anyio.run(go)
+
+
+def test_a_credential_keeps_its_session_across_a_server_restart(tmp_path: Path) -> None:
+    """The server restarts (the manager re-attaches the open session); the credential that started
+    the session still reaches it without an id, and another still cannot."""
+    from bridge.credentials import mint_client_credential
+
+    first = HttpServer(tmp_path)
+    cred_a = mint_client_credential(first.token, "keeps").token
+    cred_b = mint_client_credential(first.token, "other").token
+
+    async def start() -> str:
+        async with credential_client(first, cred_a, "auto") as a:
+            started = await a.call_tool("start_task", {"task_id": "kv-ledger", "workspace": "restart"})
+            assert not started.is_error, started.content
+            return started.structured_content["session_id"]
+
+    try:
+        sid = anyio.run(start)
+    finally:
+        first.stop()
+    owners = json.loads((tmp_path / "rec" / "http-owners.json").read_text())
+    assert owners == {sid: "credential:keeps"}
+    second = HttpServer(tmp_path, token=first.token)
+
+    async def after() -> None:
+        async with credential_client(second, cred_b, "auto") as b:
+            res = await b.call_tool("task_status", {"session_id": sid})
+            assert res.is_error and "belongs to another MCP client" in res.content[0].text
+        async with credential_client(second, cred_a, "auto") as a:
+            status = (await a.call_tool("task_status", {})).structured_content
+            assert status["session_id"] == sid and status["state"] == "active"
+            assert (await a.call_tool("quit_task", {})).structured_content["state"] == "quit"
+
+    try:
+        anyio.run(after)
+    finally:
+        second.stop()
