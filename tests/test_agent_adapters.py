@@ -278,3 +278,31 @@ def test_every_adapter_is_documented() -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     for name in ADAPTERS:
         assert f"--agent {name}" in readme, name
+
+
+# ----------------------------------------------------------------------------- the leaderboard line
+
+
+def _row(task: str, lang: str, attempt: int, passed: int, total: int, *, contaminated: bool = False) -> dict:
+    prof = {"outcome": "scored", "dsr": {"success": True}, "api_coverage": {"score": 1.0, "total_apis": 2},
+            "pass_at_1": {"passed": passed, "total": total, "score": passed / total}}
+    return {"repo_name": task, "lang": lang, "attempt": attempt, "contaminated": contaminated,
+            "pass_at_1": prof["pass_at_1"], "dsr": prof["dsr"], "api_coverage": prof["api_coverage"],
+            "agent": {"name": "codex", "version": "codex-cli 0.163.0", "model": "m1"},
+            "rgbridge": {"profiles": {"compat": prof, "strict": prof}}}
+
+
+def test_leaderboard_line_pass_at_k_and_contamination() -> None:
+    from bridge.reports.leaderboard import leaderboard_lines
+
+    rows = [_row("a", "python", 1, 2, 2), _row("a", "python", 2, 0, 2, contaminated=True),
+            _row("b", "python", 1, 1, 2), _row("b", "python", 2, 1, 2), _row("j", "java", 1, 3, 3),
+            _row("j", "java", 2, 3, 3)]
+    report = {"metadata": {"agent": {"name": "codex", "version": "codex-cli 0.163.0"}, "attempts": 2,
+                           "bridge_version": "0.4.0+gabc"}, "results": rows}
+    head, python, java, flagged = leaderboard_lines(report)
+    assert head.startswith("codex codex-cli 0.163.0 + m1") and "6 attempts, 2 per task" in head
+    # Pass@1 is the mean over attempts: a (1, 0), b (0.5, 0.5) -> 0.5; Pass@2: a solved once -> 1, b never -> 0
+    assert "python: compat Pass@1 0.5000" in python and "compat Pass@2 0.5000" in python
+    assert "java: compat Pass@1 1.0000" in java and "strict Pass@2 1.0000" in java
+    assert flagged == "  CONTAMINATED attempts (1; golden files opened): a.a2"
