@@ -1,3 +1,3 @@
 """repogenesis-bridge core library: tasks, sessions, recorder, snapshots, scoring, replay, reports."""
 
-__version__ = "0.1.0"
+__version__ = "0.4.0"

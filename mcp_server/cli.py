@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -234,7 +233,7 @@ def cmd_ide_config(args: argparse.Namespace) -> int:
         config_path,
         is_inside,
         merge_into,
-        render,
+        render_document,
         server_entry,
         token_reference,
         vscode_token_input,
@@ -258,7 +257,7 @@ def cmd_ide_config(args: argparse.Namespace) -> int:
         extra_args=passthrough_args(args),
     )
     if not args.write:
-        sys.stdout.write(json.dumps(render(args.ide, entry), indent=2) + "\n")
+        sys.stdout.write(render_document(args.ide, entry))
         print(f"# merge into {target} (or rerun with --write)", file=sys.stderr)
         if args.transport == "http" and token is None:
             print("# no token found: start `rgbridge serve --transport http` first, or pass --token", file=sys.stderr)

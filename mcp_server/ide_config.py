@@ -1,4 +1,5 @@
-"""MCP configuration entries for each supported IDE, printed or merged into the IDE's file.
+"""MCP configuration entries for each supported IDE, printed or merged into the IDE's file: a thin
+adapter over bridge/agents/mcp_configs.py (the formats; `rgbridge run` writes the same entries).
 
 Formats follow each IDE's own MCP configuration documentation (README "Connecting an IDE
 (MCP)" has a worked example for each). Every entry launches the server with an absolute
@@ -14,16 +15,25 @@ import os
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
+import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from bridge.errors import BridgeError
+from bridge.agents.mcp_configs import (
+    CLIENTS,
+    DEFAULT_HTTP_URL,  # noqa: F401 - re-exported for callers of this module
+    FORMATS,  # noqa: F401 - re-exported for callers of this module
+    SERVER_KEY,
+    ClientFormat,
+    ConfigError,
+    client_format,
+    http_entry,
+    render_text,
+    stdio_entry,
+    to_toml,
+)
 
-IDE = Literal["cursor", "vscode", "antigravity", "claude", "windsurf"]
-IDES: tuple[str, ...] = ("cursor", "vscode", "antigravity", "claude", "windsurf")
-SERVER_KEY = "rgbridge"
-DEFAULT_HTTP_URL = "http://127.0.0.1:8765/mcp"
+IDES: tuple[str, ...] = CLIENTS
 TOKEN_ENV = "RGBRIDGE_TOKEN"
 VSCODE_TOKEN_INPUT = "rgbridge-token"
 #: how each IDE's config refers to the token without holding it (the variable interpolation each
@@ -34,28 +44,7 @@ TOKEN_REFERENCES: dict[str, str] = {
     "claude": "${" + TOKEN_ENV + "}",
     "vscode": "${input:" + VSCODE_TOKEN_INPUT + "}",
 }
-
-
-class ConfigError(BridgeError):
-    """An IDE config file cannot be generated or merged."""
-
-
-@dataclass(frozen=True)
-class IdeFormat:
-    top_key: str  # "mcpServers" or "servers"
-    typed: bool  # entries carry "type": "stdio" | "http"
-    http_url_key: str  # "url" or "serverUrl"
-    home_relative: bool  # the file lives under $HOME, not in the workspace
-    relative_path: str
-
-
-FORMATS: dict[str, IdeFormat] = {
-    "cursor": IdeFormat("mcpServers", False, "url", False, ".cursor/mcp.json"),
-    "vscode": IdeFormat("servers", True, "url", False, ".vscode/mcp.json"),
-    "antigravity": IdeFormat("mcpServers", False, "serverUrl", True, ".gemini/config/mcp_config.json"),
-    "claude": IdeFormat("mcpServers", True, "url", False, ".mcp.json"),
-    "windsurf": IdeFormat("mcpServers", False, "serverUrl", True, ".codeium/windsurf/mcp_config.json"),
-}
+IdeFormat = ClientFormat
 
 
 def home_dir() -> Path:
@@ -70,11 +59,8 @@ def config_path(ide: str, workspace: Path) -> Path:
     return (base / fmt.relative_path).absolute()
 
 
-def _format(ide: str) -> IdeFormat:
-    try:
-        return FORMATS[ide]
-    except KeyError:
-        raise ConfigError(f"unknown IDE {ide!r} (choose from {', '.join(IDES)})") from None
+def _format(ide: str) -> ClientFormat:
+    return client_format(ide)
 
 
 def server_args(workspace: Path, extra_args: list[str] | None = None) -> list[str]:
@@ -91,25 +77,15 @@ def server_entry(
     extra_args: list[str] | None = None,
     python: str | None = None,
 ) -> dict[str, Any]:
-    """The `rgbridge` server entry in the IDE's own format."""
-    fmt = _format(ide)
+    """The `rgbridge` server entry in the IDE's own format (bridge/agents/mcp_configs.py)."""
+    _format(ide)
     if "${" in str(workspace):
         raise ConfigError(f"workspace {workspace} contains an unexpanded variable; give a real folder")
-    entry: dict[str, Any] = {}
     if transport == "stdio":
-        if fmt.typed:
-            entry["type"] = "stdio"
-        entry["command"] = python or sys.executable
-        entry["args"] = server_args(workspace, extra_args)
-        return entry
+        return stdio_entry(ide, python or sys.executable, server_args(workspace, extra_args))
     if transport != "http":
         raise ConfigError(f"unknown transport {transport!r} (stdio or http)")
-    if fmt.typed:
-        entry["type"] = "http"
-    entry[fmt.http_url_key] = url or DEFAULT_HTTP_URL
-    if token:
-        entry["headers"] = {"Authorization": f"Bearer {token}"}
-    return entry
+    return http_entry(ide, url, token=token)
 
 
 def is_inside(path: Path, folder: Path) -> bool:
@@ -142,6 +118,11 @@ def render(ide: str, entry: dict[str, Any]) -> dict[str, Any]:
     return {_format(ide).top_key: {SERVER_KEY: entry}}
 
 
+def render_document(ide: str, entry: dict[str, Any]) -> str:
+    """`render` as the IDE's file spells it (JSON, or TOML for the Codex CLI)."""
+    return render_text(ide, render(ide, entry))
+
+
 def merge_into(
     path: Path,
     ide: str,
@@ -166,12 +147,7 @@ def merge_into(
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: cannot read ({exc})") from None
         if text.strip():
-            try:
-                loaded = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(
-                    f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}); refusing to overwrite it"
-                ) from None
+            loaded = _parse(path, text, fmt)
             if not isinstance(loaded, dict):
                 raise ConfigError(f"{path}: top level is not a JSON object; refusing to overwrite it")
             document = loaded
@@ -201,8 +177,24 @@ def merge_into(
             shutil.copy2(path, backup)
             if _has_secret(backup.read_text(encoding="utf-8", errors="replace")):
                 os.chmod(backup, 0o600)
-    _write_atomic(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    _write_atomic(
+        path, to_toml(document) if fmt.syntax == "toml" else json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    )
     return document
+
+
+def _parse(path: Path, text: str, fmt: ClientFormat) -> Any:
+    if fmt.syntax == "toml":
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML ({exc}); refusing to overwrite it") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}); refusing to overwrite it"
+        ) from None
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -10,7 +10,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Lower layers never import higher ones. Data flows tasks → sessions → recording → scoring →
 # reports; the code that performs a step imports the layers it hands work to, so the import
-# order is: utilities < tasks < scoring < recording < sessions < reports < adapters.
+# order is: utilities < tasks < scoring < recording < sessions < reports < agents < adapters.
 LAYERS: list[tuple[str, ...]] = [
     ("bridge", "bridge.errors", "bridge.textsafe", "bridge.locations", "bridge.fs"),
     ("bridge.tasks",),
@@ -18,6 +18,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bridge.recording",),
     ("bridge.sessions",),
     ("bridge.reports",),
+    ("bridge.agents",),
     ("bridge.commands", "bridge.cli"),
     ("mcp_server",),
 ]

@@ -120,6 +120,11 @@ def cmd_report(args: argparse.Namespace) -> int:
             con.print("score: not scored")
             return 0
     print_scores(target.report["results"], con)
+    if (target.report.get("metadata") or {}).get("agent"):  # an agent run (`rgbridge run`): its leaderboard line
+        from bridge.reports.leaderboard import leaderboard_lines
+
+        for line in leaderboard_lines(target.report):
+            con.print(Text(line))
     return 0
 
 

@@ -213,6 +213,21 @@ class Attach(EventBase):
     state: str | None = None
 
 
+class AgentRun(EventBase):
+    """An agent CLI the run drove ended (bridge/agents/attempt.py): who it was, how it ended."""
+
+    type: Literal["agent_run"]
+    agent: str
+    version: str = ""
+    model: str | None = None
+    ended: str  # "exit" | "time_limit" | "stopped"
+    exit_code: int | None = None
+    agent_seconds: float = 0.0
+    tool_calls: int = 0
+    steps: int = 0
+    trajectory: str | None = None  # relative path of its ATIF file in the recording
+
+
 KnownEvent = Annotated[
     LogOpened
     | Seed
@@ -238,7 +253,8 @@ KnownEvent = Annotated[
     | GoldenAccess
     | GoldenWatchWarning
     | Quit
-    | Attach,
+    | Attach
+    | AgentRun,
     Field(discriminator="type"),
 ]
 Event = KnownEvent | OtherEvent

@@ -18,10 +18,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bridge import __version__
 from bridge.fs.files import write_json_atomic
 from bridge.fs.walk import digest_at, walk_sorted_at
 from bridge.recording.clock import iso, utcnow
+from bridge.release import exact_version
 
 INTEGRITY_NAME = "integrity.json"
 INTEGRITY_VERSION = 1
@@ -119,7 +119,7 @@ def compute_seal(rec_dir: Path) -> dict[str, Any]:
         "integrity_version": INTEGRITY_VERSION,
         "format_version": meta.format_version,
         "session_id": meta.session_id,
-        "bridge_version": __version__,
+        "bridge_version": exact_version(),
         "files": recording_files(rec_dir),
         "events": events_chain(rec_dir / "events.jsonl"),
         "store": store_digest(rec_dir / "store"),

@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from bridge.recording.agent_trace import agent_trace
 from bridge.recording.clock import parse_iso
 from bridge.recording.moments import working_seconds_at
 from bridge.recording.reader import FILE_EVENTS, Recording, open_recording
@@ -93,7 +94,7 @@ def build_timeline(rec_dir: Path | str | Recording) -> dict[str, Any]:
     size = bucket_seconds(max(wall, 1.0))
     n_buckets = max(1, int(wall // size) + 1)
     buckets = [
-        {"start_s": i * size, "created": 0, "modified": 0, "deleted": 0, "moved": 0, "total": 0}
+        {"start_s": i * size, "created": 0, "modified": 0, "deleted": 0, "moved": 0, "total": 0, "agent": 0}
         for i in range(n_buckets)
     ]
     kinds: Counter[str] = Counter()
@@ -208,6 +209,14 @@ def build_timeline(rec_dir: Path | str | Recording) -> dict[str, Any]:
             incidents.append({"seq": ev["seq"], "t_s": ts, "type": typ, "detail": str(detail)})
             entries.append({"seq": ev["seq"], "t_s": ts, "kind": "incident", "text": f"{typ} {detail}".strip()})
     entries.sort(key=lambda e: e["seq"])
+    # The agent's steps (an agent run's recording) beside the file events, placed by their time.
+    agent = agent_trace(rec.dir, rec.started)
+    if agent is not None:
+        timed = [s for s in agent["steps"] if s["t_s"] is not None]
+        steps = [{"seq": f"a{s['step']}", "t_s": s["t_s"], "kind": "agent", "text": s["text"]} for s in timed]
+        entries = sorted(entries + steps, key=lambda e: e["t_s"] if e["t_s"] is not None else 0.0)
+        for step in timed:  # agent steps per bucket, beside the file events of the same bucket
+            buckets[min(len(buckets) - 1, max(0, int(step["t_s"] // size)))]["agent"] += 1
 
     sub = meta.submission
     submission = None
@@ -263,6 +272,7 @@ def build_timeline(rec_dir: Path | str | Recording) -> dict[str, Any]:
         "submission": submission,
         "scores": scores,
         "entries": entries,
+        "agent": agent,
         "events": len(rec.events),
     }
 
@@ -305,6 +315,13 @@ def render_timeline(data: dict[str, Any], console: Any) -> None:
         f"events {data['events']}  format v{s['format_version']}"
     )
     console.print(Panel(head, title="session", highlight=False))
+    agent = data.get("agent")
+    if agent:
+        console.print(
+            f"[bold]agent[/] {escape(agent['name'])} {escape(agent['version'])} model {escape(agent['model'])}: "
+            f"{len(agent['steps'])} steps, {agent['tool_calls']} tool calls (kind 'agent' below)",
+            highlight=False,
+        )
 
     clock = Table(title="clock", title_justify="left")
     for col in ("span", "from", "to", "seconds"):
@@ -333,6 +350,13 @@ def render_timeline(data: dict[str, Any], console: Any) -> None:
         f"{max(totals) if totals else 0}/bucket",
         highlight=False,
     )
+    if data.get("agent"):
+        steps = [float(b.get("agent", 0)) for b in h["buckets"]]
+        console.print(
+            f"  agent steps: {' ' * max(0, len(fmt_secs(h['bucket_seconds'])) - 5)}│{sparkline(steps)}│ max "
+            f"{int(max(steps)) if steps else 0}/bucket",
+            highlight=False,
+        )
     end_label = fmt_secs(d["wall_seconds"])
     axis = "0".ljust(max(1, len(totals) + 2 - len(end_label))) + end_label
     console.print(f"  {' ' * len('per ' + fmt_secs(h['bucket_seconds']) + ': ')}{axis}", highlight=False)

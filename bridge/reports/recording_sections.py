@@ -122,11 +122,19 @@ def recording_html(rec_dir: Path, report: Mapping[str, Any]) -> str:
             )
         )
     entries = tl["entries"][:MAX_ENTRIES]
+    agent = tl.get("agent")
+    if agent:
+        out.append(
+            f"<h3>Agent</h3><p>{e(agent['name'])} {e(agent['version'])}, model {e(agent['model'] or '?')}: "
+            f"{len(agent['steps'])} steps, {int(agent['tool_calls'])} tool calls (kind <code>agent</code> below, "
+            "beside the file events)</p>"
+        )
     out.append(
         "<h3>What happened</h3>"
         + table(
             ["seq", "wall", "kind", "detail"],
-            ([str(int(x["seq"])), e(fmt_secs(x["t_s"])), e(x["kind"]), e(x["text"][:500])] for x in entries),
+            # an agent step's seq is "a<step>" (bridge/recording/agent_trace.py), an event's a number
+            ([e(str(x["seq"])), e(fmt_secs(x["t_s"])), e(x["kind"]), e(x["text"][:500])] for x in entries),
             numeric={0},
         )
     )

@@ -29,6 +29,7 @@ from typing import Any
 
 from bridge.errors import ScoringError
 from bridge.fs.files import write_json_atomic
+from bridge.release import exact_version
 from bridge.scoring.result import GRADER_VERSION, OUTCOMES, ScoreResult
 from bridge.scoring.upstream import EXIT_BUILD_FAILED, EXIT_TIMEOUT, EXIT_UNEXPECTED, HARNESS_VERSION
 
@@ -282,6 +283,10 @@ def load_previous(
     return {name: data for name, (_, data) in out.items()}
 
 
+def _entry_key(entry: Mapping[str, Any]) -> str:  # the task, plus the attempt of an agent run's row
+    return str(entry["repo_name"]) + (f".a{entry['attempt']}" if isinstance(entry.get("attempt"), int) else "")
+
+
 def _entry_outcomes(entry: Mapping[str, Any]) -> dict[str, str]:
     """Outcome per profile of one entry ({"compat": ...} for a plain upstream dict)."""
     profiles = (entry.get("rgbridge") or {}).get("profiles") or {}
@@ -309,10 +314,13 @@ class RunWriter:
         with self._lock:
             return [self._results[k] for k in sorted(self._results)]
 
-    def record(self, result: ScoreResult | Mapping[str, Any], primary: str | None = None) -> dict[str, Any]:
-        """Store one repo's entry (a ScoreResult or a ready dict) and write it at once."""
+    def record(
+        self, result: ScoreResult | Mapping[str, Any], primary: str | None = None, *, key: str | None = None
+    ) -> dict[str, Any]:
+        """Store one repo's entry (a ScoreResult or a ready dict) and write it at once; `key`
+        names its file when a task has several (an agent run's attempts: `<task>.a<k>`)."""
         entry = build_entry(result, primary) if isinstance(result, ScoreResult) else dict(result)
-        name = _check_name(str(entry.get("repo_name", "")), "task name")
+        name = _check_name(key or str(entry.get("repo_name", "")), "task name")
         with self._lock:
             write_json_atomic(self.intermediate_dir / f"{name}.json", entry)
             self._results[name] = entry
@@ -335,22 +343,20 @@ class RunWriter:
 
     def finalize(self, metadata: Mapping[str, Any] | None = None) -> Path:
         """Write `report_<run_id>.json` = {metadata, summary, results} + our fields."""
-        from bridge import __version__
-
         results = self.results
         meta: dict[str, Any] = dict(metadata or {})
         meta.setdefault("timestamp", datetime.now().isoformat())
         meta.setdefault("harness_version", HARNESS_VERSION)
         meta.setdefault("run_id", self.run_id)
         meta.setdefault("grader_version", GRADER_VERSION)
-        meta.setdefault("rgbridge_version", __version__)
+        meta.setdefault("rgbridge_version", exact_version())
         report = {
             "metadata": meta,
             "summary": summarize_upstream(results),
             "results": results,
             "strict_summary": summarize_strict(profile_rows(results, "strict")),
             "compat_strict_view": summarize_strict(profile_rows(results, "compat")),
-            "outcomes": {e["repo_name"]: _entry_outcomes(e) for e in results},
+            "outcomes": {_entry_key(e): _entry_outcomes(e) for e in results},
         }
         write_json_atomic(self.report_path, report)
         return self.report_path

@@ -11,9 +11,9 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from bridge import __version__
 from bridge.fs.paths import safe_relative
 from bridge.recording.clock import Clock
+from bridge.release import exact_version
 from bridge.scoring.result import summarize_result
 from bridge.sessions import contamination
 from bridge.tasks.model import Task
@@ -28,7 +28,9 @@ IDE_FILES = frozenset({".mcp.json", ".DS_Store"})
 SessionState = Literal["active", "paused", "submitted", "scored", "quit"]
 JobState = Literal["not_submitted", "queued", "running", "done", "failed"]
 Profile = Literal["strict", "compat", "both"]
-Signal = Literal["mcp", "sentinel", "cli", "time_limit"]
+#: how a submission reached the bridge; `time_limit` is the session's limit or a run's agent cut at
+#: its time limit, `agent_exit` an agent a run drove that ended without submitting (bridge/agents/)
+Signal = Literal["mcp", "sentinel", "cli", "time_limit", "agent_exit"]
 
 
 class Scorer(Protocol):
@@ -92,7 +94,7 @@ class SessionRecord(BaseModel):
     """The content of session.json (format documented in docs/recording-format.md)."""
 
     format_version: int = FORMAT_VERSION
-    bridge_version: str = __version__
+    bridge_version: str = Field(default_factory=exact_version)
     session_id: str
     task_id: str
     task_hash: str

@@ -1,0 +1,199 @@
+"""`rgbridge run --agent NAME`: an agent CLI over tasks × attempts, unattended (bridge/agents/)."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from bridge.agents.attempt import Attempt
+from bridge.agents.prompt import agent_prompt
+from bridge.agents.registry import ADAPTERS
+from bridge.agents.runner import RunOptions, default_run_id, execute, load_options
+from bridge.commands.common import PROFILE_CHOICES, stderr_console
+from bridge.errors import BridgeError
+from bridge.reports.leaderboard import leaderboard_lines
+from bridge.scoring.reporting import render_table
+from bridge.sessions.attempts import check_run_id
+from bridge.tasks.catalog import Catalog
+
+
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be greater than 0 (got {text})")
+        return value
+
+    return parse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("run", help="run an agent CLI over tasks × attempts: isolated, timed, recorded, scored")
+    p.add_argument("--agent", choices=sorted(ADAPTERS), help="the agent adapter")
+    p.add_argument("--tasks", nargs="+", metavar="ID", help="task ids (default with --dataset: all of them)")
+    p.add_argument("--dataset", type=Path, metavar="DIR", help="a RepoGenesis checkout to take tasks from")
+    p.add_argument("--task-dir", type=Path, metavar="DIR", help="folder of native tasks (default: the shipped ones)")
+    p.add_argument("--lang", choices=("python", "java"), help="only tasks of this language")
+    p.add_argument("--attempts", type=_positive(int), default=1, metavar="N", help="attempts per task (default 1)")
+    p.add_argument("--time-limit", type=_positive(float), default=1800.0, metavar="S", help="agent wall time (s)")
+    p.add_argument("--workers", type=_positive(int), default=1, metavar="N", help="attempts at once (default 1)")
+    p.add_argument("--model", metavar="NAME", help="the model the agent is asked to use")
+    p.add_argument("--model-base-url", metavar="URL", help="model endpoint (keys stay in the environment)")
+    p.add_argument("--agent-bin", metavar="PATH", help="the agent's binary (default: PATH, then the PyPI wheel)")
+    p.add_argument("--agent-cmd", metavar="TEMPLATE", help="--agent command: {prompt} {workspace} {mcp_config}")
+    p.add_argument("--on-exit", choices=("submit", "abandon"), default="submit", help="an agent ending unsubmitted")
+    p.add_argument("--profile", choices=PROFILE_CHOICES, default="both", help="scoring profile(s) (default both)")
+    p.add_argument("--output-dir", type=Path, metavar="OUT", help="the run folder (default runs/<run id>)")
+    p.add_argument(
+        "--recordings", type=Path, metavar="DIR", help="where sessions are recorded (default OUT/recordings)"
+    )
+    p.add_argument("--run-id", metavar="ID", help="the run's id (default: the time)")
+    p.add_argument("--resume", action="store_true", help="finish a stopped run in OUT (scored attempts are kept)")
+    p.add_argument("--show-prompt", action="store_true", help="print the prompt of the first task and exit")
+    p.set_defaults(handler=cmd_run)
+
+
+def _catalog(args: argparse.Namespace) -> Catalog:
+    return Catalog.from_options(_abs(args.task_dir), _abs(args.dataset))
+
+
+def _abs(path: Path | None) -> Path | None:
+    return None if path is None else Path(os.path.abspath(os.path.expanduser(str(path))))
+
+
+def select_tasks(catalog: Catalog, ids: list[str] | None, lang: str | None, dataset: bool) -> list[str]:
+    if not ids:
+        if not dataset:
+            raise BridgeError("give --tasks ID... or --dataset DIR")
+        ids = sorted(catalog.tasks)
+    for task_id in ids:
+        if task_id not in catalog.tasks:
+            close = difflib.get_close_matches(task_id, list(catalog.tasks), n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise BridgeError(f"unknown task {task_id!r}{hint}")
+    chosen = [t for t in dict.fromkeys(ids) if lang is None or catalog.tasks[t].lang == lang]
+    if not chosen:
+        raise BridgeError(f"no {lang} task among {', '.join(ids)}")
+    return chosen
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    catalog = _catalog(args)
+    if args.show_prompt:
+        tasks = select_tasks(catalog, args.tasks, args.lang, args.dataset is not None)
+        sys.stdout.write(agent_prompt(catalog.get(tasks[0])) + "\n")
+        return 0
+    if args.resume and args.output_dir is None:
+        raise BridgeError("--resume needs --output-dir OUT (the run folder to finish)")
+    out = _abs(args.output_dir)
+    previous = load_options(out) if (args.resume and out is not None) else None
+    if args.resume and previous is None:
+        raise BridgeError(f"--resume: {out} holds no run (no run.json)")
+    if previous is not None:
+        options = previous
+    else:
+        if not args.agent:
+            raise BridgeError("--agent is required (choose from " + ", ".join(sorted(ADAPTERS)) + ")")
+        run_id = check_run_id(args.run_id or default_run_id())
+        out = out or Path("runs").absolute() / run_id
+        server_args: list[str] = []
+        if args.task_dir:
+            server_args += ["--tasks", str(_abs(args.task_dir))]
+        if args.dataset:
+            server_args += ["--dataset", str(_abs(args.dataset))]
+        options = RunOptions(
+            agent=args.agent,
+            tasks=select_tasks(catalog, args.tasks, args.lang, args.dataset is not None),
+            attempts=args.attempts,
+            time_limit=args.time_limit,
+            workers=args.workers,
+            model=args.model,
+            model_base_url=args.model_base_url,
+            agent_bin=args.agent_bin,
+            agent_cmd=args.agent_cmd,
+            on_exit=args.on_exit,
+            profile=args.profile,
+            run_id=run_id,
+            recordings=str(_abs(args.recordings) or out / "recordings"),
+            server_args=server_args,
+        )
+    assert out is not None
+    err = stderr_console()
+    live: Live | None = None
+    if err.is_terminal:
+        live = Live(Table(), console=err, refresh_per_second=2, transient=False)
+        live.start()
+
+    def progress(attempts: dict[str, Attempt], done: dict[str, dict[str, Any]]) -> None:
+        if live is not None:
+            live.update(_table(attempts))
+
+    def on_event(key: str, what: str) -> None:
+        if live is None:
+            print(f"rgbridge run: {key} {what}", file=sys.stderr, flush=True)
+
+    try:
+        report, rows = execute(options, catalog, out, resume=args.resume, progress=progress, on_event=on_event)
+    finally:
+        if live is not None:
+            live.stop()
+    console = Console()
+    render_table(rows, console)
+    for line in leaderboard_lines(_load(report)):
+        console.print(Text(line))
+    console.print(Text(f"report: {report}"))
+    return 0
+
+
+def _load(path: Path) -> dict[str, Any]:
+    import json
+
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else {}
+
+
+def _table(attempts: dict[str, Attempt]) -> Table:
+    table = Table(title="rgbridge run")
+    for col in ("attempt", "state", "elapsed", "tool calls", "files"):
+        table.add_column(col)
+    now = time.monotonic()
+    for key, a in attempts.items():
+        live = a.live
+        elapsed = "" if live.started is None else f"{(live.ended or now) - live.started:.0f}s"
+        table.add_row(Text(key), Text(live.state), elapsed, str(_tool_calls(live.stream)), str(_files(live.workspace)))
+    return table
+
+
+def _tool_calls(stream: Path | None) -> int:
+    # A cheap live count: lines of the stream that mention a tool call (the exact count is the parser's).
+    try:
+        with open(stream or "", "rb") as fh:
+            data = fh.read(8 * 1024 * 1024)
+    except OSError:
+        return 0
+    return sum(data.count(m) for m in (b'"tool_use"', b'"mcp_tool_call"', b'"command_execution"', b'"tool_call"'))
+
+
+def _files(workspace: Path | None) -> int:
+    count = 0
+    if workspace is None or not workspace.is_dir():
+        return 0
+    for _, dirs, files in os.walk(workspace):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        count += len(files)
+        if count > 10000:
+            break
+    return count

@@ -1,0 +1,65 @@
+"""The leaderboard line of an agent run's report (`rgbridge report OUT` after `rgbridge run`):
+agent and model, then per language Pass@1 / AC / DSR under both profiles, Pass@k when the run
+made several attempts per task, and the contaminated attempts counted and flagged."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bridge.scoring.reporting import LANGS, profile_rows, summarize_strict, summarize_upstream
+from bridge.sessions.attempts import pass_at_k, solved
+
+
+def _solved(entry: Mapping[str, Any], profile: str) -> bool:
+    prof = ((entry.get("rgbridge") or {}).get("profiles") or {}).get(profile) or {}
+    return bool(solved({profile: prof.get("pass_at_1") or {}}, profile))
+
+
+def pass_at_k_by_lang(results: list[Mapping[str, Any]], profile: str, k: int) -> dict[str, float]:
+    """Mean over tasks of the unbiased Pass@k (bridge/sessions/attempts.py) of each language."""
+    out: dict[str, float] = {}
+    for lang in LANGS:
+        groups: dict[str, list[bool]] = {}
+        for e in results:
+            if e.get("lang") == lang:
+                groups.setdefault(str(e.get("repo_name")), []).append(_solved(e, profile))
+        values = [pass_at_k(len(v), sum(v), k) for v in groups.values() if len(v) >= k]
+        if values:
+            out[lang] = round(sum(values) / len(values), 4)
+    return out
+
+
+def leaderboard_lines(report: Mapping[str, Any]) -> list[str]:
+    meta = report.get("metadata") or {}
+    agent = meta.get("agent") or {}
+    results = [r for r in report.get("results") or [] if isinstance(r, Mapping)]
+    models = sorted({str((r.get("agent") or {}).get("model") or "") for r in results} - {""})
+    attempts = int(meta.get("attempts") or 1)
+    head = (
+        f"{agent.get('name', '?')} {agent.get('version', '')} + {', '.join(models) or agent.get('model') or '?'}"
+        f"  ({len(results)} attempts, {attempts} per task; bridge {meta.get('bridge_version', '?')})"
+    )
+    lines = [head]
+    up = summarize_upstream(profile_rows(results, "compat"))
+    st = summarize_strict(profile_rows(results, "strict"))
+    for lang in LANGS:
+        if not any(r.get("lang") == lang for r in results):
+            continue
+        by = st["by_lang"][lang]
+        text = (
+            f"  {lang}: compat Pass@1 {up.get('pass_at_1_by_lang', {}).get(lang, 0.0):.4f}"
+            f" AC {up.get('ac_by_lang', {}).get(lang, 0.0):.4f} DSR {up.get('dsr_by_lang', {}).get(lang, 0.0):.4f}"
+            f" | strict Pass@1 {by['avg_pass_at_1']:.4f} AC {by['avg_api_coverage'] or 0.0:.4f}"
+            f" DSR {by['deployment_success_rate']:.4f}"
+        )
+        if attempts > 1:
+            for profile in ("compat", "strict"):
+                ks = pass_at_k_by_lang(results, profile, attempts)
+                if lang in ks:
+                    text += f" | {profile} Pass@{attempts} {ks[lang]:.4f}"
+        lines.append(text)
+    dirty = sorted(f"{r.get('repo_name')}.a{r.get('attempt')}" for r in results if r.get("contaminated"))
+    if dirty:
+        lines.append(f"  CONTAMINATED attempts ({len(dirty)}; golden files opened): {', '.join(dirty)}")
+    return lines
