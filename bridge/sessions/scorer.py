@@ -183,7 +183,10 @@ def orphaned(session: Session) -> bool:
     """A handed-off job whose scoring process is gone before finishing it (killed, or it never
     started) and that no other process took over: this process may resume it."""
     proc = session.scorer_proc
-    return (proc is None or proc.poll() is not None) and unfinished(session) and not held_elsewhere(session.dir)
+    if not ((proc is None or proc.poll() is not None) and unfinished(session)):
+        return False
+    finish_hand_off(session)  # a hold kept for the submit call's log has nobody to wait for now
+    return not held_elsewhere(session.dir)
 
 
 def wait(session: Session, seconds: float) -> None:
