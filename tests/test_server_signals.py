@@ -86,6 +86,8 @@ def assert_oracle_scored(record: dict[str, Any], folder: Path) -> None:
     for profile in ("strict", "compat"):
         got = score["summary"][profile]
         assert got["pass_at_1"] == 1.0 and got["dsr"] is True, (profile, got)
+    # the submitting call is in the recording (logged before the scoring process took it over)
+    assert [e["tool"] for e in events if e["type"] == "mcp_call"][:2] == ["start_task", "submit_task"]
     # the clock stopped after the last file event, and the recording verifies
     types = [e["type"] for e in events]
     assert "file_created" not in types[types.index("clock_stop"):] and "file_modified" not in types[types.index("clock_stop"):]

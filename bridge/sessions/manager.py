@@ -260,15 +260,9 @@ class SessionManager:
     ) -> None:
         """Log an MCP call into its session's recording (or the server log when there is none)."""
         target = self.sessions.get(session_id) if session_id else None
-        log_call(
-            target.events if target is not None and not target.handed_off else None,
-            self.recordings_dir / "server-calls.jsonl",
-            tool,
-            arguments,
-            ok=ok,
-            error=error,
-            session_id=session_id,
-        )
+        with detached.logging_into(target) as events:
+            log_call(events, self.recordings_dir / "server-calls.jsonl", tool, arguments, ok=ok, error=error,
+                     session_id=session_id)  # fmt: skip
 
     # ------------------------------------------------------------------ practice mode
     def practice_check(self, session_id: str) -> dict[str, Any]:
@@ -423,6 +417,7 @@ class SessionManager:
         for session in list(self.sessions.values()):
             disarm_timer(session)
             if session.handed_off:  # its scoring process owns the recording now
+                detached.finish_hand_off(session)
                 continue
             if session.record.state in ("active", "paused") and session.recorder is not None:
                 try:

@@ -47,6 +47,7 @@ from typing import Any, cast
 import bridge
 from bridge.errors import BridgeError
 from bridge.locations import cache_dir
+from bridge.recording.events import EventLog
 from bridge.sessions import contamination, jobs
 from bridge.sessions.live import Session, load_record
 from bridge.sessions.models import Scorer
@@ -63,14 +64,17 @@ _MNT_DETACH = 0x2
 _PR_SET_DUMPABLE = 4
 
 
-def start_job(session: Session, scorer: Callable[[], Scorer] | None, *, finish_at_exit: bool = True) -> None:
+def start_job(
+    session: Session, scorer: Callable[[], Scorer] | None, *, finish_at_exit: bool = True, hold_for_log: bool = False
+) -> None:
     """Score the session's submission: in a detached scoring process when `scorer` is None (the
     Docker engine), else in a thread of this process (a grader given as a callable: tests,
-    embedders; bridge/sessions/jobs.py)."""
+    embedders; bridge/sessions/jobs.py). `hold_for_log`: the MCP call that submitted is still to
+    be logged into the recording (`finish_hand_off` once it is)."""
     if scorer is not None:
         jobs.launch_job(session, scorer, finish_at_exit=finish_at_exit)
         return
-    hand_off(session)
+    hand_off(session, hold_for_log=hold_for_log)
 
 
 def frame(task: Task, archive: bytes) -> bytes:
@@ -91,18 +95,53 @@ def log_dir(recordings_dir: Path) -> Path:
     return path
 
 
-def hand_off(session: Session) -> None:
-    """Give the session's queued job to a new detached scoring process. From here on this
-    process writes nothing into the recording: its event log is closed and its hold released."""
+#: how long a submit's hold waits for its MCP call to be logged before letting the scorer in
+HOLD_SECONDS = 10.0
+#: how long a scoring process waits for the recording while its server logs the submit call
+CLAIM_SECONDS = 30.0
+
+
+def finish_hand_off(session: Session) -> None:
+    """This process writes nothing more into the recording: its event log is closed and its hold
+    released, so the scoring process can claim it (idempotent)."""
+    with session.lock:
+        if session.owner is None or not session.owner.held:
+            return
+        session.log_pending = False
+        session.events.close()
+        session.release()
+
+
+@contextlib.contextmanager
+def logging_into(session: Session | None) -> Iterator[EventLog | None]:
+    """Where an MCP call about `session` is logged: its recording while this process holds it
+    (the call that submitted included: logging it ends the hold), else None (the server's log)."""
+    if session is None or not session.handed_off:
+        yield session.events if session is not None else None
+        return
+    with session.lock:
+        yield session.events if session.log_pending else None
+        finish_hand_off(session)
+
+
+def hand_off(session: Session, *, hold_for_log: bool = False) -> None:
+    """Give the session's queued job to a new detached scoring process, which claims the recording
+    once this process lets it go: at once, or (`hold_for_log`) once the submitting MCP call is
+    logged (mcp_server logs a call after it answers), at the latest after HOLD_SECONDS."""
     rec = session.record
     assert rec.job is not None
     data = frame(session.task, contamination.held_golden(session.task))
     with session.lock:
         session.save()
         session.events.sync()
-        session.events.close()
-        session.release()
         session.handed_off = True
+        session.log_pending = hold_for_log
+    if hold_for_log:
+        timer = threading.Timer(HOLD_SECONDS, finish_hand_off, (session,))
+        timer.daemon = True
+        timer.start()
+    else:
+        finish_hand_off(session)
     package_root = str(Path(bridge.__file__).resolve().parent.parent)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
@@ -144,7 +183,10 @@ def orphaned(session: Session) -> bool:
     """A handed-off job whose scoring process is gone before finishing it (killed, or it never
     started) and that no other process took over: this process may resume it."""
     proc = session.scorer_proc
-    return (proc is None or proc.poll() is not None) and unfinished(session) and not held_elsewhere(session.dir)
+    if not ((proc is None or proc.poll() is not None) and unfinished(session)):
+        return False
+    finish_hand_off(session)  # a hold kept for the submit call's log has nobody to wait for now
+    return not held_elsewhere(session.dir)
 
 
 def wait(session: Session, seconds: float) -> None:
@@ -275,7 +317,11 @@ def scoring_slot(limit: int, waiting: Callable[[], None], root: Path | None = No
 
 def score_job(rec_dir: Path, job_id: str, task: Task, archive: bytes, scratch: Path, gap: str | None) -> int:
     """Claim the recording and score its job (the caller has set up `scratch`)."""
+    deadline = time.monotonic() + CLAIM_SECONDS
     owner = OwnerLock.take(rec_dir)
+    while owner is None and time.monotonic() < deadline:  # the server may still log the submit call
+        time.sleep(0.1)
+        owner = OwnerLock.take(rec_dir)
     if owner is None:
         return 0  # another process holds it: it scores (or resumes) the job
     session: Session | None = None

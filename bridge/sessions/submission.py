@@ -92,7 +92,7 @@ def submit(
         working_seconds=rec.clock.elapsed(),
         job_id=job.job_id,
     )
-    start_job(session, scorer, finish_at_exit=finish_at_exit)
+    start_job(session, scorer, finish_at_exit=finish_at_exit, hold_for_log=signal == "mcp")
     note = "" if seal.stable else " (workspace kept changing while sealing: snapshot marked unstable)"
     return SubmitReceipt(
         session_id=rec.session_id,
