@@ -30,12 +30,19 @@ def pass_at_k_by_lang(results: list[Mapping[str, Any]], profile: str, k: int) ->
     return out
 
 
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def leaderboard_lines(report: Mapping[str, Any]) -> list[str]:
-    meta = report.get("metadata") or {}
-    agent = meta.get("agent") or {}
+    # A report is a file on disk (untrusted): fields of the wrong shape read as absent.
+    meta = _mapping(report.get("metadata"))
+    raw_agent = meta.get("agent")
+    agent = _mapping(raw_agent) or ({"name": raw_agent} if isinstance(raw_agent, str) else {})
     results = [r for r in report.get("results") or [] if isinstance(r, Mapping)]
-    models = sorted({str((r.get("agent") or {}).get("model") or "") for r in results} - {""})
-    attempts = int(meta.get("attempts") or 1)
+    models = sorted({str(_mapping(r.get("agent")).get("model") or "") for r in results} - {""})
+    raw_attempts = meta.get("attempts")
+    attempts = raw_attempts if isinstance(raw_attempts, int) and raw_attempts > 0 else 1
     head = (
         f"{agent.get('name', '?')} {agent.get('version', '')} + {', '.join(models) or agent.get('model') or '?'}"
         f"  ({len(results)} attempts, {attempts} per task; bridge {meta.get('bridge_version', '?')})"
