@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from bridge.commands.common import PROFILE_CHOICES
+from bridge.commands.disk import add_disk_budget_option
 from bridge.errors import BridgeError
 from bridge.locations import default_recordings_dir
 
@@ -77,6 +78,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "run id in the recordings folder count); default: a fresh run per process",
     )
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    add_disk_budget_option(parser)
 
 
 def register_serve(subparsers: argparse._SubParsersAction) -> None:
@@ -90,6 +92,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from mcp_server.transport import check_bind, configure_logging, load_or_create_token
 
     configure_logging(args.log_level)
+    from bridge.scoring.images.budget import apply_budget_option
+
+    apply_budget_option(getattr(args, "disk_budget", None))
     token_given = args.token or os.environ.get("RGBRIDGE_TOKEN") or None
     if args.transport == "http":
         check_bind(args.host, allow_remote=args.allow_remote, token_given=bool(token_given))

@@ -27,6 +27,7 @@ from bridge.commands.common import (
     print_json,
     stderr_console,
 )
+from bridge.commands.disk import add_disk_budget_option, add_preflight_option, apply_run_options
 
 if TYPE_CHECKING:
     from bridge.scoring.backend import Backend
@@ -79,6 +80,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_maven_options(ev)
     ev.add_argument("--model-name")
     ev.add_argument("--agent-name")
+    add_disk_budget_option(ev)
+    add_preflight_option(ev)
     add_json_option(ev)
     ev.set_defaults(handler=cmd_evaluate)
 
@@ -212,6 +215,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     preview = plan(catalog, args.predictions_dir, output_dir=args.output_dir, resume=args.resume, only=args.repo_names)
     if preview.skipped:
         stderr_console().print(f"[yellow]skipping folders that name no known task:[/] {', '.join(preview.skipped)}")
+    apply_run_options(args, java=any(task.lang == "java" for task, _ in preview.todo))
     meta = {k: v for k, v in {"model_name": args.model_name, "agent_name": args.agent_name}.items() if v}
     backend = open_backend(args)
     workers = args.workers or (backend.default_workers() if backend is not None else 1)

@@ -22,6 +22,7 @@ import logging
 import math
 import re
 import threading
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -167,6 +168,10 @@ def summarize_strict(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "total_repos": len(results),
         "counted_repos": len(counted),
         "infra_errors": counts["infra_error"],
+        # what broke, for the re-run (--resume re-runs them): engine, disk, index, image, ...
+        "infra_errors_by_reason": dict(
+            Counter(str(r.get("infra_reason") or "unclassified") for r in results if infer_outcome(r) == "infra_error")
+        ),
         **{k: v for k, v in overall.items() if k != "repos"},
         "outcomes": counts,
         "by_lang": {lang: block([r for r in counted if r.get("lang") == lang]) for lang in LANGS},
