@@ -150,8 +150,9 @@ def check_index(client: docker.DockerClient) -> Check:
     from bridge.scoring.images import host
     from bridge.scoring.sandbox import SandboxLimits
 
-    host._pip_settings = None  # read the settings afresh
+    cached, host._pip_settings = host._pip_settings, None  # read the settings afresh ...
     settings = host.host_pip_index_settings()
+    host._pip_settings = cached  # ... without changing what this process's builds use
     url = settings.get("PIP_INDEX_URL", "https://pypi.org/simple")
     base = f"{BASE_REPO}:{base_recipe_hash()}"
     if not image_exists(client, base):

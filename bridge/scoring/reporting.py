@@ -144,6 +144,7 @@ def summarize_strict(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         counts[infer_outcome(r)] += 1
     # infra_error (engine fault) and task_error (ungradable task) are nobody's score
     counted = [r for r in results if infer_outcome(r) not in ("infra_error", "task_error")]
+    infra = [r for r in results if infer_outcome(r) == "infra_error"]  # by what broke: runner.infra_reason
 
     def pass_score(r: Mapping[str, Any]) -> float:
         p = r.get("pass_at_1") or {}
@@ -168,10 +169,7 @@ def summarize_strict(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "total_repos": len(results),
         "counted_repos": len(counted),
         "infra_errors": counts["infra_error"],
-        # what broke, for the re-run (--resume re-runs them): engine, disk, index, image, ...
-        "infra_errors_by_reason": dict(
-            Counter(str(r.get("infra_reason") or "unclassified") for r in results if infer_outcome(r) == "infra_error")
-        ),
+        "infra_errors_by_reason": dict(Counter(str(r.get("infra_reason") or "unclassified") for r in infra)),
         **{k: v for k, v in overall.items() if k != "repos"},
         "outcomes": counts,
         "by_lang": {lang: block([r for r in counted if r.get("lang") == lang]) for lang in LANGS},
@@ -426,6 +424,8 @@ def render_table(results: Sequence[Mapping[str, Any]], console: Any = None) -> A
         f"DSR {up['deployment_success_rate']:.4f}  |  strict: Pass@1 {st['avg_pass_at_1']:.4f}  "
         f"DSR {st['deployment_success_rate']:.4f}  infra errors {st['infra_errors']}"
     )
+    if st["infra_errors"]:  # not the agent's: excluded from the means, re-run by --resume
+        table.caption += f" ({', '.join(f'{k} {v}' for k, v in sorted(st['infra_errors_by_reason'].items()))})"
     dirty = sorted(str(e.get("repo_name", "?")) for e in results if e.get("contaminated"))
     if dirty:  # golden files opened while the session was open (bridge/sessions/contamination.py)
         table.caption += f"\ncontaminated (golden files opened during the session): {', '.join(dirty)}"

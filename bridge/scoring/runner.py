@@ -232,7 +232,11 @@ class LocalBackend:
 
     def run_jobs(self, jobs: Sequence[ScoringJob]) -> dict[str, ProfileResult]:
         global _swept_once
-        client = self._client or get_client()
+        try:
+            client = self._client or get_client()
+        except ScoringError as exc:  # no engine: each job is the infrastructure's failure, re-run by --resume
+            started = time.monotonic()
+            return {job.profile: infra_result(job.profile, exc, LogSink(job.log_dir), started) for job in jobs}
         if not _swept_once:
             _swept_once = True
             sweep_stale(client)
