@@ -29,14 +29,15 @@ def add_preflight_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def apply_run_options(args: argparse.Namespace, *, java: bool = False) -> None:
-    """What a long run does first with these options: apply `--disk-budget`, then (unless
-    `--no-preflight`) the pre-flight checks, printing warnings; a failed check raises."""
+def apply_run_options(args: argparse.Namespace, *, java: bool = False, local: bool = True) -> None:
+    """What a long run does first with these options (`evaluate`; `run` calls it too): apply
+    `--disk-budget`, then (unless `--no-preflight`, or the jobs run on other machines' engines:
+    ``local=False``) the pre-flight checks, printing warnings; a failed check raises."""
     from bridge.scoring.doctor import preflight
     from bridge.scoring.images.budget import apply_budget_option
 
     apply_budget_option(getattr(args, "disk_budget", None))
-    if getattr(args, "no_preflight", False):
+    if getattr(args, "no_preflight", False) or not local:
         return
     for check in preflight(java=java):
         if not check.ok:

@@ -215,11 +215,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     preview = plan(catalog, args.predictions_dir, output_dir=args.output_dir, resume=args.resume, only=args.repo_names)
     if preview.skipped:
         stderr_console().print(f"[yellow]skipping folders that name no known task:[/] {', '.join(preview.skipped)}")
-    apply_run_options(args, java=any(task.lang == "java" for task, _ in preview.todo))
     meta = {k: v for k, v in {"model_name": args.model_name, "agent_name": args.agent_name}.items() if v}
     backend = open_backend(args)
     workers = args.workers or (backend.default_workers() if backend is not None else 1)
     try:
+        # on Ray each node checks its own engine; the driver needs none (README, "Scaling out")
+        apply_run_options(args, java=any(t.lang == "java" for t, _ in preview.todo), local=backend is None)
         return _run_evaluate(args, catalog, maven, preview, meta, backend, workers)
     finally:
         if backend is not None:
