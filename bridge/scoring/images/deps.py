@@ -231,18 +231,18 @@ def ensure_deps_image(
             return False
         return True
 
+    # In use from here on (an eviction under way finishes first, so ``built`` then sees the
+    # truth); kept until this profile's score ends (usage.holding), never evicted meanwhile.
     kept_as = volume.name if volume is not None else tag  # the set's name in the disk books
+    lease(client, kept_as)
     if built():
-        lease(client, kept_as)
         return DepsImage(tag=tag, cached=True, seconds=0.0, volume=volume)
     started = time.monotonic()
     with ExitStack() as lock:
         lock.enter_context(build_lock(tag))
         if built():
-            lease(client, kept_as)
             return DepsImage(tag=tag, cached=True, seconds=time.monotonic() - started, volume=volume)
-        # in use from now on (never evicted while it builds and scores), then room for it
-        lease(client, kept_as)
+        lease(client, kept_as)  # the first lease may hold the file of a set just evicted
         make_room(client, kind="python-set" if volume is not None else "python-layer", progress=progress)
         extras_txt = "".join(f"{p}\n" for p in extras)
         files = {name: text for name, text in (("requirements.txt", reqs), ("extras.txt", extras_txt)) if text}
