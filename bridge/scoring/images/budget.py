@@ -5,7 +5,8 @@ fits ``RGBRIDGE_DISK_BUDGET`` (``--disk-budget``), least-recently-used sets evic
 ``make_room`` runs before a new set is built: under this engine's books lock (usage.py) it takes
 the inventory (inventory.py), and while the kept total plus one more set would pass the budget
 it removes the least recently used set that no container and no score uses (a lease held by any
-process keeps a set), then stale staged archives, then trims the package caches. What cannot be
+process keeps a set), then stale staged archives, then trims the package caches; sets other
+builds are making at that moment count as one whole set each. What cannot be
 freed (everything in use) is reported, never waited for, so the disk high-water mark stays
 within the budget plus the sets in flight. A budget smaller than one set is an error.
 
@@ -217,7 +218,9 @@ def _evict(
     progress: ProgressFn | None,
     reason: str,
 ) -> RoomReport:
-    before = total = inv.budgeted_bytes
+    before = inv.budgeted_bytes
+    # sets other builds are making now will grow to about one set each: their room is reserved
+    total = before + sum(max(0, need - i.bytes) for i in inv.items if i.building)
     evicted: list[KeptItem] = []
     for item in sorted(inv.sets(), key=lambda i: i.last_used):
         if total + need <= budget.bytes:

@@ -136,6 +136,8 @@ class KeptItem:
     in_use: bool = False
     #: counted against the disk budget (fixed images and their rootfs are shown, not counted)
     budgeted: bool = True
+    #: a set still being built (its volume in use, not yet tagged): it will grow
+    building: bool = False
     path: str = ""
 
 
@@ -249,6 +251,7 @@ def kept_inventory(client: docker.DockerClient, *, caches: bool = True) -> Inven
                 last_used=used or created,
                 in_use=vol.name in used_volumes,
                 budgeted=kind == VOLUME_KIND,
+                building=vol.name in measured and vol.name in used_volumes,
                 path=labels.get(LABEL_DEPS_TAG, ""),
             )
         )
