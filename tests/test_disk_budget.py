@@ -213,3 +213,16 @@ def test_doctor_reports_an_unreachable_index_with_its_fix(docker_client, own_cac
     assert "PIP_INDEX_URL" in check.fix and "--wheelhouse" in check.fix
     monkeypatch.delenv("PIP_INDEX_URL")
     assert host.host_pip_index_settings() == before  # the probe did not change what builds use
+
+
+def test_sets_other_builds_are_making_count_as_whole_sets(tmp_path):
+    """Concurrent builds: a pass reserves a whole set for each set being built elsewhere, so
+    the high-water mark stays within the budget plus one set (bench/scale.py)."""
+    from bridge.scoring.images.budget import Budget, _evict
+    from bridge.scoring.images.inventory import Inventory, KeptItem
+
+    building = KeptItem(kind="python-set", name="rgbridge-env-x", bytes=10, last_used=0, in_use=True, building=True)
+    inv = Inventory(items=[building])
+    report = _evict(None, tmp_path, inv, Budget(150, "test"), 100, None, "test")  # type: ignore[arg-type]
+    assert report.short == 50  # 10 kept + 90 still to come + 100 for the new set = 200, against 150
+    assert report.evicted == []
