@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from bridge.commands.common import PROFILE_CHOICES, RECORDINGS_HELP, at_least
+from bridge.commands.disk import add_disk_budget_option
 from bridge.credentials import client_id_for, is_client_token, mint_client_credential, read_server_token
 from bridge.errors import BridgeError
 from bridge.locations import default_recordings_dir
@@ -79,6 +80,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "run id in the recordings folder count); default: a fresh run per process",
     )
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    add_disk_budget_option(parser)
 
 
 def register_serve(subparsers: argparse._SubParsersAction) -> None:
@@ -92,6 +94,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from mcp_server.transport import bind_http, check_bind, configure_logging, listen_http, load_or_create_token
 
     configure_logging(args.log_level)
+    from bridge.scoring.images.budget import apply_budget_option
+
+    apply_budget_option(getattr(args, "disk_budget", None))
     token_given = args.token or os.environ.get("RGBRIDGE_TOKEN") or None
     sock = None
     if args.transport == "http":

@@ -215,14 +215,14 @@ def test_resume_after_ctrl_c_scores_no_attempt_twice(docker_client, tmp_path: Pa
 
 
 def test_options_are_checked(tmp_path: Path, capsys) -> None:
-    for bad, says in ((["--attempts", "0"], "--attempts: must be greater than 0"),
-                      (["--time-limit", "-1"], "--time-limit: must be greater than 0"),
-                      (["--workers", "x"], "--workers: 'x' is not a number")):
+    for bad, says in ((["--attempts", "0"], "--attempts: must be a whole number at least 1, not '0'"),
+                      (["--time-limit", "-1"], "--time-limit: must be a number of seconds above 0, not '-1'"),
+                      (["--workers", "x"], "--workers: must be a whole number at least 1, not 'x'")):
         with pytest.raises(SystemExit):
             rgbridge(["run", "--agent", "command", "--tasks", "kv-ledger", *bad])
         assert says in capsys.readouterr().err
     assert rgbridge(["run", "--agent", "claude-code", "--tasks", "kv-ledgr", "--output-dir", str(tmp_path)]) == 2
-    assert "did you mean kv-ledger" in capsys.readouterr().err
+    assert "did you mean 'kv-ledger'" in capsys.readouterr().err
     assert rgbridge(["run", "--agent", "command", "--tasks", "kv-ledger", "--output-dir", str(tmp_path / "o")]) == 2
     assert "--agent-cmd" in capsys.readouterr().err
     assert rgbridge(["run", "--resume", "--output-dir", str(tmp_path / "nothing")]) == 2

@@ -43,6 +43,14 @@ def test_layer_script_checks_once_after_every_file_and_compiles_once():
     assert "install --dry-run" not in layer_mod._layer_script(["requirements.txt"], mode="index", check=False)
 
 
+def test_sets_in_volumes_compile_bytecode_after_the_ready_mark_before_pips_check():
+    """Bytecode off the score's critical path (issue 23): the score starts at the ready mark."""
+    script = layer_mod._layer_script(["requirements.txt", "extras.txt"], mode="index", ready_mark="READY", compile_late=True)
+    assert "--compile-bytecode" not in script
+    assert script.index("echo READY") < script.index("compileall.compile_dir") < script.index("install --dry-run")
+    assert "compileall" not in layer_mod._layer_script(["requirements.txt"], mode="index", ready_mark="READY")
+
+
 def test_uv_hard_links_from_a_cache_inside_the_environment_removed_before_it_is_ready():
     """uv's cache sits on the environment's own file system (no second copy of every file, no
     unpacking through the container's overlay /tmp) and is gone before the ready mark."""

@@ -138,7 +138,8 @@ def test_missing_artifacts_and_stub_kind() -> None:
 def test_result_table_has_a_line_per_language() -> None:
     from rich.console import Console
 
-    from bridge.scoring.reporting import build_entry, render_table
+    from bridge.reports.table import render_table
+    from bridge.scoring.reporting import build_entry
     from bridge.scoring.result import APICoverage, DSRResult, PassAt1, ProfileResult, ScoreResult
 
     def score(task: str, lang: str, passed: int) -> ScoreResult:

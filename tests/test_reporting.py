@@ -10,13 +10,13 @@ import pytest
 from rich.console import Console
 
 from bridge.errors import ScoringError
+from bridge.reports.table import render_table
 from bridge.scoring.reporting import (
     RunWriter,
     build_entry,
     infer_outcome,
     load_previous,
     profile_rows,
-    render_table,
     summarize_strict,
     summarize_upstream,
 )
@@ -318,7 +318,7 @@ def test_table_never_reads_repo_names_as_markup() -> None:
 
     from rich.console import Console
 
-    from bridge.scoring.reporting import render_table
+    from bridge.reports.table import render_table
 
     entry = {"repo_name": "repo[/x]", "lang": "python",
              "pass_at_1": {"score": 0.0, "passed": 0, "total": 2},

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import sys
 import time
@@ -19,25 +18,13 @@ from bridge.agents.attempt import Attempt
 from bridge.agents.prompt import agent_prompt
 from bridge.agents.registry import ADAPTERS
 from bridge.agents.runner import RunOptions, default_run_id, execute, load_options
-from bridge.commands.common import PROFILE_CHOICES, stderr_console
+from bridge.commands.common import PROFILE_CHOICES, at_least, positive_seconds, stderr_console
+from bridge.commands.disk import add_disk_budget_option, add_preflight_option, apply_run_options
 from bridge.errors import BridgeError
 from bridge.reports.leaderboard import leaderboard_lines
-from bridge.scoring.reporting import render_table
+from bridge.reports.table import render_table
 from bridge.sessions.attempts import check_run_id
 from bridge.tasks.catalog import Catalog
-
-
-def _positive(kind: type) -> Any:
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"must be greater than 0 (got {text})")
-        return value
-
-    return parse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,9 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", type=Path, metavar="DIR", help="a RepoGenesis checkout to take tasks from")
     p.add_argument("--task-dir", type=Path, metavar="DIR", help="folder of native tasks (default: the shipped ones)")
     p.add_argument("--lang", choices=("python", "java"), help="only tasks of this language")
-    p.add_argument("--attempts", type=_positive(int), default=1, metavar="N", help="attempts per task (default 1)")
-    p.add_argument("--time-limit", type=_positive(float), default=1800.0, metavar="S", help="agent wall time (s)")
-    p.add_argument("--workers", type=_positive(int), default=1, metavar="N", help="attempts at once (default 1)")
+    p.add_argument("--attempts", type=at_least(1), default=1, metavar="N", help="attempts per task (default 1)")
+    p.add_argument("--time-limit", type=positive_seconds, default=1800.0, metavar="S", help="agent wall time (s)")
+    p.add_argument("--workers", type=at_least(1), default=1, metavar="N", help="attempts at once (default 1)")
     p.add_argument("--model", metavar="NAME", help="the model the agent is asked to use")
     p.add_argument("--model-base-url", metavar="URL", help="model endpoint (keys stay in the environment)")
     p.add_argument("--agent-bin", metavar="PATH", help="the agent's binary (default: PATH, then the PyPI wheel)")
@@ -63,6 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--run-id", metavar="ID", help="the run's id (default: the time)")
     p.add_argument("--resume", action="store_true", help="finish a stopped run in OUT (scored attempts are kept)")
     p.add_argument("--show-prompt", action="store_true", help="print the prompt of the first task and exit")
+    add_disk_budget_option(p)
+    add_preflight_option(p)
     p.set_defaults(handler=cmd_run)
 
 
@@ -81,9 +70,7 @@ def select_tasks(catalog: Catalog, ids: list[str] | None, lang: str | None, data
         ids = sorted(catalog.tasks)
     for task_id in ids:
         if task_id not in catalog.tasks:
-            close = difflib.get_close_matches(task_id, list(catalog.tasks), n=3, cutoff=0.5)
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise BridgeError(f"unknown task {task_id!r}{hint}")
+            raise BridgeError(f"unknown task {task_id!r}{catalog.did_you_mean(task_id)}")
     chosen = [t for t in dict.fromkeys(ids) if lang is None or catalog.tasks[t].lang == lang]
     if not chosen:
         raise BridgeError(f"no {lang} task among {', '.join(ids)}")
@@ -131,6 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             server_args=server_args,
         )
     assert out is not None
+    apply_run_options(args, java=any(catalog.get(t).lang == "java" for t in options.tasks))
     err = stderr_console()
     live: Live | None = None
     if err.is_terminal:

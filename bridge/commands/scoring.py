@@ -30,6 +30,7 @@ from bridge.commands.common import (
     print_scores,
     stderr_console,
 )
+from bridge.commands.disk import add_disk_budget_option, add_preflight_option, apply_run_options
 
 if TYPE_CHECKING:
     from bridge.scoring.backend import Backend
@@ -82,6 +83,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_maven_options(ev)
     ev.add_argument("--model-name")
     ev.add_argument("--agent-name")
+    add_disk_budget_option(ev)
+    add_preflight_option(ev)
     add_json_option(ev)
     ev.set_defaults(handler=cmd_evaluate)
 
@@ -226,6 +229,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             )
         meta = {k: v for k, v in {"model_name": args.model_name, "agent_name": args.agent_name}.items() if v}
         workers = args.workers or (backend.default_workers() if backend is not None else 1)
+        # on Ray each node checks its own engine; the driver needs none (README, "Scaling out")
+        apply_run_options(args, java=any(t.lang == "java" for t, _ in preview.todo), local=backend is None)
         return _run_evaluate(args, catalog, maven, preview, meta, backend, workers)
     finally:
         if backend is not None:

@@ -114,6 +114,7 @@ def run_compat(
             outcome="infra_error",
             dsr=DSRResult(success=False, message="Java scoring is not supported yet"),
             error="compat: no Maven/JDK image recipe in this version (Java tasks cannot be scored yet)",
+            infra_reason="bridge",
             exit_code=upstream.EXIT_UNEXPECTED,
         )
 

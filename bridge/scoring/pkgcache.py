@@ -116,6 +116,10 @@ class WheelCache:
 
     # ---------------------------------------------------------------- entries
 
+    def units(self) -> list[Path]:
+        """The cache's eviction units (one folder per wheel)."""
+        return self._units()
+
     def _units(self) -> list[Path]:
         if not self.root.is_dir():
             return []

@@ -1,4 +1,5 @@
-"""Run reports: upstream-schema report and aggregates, strict aggregates, resume, rich table.
+"""Run reports: upstream-schema report and aggregates, strict aggregates, resume (the terminal
+table of a report is bridge/reports/table.py).
 
 Layout under an output dir (as upstream, §2.8):
     intermediate/<run_id>/<Task>.json   one per repo, written atomically as soon as it is done
@@ -22,6 +23,7 @@ import logging
 import math
 import re
 import threading
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -144,6 +146,7 @@ def summarize_strict(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         counts[infer_outcome(r)] += 1
     # infra_error (engine fault) and task_error (ungradable task) are nobody's score
     counted = [r for r in results if infer_outcome(r) not in ("infra_error", "task_error")]
+    infra = [r for r in results if infer_outcome(r) == "infra_error"]  # by what broke: runner.infra_reason
 
     def pass_score(r: Mapping[str, Any]) -> float:
         p = r.get("pass_at_1") or {}
@@ -168,6 +171,7 @@ def summarize_strict(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "total_repos": len(results),
         "counted_repos": len(counted),
         "infra_errors": counts["infra_error"],
+        "infra_errors_by_reason": dict(Counter(str(r.get("infra_reason") or "unclassified") for r in infra)),
         **{k: v for k, v in overall.items() if k != "repos"},
         "outcomes": counts,
         "by_lang": {lang: block([r for r in counted if r.get("lang") == lang]) for lang in LANGS},
@@ -360,91 +364,3 @@ class RunWriter:
         }
         write_json_atomic(self.report_path, report)
         return self.report_path
-
-
-# ----------------------------------------------------------------------------- terminal table
-
-
-def _fmt_pass(p: Mapping[str, Any] | None) -> str:
-    if not p:
-        return "-"
-    return f"{p.get('passed', 0)}/{p.get('total', 0)} ({p.get('score', 0.0):.2f})"
-
-
-def _fmt_ac(ac: Mapping[str, Any] | None) -> str:
-    if not ac:
-        return "N/A"
-    return f"{ac.get('implemented_apis', 0)}/{ac.get('total_apis', 0)} ({ac.get('score', 0.0):.2f})"
-
-
-def _fmt_dsr(d: Mapping[str, Any] | None) -> str:
-    if d is None:
-        return "-"
-    return "PASS" if d.get("success") else "FAIL"
-
-
-def render_table(results: Sequence[Mapping[str, Any]], console: Any = None) -> Any:
-    """A rich table of report entries: one row per repo and profile, compat (upstream rules)
-    next to strict, narrow enough for an 80-column terminal.
-
-    Prints to `console` (a rich Console) when given; returns the Table either way.
-    """
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(
-        title="RepoGenesis evaluation", box=box.SIMPLE_HEAD, show_lines=False, pad_edge=False, padding=(0, 1, 0, 0)
-    )
-    for col in ("Repo", "Profile", "Outcome", "DSR", "Pass@1", "AC", "Dyn AC"):
-        table.add_column(col, overflow="fold")
-    for e in sorted(results, key=lambda r: str(r.get("repo_name", ""))):
-        profiles = (e.get("rgbridge") or {}).get("profiles", {})
-        compat = profiles.get("compat") or (e if "rgbridge" not in e else None)
-        strict = profiles.get("strict")
-        first = True
-        for name, prof in (("compat", compat), ("strict", strict)):
-            if prof is None:
-                continue
-            table.add_row(
-                # Repo names and outcomes come from folders and reports: plain text, never markup.
-                Text(str(e.get("repo_name", "?")) + (" CONTAMINATED" if e.get("contaminated") else ""))
-                if first
-                else "",
-                name,
-                Text(infer_outcome(prof) if name == "compat" else str(prof.get("outcome"))),
-                _fmt_dsr(prof.get("dsr")),
-                _fmt_pass(prof.get("pass_at_1")),
-                _fmt_ac(prof.get("api_coverage")),
-                _fmt_ac(prof.get("dynamic_api_coverage")) if name == "strict" else "-",
-                end_section=name == "strict" or strict is None,
-            )
-            first = False
-    up = summarize_upstream(profile_rows(results, "compat"))
-    st = summarize_strict(profile_rows(results, "strict"))
-    table.caption = (
-        f"compat (upstream rules): Pass@1 {up['avg_pass_at_1']:.4f}  AC {up['avg_api_coverage']:.4f}  "
-        f"DSR {up['deployment_success_rate']:.4f}  |  strict: Pass@1 {st['avg_pass_at_1']:.4f}  "
-        f"DSR {st['deployment_success_rate']:.4f}  infra errors {st['infra_errors']}"
-    )
-    dirty = sorted(str(e.get("repo_name", "?")) for e in results if e.get("contaminated"))
-    if dirty:  # golden files opened while the session was open (bridge/sessions/contamination.py)
-        table.caption += f"\ncontaminated (golden files opened during the session): {', '.join(dirty)}"
-    # Per-language lines, as upstream's table ends (the leaderboard is split by language too).
-    present = [lang for lang in LANGS if any(e.get("lang") == lang for e in results)]
-    for lang in present:
-        by = st["by_lang"][lang]
-        # A strict-only run has no compat rows: its summary has no per-language blocks.
-        compat = (
-            f"compat Pass@1 {up['pass_at_1_by_lang'][lang]:.4f}  AC {up['ac_by_lang'][lang]:.4f}  "
-            f"DSR {up['dsr_by_lang'][lang]:.4f}"
-            if "pass_at_1_by_lang" in up
-            else "compat -"
-        )
-        table.caption += (
-            f"\n{lang} ({by['repos']} scored): {compat}  |  strict: Pass@1 "
-            f"{by['avg_pass_at_1']:.4f}  DSR {by['deployment_success_rate']:.4f}"
-        )
-    if console is not None:
-        console.print(table)
-    return table

@@ -23,6 +23,10 @@ GRADER_VERSION = "1.1.1"
 Outcome = Literal["scored", "build_failed", "deploy_failed", "timeout", "infra_error", "task_error"]
 OUTCOMES: tuple[str, ...] = ("scored", "build_failed", "deploy_failed", "timeout", "infra_error", "task_error")
 
+#: what broke when the outcome is `infra_error` (the environment, never the agent)
+InfraReason = Literal["engine", "disk", "index", "image", "timeout-infra", "bridge"]
+INFRA_REASONS: tuple[str, ...] = ("engine", "disk", "index", "image", "timeout-infra", "bridge")
+
 TestOutcome = Literal["passed", "failed", "error", "skipped", "not_run"]
 ProfileName = Literal["strict", "compat"]
 
@@ -142,6 +146,8 @@ class ProfileResult(BaseModel):
     tests: list[TestCaseResult] = Field(default_factory=list)
     exit_code: int | None = None
     error: str | None = None  # infra / unexpected error (upstream `error`)
+    #: infra_error only: engine | disk | index | image | timeout-infra | bridge (runner.infra_reason)
+    infra_reason: InfraReason | None = None
     build_error: str | None = None  # dependency install failure (upstream `build_error`)
     logs: dict[str, str] = Field(default_factory=dict)  # log name -> file name next to the result
     elapsed_seconds: float = 0.0

@@ -6,6 +6,7 @@ whichever node a job lands (bridge/scoring/ray_backend.py).
 from __future__ import annotations
 
 import atexit
+import errno
 import os
 import shutil
 import signal
@@ -19,21 +20,23 @@ from pathlib import Path
 from types import FrameType
 
 import docker
-from docker.errors import DockerException
+from docker.errors import BuildError, DockerException, ImageNotFound
 from requests import RequestException
+from requests.exceptions import ReadTimeout, Timeout
 
 from bridge.errors import ScoringError
 from bridge.fs.files import pid_alive
 from bridge.scoring.backend import ScoringJob
 from bridge.scoring.compat import run_compat
 from bridge.scoring.docker_client import get_client
+from bridge.scoring.images.usage import holding
 from bridge.scoring.java.compat import run_java_compat
 from bridge.scoring.java.layers import MavenSources
 from bridge.scoring.java.plan import java_compat_plan, java_strict_plan
 from bridge.scoring.java.strict import run_java_strict
 from bridge.scoring.plan import ScoringPlan
 from bridge.scoring.python_plan import compat_plan, strict_plan
-from bridge.scoring.result import DSRResult, ProfileResult
+from bridge.scoring.result import DSRResult, InfraReason, ProfileResult
 from bridge.scoring.sandbox import SandboxLimits
 from bridge.scoring.strict import run_strict
 from bridge.scoring.sweep import sweep
@@ -141,11 +144,35 @@ def sweep_stale(client: docker.DockerClient) -> int:
 _swept_once = False
 
 
+def infra_reason(exc: BaseException) -> InfraReason:
+    """What broke, from the exception a scoring job died of: the engine (unreachable, API
+    errors), the disk (no space, the disk budget), the package index, an image (missing, failed
+    to build), a timeout of the infrastructure (the engine's API not answering in time) or the
+    bridge itself (anything else)."""
+    from bridge.scoring.images.budget import DiskBudgetError
+
+    text = f"{type(exc).__name__}: {exc}".lower()
+    if isinstance(exc, DiskBudgetError) or (isinstance(exc, OSError) and exc.errno == errno.ENOSPC):
+        return "disk"
+    if "no space left on device" in text or "disk quota" in text:
+        return "disk"
+    if isinstance(exc, (ReadTimeout, Timeout)) or "timed out" in text or "timeout" in text:
+        return "timeout-infra"
+    if isinstance(exc, (ImageNotFound, BuildError)) or "docker import" in text or "image" in text and "not" in text:
+        return "image"
+    if "package index" in text or "index-url" in text or "wheelhouse" in text:
+        return "index"
+    if isinstance(exc, (DockerException, RequestException)) or "engine" in text or "docker" in text:
+        return "engine"
+    return "bridge"
+
+
 def infra_result(profile: str, exc: BaseException, logs: LogSink, started: float) -> ProfileResult:
     logs.write("infra_error.txt", "".join(traceback.format_exception(exc)))
     return ProfileResult(
         profile=profile,
         outcome="infra_error",
+        infra_reason=infra_reason(exc),
         dsr=DSRResult(success=False, message=f"Evaluation error: {exc}"),
         error=f"{type(exc).__name__}: {exc}",
         exit_code=-99,
@@ -186,9 +213,10 @@ def run_profile(
     work = scratch / f"repo-{name}"  # each profile gets its own copy to modify
     shutil.copytree(snapshot, work, symlinks=True)
     try:
-        result = runner_for(task, name, maven)(
-            client, task, work, ctx=ctx, logs=logs, progress=progress or (lambda _m: None)
-        )
+        with holding():  # the sets this profile uses stay in use (never evicted) until it ends
+            result = runner_for(task, name, maven)(
+                client, task, work, ctx=ctx, logs=logs, progress=progress or (lambda _m: None)
+            )
     except (DockerException, RequestException, ScoringError, OSError, RuntimeError) as exc:
         result = infra_result(name, exc, logs, started)
     return result.model_copy(update={"logs": {k: f"logs/{v}" for k, v in logs.names().items()}})
@@ -204,7 +232,11 @@ class LocalBackend:
 
     def run_jobs(self, jobs: Sequence[ScoringJob]) -> dict[str, ProfileResult]:
         global _swept_once
-        client = self._client or get_client()
+        try:
+            client = self._client or get_client()
+        except ScoringError as exc:  # no engine: each job is the infrastructure's failure, re-run by --resume
+            started = time.monotonic()
+            return {job.profile: infra_result(job.profile, exc, LogSink(job.log_dir), started) for job in jobs}
         if not _swept_once:
             _swept_once = True
             sweep_stale(client)

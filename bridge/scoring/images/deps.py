@@ -20,6 +20,7 @@ from bridge.errors import ScoringError
 from bridge.locations import cache_dir
 from bridge.scoring import reqfile
 from bridge.scoring.images.base import ensure_base_image
+from bridge.scoring.images.budget import make_room
 from bridge.scoring.images.build import (
     BuildResult,
     DependencyInstallError,
@@ -41,6 +42,7 @@ from bridge.scoring.images.env_volume import (
     volume_for,
 )
 from bridge.scoring.images.layer import build_layer
+from bridge.scoring.images.usage import lease
 from bridge.scoring.images.wheelhouse import (
     check_requirements,
     host_fetch,
@@ -229,6 +231,10 @@ def ensure_deps_image(
             return False
         return True
 
+    # In use from here on (an eviction under way finishes first, so ``built`` then sees the
+    # truth); kept until this profile's score ends (usage.holding), never evicted meanwhile.
+    kept_as = volume.name if volume is not None else tag  # the set's name in the disk books
+    lease(client, kept_as)
     if built():
         return DepsImage(tag=tag, cached=True, seconds=0.0, volume=volume)
     started = time.monotonic()
@@ -236,6 +242,8 @@ def ensure_deps_image(
         lock.enter_context(build_lock(tag))
         if built():
             return DepsImage(tag=tag, cached=True, seconds=time.monotonic() - started, volume=volume)
+        lease(client, kept_as)  # the first lease may hold the file of a set just evicted
+        make_room(client, kind="python-set" if volume is not None else "python-layer", progress=progress)
         extras_txt = "".join(f"{p}\n" for p in extras)
         files = {name: text for name, text in (("requirements.txt", reqs), ("extras.txt", extras_txt)) if text}
         res, uncached = _build(

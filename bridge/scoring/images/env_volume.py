@@ -265,6 +265,7 @@ def build_in_volume(
                 docker.types.Mount(_SEED, seed, type="volume", read_only=True, no_copy=True),
             ],
             command=["bash", "-c", _seeded_start(volume.path)],
+            compile_late=True,  # bytecode while the score runs (layer._layer_script)
         )
         handed_over = False
         try:

@@ -79,6 +79,7 @@ def layer_failure(
         dsr=DSRResult(success=False, message=dsr_message or str(exc)),
         build_error=str(exc),
         error=str(exc) if outcome == "infra_error" else None,
+        infra_reason="index" if outcome == "infra_error" else None,  # no Maven repository answered
         exit_code=exit_code,
         pass_at_1=pass_at_1 or PassAt1(),
         **extra,

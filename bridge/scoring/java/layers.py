@@ -25,9 +25,11 @@ import docker
 from docker.errors import DockerException
 
 from bridge.errors import ScoringError
+from bridge.scoring.images.budget import make_room
 from bridge.scoring.images.build import ProgressFn, build_lock, docker_build, hash12, image_exists, say
 from bridge.scoring.images.deps import DepsImage
 from bridge.scoring.images.recipe import APP_GID, APP_UID
+from bridge.scoring.images.usage import lease
 from bridge.scoring.java.images import LOCAL_REPO, ensure_java_image
 from bridge.scoring.java.mavencache import cache_settings, export_downloads, serve_cache
 from bridge.scoring.workdir import ASSETS
@@ -203,12 +205,14 @@ def ensure_java_deps_image(
         return DepsImage(tag=base, cached=True, seconds=0.0)
     kind = stub_kind(poms, tests_text)
     tag = jdeps_tag(base, poms, sources, kind)
+    lease(client, tag)  # in use (never evicted) while this score holds it; its last use
     if image_exists(client, tag):
         return DepsImage(tag=tag, cached=True, seconds=0.0)
     started = time.monotonic()
     with build_lock(tag):
         if image_exists(client, tag):
             return DepsImage(tag=tag, cached=True, seconds=time.monotonic() - started)
+        make_room(client, kind="java-layer", progress=progress)
         files: dict[str, bytes] = {f"build/project/{rel}": text.encode() for rel, text in poms.items()}
         files["build/project/src/main/java/RgbridgeStubMain.java"] = STUB_MAIN.encode()
         if kind in STUB_TESTS:
