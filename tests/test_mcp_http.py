@@ -57,18 +57,22 @@ class HttpServer:
              "--recordings", str(self.rec)],
             stdout=subprocess.DEVNULL, stderr=self._stderr, env=env, cwd=REPO_ROOT,
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {self.stderr_path.read_text()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    break
-            except OSError:
-                time.sleep(0.2)
-        else:
-            raise RuntimeError("server did not start listening")
-        self.token = (self.rec / "http-token").read_text().strip()
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"server exited: {self.stderr_path.read_text()}")
+                try:
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                        break
+                except OSError:
+                    time.sleep(0.2)
+            else:
+                raise RuntimeError("server did not start listening")
+            self.token = (self.rec / "http-token").read_text().strip()
+        except BaseException:
+            self.stop()  # a server that failed its start is not left running
+            raise
 
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
