@@ -11,7 +11,6 @@ An environment that breaks later, during the run, is classed apart (``runner.inf
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 import time
 from dataclasses import asdict, dataclass
@@ -23,11 +22,13 @@ from docker.errors import DockerException
 from requests import RequestException
 
 from bridge.errors import ScoringError
-from bridge.scoring.docker_client import engine_available, get_client, make_labels, reset_client
+from bridge.scoring.docker_client import engine_available, get_client, reset_client
 from bridge.scoring.images.budget import data_root, format_size, free_bytes, resolve_budget, set_estimate
 from bridge.scoring.images.build import image_exists
+from bridge.scoring.images.host import host_pip_index_settings
 from bridge.scoring.images.inventory import kept_inventory
 from bridge.scoring.images.recipe import BASE_REPO, base_recipe_hash
+from bridge.scoring.images.wheelhouse import probe_index
 
 #: the largest tolerated difference between the host's and the engine's clocks
 CLOCK_SKEW_SECONDS = 120.0
@@ -146,50 +147,13 @@ def check_images(client: docker.DockerClient) -> Check:
 def check_index(client: docker.DockerClient) -> Check:
     """pip in a bridge-networked container downloads a small package from the index the host's
     pip settings name (what builds use; bridge/scoring/images/host.py)."""
-    from bridge.scoring.containers import create_container, managed, read_logs, wait_with_timeout
-    from bridge.scoring.images import host
-    from bridge.scoring.sandbox import SandboxLimits
-
-    cached, host._pip_settings = host._pip_settings, None  # read the settings afresh ...
-    settings = host.host_pip_index_settings()
-    host._pip_settings = cached  # ... without changing what this process's builds use
+    settings = host_pip_index_settings(fresh=True)
     url = settings.get("PIP_INDEX_URL", "https://pypi.org/simple")
     base = f"{BASE_REPO}:{base_recipe_hash()}"
     if not image_exists(client, base):
         return Check("index", True, "not checked: no base image yet", "rgbridge images build", "warning")
-    cmd = [
-        "timeout",
-        str(INDEX_PROBE_SECONDS),
-        "python",
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--no-cache-dir",
-        "--retries",
-        "0",
-        "--timeout",
-        "8",
-        "-q",
-        "-d",
-        "/tmp/probe",
-        "six",
-    ]
-    container = create_container(
-        client,
-        base,
-        name=f"rgbridge-doctor-{secrets.token_hex(4)}",
-        command=cmd,
-        labels=make_labels(kind="probe"),
-        env=settings,
-        limits=SandboxLimits(user="0:0"),
-        network_mode="bridge",
-    )
-    with managed(container):
-        container.start()
-        outcome = wait_with_timeout(container, INDEX_PROBE_SECONDS + 15)
-        log = read_logs(container)
-    if outcome.exit_code == 0:
+    reachable, log = probe_index(client, base, settings, INDEX_PROBE_SECONDS, fail_fast=True)
+    if reachable:
         return Check("index", True, f"containers reach {url}")
     last = next((x.strip() for x in reversed(log.splitlines()) if x.strip()), "no output")[:200]
     return Check(

@@ -76,15 +76,16 @@ def host_extra_cas() -> list[tuple[str, bytes]]:
 _pip_settings: dict[str, str] | None = None
 
 
-def host_pip_index_settings() -> dict[str, str]:
+def host_pip_index_settings(*, fresh: bool = False) -> dict[str, str]:
     """Index settings of the host's pip (env wins over ``pip config``), forwarded to builds.
 
     Only index location settings are forwarded: a custom or mirror index configured for the
     host is what builds should use too. Certificates are handled by CA trust in the image, and
-    host paths (find-links) mean nothing inside a container.
+    host paths (find-links) mean nothing inside a container. Read once per process; ``fresh``
+    reads them again without changing what this process's builds use (`rgbridge doctor`).
     """
     global _pip_settings
-    if _pip_settings is not None:
+    if _pip_settings is not None and not fresh:
         return dict(_pip_settings)
     keys = {"index-url": "PIP_INDEX_URL", "extra-index-url": "PIP_EXTRA_INDEX_URL", "trusted-host": "PIP_TRUSTED_HOST"}
     found: dict[str, str] = {}
@@ -102,5 +103,6 @@ def host_pip_index_settings() -> dict[str, str]:
     for env in keys.values():
         if os.environ.get(env):
             found[env] = os.environ[env]
-    _pip_settings = found
+    if _pip_settings is None:
+        _pip_settings = found
     return dict(found)

@@ -49,42 +49,41 @@ def index_reachable_from_containers(client: docker.DockerClient, *, base: str | 
         if saved.get("base") == base and time.time() - saved.get("checked", 0) < INDEX_PROBE_TTL:
             _index_probe[base] = bool(saved["reachable"])
             return _index_probe[base]
-    from bridge.scoring.containers import create_container, managed, wait_with_timeout
+    reachable, _ = probe_index(client, base, host_pip_index_settings(), timeout)
+    _index_probe[base] = reachable
+    with contextlib.suppress(OSError):
+        marker.write_text(json.dumps({"base": base, "checked": time.time(), "reachable": reachable}))
+    return reachable
+
+
+def probe_index(
+    client: docker.DockerClient, base: str, env: dict[str, str], timeout: int, *, fail_fast: bool = False
+) -> tuple[bool, str]:
+    """One probe: pip in a bridge-networked container of `base` downloads a small package from the
+    index `env` names, within `timeout` seconds (`fail_fast`: no retries, a short socket timeout,
+    for a diagnosis); (reachable, pip's output)."""
+    from bridge.scoring.containers import create_container, managed, read_logs, wait_with_timeout
     from bridge.scoring.sandbox import SandboxLimits
 
-    cmd = [
-        "timeout",
-        str(timeout),
-        "python",
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--no-cache-dir",
-        "-q",
-        "-d",
-        "/tmp/probe",
-        "six",
-    ]
-    name = f"rgbridge-index-probe-{secrets.token_hex(4)}"
+    cmd = ["timeout", str(timeout), "python", "-m", "pip", "download", "--no-deps", "--no-cache-dir"]
+    if fail_fast:
+        cmd += ["--retries", "0", "--timeout", str(min(timeout, 8))]
+    cmd += ["-q", "-d", "/tmp/probe", "six"]
     container = create_container(
         client,
         base,
-        name=name,
+        name=f"rgbridge-index-probe-{secrets.token_hex(4)}",
         command=cmd,
         labels=make_labels(kind="probe"),
-        env=host_pip_index_settings(),
+        env=env,
         limits=SandboxLimits(user="0:0"),
         network_mode="bridge",
     )
     with managed(container):
         container.start()
         outcome = wait_with_timeout(container, timeout + 15)
-    reachable = outcome.exit_code == 0
-    _index_probe[base] = reachable
-    with contextlib.suppress(OSError):
-        marker.write_text(json.dumps({"base": base, "checked": time.time(), "reachable": reachable}))
-    return reachable
+        log = read_logs(container)
+    return outcome.exit_code == 0, log
 
 
 class UnsafeRequirementError(DependencyInstallError):
