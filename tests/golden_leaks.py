@@ -5,8 +5,8 @@ followed) whose bytes equal a golden file of a shipped task (`tests/` or `soluti
 under the task folders themselves and the `allow`ed folders (recordings; a workspace into which
 a test copied the oracle on purpose). Empty files are not golden: they match anything.
 
-The `golden_leaks` fixture runs the check after the test over the system temp folder and the
-test's `tmp_path`; a test adds folders to leave out with `golden_leaks.allow(path)` and can
+The `golden_leaks` fixture runs the check after the test over the test's `tmp_path` and what
+appeared in the system temp folder while the test ran; a test adds folders to leave out with `golden_leaks.allow(path)` and can
 check at any moment (e.g. while a score runs) with `golden_leaks.check()`.
 """
 
@@ -83,10 +83,14 @@ def find_golden_copies(
 class GoldenLeaks:
     """What the fixture hands a test: folders to leave out, and the check itself."""
 
-    def __init__(self, roots: list[Path], own: Path | None = None) -> None:
+    def __init__(self, roots: list[Path], own: Path | None = None, system_tmp: Path | None = None) -> None:
         self.roots = roots
         self.allowed: list[Path] = []
         self.own = own  # this test's tmp_path: of pytest's folders only this one is checked
+        # Of the system temp folder, what appears there while the test runs is checked: what
+        # other runs or killed processes left before it is not this test's doing.
+        self.system_tmp = system_tmp
+        self.before = set(os.listdir(system_tmp)) if system_tmp is not None else set()
 
     def allow(self, path: Path) -> None:
         self.allowed.append(Path(path))
@@ -97,7 +101,13 @@ class GoldenLeaks:
         return [] if self.own is None else [self.own.parent.parent]
 
     def check(self) -> None:
-        leaks = find_golden_copies(self.roots, allow=[*self.allowed, *self._others()])
+        roots = list(self.roots)
+        if self.system_tmp is not None:
+            try:
+                roots += [self.system_tmp / name for name in set(os.listdir(self.system_tmp)) - self.before]
+            except OSError:
+                pass
+        leaks = find_golden_copies(roots, allow=[*self.allowed, *self._others()])
         assert not leaks, "golden files copied where an agent can read them:\n" + "\n".join(
             f"  {copy} (= {original})" for copy, original in leaks
         )
@@ -105,6 +115,6 @@ class GoldenLeaks:
 
 @pytest.fixture()
 def golden_leaks(tmp_path: Path) -> Iterator[GoldenLeaks]:
-    leaks = GoldenLeaks([Path(tempfile.gettempdir()), tmp_path], own=tmp_path)
+    leaks = GoldenLeaks([tmp_path], own=tmp_path, system_tmp=Path(tempfile.gettempdir()))
     yield leaks
     leaks.check()
