@@ -272,7 +272,7 @@ def test_a_client_credential_owns_its_sessions_in_both_protocol_eras(server: Htt
 
     async def go() -> None:
         async with credential_client(server, cred_a, "auto") as a:
-            started = await a.call_tool("start_task", {"task_id": "kv-ledger", "workspace": "cred-a"})
+            started = await a.call_tool("start_task", {"task_id": "library-api", "workspace": "cred-a"})
             assert not started.is_error, started.content
             assert a.protocol_version == "2026-07-28"
             sid = started.structured_content["session_id"]
