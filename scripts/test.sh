@@ -8,4 +8,5 @@ PY="${PYTHON:-python3}"
 if "$PY" -c "from bridge.scoring.docker_client import engine_available as e; import sys; sys.exit(0 if e()[0] else 1)"; then
   "$PY" -m bridge.cli images build
 fi
-exec "$PY" -m pytest -ra "$@"
+# --durations: the slowest tests in every log, so the suite's time can be watched (CI budget).
+exec "$PY" -m pytest -ra --durations=25 "$@"
