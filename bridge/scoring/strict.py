@@ -194,7 +194,9 @@ def _score_with(
     ) as service:
         progress("strict: starting the service")
         service.start()
-        with tempfile.TemporaryDirectory(prefix="rgbridge-golden-") as tmp:
+        # not `rgbridge-golden-`: a server starting meanwhile sweeps that prefix (earlier versions'
+        # leftovers, bridge/sessions/contamination.py) and would remove a suite being copied in
+        with tempfile.TemporaryDirectory(prefix="rgbridge-suite-") as tmp:
             if not deploy_only:
                 stage_golden_suite(task, Path(tmp))
             sources = {"golden-suite": Path(tmp), "assets": ASSETS, "repo": repo_dir}
