@@ -198,61 +198,29 @@ def claude_command(binary: Path, prompt: str, mcp_config: Path, *, debug_file: P
     return cmd
 
 
-CODEX_KEY_ENV = "RGBRIDGE_SCRIPTED_MODEL_KEY"
-
-
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a TOML basic string is a JSON string for these characters
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + " }"
-    raise TypeError(type(value))
+CODEX_KEY_ENV = "OPENAI_API_KEY"  # the provider key variable of bridge/agents/codex.py
 
 
 def codex_config(base_url: str, server: dict[str, Any], *, model: str = "scripted-model") -> str:
-    """CODEX_HOME/config.toml: the scripted model as a Responses-API provider, the bridge as an
-    MCP server (`server`: `command`/`args`/`env` for stdio, or `url`/`bearer_token_env_var`), no
-    approvals asked, and everything that would leave the machine off (update check, analytics,
-    feedback, OpenTelemetry, plugin and app sync).
+    """CODEX_HOME/config.toml from the project's own Codex writer (bridge/agents/codex.py, the
+    one `rgbridge run` uses): the scripted model as a Responses-API provider, the bridge as a
+    stdio MCP server (`server`: `command`/`args`/`env`), no approvals asked, and everything that
+    would leave the machine off."""
+    from bridge.agents import codex
+    from bridge.agents.adapter import AttemptSetup, McpServer
+    from bridge.agents.mcp_configs import render_text
 
-    Written here until `rgbridge ide-config` has a Codex format (issue #21)."""
-    lines = [
-        f"model = {_toml(model)}",
-        'model_provider = "scripted"',
-        'approval_policy = "never"',
-        'sandbox_mode = "workspace-write"',
-        "check_for_update_on_startup = false",
-        "",
-        "[analytics]",
-        "enabled = false",
-        "[feedback]",
-        "enabled = false",
-        "[otel]",
-        'exporter = "none"',
-        "[features]",
-        "plugins = false",
-        "remote_plugin = false",
-        "apps = false",
-        "",
-        "[model_providers.scripted]",
-        'name = "scripted"',
-        f"base_url = {_toml(base_url)}",
-        'wire_api = "responses"',
-        f"env_key = {_toml(CODEX_KEY_ENV)}",
-        "",
-        f"[mcp_servers.{MCP_SERVER_NAME}]",
-    ]
-    lines += [f"{k} = {_toml(v)}" for k, v in server.items()]
-    # The bridge's tools are not all annotated read-only: with approval_policy "never" Codex would
-    # refuse them unless the server's tools are approved by default (Codex config documentation).
-    lines.append('default_tools_approval_mode = "approve"')
-    return "\n".join(lines) + "\n"
+    setup = AttemptSetup(
+        binary="codex",
+        prompt="",
+        workspace=Path("."),
+        home=Path("."),
+        tmp=Path("."),
+        server=McpServer(server["command"], list(server["args"]), dict(server.get("env") or {})),
+        model=model,
+        model_base_url=base_url,
+    )
+    return render_text("codex", codex.config(setup))
 
 
 def codex_env(dirs: AgentDirs) -> dict[str, str]:

@@ -334,7 +334,7 @@ def test_codex_over_stdio(docker_client, tmp_path: Path, tasks_dir: Path, record
     codex = agent_cli("codex")
     temp_before = temp_entries()
     dirs = AgentDirs(tmp_path / "run")
-    # The server's command line from the project's writer (`ide-config claude`: no Codex format yet).
+    # The server's command line from the project's writer (the same for every client format).
     entry = ide_config("claude", dirs.ws, "--recordings", str(dirs.rec))["mcpServers"][MCP_SERVER_NAME]
     # Codex hands a stdio server a filtered environment (no keys): what the bridge needs from
     # the test's environment goes in the server's `env`.
