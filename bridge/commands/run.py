@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import time
@@ -21,6 +22,7 @@ from bridge.agents.runner import RunOptions, default_run_id, execute, load_optio
 from bridge.commands.common import PROFILE_CHOICES, at_least, positive_seconds, stderr_console
 from bridge.commands.disk import add_disk_budget_option, add_preflight_option, apply_run_options
 from bridge.errors import BridgeError
+from bridge.fs.walk import walk_files_at
 from bridge.reports.leaderboard import leaderboard_lines
 from bridge.reports.table import render_table
 from bridge.sessions.attempts import check_run_id
@@ -176,12 +178,11 @@ def _tool_calls(stream: Path | None) -> int:
 
 
 def _files(workspace: Path | None) -> int:
-    count = 0
-    if workspace is None or not workspace.is_dir():
+    # The agent's workspace is untrusted: walked like the recorder walks it (bridge/fs: no symlink
+    # followed, the same ignore rules), counted up to a cap.
+    if workspace is None:
         return 0
-    for _, dirs, files in os.walk(workspace):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        count += len(files)
-        if count > 10000:
-            break
-    return count
+    return sum(1 for _ in itertools.islice(walk_files_at(workspace), _FILES_CAP))
+
+
+_FILES_CAP = 10000
