@@ -83,7 +83,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     add_disk_budget_option(parser)
 
 
-def register_serve(subparsers: argparse._SubParsersAction) -> None:
+def register_serve(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("serve", help="run the MCP server (stdio by default, or streamable HTTP)")
     add_serve_arguments(parser)
     parser.set_defaults(handler=cmd_serve)
@@ -165,7 +165,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- ide-config
-def register_ide_config(subparsers: argparse._SubParsersAction) -> None:
+def register_ide_config(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from mcp_server.ide_config import IDES
 
     parser = subparsers.add_parser("ide-config", help="print or write an IDE's MCP config for this bridge")

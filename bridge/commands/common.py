@@ -8,12 +8,15 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 
 from bridge.tasks.catalog import Catalog
+
+if TYPE_CHECKING:
+    from bridge.scoring.backend import Backend
 
 
 def add_task_source_options(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +55,7 @@ def add_backend_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def open_backend(args: argparse.Namespace):  # -> Backend, imported lazily
+def open_backend(args: argparse.Namespace) -> Backend | None:
     """The backend of `--backend/--ray-address` (None for local: the engine's default)."""
     from bridge.scoring.engine import make_backend
 

@@ -7,6 +7,7 @@ import json
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.markup import escape
@@ -22,8 +23,11 @@ from bridge.commands.common import (
     stderr_console,
 )
 
+if TYPE_CHECKING:
+    from bridge.scoring.conformance import ConformanceRow
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "conformance",
         help="collect every golden suite of a checkout and score an empty and an all-404 repo under both profiles",
@@ -77,7 +81,7 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     return 1 if any(r.infra_errors for r in rows) else 0
 
 
-def render(rows: list, seconds: float) -> None:
+def render(rows: list[ConformanceRow], seconds: float) -> None:
     """One table row per task (ids never truncated), then each task's quirks and task errors on
     their own lines, so the table stays readable in 80 columns."""
     out = console()

@@ -44,7 +44,7 @@ def apply_run_options(args: argparse.Namespace, *, java: bool = False, local: bo
             stderr_console().print(f"[yellow]pre-flight warning:[/] {check.name}: {check.detail} (fix: {check.fix})")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cache = subparsers.add_parser("cache", help="what the bridge keeps on disk: stats and prune")
     verbs = cache.add_subparsers(dest="cache_command", metavar="VERB", required=True)
     stats = verbs.add_parser("stats", help="kept sets, caches and images: size, last use, in use")

@@ -13,7 +13,7 @@ import argparse
 from bridge.commands.common import add_task_source_options, load_catalog
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("plan", help="print what scoring a task will do (images, sandboxes, steps) as JSON")
     parser.add_argument("task_id", metavar="TASK")
     add_task_source_options(parser)

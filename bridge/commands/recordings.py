@@ -10,7 +10,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
@@ -26,6 +26,10 @@ from bridge.commands.common import (
 )
 from bridge.errors import RecordingError
 
+if TYPE_CHECKING:
+    from bridge.recording.verify import VerifyReport
+    from bridge.tasks.catalog import Catalog
+
 
 def _rec_path(value: str) -> Path:
     """A recording folder, or a session id under the recordings dir ($RGBRIDGE_RECORDINGS, else <data home>/recordings)."""
@@ -40,7 +44,7 @@ def _rec_path(value: str) -> Path:
     raise RecordingError(f"{value}: not a recording (no session.json)")
 
 
-def _catalog(args: argparse.Namespace):  # noqa: ANN202 - Catalog, imported lazily
+def _catalog(args: argparse.Namespace) -> Catalog:
     from bridge.commands.common import load_catalog
 
     return load_catalog(args, report_errors=False)
@@ -77,7 +81,7 @@ def _backend_scorer(args: argparse.Namespace) -> Iterator[Callable[..., Any] | N
         backend.close()
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rp = subparsers.add_parser("replay", help="rebuild a recorded workspace as it was at a moment")
     rp.add_argument("recording", metavar="REC")
     rp.add_argument(
@@ -270,7 +274,7 @@ def cmd_unpack(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _print_verify(report) -> None:  # noqa: ANN001 - VerifyReport
+def _print_verify(report: VerifyReport) -> None:
     out = console()
     checked = ", ".join(f"{v} {k}" for k, v in report.checked.items())
     if report.ok:

@@ -22,7 +22,7 @@ from bridge.errors import RecordingError
 EXPORT_LAYOUTS = ("repogenesis-ide", "inspect")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rep = subparsers.add_parser(
         "report",
         help="report of any output folder: a score --output-dir, an evaluate or run folder, or a recording",

@@ -29,7 +29,7 @@ from bridge.sessions.attempts import check_run_id
 from bridge.tasks.catalog import Catalog
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("run", help="run an agent CLI over tasks × attempts: isolated, timed, recorded, scored")
     p.add_argument("--agent", choices=sorted(ADAPTERS), help="the agent adapter")
     p.add_argument("--tasks", nargs="+", metavar="ID", help="task ids (default with --dataset: all of them)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.progress import (
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from bridge.tasks.catalog import Catalog
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     images = subparsers.add_parser("images", help="build and manage the local scoring images (no registry needed)")
     iverbs = images.add_subparsers(dest="images_command", metavar="VERB", required=True)
     build = iverbs.add_parser("build", help="build the base and tester images")
@@ -110,7 +110,7 @@ def add_maven_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def maven_sources(args: argparse.Namespace):  # -> MavenSources
+def maven_sources(args: argparse.Namespace) -> MavenSources:
     """The Maven sources of the command line (validated), also exported to the environment so
     every scoring path of this process (sessions, rescoring) resolves from the same places."""
     import os
@@ -270,7 +270,7 @@ def _run_evaluate(
                 lines[task_id] = progress.add_task(f"{task_id}: {message}", total=None)
             progress.update(lines[task_id], description=f"{task_id}: {message}")
 
-        def on_done(task_id: str, entry: dict) -> None:
+        def on_done(task_id: str, entry: dict[str, Any]) -> None:
             progress.advance(overall)
             if task_id in lines:
                 progress.update(

@@ -13,7 +13,7 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from rich.markup import escape
 from rich.table import Table
@@ -70,7 +70,7 @@ def _recordings(args: argparse.Namespace) -> Path:
     return Path(args.recordings) if args.recordings else default_recordings_dir()
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     session = subparsers.add_parser("session", help="run a benchmark session without an MCP client")
     verbs = session.add_subparsers(dest="session_command", metavar="VERB", required=True)
 
@@ -272,7 +272,11 @@ def _wait_on_disk(rec_dir: Path, args: argparse.Namespace) -> int:
     while True:
         record = load_record(rec_dir)
         if record.job and record.job.state in ("done", "failed"):
-            data: dict = {"session_id": record.session_id, "state": record.job.state, "message": record.job.message}
+            data: dict[str, Any] = {
+                "session_id": record.session_id,
+                "state": record.job.state,
+                "message": record.job.message,
+            }
             if record.job.state == "done" and record.job.result_dir:
                 result = json.loads((rec_dir / record.job.result_dir / "result.json").read_text(encoding="utf-8"))
                 data["summary"] = summarize_result(result)
@@ -287,7 +291,7 @@ def _wait_on_disk(rec_dir: Path, args: argparse.Namespace) -> int:
         time.sleep(1.0)
 
 
-def _print_result(args: argparse.Namespace, data: dict) -> int:
+def _print_result(args: argparse.Namespace, data: dict[str, Any]) -> int:
     if args.json:
         print_json({k: v for k, v in data.items() if k != "result"})
     else:

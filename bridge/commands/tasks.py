@@ -21,7 +21,7 @@ from bridge.commands.common import (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("tasks", help="list and show benchmark tasks")
     verbs = parser.add_subparsers(dest="tasks_command", metavar="VERB", required=True)
 
@@ -55,7 +55,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 1 if catalog.errors else 0
 
 
-def task_table(rows: list[dict], width: int) -> Table:
+def task_table(rows: list[dict[str, object]], width: int) -> Table:
     """Ids are what users type: their column never wraps or truncates. The title is the last
     column and only shown when the terminal is wide enough for it (`tasks show ID` has it);
     it is dropped anyway when every title is the id, as for dataset tasks."""

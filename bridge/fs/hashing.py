@@ -13,6 +13,7 @@ from bridge.fs import walk as _walk
 from bridge.fs.ignore import (
     EXCLUDED_DIRS,
 )
+from bridge.fs.relpath import MAX_DIR_PATH_BYTES
 
 # Our metadata folder inside the workspace; `.rgbridge/SUBMIT` is the completion sentinel.
 METADATA_DIR = ".rgbridge"
@@ -50,7 +51,7 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 
 # Walks are fd-relative with O_NOFOLLOW (bridge/fs/walk.py); PATH_MAX limits live there too.
 MAX_DEPTH = _walk.MAX_DEPTH
-MAX_REL_PATH_BYTES = _walk.MAX_DIR_PATH_BYTES  # a folder deeper than this is skipped
+MAX_REL_PATH_BYTES = MAX_DIR_PATH_BYTES  # a folder deeper than this is skipped
 
 
 def walk_files(

@@ -357,6 +357,7 @@ class Recording:
         return self.events[i] if i < len(self.events) and self.events[i].get("seq") == seq else None
 
     def last_of(self, type_: str) -> dict[str, Any] | None:
+        ev: dict[str, Any]  # mypy types `reversed(list)` items as Any
         for ev in reversed(self.events):
             if ev.get("type") == type_:
                 return ev

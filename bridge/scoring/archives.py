@@ -52,7 +52,7 @@ def build_directory_tar(
     gid: int = APP_GID,
     exclude: Sequence[str] = DEFAULT_EXCLUDE,
     max_bytes: int | None = 2 * 1024**3,
-) -> tempfile.SpooledTemporaryFile:
+) -> tempfile.SpooledTemporaryFile[bytes]:
     """A tar rooted at ``/`` holding ``dest`` and the contents of ``src_dir`` below it.
 
     Owners are normalised to uid/gid, mtimes to NORMALISED_MTIME, permission bits kept (exec

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from bridge.sessions.verbspec import REQUIRED, Verb
 
@@ -114,7 +114,7 @@ def output_schema(schema: dict[str, Any]) -> dict[str, Any]:
             out.setdefault("properties", {})
         return out
 
-    return walk(schema, ())
+    return cast(dict[str, Any], walk(schema, ()))  # a dict walks to a dict
 
 
 def violations(schema: Any, *, output: bool, path: str = "") -> list[str]:

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from pydantic import BaseModel
 
@@ -143,7 +143,7 @@ class Verb:
             try:
                 next(steps)
             except StopIteration as stop:
-                return stop.value
+                return cast(BaseModel, stop.value)  # a Steps generator returns its answer
 
     def logged_arguments(self, session_id: str | None, arguments: dict[str, Any]) -> dict[str, Any]:
         """What a call's log line records: every declared argument (defaults filled in) and, for a

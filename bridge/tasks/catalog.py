@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,7 +95,7 @@ class Catalog:
         shown = ", ".join(known[:12]) + (f", … ({len(known)} in all)" if len(known) > 12 else "")
         return f" (known: {shown}; `rgbridge tasks list` shows them all)"
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Task]:
         return iter(sorted(self.tasks.values(), key=lambda t: t.id))
 
     def __len__(self) -> int:

@@ -15,7 +15,7 @@ import json
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 T = TypeVar("T")
 
@@ -55,7 +55,7 @@ def remembered(kind: str, extra: str, files: Iterable[Path], compute: Callable[[
         return compute()
     path = root / f"{key}.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))["value"]
+        return cast(T, json.loads(path.read_text(encoding="utf-8"))["value"])  # what compute() returned
     except (OSError, ValueError, KeyError, TypeError):
         pass
     value = compute()

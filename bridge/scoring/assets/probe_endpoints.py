@@ -27,6 +27,8 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+from http.client import HTTPMessage
+from typing import IO, Any
 
 BODY_CHARS = 2048
 CONTROL_PATH = "/rgbridge-probe-unrouted-7f3a9c"
@@ -36,7 +38,9 @@ _WITH_BODY = {"POST", "PUT", "PATCH"}
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D401 - stdlib hook
+    def redirect_request(  # noqa: D401 - stdlib hook
+        self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str, headers: HTTPMessage, newurl: str
+    ) -> urllib.request.Request | None:
         return None
 
 
@@ -54,7 +58,7 @@ def fill_placeholders(path: str) -> str:
     return _PLACEHOLDER.sub(repl, path)
 
 
-def request(base_url: str, method: str, path: str, timeout: float) -> dict:
+def request(base_url: str, method: str, path: str, timeout: float) -> dict[str, Any]:
     url = base_url.rstrip("/") + (path if path.startswith("/") else "/" + path)
     data = b"{}" if method in _WITH_BODY else None
     req = urllib.request.Request(url, data=data, method=method)
@@ -83,7 +87,7 @@ def request(base_url: str, method: str, path: str, timeout: float) -> dict:
     return out
 
 
-def load_endpoints(arg: str) -> list[dict]:
+def load_endpoints(arg: str) -> list[dict[str, Any]]:
     if arg == "-":
         text = sys.stdin.read()
     elif arg.lstrip().startswith("["):
@@ -97,8 +101,8 @@ def load_endpoints(arg: str) -> list[dict]:
     return [e for e in data if isinstance(e, dict) and "method" in e and "path" in e]
 
 
-def probe(endpoints: list[dict], base_url: str, timeout: float) -> list[dict]:
-    controls: dict[str, dict] = {}
+def probe(endpoints: list[dict[str, Any]], base_url: str, timeout: float) -> list[dict[str, Any]]:
+    controls: dict[str, dict[str, Any]] = {}
     results = []
     for ep in endpoints:
         method = str(ep["method"]).upper()

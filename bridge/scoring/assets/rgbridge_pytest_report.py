@@ -25,6 +25,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 import pytest
 
@@ -48,7 +49,7 @@ class Recorder:
     def __init__(self, path: str, budget: float | None) -> None:
         self.path = path
         self.deadline = time.monotonic() + budget if budget else None
-        self.data: dict = {
+        self.data: dict[str, Any] = {
             "version": 1,
             "collected": [],
             "collect_errors": [],
@@ -92,7 +93,7 @@ class Recorder:
         if report.when == "teardown":
             self.flush()
 
-    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo) -> None:
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         # Also called for pytest.exit(): a fixture that ends the whole session.
         self.data["exit_reason"] = f"{excinfo.typename}: {getattr(excinfo.value, 'msg', excinfo.value)}"[:MESSAGE_CHARS]
 

@@ -96,7 +96,7 @@ def build_lock(name: str) -> Iterator[None]:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _tar_context(files: dict[str, bytes], dirs: dict[str, Path]) -> tempfile.SpooledTemporaryFile:
+def _tar_context(files: dict[str, bytes], dirs: dict[str, Path]) -> tempfile.SpooledTemporaryFile[bytes]:
     ctx = tempfile.SpooledTemporaryFile(max_size=32 * 1024 * 1024)
     with tarfile.open(fileobj=ctx, mode="w") as tar:
         for name, data in sorted(files.items()):

@@ -389,7 +389,7 @@ def build_layer(
             client, base=base, kind=kind, requirement_files=requirement_files, mode=mode, view=view, wheels=wheels
         )
         with managed(container):
-            say_ = lambda text: say(progress, text)  # noqa: E731
+            say_: ProgressFn = lambda text: say(progress, text)  # noqa: E731
             saved = ""
             pins: list[str] | None = None
             if mode == "index" and _wait_ready(container, ready_mark, remaining()):

@@ -25,12 +25,16 @@ import tarfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, BinaryIO
 
 import docker
 from docker.errors import DockerException
 
 from bridge.locations import cache_dir
 from bridge.scoring.pkgcache import cache_limit_bytes, evict_lru, touch
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 DOWNLOADED_LIST = "/opt/m2/rgbridge-downloaded.txt"
 MAX_EXPORT_BYTES = 4_000_000_000
@@ -61,7 +65,7 @@ class _ReadOnly(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass
 
-    def send_head(self):
+    def send_head(self) -> io.BytesIO | BinaryIO | None:
         result = super().send_head()
         if result is not None:  # a file is being served: its version folder was just used
             touch(Path(self.translate_path(self.path)).parent)
@@ -197,7 +201,7 @@ class _Chunks(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b) -> int:
+    def readinto(self, b: WriteableBuffer) -> int:
         while not self._buf:
             try:
                 self._buf = next(self._chunks)
@@ -206,7 +210,9 @@ class _Chunks(io.RawIOBase):
             self._seen += len(self._buf)
             if self._seen > MAX_EXPORT_BYTES:
                 raise OSError("maven repository export too large")
-        n = min(len(b), len(self._buf))
-        b[:n] = self._buf[:n]
+        # Released on return: io.RawIOBase.read resizes its bytearray after readinto.
+        with memoryview(b) as view, view.cast("B") as out:
+            n = min(len(out), len(self._buf))
+            out[:n] = self._buf[:n]
         self._buf = self._buf[n:]
         return n
