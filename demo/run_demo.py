@@ -26,11 +26,11 @@ except ImportError:  # running from a checkout that was not pip-installed
     sys.path.insert(0, str(REPO_ROOT))
 
 import anyio
+from mcp import Client, StdioServerParameters, stdio_client
 from rich.console import Console
 from rich.table import Table
 
 from bridge.tasks.catalog import Catalog
-from mcp import Client, StdioServerParameters, stdio_client
 
 console = Console()
 

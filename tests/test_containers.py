@@ -9,6 +9,7 @@ import tarfile
 import time
 
 import pytest
+from docker.errors import NotFound
 
 from bridge.errors import ScoringError
 from bridge.scoring.archives import UnsafeArchiveError, build_directory_tar
@@ -264,7 +265,7 @@ def test_create_replaces_ghost_and_refuses_missing_image(docker_client, base_ima
                               labels=make_labels(kind="test", run_id=RUN))
     with managed(second):
         assert second.id != first.id and second.name == name
-        with pytest.raises(Exception):
+        with pytest.raises(NotFound):
             docker_client.containers.get(first.id)
     with pytest.raises(ScoringError, match="not found locally"):
         create_container(docker_client, "rgbridge-base:doesnotexist", name=_name("x"),

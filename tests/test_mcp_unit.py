@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.types import Implementation
 from pydantic import BaseModel
 
@@ -225,9 +225,9 @@ def test_errors_are_tool_errors(env, mode: str, tmp_path: Path) -> None:
             assert quit_.structured_content["state"] == "quit"
             assert "cannot submit" in error_text(await c.call_tool("submit_task", {}))
             assert "a note needs some text" in error_text(await c.call_tool("add_note", {"text": "  "}))
-            with pytest.raises(Exception):
+            with pytest.raises(MCPError):
                 await c.read_resource("task://nope/readme")
-            with pytest.raises(Exception):
+            with pytest.raises(MCPError):
                 await c.get_prompt("solve_task", {"task_id": "nope"})
 
     run(go)

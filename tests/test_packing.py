@@ -158,7 +158,7 @@ def _problems(rec: Path) -> list[str]:
 
 def test_tampered_event_line(rec: Path) -> None:
     lines = (rec / "events.jsonl").read_text().splitlines()
-    i = next(i for i, l in enumerate(lines) if '"type":"note"' in l)
+    i = next(i for i, ln in enumerate(lines) if '"type":"note"' in ln)
     lines[i] = lines[i].replace("adding", "removing")
     (rec / "events.jsonl").write_text("\n".join(lines) + "\n")
     problems = _problems(rec)
@@ -175,7 +175,7 @@ def test_appended_event_line(rec: Path) -> None:
 
 def test_tampered_store_ref(rec: Path) -> None:
     head = (rec / "store/refs/heads/main").read_text().strip()
-    first_ck = next(json.loads(l) for l in (rec / "events.jsonl").read_text().splitlines() if '"checkpoint"' in l)
+    first_ck = next(json.loads(ln) for ln in (rec / "events.jsonl").read_text().splitlines() if '"checkpoint"' in ln)
     (rec / "store/refs/rgbridge/submission").write_text(first_ck["commit"] + "\n")
     assert first_ck["commit"] != head
     problems = _problems(rec)
@@ -218,7 +218,7 @@ def test_content_checks_without_seal(rec: Path) -> None:
 
 def test_forged_event_content_is_caught_after_reseal(rec: Path) -> None:
     lines = (rec / "events.jsonl").read_text().splitlines()
-    i = next(i for i, l in enumerate(lines) if '"file_modified"' in l)
+    i = next(i for i, ln in enumerate(lines) if '"file_modified"' in ln)
     ev = json.loads(lines[i])
     ev["sha256"] = "ab" * 32
     lines[i] = json.dumps(ev, separators=(",", ":"))

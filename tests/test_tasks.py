@@ -273,7 +273,7 @@ def test_cli_show_never_prints_tests_or_solution(tasks_dir: Path) -> None:
         for test_file in golden.rglob("*.py"):
             body = test_file.read_text()
             # A distinctive line of every golden file must not appear in the output.
-            lines = [l.strip() for l in body.splitlines() if len(l.strip()) > 40 and l.strip() not in data["readme"]]
+            lines = [ln.strip() for ln in body.splitlines() if len(ln.strip()) > 40 and ln.strip() not in data["readme"]]
             for line in lines[:5]:
                 assert line not in out.stdout
         assert "solution" not in json.dumps(data.get("seed_files"))
