@@ -169,3 +169,11 @@ def test_workspace_git_config_filters_hooks_and_gitignore_have_no_effect(
     monkeypatch.delenv("GIT_INDEX_FILE")
     subprocess.run(["git", "-C", str(ws), "add", "-A"], env={**git_env, "HOME": str(home)}, capture_output=True)
     assert marker.exists()
+
+
+def test_new_store_holds_none_of_gits_template_files(ws: Path, tmp_path: Path) -> None:
+    """No sample hooks, description or info/exclude: a recording's store holds what the bridge writes."""
+    store = ShadowStore(tmp_path / "store.git", ws)
+    store.commit(scan(ws, on_content=store.put_blob), "snap")
+    top = {p.name for p in store.git_dir.iterdir()}
+    assert not top & {"hooks", "description", "info"}, top

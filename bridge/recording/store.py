@@ -100,7 +100,11 @@ class ShadowStore:
     def _init(self) -> None:
         if not (self.git_dir / "objects").is_dir():
             self.git_dir.mkdir(parents=True, exist_ok=True)
-            self._git("init", "--quiet", "--bare", "--object-format=sha1", str(self.git_dir), bare_init=True)
+            # `--template=` (empty): none of git's template files (sample hooks, description,
+            # info/exclude) are copied into the store; it holds only what the bridge writes.
+            self._git(
+                "init", "--quiet", "--bare", "--template=", "--object-format=sha1", str(self.git_dir), bare_init=True
+            )
         check_store_layout(self.git_dir)
         self._meta.mkdir(exist_ok=True)
         if not self._excludes.exists():
