@@ -6,12 +6,13 @@ from __future__ import annotations
 import contextvars
 import functools
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio.to_thread
 
 if TYPE_CHECKING:
-    from mcp_server.tools import BridgeTools
+    from bridge.sessions.manager import SessionManager
+    from mcp_server.ownership import Owners
 
 # Set by the call-log middleware for each tools/call; a tool handler marks it as handled so
 # the middleware only logs calls that never reached a handler (bad arguments, unknown tool).
@@ -25,12 +26,25 @@ def mark_handled() -> None:
         call["handled"] = True
 
 
+class LogCall(Protocol):
+    """Writes one call into a session's recording and never raises (`BridgeTools.log`)."""
+
+    def __call__(
+        self, session_id: str | None, tool: str, arguments: dict[str, Any], *, ok: bool, error: str | None = None
+    ) -> None: ...
+
+
 class CallLogMiddleware:
     """Logs tools/call requests that fail before any tool handler runs (schema errors,
-    unknown tool names), so the recording holds every call, not only the well-formed ones."""
+    unknown tool names), so the recording holds every call, not only the well-formed ones.
 
-    def __init__(self, tools: BridgeTools) -> None:
-        self.tools = tools
+    Given the server's session owners, its manager and the log writer the tool handlers use, so
+    it depends on nothing above them (mcp_server/tools.py builds on this module)."""
+
+    def __init__(self, owners: Owners, manager: SessionManager, log: LogCall) -> None:
+        self.owners = owners
+        self.manager = manager
+        self.log = log
         self._ctx: contextvars.ContextVar[Any] = contextvars.ContextVar("rgbridge_call_ctx", default=None)
 
     async def __call__(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
@@ -61,6 +75,6 @@ class CallLogMiddleware:
         return result
 
     async def _log(self, name: str, arguments: dict[str, Any], *, ok: bool, error: str | None) -> None:
-        current = self.tools.owners.current(self.tools.owners.caller(self._ctx.get()))
-        sid = current if current in {s.session_id for s in self.tools.manager.active()} else None
-        await anyio.to_thread.run_sync(functools.partial(self.tools.log, sid, name, arguments, ok=ok, error=error))
+        current = self.owners.current(self.owners.caller(self._ctx.get()))
+        sid = current if current in {s.session_id for s in self.manager.active()} else None
+        await anyio.to_thread.run_sync(functools.partial(self.log, sid, name, arguments, ok=ok, error=error))

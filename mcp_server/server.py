@@ -63,7 +63,7 @@ def build_server(
         title="RepoGenesis bridge",
         instructions=INSTRUCTIONS,
         version=__version__,
-        middleware=[CallLogMiddleware(tools)],
+        middleware=[CallLogMiddleware(tools.owners, tools.manager, tools.log)],
         lifespan=manager_lifespan(manager) if owns_manager else None,
         # Practice mode (`rgbridge serve --practice`) adds its deploy-only check.
         tools=[verb_tool(tools, verb) for verb in mcp_verbs(practice=manager.practice)],
