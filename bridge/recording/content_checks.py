@@ -18,6 +18,7 @@ from bridge.errors import BridgeError, RecordingError
 from bridge.fs.hashing import sha256_bytes, tree_hash_from_entries
 from bridge.fs.ignore import UPSTREAM_COPY_IGNORE
 from bridge.recording.clock import parse_iso
+from bridge.recording.format import SUBMISSION_REF
 from bridge.recording.moments import FileState, apply_file_event
 from bridge.recording.reader import FILE_EVENTS, Recording, StoreReader, open_recording
 from bridge.recording.results import list_results
@@ -167,11 +168,9 @@ def check_submission(rec: Recording, hashes: StoreHashes, problems: list[str]) -
         if rec.meta.state in ("submitted", "scored"):
             problems.append(f"session.json: state {rec.meta.state} but no submission")
         return
-    ref = rec.store.ref("refs/rgbridge/submission")
+    ref = rec.store.ref(SUBMISSION_REF)
     if ref != sub.commit:
-        problems.append(
-            f"store/refs/rgbridge/submission: points at {str(ref)[:12]}, session.json says {sub.commit[:12]}"
-        )
+        problems.append(f"store/{SUBMISSION_REF}: points at {str(ref)[:12]}, session.json says {sub.commit[:12]}")
     submit = [e for e in rec.events if e.get("type") == "submit"]
     if not submit:
         problems.append("events.jsonl: no submit event for the recorded submission")

@@ -14,7 +14,8 @@ from bridge.errors import RecordingError
 from bridge.fs.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, tree_hash_from_entries
 from bridge.fs.relpath import rel_parts
 from bridge.recording.clock import iso, parse_iso
-from bridge.recording.reader import FILE_EVENTS, SHA256_HEX, Recording, SessionMetaV1, open_recording
+from bridge.recording.format import SessionMeta
+from bridge.recording.reader import FILE_EVENTS, SHA256_HEX, Recording, open_recording
 
 # ----------------------------------------------------------------------------- moments
 
@@ -35,7 +36,7 @@ class Moment:
         return asdict(self)
 
 
-def working_seconds_at(meta: SessionMetaV1, when: datetime) -> float:
+def working_seconds_at(meta: SessionMeta, when: datetime) -> float:
     total = 0.0
     for span in meta.clock.spans:
         start = parse_iso(span.start)

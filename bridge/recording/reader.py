@@ -1,8 +1,8 @@
-"""Read a recording without writing to it (docs/recording-format.md): session.json through a
-pinned version-1 model, events.jsonl as records, and the shadow git store through `StoreReader`,
-a pure-Python reader of git's loose objects (the recorder writes loose objects only) that checks
-every object's SHA-1 and every blob's SHA-256 as it reads. No git process ever runs on a
-recording's store here (a crafted store config could make git run commands).
+"""Read a recording without writing to it (docs/recording-format.md): session.json through its
+version-1 model (bridge/recording/format.py), events.jsonl as records, and the shadow git store
+through `StoreReader`, a pure-Python reader of git's loose objects (the recorder writes loose
+objects only) that checks every object's SHA-1 and every blob's SHA-256 as it reads. No git
+process ever runs on a recording's store here (a crafted store config could make git run commands).
 """
 
 from __future__ import annotations
@@ -19,108 +19,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from bridge.errors import RecordingError
 from bridge.fs.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, sha256_bytes
 from bridge.recording.clock import parse_iso
 from bridge.recording.event_model import EventShapeError, parse_event
 from bridge.recording.events import ReadStats, read_events
+from bridge.recording.format import SessionMeta, check_format_version
 from bridge.recording.gitsafe import HARDENING_ARGS, check_store_layout, isolated_git_env
 
-#: The newest recording format this reader understands (equals bridge.sessions.models.FORMAT_VERSION).
-READER_FORMAT_VERSION = 1
-SUPPORTED_FORMAT_VERSIONS = frozenset({1})
-HEAD_REF = "refs/heads/main"
-SUBMISSION_REF = "refs/rgbridge/submission"
 FILE_EVENTS = frozenset({"file_created", "file_modified", "file_deleted", "file_moved"})
 INDEX_NAME = "index.json"
 _OID = re.compile(r"^[0-9a-f]{40}$")
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 
 
-# ----------------------------------------------------------------------------- session.json (v1)
-
-
-class _Span(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    start: str
-    end: str | None = None
-
-
-class _Clock(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    spans: list[_Span] = Field(default_factory=list)
-
-
-class _Submission(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    signal: str = ""
-    at: str
-    commit: str
-    tree_hash: str
-    stable: bool = True
-    seal_seconds: float = 0.0
-    files: int = 0
-
-
-class _Job(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    job_id: str
-    state: str = ""
-    profile: str = "both"
-    result_dir: str | None = None
-    error: str | None = None
-
-
-class _Client(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    name: str = "unknown"
-    version: str = ""
-
-
-class SessionMetaV1(BaseModel):
-    """The fields of a format-1 session.json this reader relies on (kept as is for old recordings)."""
-
-    model_config = ConfigDict(extra="allow")
-    format_version: int
-    bridge_version: str = ""
-    session_id: str
-    task_id: str
-    task_hash: str = ""
-    task_version: str = ""
-    task_source: str = ""
-    task_port: int = 0
-    time_limit: int = 0
-    workspace: str = ""
-    mode: str = "agent"
-    practice: bool = False
-    client: _Client = Field(default_factory=_Client)
-    created_at: str
-    ended_at: str | None = None
-    state: str = "active"
-    clock: _Clock = Field(default_factory=_Clock)
-    notes: int = 0
-    submission: _Submission | None = None
-    job: _Job | None = None
-    quit_reason: str | None = None
-
-
-def check_format_version(value: Any, where: str) -> int:
-    """Accept every version up to the current one; refuse newer ones with a clear message."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise RecordingError(f"{where}: invalid format_version {value!r}")
-    if value > READER_FORMAT_VERSION:
-        raise RecordingError(
-            f"{where}: recording format {value} is newer than this reader (supports up to "
-            f"{READER_FORMAT_VERSION}); upgrade repogenesis-bridge to read it"
-        )
-    if value not in SUPPORTED_FORMAT_VERSIONS:
-        raise RecordingError(f"{where}: recording format {value} is not supported")
-    return value
-
-
-def load_meta(rec_dir: Path) -> SessionMetaV1:
+def load_meta(rec_dir: Path) -> SessionMeta:
     path = Path(rec_dir) / "session.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -132,7 +45,7 @@ def load_meta(rec_dir: Path) -> SessionMetaV1:
         raise RecordingError(f"{path}: session.json is not an object")
     check_format_version(data.get("format_version"), str(path))
     try:
-        return SessionMetaV1.model_validate(data)
+        return SessionMeta.model_validate(data)
     except ValueError as exc:
         raise RecordingError(f"{path}: invalid session.json: {str(exc).splitlines()[0]}") from None
 
@@ -343,7 +256,7 @@ class Recording:
     """A recording opened for reading."""
 
     dir: Path
-    meta: SessionMetaV1
+    meta: SessionMeta
     events: list[dict[str, Any]]
     bad_lines: int
     store: StoreReader

@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 from bridge.errors import PathError, RecordingError, SessionError
 from bridge.recording.clock import iso, utcnow
+from bridge.recording.format import SUBMISSION_REF
 from bridge.sessions.live import Session
 from bridge.sessions.models import (
-    SUBMISSION_REF,
     SUBMIT_RETRY_SECONDS,
     Job,
     Profile,
