@@ -1,8 +1,9 @@
 """Read a recording without writing to it (docs/recording-format.md): session.json through its
-version-1 model (bridge/recording/format.py), events.jsonl as records, and the shadow git store
-through `StoreReader`, a pure-Python reader of git's loose objects (the recorder writes loose
-objects only) that checks every object's SHA-1 and every blob's SHA-256 as it reads. No git
-process ever runs on a recording's store here (a crafted store config could make git run commands).
+version-1 model (bridge/recording/format.py), events.jsonl parsed once into typed events
+(bridge/recording/event_model.py), and the shadow git store through `StoreReader`, a pure-Python
+reader of git's loose objects (the recorder writes loose objects only) that checks every object's
+SHA-1 and every blob's SHA-256 as it reads. No git process ever runs on a recording's store here
+(a crafted store config could make git run commands).
 """
 
 from __future__ import annotations
@@ -13,21 +14,26 @@ import re
 import subprocess
 import threading
 import zlib
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bridge.errors import RecordingError
 from bridge.fs.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, sha256_bytes
 from bridge.recording.clock import parse_iso
-from bridge.recording.event_model import EventShapeError, parse_event
+from bridge.recording.event_model import Event, EventShapeError, FileDeleted, FileEvent, FileMoved, parse_event
 from bridge.recording.events import ReadStats, read_events
 from bridge.recording.format import SessionMeta, check_format_version
 from bridge.recording.gitsafe import HARDENING_ARGS, check_store_layout, isolated_git_env
 
 FILE_EVENTS = frozenset({"file_created", "file_modified", "file_deleted", "file_moved"})
+#: the event classes of FILE_EVENTS
+FILE_EVENT_CLASSES = (FileEvent, FileDeleted, FileMoved)
+AnyFileEvent = FileEvent | FileDeleted | FileMoved
+E = TypeVar("E")
 INDEX_NAME = "index.json"
 _OID = re.compile(r"^[0-9a-f]{40}$")
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
@@ -253,11 +259,11 @@ class StoreReader:
 
 @dataclass
 class Recording:
-    """A recording opened for reading."""
+    """A recording opened for reading: its events parsed once into the typed event model."""
 
     dir: Path
     meta: SessionMeta
-    events: list[dict[str, Any]]
+    events: list[Event]
     bad_lines: int
     store: StoreReader
 
@@ -265,30 +271,18 @@ class Recording:
     def started(self) -> datetime:
         return parse_iso(self.meta.created_at)
 
-    def by_seq(self, seq: int) -> dict[str, Any] | None:
-        i = _bisect_seq(self.events, seq)
-        return self.events[i] if i < len(self.events) and self.events[i].get("seq") == seq else None
+    def by_seq(self, seq: int) -> Event | None:
+        i = bisect_left(self.events, seq, key=lambda e: e.seq)
+        return self.events[i] if i < len(self.events) and self.events[i].seq == seq else None
 
-    def last_of(self, type_: str) -> dict[str, Any] | None:
+    def last_of(self, kind: type[E]) -> E | None:
         for ev in reversed(self.events):
-            if ev.get("type") == type_:
+            if isinstance(ev, kind):
                 return ev
         return None
 
-    def of_type(self, *types: str) -> list[dict[str, Any]]:
-        wanted = set(types)
-        return [e for e in self.events if e.get("type") in wanted]
-
-
-def _bisect_seq(events: list[dict[str, Any]], seq: int) -> int:
-    lo, hi = 0, len(events)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if int(events[mid].get("seq", 0)) < seq:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    def of_type(self, kind: type[E]) -> list[E]:
+        return [e for e in self.events if isinstance(e, kind)]
 
 
 def open_recording(rec_dir: Path | str) -> Recording:
@@ -300,13 +294,15 @@ def open_recording(rec_dir: Path | str) -> Recording:
     if not events_path.is_file():
         raise RecordingError(f"{rec_dir}: recording has no events.jsonl")
     stats = ReadStats()
-    events = [e for e in read_events(events_path, stats=stats) if isinstance(e.get("seq"), int)]
-    for ev in events:
+    events: list[Event] = []
+    for record in read_events(events_path, stats=stats):
+        if not isinstance(record.get("seq"), int):
+            continue
         try:
-            parse_event(ev)  # every field a reader uses has its type's shape (event_model.py)
+            events.append(parse_event(record))  # every field a reader uses has its type's shape
         except EventShapeError as exc:
-            raise RecordingError(f"{rec_dir}: events.jsonl: event {ev['seq']} is malformed ({exc})") from None
-    events.sort(key=lambda e: e["seq"])  # written in order; sorting makes bisect safe on odd files
+            raise RecordingError(f"{rec_dir}: events.jsonl: event {record['seq']} is malformed ({exc})") from None
+    events.sort(key=lambda e: e.seq)  # written in order; sorting makes bisect safe on odd files
     return Recording(rec_dir, meta, events, stats.bad_lines, StoreReader(rec_dir / "store"))
 
 
@@ -317,5 +313,5 @@ def iter_recordings(folder: Path) -> Iterator[Path]:
             yield child
 
 
-def file_events(rec: Recording) -> Iterable[dict[str, Any]]:
-    return (e for e in rec.events if e.get("type") in FILE_EVENTS)
+def file_events(rec: Recording) -> Iterable[AnyFileEvent]:
+    return (e for e in rec.events if isinstance(e, FILE_EVENT_CLASSES))
