@@ -21,6 +21,7 @@ from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, ScoreResult
 from bridge.sessions.live import load_record
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.models import ClientInfo
+from bridge.sessions.settings import SessionSettings
 from bridge.tasks.catalog import Catalog
 
 
@@ -62,7 +63,12 @@ def env(tmp_path: Path, tasks_dir: Path):
     managers: list[SessionManager] = []
 
     def make(**kw) -> SessionManager:
-        mgr = SessionManager(catalog, recordings_dir=tmp_path / "rec", scorer=scorer, seal_quiet_seconds=0.3, **kw)
+        mgr = SessionManager(
+            catalog,
+            recordings_dir=tmp_path / "rec",
+            scorer=scorer,
+            settings=SessionSettings(seal_quiet_seconds=0.3, **kw),
+        )
         managers.append(mgr)
         return mgr
 
@@ -172,7 +178,10 @@ def test_time_limit_submits(env, tasks_dir: Path, tmp_path: Path) -> None:
     toml = custom / "kv-ledger" / "task.toml"
     toml.write_text(toml.read_text().replace("session = 0", "session = 1"))
     mgr = SessionManager(
-        Catalog.from_options(custom), recordings_dir=tmp / "rec2", scorer=CountingScorer(), seal_quiet_seconds=0.2
+        Catalog.from_options(custom),
+        recordings_dir=tmp / "rec2",
+        scorer=CountingScorer(),
+        settings=SessionSettings(seal_quiet_seconds=0.2),
     )
     try:
         sid = mgr.start("kv-ledger", tmp / "ws").session_id
