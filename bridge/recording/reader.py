@@ -24,16 +24,23 @@ from typing import Any, TypeVar
 from bridge.errors import RecordingError
 from bridge.fs.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, sha256_bytes
 from bridge.recording.clock import parse_iso
-from bridge.recording.event_model import Event, EventShapeError, FileDeleted, FileEvent, FileMoved, parse_event
+from bridge.recording.event_model import (
+    Event,
+    EventBase,
+    EventShapeError,
+    FileDeleted,
+    FileEvent,
+    FileMoved,
+    parse_event,
+)
 from bridge.recording.events import ReadStats, read_events
 from bridge.recording.format import SessionMeta, check_format_version
 from bridge.recording.gitsafe import HARDENING_ARGS, check_store_layout, isolated_git_env
 
-FILE_EVENTS = frozenset({"file_created", "file_modified", "file_deleted", "file_moved"})
-#: the event classes of FILE_EVENTS
+#: the event classes of file changes (file_created/file_modified, file_deleted, file_moved)
 FILE_EVENT_CLASSES = (FileEvent, FileDeleted, FileMoved)
 AnyFileEvent = FileEvent | FileDeleted | FileMoved
-E = TypeVar("E")
+E = TypeVar("E", bound=EventBase)
 INDEX_NAME = "index.json"
 _OID = re.compile(r"^[0-9a-f]{40}$")
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
