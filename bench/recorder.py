@@ -22,6 +22,7 @@ from bridge.recording.events import EventLog, load_events
 from bridge.recording.manifest import scan
 from bridge.recording.store import ShadowStore
 from bridge.sessions.recorder import Recorder
+from bridge.sessions.settings import RecorderSettings
 
 WRITER = r"""
 import os, random, sys, time
@@ -107,7 +108,7 @@ def seal_bench(base: Path, n: int) -> None:
     make_files(ws, n, 50, "pkg", ".py")
     log = EventLog(rec / "events.jsonl")
     store = ShadowStore(rec / "shadow.git", ws)
-    r = Recorder(ws, event_log=log, store=store, auto_checkpoint=False)
+    r = Recorder(ws, event_log=log, store=store, settings=RecorderSettings(auto_checkpoint=False))
     t = time.monotonic()
     r.start()
     start_s = time.monotonic() - t
@@ -121,7 +122,7 @@ def seal_bench(base: Path, n: int) -> None:
     # a cold seal: a new store that has never seen the content (every file read, hashed, stored)
     store2 = ShadowStore(rec / "cold.git", ws)
     log2 = EventLog(rec / "cold.jsonl")
-    r2 = Recorder(ws, event_log=log2, store=store2, auto_checkpoint=False)
+    r2 = Recorder(ws, event_log=log2, store=store2, settings=RecorderSettings(auto_checkpoint=False))
     t = time.monotonic()
     cold = r2.seal(quiet_seconds=0.0)
     cold_s = time.monotonic() - t

@@ -105,6 +105,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from bridge.sessions.manager import SessionManager
     from bridge.sessions.scorer import not_dumpable
+    from bridge.sessions.settings import SessionSettings
     from bridge.tasks.catalog import Catalog
     from mcp_server.server import build_server
     from mcp_server.transport import Ended, end_on_signals, run_http, run_stdio
@@ -120,10 +121,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     manager = SessionManager(
         catalog,
         recordings_dir=recordings,
-        profile=args.profile,
-        practice=args.practice,
-        attempts=args.attempts,
-        run_id=args.run_id,
+        settings=SessionSettings(
+            profile=args.profile, practice=args.practice, attempts=args.attempts, run_id=args.run_id
+        ),
     )
     ended: Ended | None = None
     end_on_signals()

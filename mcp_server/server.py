@@ -66,7 +66,7 @@ def build_server(
         middleware=[CallLogMiddleware(tools.owners, tools.manager, tools.log)],
         lifespan=manager_lifespan(manager) if owns_manager else None,
         # Practice mode (`rgbridge serve --practice`) adds its deploy-only check.
-        tools=[verb_tool(tools, verb) for verb in mcp_verbs(practice=manager.practice)],
+        tools=[verb_tool(tools, verb) for verb in mcp_verbs(practice=manager.settings.practice)],
     )
     server.bridge_tools = tools  # type: ignore[attr-defined]  # for tests and the CLI
 

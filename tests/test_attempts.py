@@ -18,6 +18,7 @@ from bridge.sessions.answers import TaskResult
 from bridge.sessions.attempts import pass_at_k, pass_at_k_table
 from bridge.sessions.live import load_record
 from bridge.sessions.manager import SessionManager
+from bridge.sessions.settings import SessionSettings
 from bridge.tasks.catalog import Catalog
 from mcp_server.server import build_server
 from tests.test_session import CountingScorer, write_solution
@@ -26,8 +27,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def manager(tmp: Path, tasks_dir: Path, **kw) -> SessionManager:
-    return SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp / "rec", scorer=CountingScorer(),
-                          seal_quiet_seconds=0.2, **kw)
+    return SessionManager(
+        Catalog.from_options(tasks_dir),
+        recordings_dir=tmp / "rec",
+        scorer=CountingScorer(),
+        settings=SessionSettings(seal_quiet_seconds=0.2, **kw),
+    )
 
 
 def test_one_scored_attempt_per_task_by_default(tmp_path: Path, tasks_dir: Path) -> None:

@@ -18,6 +18,7 @@ from bridge.reports.html import render_html
 from bridge.reports.runreport import recording_report
 from bridge.sessions import contamination
 from bridge.sessions.manager import SessionManager
+from bridge.sessions.settings import SessionSettings
 from bridge.tasks.catalog import Catalog
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux-only")
@@ -35,7 +36,12 @@ def task_copy(tmp_path: Path, tasks_dir: Path) -> Path:
 
 def _manager(tmp_path: Path, task_dir: Path, name: str, **kw) -> SessionManager:
     catalog = Catalog.from_options(task_dir.parent)
-    return SessionManager(catalog, recordings_dir=tmp_path / name, seal_quiet_seconds=0.3, **kw)
+    return SessionManager(
+        catalog,
+        recordings_dir=tmp_path / name,
+        settings=SessionSettings(seal_quiet_seconds=0.3),
+        **kw,
+    )
 
 
 class NullScorer:
@@ -121,7 +127,12 @@ def test_dataset_task_watches_the_whole_upstream_folder_but_not_what_the_agent_i
     (task / "README.md").write_text("# GameBackend\n")
     (task / "requirements.txt").write_text("flask\n")  # given to the agent as reference requirements
     catalog = Catalog.from_options(dataset_dir=root)
-    mgr = SessionManager(catalog, recordings_dir=tmp_path / "rec", scorer=NullScorer(), seal_quiet_seconds=0.3)
+    mgr = SessionManager(
+        catalog,
+        recordings_dir=tmp_path / "rec",
+        scorer=NullScorer(),
+        settings=SessionSettings(seal_quiet_seconds=0.3),
+    )
     try:
         status = mgr.start("GameBackend", tmp_path / "ws")
         subprocess.run(["cat", str(task / "app" / "main.py"), str(task / "README.md"), str(task / "requirements.txt")],

@@ -23,6 +23,7 @@ from bridge.recording.reader import open_recording
 from bridge.recording.replay import replay
 from bridge.recording.verify import verify_recording
 from bridge.sessions.manager import SessionManager
+from bridge.sessions.settings import SessionSettings
 from bridge.tasks.catalog import Catalog
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -106,7 +107,11 @@ def test_a_recording_with_a_malformed_event_is_a_clear_error(tmp_path: Path) -> 
 
 
 def test_session_events_carry_working_seconds_that_stop_while_paused(tmp_path: Path, tasks_dir: Path) -> None:
-    mgr = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec", seal_quiet_seconds=0.2)
+    mgr = SessionManager(
+        Catalog.from_options(tasks_dir),
+        recordings_dir=tmp_path / "rec",
+        settings=SessionSettings(seal_quiet_seconds=0.2),
+    )
     try:
         sid = mgr.start("word-duel", tmp_path / "ws").session_id
         time.sleep(0.3)

@@ -15,6 +15,7 @@ from bridge.fs import ignore
 from bridge.fs.hashing import tree_hash
 from bridge.scoring.workdir import stage_repo
 from bridge.sessions.manager import SessionManager
+from bridge.sessions.settings import SessionSettings
 from bridge.tasks.catalog import Catalog
 
 TASK = "word-duel"
@@ -56,8 +57,12 @@ def test_staging_for_scoring_hashes_as_the_recorder_hashes(tmp_path: Path, tasks
 def test_recorded_tree_hash_equals_the_engines_snapshot_hash(tmp_path: Path, tasks_dir: Path, docker_client) -> None:
     from bridge.scoring.engine import default_scorer
 
-    mgr = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec",
-                         scorer=default_scorer(), seal_quiet_seconds=0.3)
+    mgr = SessionManager(
+        Catalog.from_options(tasks_dir),
+        recordings_dir=tmp_path / "rec",
+        scorer=default_scorer(),
+        settings=SessionSettings(seal_quiet_seconds=0.3),
+    )
     try:
         status = mgr.start(TASK, tmp_path / "ws")
         _workspace(tasks_dir, tmp_path / "ws")

@@ -235,11 +235,16 @@ def test_antigravity_config_inside_workspace_is_refused(tmp_path: Path, monkeypa
 def test_recorded_session_never_holds_the_token(home: Path, tmp_path: Path, tasks_dir: Path) -> None:
     from bridge.recording.store import ShadowStore
     from bridge.sessions.manager import SessionManager
+    from bridge.sessions.settings import RecorderSettings, SessionSettings
     from bridge.tasks.catalog import Catalog
     from tests.test_session import CountingScorer
 
-    mgr = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec", scorer=CountingScorer(),
-                         settle_seconds=0.05)
+    mgr = SessionManager(
+        Catalog.from_options(tasks_dir),
+        recordings_dir=tmp_path / "rec",
+        scorer=CountingScorer(),
+        settings=SessionSettings(recorder=RecorderSettings(settle_seconds=0.05)),
+    )
     try:
         st = mgr.start("kv-ledger", tmp_path / "ws")
         for ide in ("claude", "cursor", "vscode"):

@@ -20,6 +20,7 @@ from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, ScoreResult
 from bridge.sessions import jobs
 from bridge.sessions.jobs import JobSlots, max_jobs
 from bridge.sessions.manager import SessionManager
+from bridge.sessions.settings import SessionSettings
 from bridge.tasks.catalog import Catalog
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -122,8 +123,12 @@ def test_jobs_beyond_the_limit_wait_queued_and_all_finish(
 ) -> None:
     monkeypatch.setattr(jobs, "_slots", JobSlots(1))
     scorer = GatedScorer()
-    mgr = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec", scorer=scorer,
-                         seal_quiet_seconds=0.2)
+    mgr = SessionManager(
+        Catalog.from_options(tasks_dir),
+        recordings_dir=tmp_path / "rec",
+        scorer=scorer,
+        settings=SessionSettings(seal_quiet_seconds=0.2),
+    )
     try:
         ids = []
         for name, task in (("first", "word-duel"), ("second", "kv-ledger"), ("third", "library-api")):
@@ -156,6 +161,7 @@ SLOW_SCORE = textwrap.dedent(
     from pathlib import Path
     from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, ScoreResult
     from bridge.sessions.manager import SessionManager
+    from bridge.sessions.settings import SessionSettings
     from bridge.tasks.catalog import Catalog
 
     def scorer(task, repo_dir, *, profile, output_dir, snapshot_hash, progress):
@@ -168,8 +174,8 @@ SLOW_SCORE = textwrap.dedent(
         return result
 
     tasks, rec, ws = (Path(a) for a in sys.argv[1:4])
-    mgr = SessionManager(Catalog.from_options(tasks), recordings_dir=rec, scorer=scorer, seal_quiet_seconds=0.2,
-                         finish_jobs_at_exit=sys.argv[4] == "finish")
+    mgr = SessionManager(Catalog.from_options(tasks), recordings_dir=rec, scorer=scorer,
+                         settings=SessionSettings(seal_quiet_seconds=0.2, finish_jobs_at_exit=sys.argv[4] == "finish"))
     sid = mgr.start("word-duel", ws).session_id
     (ws / "app.py").write_text("print('hi')\\n")
     mgr.submit(sid)

@@ -20,6 +20,7 @@ from golden_leaks import GoldenLeaks, golden_leaks  # noqa: F401 - the fixture
 from bridge.errors import BridgeError
 from bridge.recording.events import EventLog, read_events
 from bridge.sessions.manager import SessionManager
+from bridge.sessions.settings import RecorderSettings, SessionSettings
 from bridge.tasks.catalog import Catalog
 from tests.test_session import CountingScorer
 from tests.test_session_race import flipper
@@ -27,11 +28,15 @@ from tests.test_session_race import flipper
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def manager(tmp_path: Path, tasks_dir: Path, **kw) -> SessionManager:
+def manager(tmp_path: Path, tasks_dir: Path, *, settle_seconds: float = 2.0, **kw) -> SessionManager:
     # a settle window long enough that a write is certainly still pending when the call comes
-    kw.setdefault("settle_seconds", 2.0)
-    return SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec", scorer=CountingScorer(),
-                          seal_quiet_seconds=0.2, **kw)
+    recorder = RecorderSettings(settle_seconds=settle_seconds)
+    return SessionManager(
+        Catalog.from_options(tasks_dir),
+        recordings_dir=tmp_path / "rec",
+        scorer=CountingScorer(),
+        settings=SessionSettings(seal_quiet_seconds=0.2, recorder=recorder, **kw),
+    )
 
 
 def events(rec: str | Path) -> list[dict]:
@@ -121,11 +126,12 @@ KILLED_IN_SEAL = textwrap.dedent("""
     import sys, threading, time
     from pathlib import Path
     from bridge.sessions.manager import SessionManager
+    from bridge.sessions.settings import SessionSettings
     from bridge.tasks.catalog import Catalog
     from tests.test_session import CountingScorer
     ws = Path(sys.argv[2])
     mgr = SessionManager(Catalog.from_options(Path(sys.argv[1])), recordings_dir=Path(sys.argv[3]),
-                         scorer=CountingScorer(), seal_quiet_seconds=30, seal_max_wait=60)
+                         scorer=CountingScorer(), settings=SessionSettings(seal_quiet_seconds=30, seal_max_wait=60))
     st = mgr.start("kv-ledger", ws)
     def busy():  # the workspace never goes quiet: the seal waits
         i = 0

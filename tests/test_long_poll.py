@@ -18,6 +18,7 @@ import pytest
 from mcp import Client, MCPError
 
 from bridge.sessions.manager import SessionManager
+from bridge.sessions.settings import RecorderSettings, SessionSettings
 from bridge.sessions.verbs import BY_TOOL, MAX_WAIT_SECONDS
 from bridge.tasks.catalog import Catalog
 from mcp_server.server import build_server
@@ -52,8 +53,12 @@ def test_the_wait_stays_under_the_common_tool_timeout() -> None:
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 def test_a_cancelled_long_poll_stops_at_once_and_is_recorded(tmp_path: Path, mode: str) -> None:
     scorer = GatedScorer()
-    manager = SessionManager(Catalog.from_options(None, None), recordings_dir=tmp_path / "rec", scorer=scorer,
-                             settle_seconds=0.05, seal_quiet_seconds=0.2)
+    manager = SessionManager(
+        Catalog.from_options(None, None),
+        recordings_dir=tmp_path / "rec",
+        scorer=scorer,
+        settings=SessionSettings(seal_quiet_seconds=0.2, recorder=RecorderSettings(settle_seconds=0.05)),
+    )
     server = build_server(manager, default_workspace=tmp_path / "ws", environ={})
 
     async def go() -> None:
@@ -91,6 +96,7 @@ SERVER = """
 import sys, time
 from pathlib import Path
 from bridge.sessions.manager import SessionManager
+from bridge.sessions.settings import RecorderSettings, SessionSettings
 from bridge.tasks.catalog import Catalog
 from mcp_server.server import build_server
 from mcp_server.transport import configure_logging, run_stdio
@@ -104,8 +110,9 @@ def scorer(task, repo_dir, *, profile, output_dir, snapshot_hash, progress):
         time.sleep(0.05)
     raise RuntimeError("fake scorer released")
 
+settings = SessionSettings(seal_quiet_seconds=0.2, recorder=RecorderSettings(settle_seconds=0.05))
 manager = SessionManager(Catalog.from_options(None, None), recordings_dir=Path(sys.argv[2]), scorer=scorer,
-                         settle_seconds=0.05, seal_quiet_seconds=0.2)
+                         settings=settings)
 run_stdio(build_server(manager, default_workspace=Path(sys.argv[1]), environ={}, owns_manager=True))
 """
 

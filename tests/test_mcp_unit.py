@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.rules import INSTRUCTIONS
+from bridge.sessions.settings import RecorderSettings, SessionSettings
 from bridge.tasks.catalog import Catalog
 from mcp_server.server import build_server
 from mcp_server.workspace import find_root, resolve_workspace
@@ -71,8 +72,12 @@ def canary_tasks(tmp_path_factory: pytest.TempPathFactory, tasks_dir: Path) -> P
 def env(tmp_path: Path, canary_tasks: Path):
     recordings = tmp_path / "rec"
     root = tmp_path / "ws"
-    manager = SessionManager(Catalog.from_options(canary_tasks, None), recordings_dir=recordings,
-                             scorer=fake_scorer, settle_seconds=0.05, seal_quiet_seconds=0.2)
+    manager = SessionManager(
+        Catalog.from_options(canary_tasks, None),
+        recordings_dir=recordings,
+        scorer=fake_scorer,
+        settings=SessionSettings(seal_quiet_seconds=0.2, recorder=RecorderSettings(settle_seconds=0.05)),
+    )
     server = build_server(manager, default_workspace=root, environ={})
     yield manager, server, root, recordings
     manager.wait_jobs(timeout=10)
@@ -301,8 +306,12 @@ def test_workspace_without_root_needs_absolute_path(tmp_path: Path) -> None:
 
 def test_claude_project_dir_is_a_root(tmp_path: Path, canary_tasks: Path) -> None:
     project = tmp_path / "project"
-    manager = SessionManager(Catalog.from_options(canary_tasks, None), recordings_dir=tmp_path / "rec",
-                             scorer=fake_scorer, settle_seconds=0.05, seal_quiet_seconds=0.2)
+    manager = SessionManager(
+        Catalog.from_options(canary_tasks, None),
+        recordings_dir=tmp_path / "rec",
+        scorer=fake_scorer,
+        settings=SessionSettings(seal_quiet_seconds=0.2, recorder=RecorderSettings(settle_seconds=0.05)),
+    )
     server = build_server(manager, default_workspace=None, environ={"CLAUDE_PROJECT_DIR": str(project)})
 
     async def go():

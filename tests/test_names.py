@@ -23,6 +23,7 @@ from bridge.recording.packing import pack_recording, unpack_recording
 from bridge.recording.replay import replay
 from bridge.recording.verify import verify_recording
 from bridge.sessions.manager import SessionManager
+from bridge.sessions.settings import SessionSettings
 from bridge.tasks.catalog import Catalog
 from tests.test_contamination import NullScorer
 
@@ -32,8 +33,12 @@ RAW_DIR = b"d\xff"
 
 
 def test_non_utf8_names_round_trip_through_every_recording_verb(tmp_path: Path, tasks_dir: Path) -> None:
-    mgr = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec", scorer=NullScorer(),
-                         seal_quiet_seconds=0.3)
+    mgr = SessionManager(
+        Catalog.from_options(tasks_dir),
+        recordings_dir=tmp_path / "rec",
+        scorer=NullScorer(),
+        settings=SessionSettings(seal_quiet_seconds=0.3),
+    )
     try:
         status = mgr.start("word-duel", tmp_path / "ws")
         ws = os.fsencode(tmp_path / "ws")

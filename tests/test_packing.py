@@ -270,9 +270,14 @@ def test_live_quit_session_seals_and_verifies(tmp_path: Path) -> None:
     from bridge.recording.integrity import try_seal
     from bridge.recording.replay import replay
     from bridge.sessions.manager import SessionManager
+    from bridge.sessions.settings import RecorderSettings, SessionSettings
     from bridge.tasks.catalog import Catalog
 
-    mgr = SessionManager(Catalog.from_options(), recordings_dir=tmp_path / "recs", settle_seconds=0.05)
+    mgr = SessionManager(
+        Catalog.from_options(),
+        recordings_dir=tmp_path / "recs",
+        settings=SessionSettings(recorder=RecorderSettings(settle_seconds=0.05)),
+    )
     try:
         st = mgr.start("kv-ledger", tmp_path / "ws")
         (tmp_path / "ws" / "app.py").write_text("print('hi')\n")

@@ -13,6 +13,7 @@ from mcp import Client
 from bridge.errors import SessionError
 from bridge.recording.events import load_events
 from bridge.sessions.manager import SessionManager
+from bridge.sessions.settings import SessionSettings
 from bridge.tasks.catalog import Catalog
 from mcp_server.server import build_server
 
@@ -36,7 +37,11 @@ async def _tool_names(server) -> list[str]:
 
 @pytest.mark.docker
 def test_practice_check_deploys_without_tests(docker_client, tmp_path: Path, tasks_dir: Path) -> None:
-    mgr = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec", practice=True)
+    mgr = SessionManager(
+        Catalog.from_options(tasks_dir),
+        recordings_dir=tmp_path / "rec",
+        settings=SessionSettings(practice=True),
+    )
     try:
         ws = tmp_path / "ws"
         sid = mgr.start("kv-ledger", ws).session_id

@@ -21,6 +21,7 @@ from bridge.recording.events import EventLog, load_events
 from bridge.recording.manifest import scan
 from bridge.recording.store import ShadowStore
 from bridge.sessions.recorder import Recorder
+from bridge.sessions.settings import RecorderSettings
 from bridge.sessions.watch import SelectiveInotifyEmitter
 
 SETTLE = 0.3
@@ -39,9 +40,10 @@ class Rig:
         self.rec_dir.mkdir(exist_ok=True)
         self.log = EventLog(self.rec_dir / "events.jsonl")
         self.store = ShadowStore(self.rec_dir / "shadow.git", self.ws)
-        kw.setdefault("settle_seconds", SETTLE)
+        options = {name: kw.pop(name) for name in list(kw) if name in RecorderSettings.__dataclass_fields__}
+        options.setdefault("settle_seconds", SETTLE)
         kw.setdefault("raw_log", self.rec_dir / "raw.log")
-        self.rec = Recorder(self.ws, event_log=self.log, store=self.store, **kw)
+        self.rec = Recorder(self.ws, event_log=self.log, store=self.store, settings=RecorderSettings(**options), **kw)
 
     def events(self) -> list[dict[str, Any]]:
         recs, bad = load_events(self.log.path)

@@ -13,6 +13,7 @@ import pytest
 
 from bridge.errors import RecordingError
 from bridge.fs.hashing import tree_hash
+from bridge.recording.event_model import Checkpoint, FileDeleted, FileEvent, FileMoved, Note, Submit
 from bridge.recording.moments import resolve_moment
 from bridge.recording.reader import open_recording
 from bridge.recording.replay import replay
@@ -70,50 +71,50 @@ def test_submission_replay_equals_submission_commit(sample: Path, tmp_path: Path
 
 def test_every_checkpoint_replays_to_its_tree_hash(sample: Path, tmp_path: Path) -> None:
     rec = open_recording(sample)
-    checkpoints = rec.of_type("checkpoint")
+    checkpoints = rec.of_type(Checkpoint)
     assert len(checkpoints) >= 4
     for ck in checkpoints:
-        res = replay(rec, f"event:{ck['seq']}", tmp_path / f"ck{ck['seq']}")
-        assert res.tree_hash == ck["tree_hash"], ck
+        res = replay(rec, f"event:{ck.seq}", tmp_path / f"ck{ck.seq}")
+        assert res.tree_hash == ck.tree_hash, ck
 
 
 def test_moments_between_checkpoints_apply_file_events(sample: Path, tmp_path: Path) -> None:
     rec = open_recording(sample)
-    created = next(e for e in rec.events if e["type"] == "file_created" and e["path"] == "app.py")
-    first = replay(rec, f"event:{created['seq']}", tmp_path / "a")
+    created = next(e for e in rec.of_type(FileEvent) if e.type == "file_created" and e.path == "app.py")
+    first = replay(rec, f"event:{created.seq}", tmp_path / "a")
     assert first.applied_events >= 1 and not first.exact_commit
     text = (tmp_path / "a" / "app.py").read_text()
     assert "/history" not in text.split("class RequestHandler")[0]  # the partial app
     assert not (tmp_path / "a" / "start.sh").exists()
 
-    start_sh = next(e for e in rec.events if e["type"] == "file_created" and e["path"] == "start.sh")
-    replay(rec, f"event:{start_sh['seq']}", tmp_path / "b")
+    start_sh = next(e for e in rec.of_type(FileEvent) if e.type == "file_created" and e.path == "start.sh")
+    replay(rec, f"event:{start_sh.seq}", tmp_path / "b")
     assert os.access(tmp_path / "b" / "start.sh", os.X_OK)
 
-    moved = next(e for e in rec.events if e["type"] == "file_moved")
-    replay(rec, f"event:{moved['seq']}", tmp_path / "c")
-    assert (tmp_path / "c" / moved["dest"]).exists() and not (tmp_path / "c" / moved["path"]).exists()
-    before = replay(rec, f"event:{moved['seq'] - 1}", tmp_path / "d")
-    assert (tmp_path / "d" / moved["path"]).exists() and before.tree_hash != first.tree_hash
+    moved = rec.of_type(FileMoved)[0]
+    replay(rec, f"event:{moved.seq}", tmp_path / "c")
+    assert (tmp_path / "c" / moved.dest).exists() and not (tmp_path / "c" / moved.path).exists()
+    before = replay(rec, f"event:{moved.seq - 1}", tmp_path / "d")
+    assert (tmp_path / "d" / moved.path).exists() and before.tree_hash != first.tree_hash
 
-    deleted = next(e for e in rec.events if e["type"] == "file_deleted")
-    replay(rec, f"event:{deleted['seq']}", tmp_path / "e")
-    assert not (tmp_path / "e" / deleted["path"]).exists()
+    deleted = rec.of_type(FileDeleted)[0]
+    replay(rec, f"event:{deleted.seq}", tmp_path / "e")
+    assert not (tmp_path / "e" / deleted.path).exists()
 
 
 def test_time_specs(sample: Path) -> None:
     rec = open_recording(sample)
     sub = resolve_moment(rec, "submission")
     assert sub.commit == rec.meta.submission.commit
-    assert rec.by_seq(sub.seq)["type"] == "submit"
-    note = rec.of_type("note")[0]
-    at_note = resolve_moment(rec, note["t"])
-    assert at_note.seq == note["seq"]
+    assert isinstance(rec.by_seq(sub.seq), Submit)
+    note = rec.of_type(Note)[0]
+    at_note = resolve_moment(rec, note.t)
+    assert at_note.seq == note.seq
     plus = resolve_moment(rec, f"+{at_note.wall_seconds}")
-    assert plus.seq == note["seq"]
+    assert plus.seq == note.seq
     assert resolve_moment(rec, "+0").seq <= resolve_moment(rec, "start").seq
     late = resolve_moment(rec, "+100000")
-    assert late.seq == rec.events[-1]["seq"] and late.note
+    assert late.seq == rec.events[-1].seq and late.note
     # working seconds exclude the pause: less than wall seconds at the submission
     assert sub.working_seconds < sub.wall_seconds - 2.5
     for bad in ("event:99999", "event:x", "yesterday", "+-3", "1999-01-01T00:00:00Z"):
@@ -153,8 +154,9 @@ def test_format_versions(sample: Path, tmp_path: Path) -> None:
 def test_corrupt_blob_is_detected(sample: Path, tmp_path: Path) -> None:
     rec = _copy(sample, tmp_path)
     blobmap = dict(line.split() for line in (rec / "store/rgbridge/blobmap").read_text().splitlines())
-    events = open_recording(rec).events
-    sha = next(e["sha256"] for e in events if e["type"] == "file_created" and e["path"] == "start.sh")
+    events = open_recording(rec).of_type(FileEvent)
+    sha = next(e.sha256 for e in events if e.type == "file_created" and e.path == "start.sh")
+    assert sha is not None
     oid = blobmap[sha]
     obj = rec / "store" / "objects" / oid[:2] / oid[2:]
     os.chmod(obj, 0o644)
@@ -167,8 +169,15 @@ def _summary(data: dict) -> dict:
     out = {}
     for name, p in data["profiles"].items():
         ac = p.get("api_coverage") or {}
-        out[name] = (p["outcome"], p["dsr"]["success"], p["pass_at_1"]["passed"], p["pass_at_1"]["total"],
-                     p["pass_at_1"]["score"], ac.get("implemented_apis"), ac.get("total_apis"))
+        out[name] = (
+            p["outcome"],
+            p["dsr"]["success"],
+            p["pass_at_1"]["passed"],
+            p["pass_at_1"]["total"],
+            p["pass_at_1"]["score"],
+            ac.get("implemented_apis"),
+            ac.get("total_apis"),
+        )
     return out
 
 
@@ -181,7 +190,8 @@ def test_rescore_reproduces_stored_score(docker_client, sample: Path, tmp_path: 
     catalog = Catalog.from_options()
     meta = json.loads((rec / "session.json").read_text())
     assert catalog.get("kv-ledger").content_hash == meta["task_hash"], (
-        "the kv-ledger task changed since the sample was made: regenerate it with recordings/samples/make_sample.py")
+        "the kv-ledger task changed since the sample was made: regenerate it with recordings/samples/make_sample.py"
+    )
     stored = json.loads((rec / meta["job"]["result_dir"] / "result.json").read_text())
     path = rescore(rec, profile="both", catalog=catalog, use_cache=False)
     from bridge.scoring.result import GRADER_VERSION

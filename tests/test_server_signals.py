@@ -209,13 +209,17 @@ def test_a_server_still_up_relaunches_a_scoring_process_that_died(
     tmp_path: Path, golden_leaks: GoldenLeaks, docker_client  # noqa: F811
 ) -> None:
     from bridge.sessions.manager import SessionManager
+    from bridge.sessions.settings import SessionSettings
     from bridge.tasks.catalog import Catalog
 
     ws = tmp_path / "ws"
     golden_leaks.allow(ws)
     golden_leaks.allow(tmp_path / "rec")
-    mgr = SessionManager(Catalog.from_options(REPO_ROOT / "tasks"), recordings_dir=tmp_path / "rec",
-                         seal_quiet_seconds=0.3)  # the Docker engine: detached scoring processes
+    mgr = SessionManager(
+        Catalog.from_options(REPO_ROOT / "tasks"),
+        recordings_dir=tmp_path / "rec",
+        settings=SessionSettings(seal_quiet_seconds=0.3),
+    )  # the Docker engine: detached scoring processes
     try:
         st = mgr.start(TASK, ws)
         for path in (REPO_ROOT / "tasks" / TASK / "solution").iterdir():

@@ -15,11 +15,13 @@ import pytest
 
 from bridge.errors import PathError, SessionError
 from bridge.recording.events import load_events
+from bridge.recording.format import SUBMISSION_REF
 from bridge.recording.store import ShadowStore
 from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, ScoreResult
 from bridge.sessions.live import load_record
 from bridge.sessions.manager import SessionManager
-from bridge.sessions.models import SUBMISSION_REF, ClientInfo
+from bridge.sessions.models import ClientInfo
+from bridge.sessions.settings import SessionSettings
 from bridge.tasks.catalog import Catalog
 
 
@@ -34,10 +36,21 @@ class CountingScorer:
         files = sorted(p.relative_to(repo_dir).as_posix() for p in repo_dir.rglob("*") if p.is_file())
         self.calls.append(repo_dir)
         py = [f for f in files if f.endswith(".py")]
-        prof = ProfileResult(profile="strict", outcome="scored", dsr=DSRResult(success=True, message="fake"),
-                             pass_at_1=PassAt1.from_counts(len(py), 0, 0))
-        result = ScoreResult(task_id=task.id, task_hash=task.content_hash, snapshot_hash=snapshot_hash,
-                             lang=task.lang, port=task.port, framework=task.framework, profiles={"strict": prof})
+        prof = ProfileResult(
+            profile="strict",
+            outcome="scored",
+            dsr=DSRResult(success=True, message="fake"),
+            pass_at_1=PassAt1.from_counts(len(py), 0, 0),
+        )
+        result = ScoreResult(
+            task_id=task.id,
+            task_hash=task.content_hash,
+            snapshot_hash=snapshot_hash,
+            lang=task.lang,
+            port=task.port,
+            framework=task.framework,
+            profiles={"strict": prof},
+        )
         (output_dir / "result.json").write_text(result.model_dump_json(), encoding="utf-8")
         (output_dir / "files.json").write_text(json.dumps(files), encoding="utf-8")
         return result
@@ -50,7 +63,12 @@ def env(tmp_path: Path, tasks_dir: Path):
     managers: list[SessionManager] = []
 
     def make(**kw) -> SessionManager:
-        mgr = SessionManager(catalog, recordings_dir=tmp_path / "rec", scorer=scorer, seal_quiet_seconds=0.3, **kw)
+        mgr = SessionManager(
+            catalog,
+            recordings_dir=tmp_path / "rec",
+            scorer=scorer,
+            settings=SessionSettings(seal_quiet_seconds=0.3, **kw),
+        )
         managers.append(mgr)
         return mgr
 
@@ -122,7 +140,9 @@ def test_clock_notes_submit_and_recorded_submission(env, tasks_dir: Path) -> Non
     store = ShadowStore(Path(mgr.status(sid).recording) / "store", ws)
     out = tmp / "replayed"
     store.checkout_to(store.resolve(SUBMISSION_REF), out)
-    submitted = sorted(p.relative_to(ws).as_posix() for p in ws.rglob("*") if p.is_file() and ".rgbridge" not in p.parts)
+    submitted = sorted(
+        p.relative_to(ws).as_posix() for p in ws.rglob("*") if p.is_file() and ".rgbridge" not in p.parts
+    )
     replayed = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
     assert submitted == replayed
     for rel in submitted:
@@ -157,8 +177,12 @@ def test_time_limit_submits(env, tasks_dir: Path, tmp_path: Path) -> None:
     shutil.copytree(tasks_dir / "kv-ledger", custom / "kv-ledger")
     toml = custom / "kv-ledger" / "task.toml"
     toml.write_text(toml.read_text().replace("session = 0", "session = 1"))
-    mgr = SessionManager(Catalog.from_options(custom), recordings_dir=tmp / "rec2", scorer=CountingScorer(),
-                         seal_quiet_seconds=0.2)
+    mgr = SessionManager(
+        Catalog.from_options(custom),
+        recordings_dir=tmp / "rec2",
+        scorer=CountingScorer(),
+        settings=SessionSettings(seal_quiet_seconds=0.2),
+    )
     try:
         sid = mgr.start("kv-ledger", tmp / "ws").session_id
         deadline = time.monotonic() + 15
@@ -216,8 +240,22 @@ def test_cli_submit_outside_the_server(tmp_path: Path, tasks_dir: Path) -> None:
     sid = mgr.start("kv-ledger", tmp_path / "ws").session_id
     mgr.close()
     proc = subprocess.run(
-        [sys.executable, "-m", "bridge.cli", "session", "status", "--workspace", str(tmp_path / "ws"),
-         "--recordings", str(tmp_path / "rec"), "--json"], capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "bridge.cli",
+            "session",
+            "status",
+            "--workspace",
+            str(tmp_path / "ws"),
+            "--recordings",
+            str(tmp_path / "rec"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["session_id"] == sid and data["state"] == "active" and not data["owned_by_live_process"]

@@ -24,6 +24,7 @@ from bridge.recording.clock import parse_iso
 from bridge.recording.events import load_events
 from bridge.sessions.live import load_record
 from bridge.sessions.manager import SessionManager
+from bridge.sessions.settings import SessionSettings
 from bridge.tasks.catalog import Catalog
 from mcp_server.server import build_server
 from tests.test_session import CountingScorer, write_solution
@@ -37,8 +38,12 @@ def enospc(*_a, **_k):
 
 @pytest.fixture()
 def mgr(tmp_path: Path, tasks_dir: Path):
-    m = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec", scorer=CountingScorer(),
-                       seal_quiet_seconds=0.2)
+    m = SessionManager(
+        Catalog.from_options(tasks_dir),
+        recordings_dir=tmp_path / "rec",
+        scorer=CountingScorer(),
+        settings=SessionSettings(seal_quiet_seconds=0.2),
+    )
     yield m
     m.close()
 
@@ -83,8 +88,12 @@ def test_failed_store_write_leaves_session_open_and_retry_works(mgr: SessionMana
 
 def test_failed_submit_over_mcp_is_a_clear_error_and_visible(tmp_path: Path, tasks_dir: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    manager = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec",
-                             scorer=CountingScorer(), seal_quiet_seconds=0.2)
+    manager = SessionManager(
+        Catalog.from_options(tasks_dir),
+        recordings_dir=tmp_path / "rec",
+        scorer=CountingScorer(),
+        settings=SessionSettings(seal_quiet_seconds=0.2),
+    )
     server = build_server(manager, default_workspace=tmp_path / "ws", environ={})
 
     async def go() -> None:
@@ -113,8 +122,12 @@ def test_full_disk_for_real(tmp_path: Path, tasks_dir: Path) -> None:
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(rec)], capture_output=True).returncode:
         pytest.skip("cannot mount a tmpfs here (needs root with CAP_SYS_ADMIN)")
     try:
-        manager = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=rec, scorer=CountingScorer(),
-                                 seal_quiet_seconds=0.2)
+        manager = SessionManager(
+            Catalog.from_options(tasks_dir),
+            recordings_dir=rec,
+            scorer=CountingScorer(),
+            settings=SessionSettings(seal_quiet_seconds=0.2),
+        )
         try:
             ws = tmp_path / "ws"
             sid = manager.start("kv-ledger", ws).session_id
@@ -146,10 +159,11 @@ KILL_SCRIPT = textwrap.dedent("""
     from pathlib import Path
     from bridge.tasks.catalog import Catalog
     from bridge.sessions.manager import SessionManager
+    from bridge.sessions.settings import SessionSettings
     from tests.test_session import CountingScorer
     tasks, rec, ws, delay = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), float(sys.argv[4])
     mgr = SessionManager(Catalog.from_options(tasks), recordings_dir=rec, scorer=CountingScorer(),
-                         seal_quiet_seconds=delay, seal_max_wait=60)
+                         settings=SessionSettings(seal_quiet_seconds=delay, seal_max_wait=60))
     sid = mgr.start("kv-ledger", ws).session_id
     (ws / "app.py").write_text("print(1)\\n")
     time.sleep(0.5)
@@ -177,8 +191,12 @@ def test_kill_9_during_seal_leaves_clock_consistent(tmp_path: Path, tasks_dir: P
     dead_events, _ = load_events(rec_dir / "events.jsonl")
     last_dead = dead_events[-1]["t"]
     time.sleep(1.0)  # time passes while no bridge runs: it must not count as work
-    manager = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=rec, scorer=CountingScorer(),
-                             seal_quiet_seconds=0.2)
+    manager = SessionManager(
+        Catalog.from_options(tasks_dir),
+        recordings_dir=rec,
+        scorer=CountingScorer(),
+        settings=SessionSettings(seal_quiet_seconds=0.2),
+    )
     try:
         record = load_record(rec_dir)
         spans = record.clock.spans
@@ -209,8 +227,12 @@ def test_time_limit_submit_refused_by_the_disk_retries_calmly(tmp_path: Path, ta
     shutil.copytree(tasks_dir / "kv-ledger", custom / "kv-ledger")
     toml = custom / "kv-ledger" / "task.toml"
     toml.write_text(toml.read_text().replace("session = 0", "session = 1"))
-    manager = SessionManager(Catalog.from_options(custom), recordings_dir=tmp_path / "rec", scorer=CountingScorer(),
-                             seal_quiet_seconds=0.2)
+    manager = SessionManager(
+        Catalog.from_options(custom),
+        recordings_dir=tmp_path / "rec",
+        scorer=CountingScorer(),
+        settings=SessionSettings(seal_quiet_seconds=0.2),
+    )
     try:
         sid = manager.start("kv-ledger", tmp_path / "ws").session_id
         monkeypatch.setattr(manager.sessions[sid].recorder, "seal", enospc)

@@ -16,6 +16,7 @@ from bridge.errors import PathError, SessionError
 from bridge.fs.anchor import open_workspace, still_at
 from bridge.recording.store import ShadowStore
 from bridge.sessions.manager import SessionManager
+from bridge.sessions.settings import RecorderSettings, SessionSettings
 from bridge.tasks.catalog import Catalog
 from mcp_server.server import build_server
 from tests.test_session import CountingScorer
@@ -48,8 +49,12 @@ def test_flipping_folder_never_starts_outside(tmp_path: Path, tasks_dir: Path) -
     (root / "flip").mkdir(parents=True)
     outside.mkdir()
     (outside / "secret.txt").write_text("outside data\n")
-    manager = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec",
-                             scorer=CountingScorer(), settle_seconds=0.05)
+    manager = SessionManager(
+        Catalog.from_options(tasks_dir),
+        recordings_dir=tmp_path / "rec",
+        scorer=CountingScorer(),
+        settings=SessionSettings(recorder=RecorderSettings(settle_seconds=0.05)),
+    )
     server = build_server(manager, default_workspace=root, environ={})
     stop = threading.Event()
     started: list[dict] = []
@@ -122,8 +127,12 @@ def test_submit_refuses_a_workspace_path_redirected_after_start(tmp_path: Path, 
     task folder, so that the path `.../flip/solution` now names the oracle solution. The submit
     must not snapshot (and score) that; once the folder is back, submitting again works."""
     root = tmp_path / "root"
-    manager = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec",
-                             scorer=CountingScorer(), settle_seconds=0.05, seal_quiet_seconds=0.2)
+    manager = SessionManager(
+        Catalog.from_options(tasks_dir),
+        recordings_dir=tmp_path / "rec",
+        scorer=CountingScorer(),
+        settings=SessionSettings(seal_quiet_seconds=0.2, recorder=RecorderSettings(settle_seconds=0.05)),
+    )
     try:
         st = manager.start("kv-ledger", root / "flip" / "solution", within=root)
         (Path(st.workspace) / "mine.txt").write_text("my own work\n")

@@ -18,6 +18,7 @@ from bridge.sessions.attach import read_marker
 from bridge.sessions.live import find_recording_for_workspace, load_record
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.models import SessionStatus
+from bridge.sessions.settings import SessionSettings
 from bridge.tasks.catalog import Catalog
 from tests.test_session import CountingScorer
 
@@ -39,7 +40,12 @@ def rgbridge(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[st
 
 def start_and_leave(tasks: Path, rec: Path, workspace: Path, **kw) -> SessionStatus:
     """A session started by a bridge process that then went away (its recording stays open)."""
-    mgr = SessionManager(Catalog.from_options(tasks), recordings_dir=rec, scorer=CountingScorer(), **kw)
+    mgr = SessionManager(
+        Catalog.from_options(tasks),
+        recordings_dir=rec,
+        scorer=CountingScorer(),
+        settings=SessionSettings(**kw),
+    )
     try:
         return mgr.start("kv-ledger", workspace)
     finally:
@@ -128,8 +134,12 @@ def test_attach_refuses_recorded_workspace_inside_the_task(tmp_path: Path, tasks
     data = json.loads((Path(real.recording) / "session.json").read_text())
     data["workspace"] = str(tasks_copy / "kv-ledger" / "tests")
     (Path(real.recording) / "session.json").write_text(json.dumps(data))
-    mgr2 = SessionManager(Catalog.from_options(tasks_copy), recordings_dir=rec, scorer=CountingScorer(),
-                          reattach=False)
+    mgr2 = SessionManager(
+        Catalog.from_options(tasks_copy),
+        recordings_dir=rec,
+        scorer=CountingScorer(),
+        settings=SessionSettings(reattach=False),
+    )
     try:
         with pytest.raises(Exception, match="overlaps"):
             mgr2.attach(real.session_id)
@@ -148,7 +158,12 @@ def test_cli_submit_attaches_only_the_named_session_and_reports_progress(
     from bridge.cli import main as cli
 
     rec = tmp_path / "rec"
-    mgr = SessionManager(Catalog.from_options(tasks_copy), recordings_dir=rec, scorer=CountingScorer(), attempts=2)
+    mgr = SessionManager(
+        Catalog.from_options(tasks_copy),
+        recordings_dir=rec,
+        scorer=CountingScorer(),
+        settings=SessionSettings(attempts=2),
+    )
     try:
         a = mgr.start("kv-ledger", tmp_path / "a")
         b = mgr.start("kv-ledger", tmp_path / "b")
@@ -192,8 +207,12 @@ def test_reattach_rechecks_the_final_resolved_workspace(tmp_path: Path, tasks_co
     os.rename(ws, tmp_path / "ws-moved")
     ws.symlink_to(tasks_copy / "kv-ledger" / "tests")
     before = sorted(p.name for p in (tasks_copy / "kv-ledger" / "tests").iterdir())
-    mgr = SessionManager(Catalog.from_options(tasks_copy), recordings_dir=rec, scorer=CountingScorer(),
-                         reattach=False)
+    mgr = SessionManager(
+        Catalog.from_options(tasks_copy),
+        recordings_dir=rec,
+        scorer=CountingScorer(),
+        settings=SessionSettings(reattach=False),
+    )
     try:
         with pytest.raises(Exception, match="not a resolved absolute path"):
             mgr.attach(st.session_id)

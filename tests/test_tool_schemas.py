@@ -15,6 +15,7 @@ from mcp.types import Tool
 
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.schemas import input_schema, output_schema, violations
+from bridge.sessions.settings import RecorderSettings, SessionSettings
 from bridge.sessions.verbs import mcp_verbs
 from bridge.tasks.catalog import Catalog
 from mcp_server.server import build_server
@@ -24,8 +25,12 @@ MODES = ["auto", "legacy"]
 
 @pytest.fixture
 def server(tmp_path: Path):
-    manager = SessionManager(Catalog.from_options(None, None), recordings_dir=tmp_path / "rec", practice=True,
-                             scorer=lambda *a, **k: None, settle_seconds=0.05)
+    manager = SessionManager(
+        Catalog.from_options(None, None),
+        recordings_dir=tmp_path / "rec",
+        scorer=lambda *a, **k: None,
+        settings=SessionSettings(practice=True, recorder=RecorderSettings(settle_seconds=0.05)),
+    )
     yield build_server(manager, default_workspace=tmp_path / "ws", environ={})
     manager.close()
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from bridge.errors import SessionError
 from bridge.sessions.answers import StartTaskResult, SubmitResult, TaskResult
 from bridge.sessions.manager import SessionManager
+from bridge.sessions.settings import RecorderSettings, SessionSettings
 from bridge.sessions.verbs import START, VERBS
 from bridge.sessions.verbspec import CallContext, GivenWorkspace, Opened, Progress
 from bridge.tasks.catalog import Catalog
@@ -46,8 +47,12 @@ def scorer() -> GatedScorer:
 
 @pytest.fixture()
 def manager(tmp_path: Path, scorer: GatedScorer):
-    mgr = SessionManager(Catalog.from_options(), recordings_dir=tmp_path / "rec", scorer=scorer,
-                         settle_seconds=0.05, seal_quiet_seconds=0.2)
+    mgr = SessionManager(
+        Catalog.from_options(),
+        recordings_dir=tmp_path / "rec",
+        scorer=scorer,
+        settings=SessionSettings(seal_quiet_seconds=0.2, recorder=RecorderSettings(settle_seconds=0.05)),
+    )
     yield mgr
     scorer.release.set()
     mgr.wait_jobs(timeout=10)

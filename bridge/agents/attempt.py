@@ -42,6 +42,7 @@ from bridge.sessions.live import load_record
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.models import ClientInfo, ResultStatus, SessionRecord, Signal, result_status
 from bridge.sessions.ownership import held_elsewhere
+from bridge.sessions.settings import SessionSettings
 from bridge.sessions.verbs import START
 from bridge.sessions.verbspec import CallContext
 from bridge.tasks.catalog import Catalog
@@ -119,10 +120,9 @@ class Attempt:
         return SessionManager(
             self.s.catalog,
             recordings_dir=self.rec_dir,
-            profile=cast(Any, self.s.profile),
-            reattach=reattach,
-            run_id=self.s.run_id,
-            finish_jobs_at_exit=False,  # a stopped run leaves jobs to the resume, which re-attaches them
+            settings=SessionSettings(
+                profile=cast(Any, self.s.profile), reattach=reattach, run_id=self.s.run_id, finish_jobs_at_exit=False
+            ),
         )
 
     # ------------------------------------------------------------------ the attempt

@@ -50,6 +50,7 @@ from bridge.sessions.models import (
     result_status,
 )
 from bridge.sessions.ownership import held_elsewhere
+from bridge.sessions.settings import SessionSettings
 from bridge.sessions.verbs import START, VERBS
 from bridge.sessions.verbspec import CallContext
 
@@ -115,7 +116,9 @@ def cmd_session_start(args: argparse.Namespace) -> int:
     catalog = load_catalog(args)
     # Ctrl-C here (and Ctrl-C or --timeout in `submit`) stops waiting; the detached scoring process scores on
     mgr = SessionManager(
-        catalog, recordings_dir=_recordings(args), profile=args.profile, reattach=False, finish_jobs_at_exit=False
+        catalog,
+        recordings_dir=_recordings(args),
+        settings=SessionSettings(profile=args.profile, reattach=False, finish_jobs_at_exit=False),
     )
     try:
         status = cast(
@@ -234,7 +237,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
         return _wait_on_disk(rec_dir, args)
     catalog = load_catalog(args, report_errors=False)
     # Only the named session is re-attached: other open sessions in the folder are not ours.
-    mgr = SessionManager(catalog, recordings_dir=rec_dir.parent, reattach=False, finish_jobs_at_exit=False)
+    mgr = SessionManager(
+        catalog,
+        recordings_dir=rec_dir.parent,
+        settings=SessionSettings(reattach=False, finish_jobs_at_exit=False),
+    )
     try:
         sid = mgr.attach(record.session_id)
         receipt = VERBS["submit"].invoke(mgr, sid, context=CLI)

@@ -18,8 +18,10 @@ from bridge.errors import BridgeError, RecordingError
 from bridge.fs.hashing import sha256_bytes, tree_hash_from_entries
 from bridge.fs.ignore import UPSTREAM_COPY_IGNORE
 from bridge.recording.clock import parse_iso
+from bridge.recording.event_model import Checkpoint, FileEvent, FileMoved, Submit
+from bridge.recording.format import SUBMISSION_REF
 from bridge.recording.moments import FileState, apply_file_event
-from bridge.recording.reader import FILE_EVENTS, Recording, StoreReader, open_recording
+from bridge.recording.reader import FILE_EVENT_CLASSES, Recording, StoreReader, open_recording
 from bridge.recording.results import list_results
 
 #: before the recorder and the engine shared one rule set (bridge/fs/ignore.py) the engine staged a
@@ -70,11 +72,11 @@ def check_sequence(rec: Recording, problems: list[str]) -> int:
     prev_seq, prev_t = 0, None
     t: datetime | None
     for ev in rec.events:
-        seq = ev["seq"]
+        seq = ev.seq
         if seq != prev_seq + 1:
             problems.append(f"events.jsonl: seq {seq} follows {prev_seq} (seqs must be contiguous)")
         try:
-            t = parse_iso(str(ev.get("t")))
+            t = parse_iso(ev.t)
         except ValueError:
             problems.append(f"events.jsonl: event {seq} has an invalid time")
             t = prev_t
@@ -88,25 +90,23 @@ def check_blobs(rec: Recording, hashes: StoreHashes, problems: list[str]) -> int
     """Every file event's content is in the store and hashes right. Returns the contents checked."""
     seen_sha: set[str] = set()
     for ev in rec.events:
-        if ev.get("type") not in FILE_EVENTS or ev.get("type") == "file_deleted" or ev.get("oversized"):
+        if not isinstance(ev, FileEvent | FileMoved) or (isinstance(ev, FileEvent) and ev.oversized):
             continue
-        sha = ev.get("sha256")
-        if not isinstance(sha, str):
-            if ev.get("type") != "file_moved":
-                problems.append(f"events.jsonl: event {ev['seq']} ({ev.get('type')}) has no sha256")
+        sha = ev.sha256
+        if sha is None:
+            if isinstance(ev, FileEvent):  # a move without content keeps the content it had
+                problems.append(f"events.jsonl: event {ev.seq} ({ev.type}) has no sha256")
             continue
         if sha in seen_sha:
             continue
         seen_sha.add(sha)
         oid = rec.store.oid_for_sha256(sha)
         if oid is None:
-            problems.append(f"store: content of {ev.get('path')} (event {ev['seq']}, sha256 {sha[:12]}…) is missing")
+            problems.append(f"store: content of {ev.path} (event {ev.seq}, sha256 {sha[:12]}…) is missing")
             continue
         try:
             if hashes.blob_sha(oid) != sha:
-                problems.append(
-                    f"store/objects/{oid[:2]}/{oid[2:]}: content does not match sha256 of event {ev['seq']}"
-                )
+                problems.append(f"store/objects/{oid[:2]}/{oid[2:]}: content does not match sha256 of event {ev.seq}")
         except RecordingError as exc:
             problems.append(f"store: {exc}")
     return len(seen_sha)
@@ -120,37 +120,33 @@ def check_checkpoints(rec: Recording, hashes: StoreHashes, problems: list[str]) 
     left: set[str] = set()
     n_ckpt = 0
     for ev in rec.events:
-        typ = ev.get("type")
-        if typ in FILE_EVENTS and files is not None:
+        if isinstance(ev, FILE_EVENT_CLASSES) and files is not None:
             try:
                 apply_file_event(rec, files, ev, left)
             except RecordingError as exc:
                 problems.append(f"events.jsonl: {exc}")
                 files = None
             continue
-        if typ != "checkpoint":
+        if not isinstance(ev, Checkpoint):
             continue
         n_ckpt += 1
-        commit = ev.get("commit")
-        if not isinstance(commit, str):
-            problems.append(f"events.jsonl: checkpoint event {ev['seq']} has no commit")
-            continue
+        commit = ev.commit  # the event model requires it (bridge/recording/event_model.py)
         try:
             th = hashes.tree_hash(commit)
             trailer = store.commit_fields(commit)["tree_hash_trailer"]
         except RecordingError as exc:
-            problems.append(f"store: checkpoint {ev['seq']}: {exc}")
+            problems.append(f"store: checkpoint {ev.seq}: {exc}")
             files = None
             continue
-        if th != ev.get("tree_hash"):
-            problems.append(f"events.jsonl: checkpoint {ev['seq']} tree_hash does not match commit {commit[:12]}")
+        if th != ev.tree_hash:
+            problems.append(f"events.jsonl: checkpoint {ev.seq} tree_hash does not match commit {commit[:12]}")
         if trailer is not None and trailer != th:
             problems.append(f"store: commit {commit[:12]} tree-hash trailer does not match its tree")
-        if files is not None and ev.get("reason") != "start":
+        if files is not None and ev.reason != "start":
             derived = tree_hash_from_entries((p, f.mode, f.sha256) for p, f in files.items())
             if derived != th:
                 problems.append(
-                    f"events.jsonl: file events up to checkpoint {ev['seq']} do not add up to its commit {commit[:12]}"
+                    f"events.jsonl: file events up to checkpoint {ev.seq} do not add up to its commit {commit[:12]}"
                 )
         # continue from the commit itself (a "start" checkpoint may follow a restart)
         try:
@@ -167,20 +163,17 @@ def check_submission(rec: Recording, hashes: StoreHashes, problems: list[str]) -
         if rec.meta.state in ("submitted", "scored"):
             problems.append(f"session.json: state {rec.meta.state} but no submission")
         return
-    ref = rec.store.ref("refs/rgbridge/submission")
+    ref = rec.store.ref(SUBMISSION_REF)
     if ref != sub.commit:
-        problems.append(
-            f"store/refs/rgbridge/submission: points at {str(ref)[:12]}, session.json says {sub.commit[:12]}"
-        )
-    submit = [e for e in rec.events if e.get("type") == "submit"]
-    if not submit:
+        problems.append(f"store/{SUBMISSION_REF}: points at {str(ref)[:12]}, session.json says {sub.commit[:12]}")
+    last = rec.last_of(Submit)
+    if last is None:
         problems.append("events.jsonl: no submit event for the recorded submission")
     else:
-        last = submit[-1]
-        if last.get("commit") != sub.commit:
-            problems.append(f"events.jsonl: submit event {last['seq']} commit differs from session.json")
-        if last.get("tree_hash") != sub.tree_hash:
-            problems.append(f"events.jsonl: submit event {last['seq']} tree_hash differs from session.json")
+        if last.commit != sub.commit:
+            problems.append(f"events.jsonl: submit event {last.seq} commit differs from session.json")
+        if last.tree_hash != sub.tree_hash:
+            problems.append(f"events.jsonl: submit event {last.seq} tree_hash differs from session.json")
     try:
         if hashes.tree_hash(sub.commit) != sub.tree_hash:
             problems.append(f"session.json: submission tree_hash does not match commit {sub.commit[:12]}")

@@ -20,6 +20,7 @@ from typing import Any
 from bridge.errors import RecordingError
 from bridge.fs.files import write_json_atomic
 from bridge.recording.clock import iso, parse_iso, utcnow
+from bridge.recording.event_model import Checkpoint
 from bridge.recording.moments import Moment, resolve_moment, state_at
 from bridge.recording.reader import Recording, open_recording
 from bridge.recording.replay import materialised
@@ -35,8 +36,8 @@ def curve_moments(rec: Recording, points: int) -> list[Moment]:
         raise RecordingError("--points must be at least 1")
     if rec.meta.submission is None:
         raise RecordingError(f"{rec.dir}: session was never submitted; a curve ends at the submission")
-    first_ck = next((e for e in rec.events if e.get("type") == "checkpoint"), None)
-    start = parse_iso(first_ck["t"]) if first_ck else rec.started
+    first_ck = next((e for e in rec.events if isinstance(e, Checkpoint)), None)
+    start = parse_iso(first_ck.t) if first_ck else rec.started
     end = parse_iso(rec.meta.submission.at)
     out: list[Moment] = []
     for i in range(1, points + 1):

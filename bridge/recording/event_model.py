@@ -15,9 +15,6 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-#: the recording format these models describe (docs/recording-format.md)
-EVENT_FORMAT_VERSION = 1
-
 
 class EventBase(BaseModel):
     model_config = ConfigDict(extra="allow")

@@ -14,7 +14,9 @@ from bridge.errors import RecordingError
 from bridge.fs.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, tree_hash_from_entries
 from bridge.fs.relpath import rel_parts
 from bridge.recording.clock import iso, parse_iso
-from bridge.recording.reader import FILE_EVENTS, SHA256_HEX, Recording, SessionMetaV1, open_recording
+from bridge.recording.event_model import Checkpoint, Event, FileDeleted, FileMoved, Submit
+from bridge.recording.format import SessionMeta
+from bridge.recording.reader import FILE_EVENT_CLASSES, SHA256_HEX, AnyFileEvent, Recording, open_recording
 
 # ----------------------------------------------------------------------------- moments
 
@@ -35,7 +37,7 @@ class Moment:
         return asdict(self)
 
 
-def working_seconds_at(meta: SessionMetaV1, when: datetime) -> float:
+def working_seconds_at(meta: SessionMeta, when: datetime) -> float:
     total = 0.0
     for span in meta.clock.spans:
         start = parse_iso(span.start)
@@ -46,11 +48,11 @@ def working_seconds_at(meta: SessionMetaV1, when: datetime) -> float:
     return round(total, 3)
 
 
-def _event_time(ev: dict[str, Any]) -> datetime:
+def _event_time(ev: Event) -> datetime:
     try:
-        return parse_iso(str(ev["t"]))
-    except (KeyError, ValueError):
-        raise RecordingError(f"event {ev.get('seq')} has no valid time") from None
+        return parse_iso(ev.t)
+    except ValueError:
+        raise RecordingError(f"event {ev.seq} has no valid time") from None
 
 
 def _parse_time(text: str) -> datetime:
@@ -95,29 +97,27 @@ def resolve_moment(rec_dir: Path | str | Recording, at: str) -> Moment:
         sub = rec.meta.submission
         if sub is None:
             raise RecordingError(f"{rec.dir}: session was never submitted (state {rec.meta.state})")
-        ev = next(
-            (e for e in reversed(rec.events) if e.get("type") == "submit" and e.get("commit") == sub.commit), None
-        )
-        seq = int(ev["seq"]) if ev else _last_seq_before(rec, parse_iso(sub.at))
+        submit = next((e for e in reversed(rec.events) if isinstance(e, Submit) and e.commit == sub.commit), None)
+        seq = submit.seq if submit else _last_seq_before(rec, parse_iso(sub.at))
         return _moment(rec, spec, seq, parse_iso(sub.at), commit=sub.commit)
     if spec == "start":
-        ck = next((e for e in rec.events if e.get("type") == "checkpoint"), None)
+        ck = next((e for e in rec.events if isinstance(e, Checkpoint)), None)
         if ck is None:
             raise RecordingError(f"{rec.dir}: recording has no checkpoint")
-        return _moment(rec, spec, int(ck["seq"]), _event_time(ck))
+        return _moment(rec, spec, ck.seq, _event_time(ck))
     if spec == "end":
-        ev = rec.events[-1]
-        return _moment(rec, spec, int(ev["seq"]), _event_time(ev))
+        last = rec.events[-1]
+        return _moment(rec, spec, last.seq, _event_time(last))
     if spec.startswith("event:"):
         try:
             seq = int(spec[6:])
         except ValueError:
             raise RecordingError(f"cannot read moment {spec!r}: event:N needs an integer seq") from None
-        ev = rec.by_seq(seq)
-        if ev is None:
-            last = rec.events[-1]["seq"]
-            raise RecordingError(f"recording has no event {seq} (events run from {rec.events[0]['seq']} to {last})")
-        return _moment(rec, spec, seq, _event_time(ev))
+        at_seq = rec.by_seq(seq)
+        if at_seq is None:
+            lo, hi = rec.events[0].seq, rec.events[-1].seq
+            raise RecordingError(f"recording has no event {seq} (events run from {lo} to {hi})")
+        return _moment(rec, spec, seq, _event_time(at_seq))
     if spec.startswith("+"):
         try:
             seconds = float(spec[1:])
@@ -140,10 +140,10 @@ def resolve_moment(rec_dir: Path | str | Recording, at: str) -> Moment:
 
 
 def _last_seq_before(rec: Recording, when: datetime) -> int:
-    seq = int(rec.events[0]["seq"])
+    seq = rec.events[0].seq
     for ev in rec.events:
         if _event_time(ev) <= when:
-            seq = int(ev["seq"])
+            seq = ev.seq
         else:
             break
     return seq
@@ -185,45 +185,40 @@ def _mode(text: Any) -> int:
     return mode
 
 
-def apply_file_event(rec: Recording, files: dict[str, FileState], ev: dict[str, Any], left_out: set[str]) -> None:
+def apply_file_event(rec: Recording, files: dict[str, FileState], ev: AnyFileEvent, left_out: set[str]) -> None:
     """Apply one file event to a path -> FileState map (shared by replay and verification)."""
-    typ = ev.get("type")
-    path = ev.get("path")
-    if not isinstance(path, str) or not path:
-        raise RecordingError(f"event {ev.get('seq')} ({typ}) has no path")
-    rel_parts(path, what=f"event {ev.get('seq')} ({typ}) path", error=RecordingError)
-    if isinstance(ev.get("dest"), str):
-        rel_parts(ev["dest"], what=f"event {ev.get('seq')} ({typ}) dest", error=RecordingError)
-    if typ == "file_deleted":
+    path = ev.path
+    if not path:
+        raise RecordingError(f"event {ev.seq} ({ev.type}) has no path")
+    rel_parts(path, what=f"event {ev.seq} ({ev.type}) path", error=RecordingError)
+    if isinstance(ev, FileMoved):
+        rel_parts(ev.dest, what=f"event {ev.seq} ({ev.type}) dest", error=RecordingError)
+    if isinstance(ev, FileDeleted):
         files.pop(path, None)
         left_out.discard(path)
         return
-    if ev.get("oversized"):
-        target = ev.get("dest") if typ == "file_moved" else path
+    if not isinstance(ev, FileMoved) and ev.oversized:
         files.pop(path, None)
-        if isinstance(target, str):
-            files.pop(target, None)
-            left_out.add(target)
+        left_out.add(path)
         return
-    sha = ev.get("sha256")
-    if typ == "file_moved":
-        dest = ev.get("dest")
-        if not isinstance(dest, str) or not dest:
-            raise RecordingError(f"event {ev.get('seq')} (file_moved) has no dest")
+    sha = ev.sha256
+    if isinstance(ev, FileMoved):
+        if not ev.dest:
+            raise RecordingError(f"event {ev.seq} (file_moved) has no dest")
         old = files.pop(path, None)
         left_out.discard(path)
-        if not isinstance(sha, str):
+        if sha is None:
             if old is None:
-                raise RecordingError(f"event {ev.get('seq')}: move of unknown file {path!r}")
-            files[dest] = old
+                raise RecordingError(f"event {ev.seq}: move of unknown file {path!r}")
+            files[ev.dest] = old
             return
-        path = dest
-    if not isinstance(sha, str) or not SHA256_HEX.match(sha):
-        raise RecordingError(f"event {ev.get('seq')} ({typ} {path}) has no valid sha256")
+        path = ev.dest
+    if sha is None or not SHA256_HEX.match(sha):
+        raise RecordingError(f"event {ev.seq} ({ev.type} {path}) has no valid sha256")
     oid = rec.store.oid_for_sha256(sha)
     if oid is None:
-        raise RecordingError(f"content of {path} (event {ev.get('seq')}, sha256 {sha[:12]}…) is not in the store")
-    files[path] = FileState(_mode(ev.get("mode", "100644")), oid, sha)
+        raise RecordingError(f"content of {path} (event {ev.seq}, sha256 {sha[:12]}…) is not in the store")
+    files[path] = FileState(_mode("100644" if ev.mode is None else ev.mode), oid, sha)
     left_out.discard(path)
 
 
@@ -241,32 +236,31 @@ def state_at(rec: Recording, moment: Moment) -> State:
         return State(
             commit_state(rec, moment.commit), moment.commit, moment.seq, 0, True, left_out=sorted(fields["left_out"])
         )
-    base: dict[str, Any] | None = None
+    base: Checkpoint | None = None
     i_base = -1
     for i, ev in enumerate(rec.events):
-        if ev["seq"] > moment.seq:
+        if ev.seq > moment.seq:
             break
-        if ev.get("type") == "checkpoint" and isinstance(ev.get("commit"), str):
+        if isinstance(ev, Checkpoint):
             base, i_base = ev, i
     note = ""
     if base is None:
         # Nothing is recorded before the recorder's baseline: show the baseline itself.
-        first = next((i for i, e in enumerate(rec.events) if e.get("type") == "checkpoint"), None)
+        first = next(((i, e) for i, e in enumerate(rec.events) if isinstance(e, Checkpoint)), None)
         if first is None:
             raise RecordingError(f"{rec.dir}: recording has no checkpoint to replay from")
-        base, i_base = rec.events[first], first
+        i_base, base = first
         note = "before the recorder's first checkpoint: showing that baseline"
-        end_seq = int(base["seq"])
+        end_seq = base.seq
     else:
         end_seq = moment.seq
-    commit = str(base["commit"])
-    files = commit_state(rec, commit)
-    left = set(rec.store.commit_fields(commit)["left_out"])
+    files = commit_state(rec, base.commit)
+    left = set(rec.store.commit_fields(base.commit)["left_out"])
     applied = 0
     for ev in rec.events[i_base + 1 :]:
-        if ev["seq"] > end_seq:
+        if ev.seq > end_seq:
             break
-        if ev.get("type") in FILE_EVENTS:
+        if isinstance(ev, FILE_EVENT_CLASSES):
             apply_file_event(rec, files, ev, left)
             applied += 1
-    return State(files, commit, int(base["seq"]), applied, applied == 0, sorted(left), note)
+    return State(files, base.commit, base.seq, applied, applied == 0, sorted(left), note)

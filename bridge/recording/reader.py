@@ -1,8 +1,9 @@
-"""Read a recording without writing to it (docs/recording-format.md): session.json through a
-pinned version-1 model, events.jsonl as records, and the shadow git store through `StoreReader`,
-a pure-Python reader of git's loose objects (the recorder writes loose objects only) that checks
-every object's SHA-1 and every blob's SHA-256 as it reads. No git process ever runs on a
-recording's store here (a crafted store config could make git run commands).
+"""Read a recording without writing to it (docs/recording-format.md): session.json through its
+version-1 model (bridge/recording/format.py), events.jsonl parsed once into typed events
+(bridge/recording/event_model.py), and the shadow git store through `StoreReader`, a pure-Python
+reader of git's loose objects (the recorder writes loose objects only) that checks every object's
+SHA-1 and every blob's SHA-256 as it reads. No git process ever runs on a recording's store here
+(a crafted store config could make git run commands).
 """
 
 from __future__ import annotations
@@ -13,114 +14,39 @@ import re
 import subprocess
 import threading
 import zlib
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any, TypeVar
 
 from bridge.errors import RecordingError
 from bridge.fs.hashing import MODE_EXEC, MODE_FILE, MODE_LINK, sha256_bytes
 from bridge.recording.clock import parse_iso
-from bridge.recording.event_model import EventShapeError, parse_event
+from bridge.recording.event_model import (
+    Event,
+    EventBase,
+    EventShapeError,
+    FileDeleted,
+    FileEvent,
+    FileMoved,
+    parse_event,
+)
 from bridge.recording.events import ReadStats, read_events
+from bridge.recording.format import SessionMeta, check_format_version
 from bridge.recording.gitsafe import HARDENING_ARGS, check_store_layout, isolated_git_env
 
-#: The newest recording format this reader understands (equals bridge.sessions.models.FORMAT_VERSION).
-READER_FORMAT_VERSION = 1
-SUPPORTED_FORMAT_VERSIONS = frozenset({1})
-HEAD_REF = "refs/heads/main"
-SUBMISSION_REF = "refs/rgbridge/submission"
-FILE_EVENTS = frozenset({"file_created", "file_modified", "file_deleted", "file_moved"})
+#: the event classes of file changes (file_created/file_modified, file_deleted, file_moved)
+FILE_EVENT_CLASSES = (FileEvent, FileDeleted, FileMoved)
+AnyFileEvent = FileEvent | FileDeleted | FileMoved
+E = TypeVar("E", bound=EventBase)
 INDEX_NAME = "index.json"
 _OID = re.compile(r"^[0-9a-f]{40}$")
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 
 
-# ----------------------------------------------------------------------------- session.json (v1)
-
-
-class _Span(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    start: str
-    end: str | None = None
-
-
-class _Clock(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    spans: list[_Span] = Field(default_factory=list)
-
-
-class _Submission(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    signal: str = ""
-    at: str
-    commit: str
-    tree_hash: str
-    stable: bool = True
-    seal_seconds: float = 0.0
-    files: int = 0
-
-
-class _Job(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    job_id: str
-    state: str = ""
-    profile: str = "both"
-    result_dir: str | None = None
-    error: str | None = None
-
-
-class _Client(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    name: str = "unknown"
-    version: str = ""
-
-
-class SessionMetaV1(BaseModel):
-    """The fields of a format-1 session.json this reader relies on (kept as is for old recordings)."""
-
-    model_config = ConfigDict(extra="allow")
-    format_version: int
-    bridge_version: str = ""
-    session_id: str
-    task_id: str
-    task_hash: str = ""
-    task_version: str = ""
-    task_source: str = ""
-    task_port: int = 0
-    time_limit: int = 0
-    workspace: str = ""
-    mode: str = "agent"
-    practice: bool = False
-    client: _Client = Field(default_factory=_Client)
-    created_at: str
-    ended_at: str | None = None
-    state: str = "active"
-    clock: _Clock = Field(default_factory=_Clock)
-    notes: int = 0
-    submission: _Submission | None = None
-    job: _Job | None = None
-    quit_reason: str | None = None
-
-
-def check_format_version(value: Any, where: str) -> int:
-    """Accept every version up to the current one; refuse newer ones with a clear message."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise RecordingError(f"{where}: invalid format_version {value!r}")
-    if value > READER_FORMAT_VERSION:
-        raise RecordingError(
-            f"{where}: recording format {value} is newer than this reader (supports up to "
-            f"{READER_FORMAT_VERSION}); upgrade repogenesis-bridge to read it"
-        )
-    if value not in SUPPORTED_FORMAT_VERSIONS:
-        raise RecordingError(f"{where}: recording format {value} is not supported")
-    return value
-
-
-def load_meta(rec_dir: Path) -> SessionMetaV1:
+def load_meta(rec_dir: Path) -> SessionMeta:
     path = Path(rec_dir) / "session.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -132,7 +58,7 @@ def load_meta(rec_dir: Path) -> SessionMetaV1:
         raise RecordingError(f"{path}: session.json is not an object")
     check_format_version(data.get("format_version"), str(path))
     try:
-        return SessionMetaV1.model_validate(data)
+        return SessionMeta.model_validate(data)
     except ValueError as exc:
         raise RecordingError(f"{path}: invalid session.json: {str(exc).splitlines()[0]}") from None
 
@@ -340,11 +266,11 @@ class StoreReader:
 
 @dataclass
 class Recording:
-    """A recording opened for reading."""
+    """A recording opened for reading: its events parsed once into the typed event model."""
 
     dir: Path
-    meta: SessionMetaV1
-    events: list[dict[str, Any]]
+    meta: SessionMeta
+    events: list[Event]
     bad_lines: int
     store: StoreReader
 
@@ -352,31 +278,18 @@ class Recording:
     def started(self) -> datetime:
         return parse_iso(self.meta.created_at)
 
-    def by_seq(self, seq: int) -> dict[str, Any] | None:
-        i = _bisect_seq(self.events, seq)
-        return self.events[i] if i < len(self.events) and self.events[i].get("seq") == seq else None
+    def by_seq(self, seq: int) -> Event | None:
+        i = bisect_left(self.events, seq, key=lambda e: e.seq)
+        return self.events[i] if i < len(self.events) and self.events[i].seq == seq else None
 
-    def last_of(self, type_: str) -> dict[str, Any] | None:
-        ev: dict[str, Any]  # mypy types `reversed(list)` items as Any
+    def last_of(self, kind: type[E]) -> E | None:
         for ev in reversed(self.events):
-            if ev.get("type") == type_:
+            if isinstance(ev, kind):
                 return ev
         return None
 
-    def of_type(self, *types: str) -> list[dict[str, Any]]:
-        wanted = set(types)
-        return [e for e in self.events if e.get("type") in wanted]
-
-
-def _bisect_seq(events: list[dict[str, Any]], seq: int) -> int:
-    lo, hi = 0, len(events)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if int(events[mid].get("seq", 0)) < seq:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    def of_type(self, kind: type[E]) -> list[E]:
+        return [e for e in self.events if isinstance(e, kind)]
 
 
 def open_recording(rec_dir: Path | str) -> Recording:
@@ -388,13 +301,15 @@ def open_recording(rec_dir: Path | str) -> Recording:
     if not events_path.is_file():
         raise RecordingError(f"{rec_dir}: recording has no events.jsonl")
     stats = ReadStats()
-    events = [e for e in read_events(events_path, stats=stats) if isinstance(e.get("seq"), int)]
-    for ev in events:
+    events: list[Event] = []
+    for record in read_events(events_path, stats=stats):
+        if not isinstance(record.get("seq"), int):
+            continue
         try:
-            parse_event(ev)  # every field a reader uses has its type's shape (event_model.py)
+            events.append(parse_event(record))  # every field a reader uses has its type's shape
         except EventShapeError as exc:
-            raise RecordingError(f"{rec_dir}: events.jsonl: event {ev['seq']} is malformed ({exc})") from None
-    events.sort(key=lambda e: e["seq"])  # written in order; sorting makes bisect safe on odd files
+            raise RecordingError(f"{rec_dir}: events.jsonl: event {record['seq']} is malformed ({exc})") from None
+    events.sort(key=lambda e: e.seq)  # written in order; sorting makes bisect safe on odd files
     return Recording(rec_dir, meta, events, stats.bad_lines, StoreReader(rec_dir / "store"))
 
 
@@ -405,5 +320,5 @@ def iter_recordings(folder: Path) -> Iterator[Path]:
             yield child
 
 
-def file_events(rec: Recording) -> Iterable[dict[str, Any]]:
-    return (e for e in rec.events if e.get("type") in FILE_EVENTS)
+def file_events(rec: Recording) -> Iterable[AnyFileEvent]:
+    return (e for e in rec.events if isinstance(e, FILE_EVENT_CLASSES))

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from bridge.fs.files import write_json_atomic
-from bridge.recording.reader import INDEX_NAME, READER_FORMAT_VERSION, load_meta
+from bridge.recording.format import FORMAT_VERSION
+from bridge.recording.reader import INDEX_NAME, load_meta
 from bridge.scoring.result import summarize_result
 
 # ----------------------------------------------------------------------------- results & index
@@ -67,7 +68,7 @@ def write_index(rec_dir: Path | str) -> Path:
     write_json_atomic(
         path,
         {
-            "format_version": READER_FORMAT_VERSION,
+            "format_version": FORMAT_VERSION,
             "results": list_results(rec_dir),
             "curves": [f"results/{c}" for c in curves],
         },

@@ -29,11 +29,10 @@ from bridge.errors import RecordingError
 from bridge.fs.hashing import MODE_EXEC, MODE_LINK, sha256_bytes, tree_hash_from_entries
 from bridge.fs.ignore import EXCLUDED_DIR_SUFFIXES, EXCLUDED_DIRS
 from bridge.fs.relpath import check_layout, rel_parts
+from bridge.recording.format import HEAD_REF
 from bridge.recording.gitsafe import HARDENING_ARGS, check_store_layout, isolated_git_env
 from bridge.recording.manifest import FileEntry, Manifest, Oversized, read_entry
 
-HEAD_REF = "refs/heads/main"
-SUBMISSION_REF = "refs/rgbridge/submission"
 IDENTITY = ("rgbridge", "rgbridge@localhost")
 _TEMP_PATTERNS = (
     "*.sw[a-px]",

@@ -7,7 +7,6 @@ working seconds (the running clock) are given where the recording has them.
 
 from __future__ import annotations
 
-from collections import Counter
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -15,27 +14,13 @@ from typing import Any
 from bridge.recording.agent_trace import agent_trace
 from bridge.recording.clock import parse_iso
 from bridge.recording.moments import working_seconds_at
-from bridge.recording.reader import FILE_EVENTS, Recording, open_recording
+from bridge.recording.reader import Recording, open_recording
 from bridge.recording.results import list_results
+from bridge.recording.timeline_events import Gathered, add_event
 
 NICE_BUCKETS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400)
 MAX_BUCKETS = 40
 SPARK = "▁▂▃▄▅▆▇█"
-_INCIDENTS = frozenset(
-    {
-        "recorder_degraded",
-        "recorder_error",
-        "reattach",
-        "detach",
-        "score_failed",
-        "score_resume",
-        "sentinel",
-        "quit",
-        # a golden test/solution file opened while the session was open (bridge/sessions/contamination.py)
-        "golden_access",
-        "golden_watch_warning",
-    }
-)
 
 
 def bucket_seconds(duration: float, max_buckets: int = MAX_BUCKETS) -> int:
@@ -54,18 +39,12 @@ def _secs(rec: Recording, t: str | None) -> float | None:
         return None
 
 
-def build_timeline(rec_dir: Path | str | Recording) -> dict[str, Any]:
-    """The timeline of a recording as plain data (what `--json` prints and the HTML report draws)."""
-    rec = rec_dir if isinstance(rec_dir, Recording) else open_recording(rec_dir)
-    meta = rec.meta
-    last_t = parse_iso(rec.events[-1]["t"]) if rec.events else rec.started
-    end_t = parse_iso(meta.ended_at) if meta.ended_at else last_t
-    end_t = max(end_t, last_t)
-    wall = round((end_t - rec.started).total_seconds(), 3)
-
-    spans, pauses = [], []
+def _clock_spans(rec: Recording, end_t: datetime) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The running spans of the working clock and the pauses between them."""
+    spans: list[dict[str, Any]] = []
+    pauses: list[dict[str, Any]] = []
     prev_end: datetime | None = None
-    for span in meta.clock.spans:
+    for span in rec.meta.clock.spans:
         s = parse_iso(span.start)
         e = parse_iso(span.end) if span.end else end_t
         if prev_end is not None and s > prev_end:
@@ -89,7 +68,30 @@ def build_timeline(rec_dir: Path | str | Recording) -> dict[str, Any]:
             }
         )
         prev_end = e
-    working = working_seconds_at(meta, end_t)
+    return spans, pauses
+
+
+def _with_agent_steps(rec: Recording, acc: Gathered) -> dict[str, Any] | None:
+    """The agent's steps (an agent run's recording) beside the file events, placed by their time."""
+    agent = agent_trace(rec.dir, rec.started)
+    if agent is not None:
+        timed = [s for s in agent["steps"] if s["t_s"] is not None]
+        steps = [{"seq": f"a{s['step']}", "t_s": s["t_s"], "kind": "agent", "text": s["text"]} for s in timed]
+        acc.entries = sorted(acc.entries + steps, key=lambda e: e["t_s"] if e["t_s"] is not None else 0.0)
+        for step in timed:  # agent steps per bucket, beside the file events of the same bucket
+            acc.buckets[min(len(acc.buckets) - 1, max(0, int(step["t_s"] // acc.size)))]["agent"] += 1
+    return agent
+
+
+def build_timeline(rec_dir: Path | str | Recording) -> dict[str, Any]:
+    """The timeline of a recording as plain data (what `--json` prints and the HTML report draws)."""
+    rec = rec_dir if isinstance(rec_dir, Recording) else open_recording(rec_dir)
+    meta = rec.meta
+    last_t = parse_iso(rec.events[-1].t) if rec.events else rec.started
+    end_t = parse_iso(meta.ended_at) if meta.ended_at else last_t
+    end_t = max(end_t, last_t)
+    wall = round((end_t - rec.started).total_seconds(), 3)
+    spans, pauses = _clock_spans(rec, end_t)
 
     size = bucket_seconds(max(wall, 1.0))
     n_buckets = max(1, int(wall // size) + 1)
@@ -97,126 +99,11 @@ def build_timeline(rec_dir: Path | str | Recording) -> dict[str, Any]:
         {"start_s": i * size, "created": 0, "modified": 0, "deleted": 0, "moved": 0, "total": 0, "agent": 0}
         for i in range(n_buckets)
     ]
-    kinds: Counter[str] = Counter()
-    per_path: Counter[str] = Counter()
-    synthetic = 0
-    checkpoints, calls, notes, incidents, entries = [], [], [], [], []
-    by_tool: dict[str, dict[str, int]] = {}
+    acc = Gathered(size, buckets)
     for ev in rec.events:
-        typ = ev.get("type")
-        ts = _secs(rec, ev.get("t"))
-        if typ in FILE_EVENTS:
-            kind = str(typ)[5:]
-            kinds[kind] += 1
-            per_path[str(ev.get("path"))] += 1
-            if kind == "moved" and ev.get("dest"):
-                per_path[str(ev.get("dest"))] += 1
-            if ev.get("synthetic"):
-                synthetic += 1
-            if ts is not None:
-                b = buckets[min(len(buckets) - 1, max(0, int(ts // size)))]
-                b[kind] += 1
-                b["total"] += 1
-        elif typ == "checkpoint":
-            checkpoints.append(
-                {
-                    "seq": ev["seq"],
-                    "t_s": ts,
-                    "reason": ev.get("reason"),
-                    "commit": ev.get("commit"),
-                    "tree_hash": ev.get("tree_hash"),
-                    "files": ev.get("files"),
-                    "changes": ev.get("changes"),
-                    "reconciled": ev.get("reconciled", 0),
-                }
-            )
-            if ev.get("reconciled"):
-                incidents.append(
-                    {
-                        "seq": ev["seq"],
-                        "t_s": ts,
-                        "type": "reconciled",
-                        "detail": f"{ev.get('reconciled')} change(s) found only by reconciliation",
-                    }
-                )
-        elif typ == "mcp_call":
-            tool = str(ev.get("tool", "?"))
-            ok = bool(ev.get("ok"))
-            calls.append({"seq": ev["seq"], "t_s": ts, "tool": tool, "ok": ok, "error": ev.get("error")})
-            slot = by_tool.setdefault(tool, {"ok": 0, "error": 0})
-            slot["ok" if ok else "error"] += 1
-            entries.append(
-                {
-                    "seq": ev["seq"],
-                    "t_s": ts,
-                    "kind": "mcp",
-                    "text": f"{tool} → {'ok' if ok else 'error: ' + str(ev.get('error') or '')}",
-                }
-            )
-        elif typ == "note":
-            notes.append(
-                {
-                    "seq": ev["seq"],
-                    "t_s": ts,
-                    "working_seconds": ev.get("working_seconds"),
-                    "text": str(ev.get("text", "")),
-                }
-            )
-            entries.append({"seq": ev["seq"], "t_s": ts, "kind": "note", "text": str(ev.get("text", ""))})
-        elif typ in ("clock_start", "clock_stop"):
-            entries.append(
-                {
-                    "seq": ev["seq"],
-                    "t_s": ts,
-                    "kind": "clock",
-                    "text": ("clock running" if typ == "clock_start" else "clock paused")
-                    + f" (working {float(ev.get('working_seconds') or 0):.1f}s)",
-                }
-            )
-        elif typ == "submit":
-            entries.append(
-                {
-                    "seq": ev["seq"],
-                    "t_s": ts,
-                    "kind": "submit",
-                    "text": f"submitted via {ev.get('signal')}: {ev.get('files')} files, commit "
-                    f"{str(ev.get('commit'))[:12]}" + ("" if ev.get("stable", True) else " (unstable)"),
-                }
-            )
-        elif typ == "score":
-            parts = [
-                f"{p}: Pass@1 {s.get('pass_at_1')} DSR {s.get('dsr')} AC {s.get('api_coverage')}"
-                for p, s in (ev.get("summary") or {}).items()
-            ]
-            entries.append({"seq": ev["seq"], "t_s": ts, "kind": "score", "text": "scored — " + "; ".join(parts)})
-        elif typ in ("session_start", "recorder_started"):
-            entries.append(
-                {
-                    "seq": ev["seq"],
-                    "t_s": ts,
-                    "kind": "session",
-                    "text": str(typ).replace("_", " ") + (f" ({ev.get('mode')})" if ev.get("mode") else ""),
-                }
-            )
-        if typ in _INCIDENTS:
-            detail = (
-                ev.get("reason")
-                or ev.get("error")
-                or ev.get("state")
-                or ev.get("message")
-                or (f"{ev.get('kind')} {ev.get('path')}" if typ == "golden_access" else "")
-            )
-            incidents.append({"seq": ev["seq"], "t_s": ts, "type": typ, "detail": str(detail)})
-            entries.append({"seq": ev["seq"], "t_s": ts, "kind": "incident", "text": f"{typ} {detail}".strip()})
-    entries.sort(key=lambda e: e["seq"])
-    # The agent's steps (an agent run's recording) beside the file events, placed by their time.
-    agent = agent_trace(rec.dir, rec.started)
-    if agent is not None:
-        timed = [s for s in agent["steps"] if s["t_s"] is not None]
-        steps = [{"seq": f"a{s['step']}", "t_s": s["t_s"], "kind": "agent", "text": s["text"]} for s in timed]
-        entries = sorted(entries + steps, key=lambda e: e["t_s"] if e["t_s"] is not None else 0.0)
-        for step in timed:  # agent steps per bucket, beside the file events of the same bucket
-            buckets[min(len(buckets) - 1, max(0, int(step["t_s"] // size)))]["agent"] += 1
+        add_event(ev, acc, _secs(rec, ev.t))
+    acc.entries.sort(key=lambda e: e["seq"])
+    agent = _with_agent_steps(rec, acc)
 
     sub = meta.submission
     submission = None
@@ -247,31 +134,31 @@ def build_timeline(rec_dir: Path | str | Recording) -> dict[str, Any]:
         },
         "duration": {
             "wall_seconds": wall,
-            "working_seconds": working,
+            "working_seconds": working_seconds_at(meta, end_t),
             "paused_seconds": round(sum(float(p["seconds"] or 0) for p in pauses), 3),
         },
         "clock": {"spans": spans, "pauses": pauses},
         "files": {
-            "events": sum(kinds.values()),
-            **{k: kinds.get(k, 0) for k in ("created", "modified", "deleted", "moved")},
-            "synthetic": synthetic,
-            "paths": len(per_path),
-            "top": [{"path": p, "changes": n} for p, n in per_path.most_common(10)],
+            "events": sum(acc.kinds.values()),
+            **{k: acc.kinds.get(k, 0) for k in ("created", "modified", "deleted", "moved")},
+            "synthetic": acc.synthetic,
+            "paths": len(acc.per_path),
+            "top": [{"path": p, "changes": n} for p, n in acc.per_path.most_common(10)],
         },
         "histogram": {"bucket_seconds": size, "buckets": buckets},
-        "checkpoints": checkpoints,
+        "checkpoints": acc.checkpoints,
         "mcp_calls": {
-            "total": len(calls),
-            "errors": sum(1 for c in calls if not c["ok"]),
-            "by_tool": by_tool,
-            "calls": calls,
+            "total": len(acc.calls),
+            "errors": sum(1 for c in acc.calls if not c["ok"]),
+            "by_tool": acc.by_tool,
+            "calls": acc.calls,
         },
-        "notes": notes,
-        "incidents": incidents,
-        "contaminated": any(i["type"] == "golden_access" for i in incidents),
+        "notes": acc.notes,
+        "incidents": acc.incidents,
+        "contaminated": any(i["type"] == "golden_access" for i in acc.incidents),
         "submission": submission,
         "scores": scores,
-        "entries": entries,
+        "entries": acc.entries,
         "agent": agent,
         "events": len(rec.events),
     }

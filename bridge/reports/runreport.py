@@ -105,9 +105,8 @@ def recording_report(rec_dir: Path | str) -> dict[str, Any]:
         "client": f"{meta.client.name} {meta.client.version}".strip(),
         "mode": meta.mode,
     }
-    extra = meta.model_extra or {}
-    if isinstance(extra.get("attempt"), int):  # recorded since attempts exist (bridge/sessions/attempts.py)
-        md.update(attempt=extra["attempt"], run_id=str(extra.get("run_id") or ""))
+    if "attempt" in meta.model_fields_set:  # recorded since attempts exist (bridge/sessions/attempts.py)
+        md.update(attempt=meta.attempt, run_id=meta.run_id)
     if latest is not None:
         try:
             result = ScoreResult.model_validate_json((rec_dir / latest["path"]).read_text(encoding="utf-8"))

@@ -33,7 +33,6 @@ from bridge.sessions.live import Session, recorded_session
 from bridge.sessions.models import (
     SENTINEL,
     ClientInfo,
-    Profile,
     ResultStatus,
     Scorer,
     SessionRecord,
@@ -46,6 +45,7 @@ from bridge.sessions.models import (
 )
 from bridge.sessions.ownership import held_elsewhere
 from bridge.sessions.rules import rules_text, task_spec, task_summary
+from bridge.sessions.settings import SessionSettings
 from bridge.sessions.timelimit import arm_timer, disarm_timer
 from bridge.tasks.catalog import Catalog
 
@@ -60,41 +60,29 @@ class SessionManager:
         catalog: Catalog,
         *,
         recordings_dir: Path,
-        profile: Profile = "both",
         scorer: Scorer | None = None,
-        practice: bool = False,
-        settle_seconds: float = 0.3,
-        seal_quiet_seconds: float = 1.0,
-        seal_max_wait: float = 30.0,
-        reattach: bool = True,
-        attempts: int = 1,
-        run_id: str | None = None,
-        finish_jobs_at_exit: bool = True,
+        settings: SessionSettings | None = None,
     ) -> None:
-        """`finish_jobs_at_exit`: a process that ends waits for the scoring jobs it started
-        (bridge/sessions/jobs.py); False leaves them to be resumed by the next bridge."""
-        if attempts < 1:
-            raise SessionError(f"--attempts must be at least 1 (got {attempts})")
+        """`scorer`: the default Docker engine when None (bridge/scoring/engine.py); `settings`:
+        bridge/sessions/settings.py, its defaults when None."""
+        self.settings = settings = settings if settings is not None else SessionSettings()
+        if settings.attempts < 1:
+            raise SessionError(f"--attempts must be at least 1 (got {settings.attempts})")
         jobs.job_slots()  # a bad RGBRIDGE_MAX_JOBS is an error now, not at the first submit
         self.catalog = catalog
-        self.attempts = attempts
-        self.named_run = bool(run_id)
+        self.named_run = bool(settings.run_id)
         self.run_id = (
-            check_run_id(run_id) if run_id else f"{utcnow().strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(4)}"
+            check_run_id(settings.run_id)
+            if settings.run_id
+            else f"{utcnow().strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(4)}"
         )
         self.recordings_dir = Path(recordings_dir).resolve()
         self.recordings_dir.mkdir(parents=True, exist_ok=True)
-        self.profile = profile
-        self.practice = practice
         self._scorer = scorer
-        self.finish_jobs_at_exit = finish_jobs_at_exit
-        self.settle_seconds = settle_seconds
-        self.seal_quiet_seconds = seal_quiet_seconds
-        self.seal_max_wait = seal_max_wait
         self.sessions: dict[str, Session] = {}
         self._lock = threading.RLock()
         self._closed = False
-        if reattach:  # a server start: what killed processes left in the temp folder goes first
+        if settings.reattach:  # a server start: what killed processes left in the temp folder goes first
             contamination.sweep_leftovers()
             detached.sweep_scratch()
             self.reattach_all()
@@ -141,7 +129,7 @@ class SessionManager:
                 recordings_dir=self.recordings_dir,
                 run_id=self.run_id,
                 named_run=self.named_run,
-                attempts=self.attempts,
+                attempts=self.settings.attempts,
             )
             session = opening.open_session(
                 task,
@@ -151,9 +139,8 @@ class SessionManager:
                 mode=mode,
                 client=client,
                 attempt=attempt,
-                practice=self.practice,
                 run_id=self.run_id,
-                settle_seconds=self.settle_seconds,
+                settings=self.settings,
                 on_sentinel=self._on_sentinel,
             )
             session.record.clock.start()
@@ -271,7 +258,7 @@ class SessionManager:
         It checkpoints the workspace, deploys that commit and reports DSR only; no golden test
         runs. It is recorded as a `practice_check` event so a reviewer sees it was used.
         """
-        if not self.practice:
+        if not self.settings.practice:
             raise SessionError("practice checks are off: start the server with --practice to allow deploy-only checks")
         session = self._get(session_id)
         with session.lock:
@@ -312,12 +299,9 @@ class SessionManager:
             return submission.submit(
                 session,
                 signal=signal,
-                profile=self.profile,
-                quiet_seconds=self.seal_quiet_seconds,
-                max_wait=self.seal_max_wait,
+                settings=self.settings,
                 on_limit=self._on_time_limit,
                 scorer=self._job_scorer(),
-                finish_at_exit=self.finish_jobs_at_exit,
             )
 
     def _get_scorer(self) -> Scorer:
@@ -398,11 +382,10 @@ class SessionManager:
             catalog=self.catalog,
             recordings_dir=self.recordings_dir,
             held=self.sessions,
-            settle_seconds=self.settle_seconds,
+            settings=self.settings,
             on_sentinel=self._on_sentinel,
             on_limit=self._on_time_limit,
             scorer=self._job_scorer(),
-            finish_at_exit=self.finish_jobs_at_exit,
         )
         if session is None:
             return None

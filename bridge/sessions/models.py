@@ -1,5 +1,9 @@
 """What a session is on disk and over the wire: session.json (`SessionRecord`, format version 1)
 and the typed answers of the session verbs (status, submit receipt, result).
+
+`SessionRecord` and its parts extend the recording format's model of session.json
+(bridge/recording/format.py) with the stricter types this layer writes; they keep the format's
+field order, so session.json reads the same.
 """
 
 from __future__ import annotations
@@ -9,19 +13,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from bridge.fs.paths import safe_relative
-from bridge.recording.clock import Clock
+from bridge.recording.format import FORMAT_VERSION, ClientMeta, JobMeta, SessionMeta, SubmissionMeta
 from bridge.release import exact_version
 from bridge.scoring.result import summarize_result
 from bridge.sessions import contamination
 from bridge.tasks.model import Task
 
-FORMAT_VERSION = 1
 SENTINEL = "SUBMIT"
 SUBMIT_RETRY_SECONDS = 5.0  # a time-limit submit the disk refused is retried this often
-SUBMISSION_REF = "refs/rgbridge/submission"
 #: files an IDE may put in a fresh workspace that do not make it "non-empty"
 IDE_FILES = frozenset({".mcp.json", ".DS_Store"})
 
@@ -48,9 +50,8 @@ class Scorer(Protocol):
     ) -> BaseModel: ...
 
 
-class ClientInfo(BaseModel):
-    name: str = "unknown"
-    version: str = ""
+class ClientInfo(ClientMeta):
+    model_config = ConfigDict(extra="ignore")
     protocol: str = ""  # MCP protocol version the client negotiated, when known
 
 
@@ -69,53 +70,35 @@ class TaskSpec(TaskSummary):
     seed_files: list[str] = Field(default_factory=list)
 
 
-class Submission(BaseModel):
+class Submission(SubmissionMeta):
+    model_config = ConfigDict(extra="ignore")
     signal: Signal
-    at: str
-    commit: str
-    tree_hash: str
     stable: bool
     seal_seconds: float
     files: int
 
 
-class Job(BaseModel):
-    job_id: str
+class Job(JobMeta):
+    model_config = ConfigDict(extra="ignore")
     state: JobState = "queued"
-    message: str = ""
-    profile: str = "both"
-    started_at: str | None = None
-    finished_at: str | None = None
-    result_dir: str | None = None
-    error: str | None = None
 
 
-class SessionRecord(BaseModel):
+class SessionRecord(SessionMeta):
     """The content of session.json (format documented in docs/recording-format.md)."""
 
+    model_config = ConfigDict(extra="ignore")
     format_version: int = FORMAT_VERSION
     bridge_version: str = Field(default_factory=exact_version)
-    session_id: str
-    task_id: str
     task_hash: str
     task_version: str
     task_source: str
     task_port: int
-    time_limit: int = 0
     workspace: str
-    run_id: str = ""  # the bridge process (agent run) that started it (bridge/sessions/attempts.py)
-    attempt: int = 1  # this session's attempt at the task within its run
     mode: Literal["agent", "human"] = "agent"
-    practice: bool = False
     client: ClientInfo = Field(default_factory=ClientInfo)
-    created_at: str
-    ended_at: str | None = None
     state: SessionState = "active"
-    clock: Clock = Field(default_factory=Clock)
-    notes: int = 0
     submission: Submission | None = None
     job: Job | None = None
-    quit_reason: str | None = None
     failure: str | None = None  # the last failed operation (e.g. a submit the disk refused); None when fine
 
 

@@ -29,6 +29,7 @@ from bridge.sessions.ownership import OwnerLock, held_elsewhere
 from bridge.sessions.recorder import Recorder
 from bridge.sessions.recovery import settle_orphaned_clock
 from bridge.sessions.scorer import start_job
+from bridge.sessions.settings import RecorderSettings, SessionSettings
 from bridge.sessions.timelimit import arm_timer
 from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
@@ -188,7 +189,7 @@ def seed(session: Session, ws_fd: int) -> None:
 
 
 def start_recorder(
-    session: Session, *, settle_seconds: float, on_sentinel: Callable[[str], None], resume: bool = False
+    session: Session, *, settings: RecorderSettings, on_sentinel: Callable[[str], None], resume: bool = False
 ) -> None:
     """Start watching the workspace: `resume` reconciles against the store's last commit."""
     sid = session.record.session_id
@@ -197,7 +198,7 @@ def start_recorder(
         session.workspace,
         event_log=session.events,
         store=session.store,
-        settle_seconds=settle_seconds,
+        settings=settings,
         on_sentinel=lambda: on_sentinel(sid),
         baseline=session.store.manifest_of(head) if head else None,
     )
@@ -220,12 +221,12 @@ def open_session(
     mode: Literal["agent", "human"],
     client: ClientInfo | None,
     attempt: int,
-    practice: bool,
     run_id: str,
-    settle_seconds: float,
+    settings: SessionSettings,
     on_sentinel: Callable[[str], None],
 ) -> Session:
-    """A new session in `workspace`, seeded and recorded; its clock is not started yet."""
+    """A new session in `workspace`, seeded and recorded; its clock is not started yet. `run_id`:
+    the manager's run (`settings.run_id` or the fresh id it made)."""
     ws_fd = open_workspace(workspace)  # held: later checks and seed writes go through it
     try:
         try:
@@ -237,14 +238,14 @@ def open_session(
                 mode=mode,
                 client=client,
                 attempt=attempt,
-                practice=practice,
+                practice=settings.practice,
                 run_id=run_id,
             )
         except OSError as exc:  # a folder on its path vanished or was swapped meanwhile: a clear refusal
             raise changed_while_starting(workspace, exc) from None
         try:
             seed(session, ws_fd)
-            start_recorder(session, settle_seconds=settle_seconds, on_sentinel=on_sentinel)
+            start_recorder(session, settings=settings.recorder, on_sentinel=on_sentinel)
             assert session.recorder is not None
             session.anchor = identity(ws_fd)
             if session.recorder.root != workspace or not still_at(ws_fd, workspace):
@@ -279,11 +280,10 @@ def reopen(
     catalog: Catalog,
     recordings_dir: Path,
     held: Container[str],
-    settle_seconds: float,
+    settings: SessionSettings,
     on_sentinel: Callable[[str], None],
     on_limit: Callable[[str], None],
     scorer: Callable[[], Scorer] | None,
-    finish_at_exit: bool = True,
 ) -> Session | None:
     """Re-attach one recording after checking it like a new session (bridge/sessions/attach.py):
     a well-formed id equal to its folder, a known task, and a recorded workspace that is
@@ -314,7 +314,7 @@ def reopen(
         session.events.append("reattach", pid=os.getpid(), state=record.state)
         if record.state in ("active", "paused"):
             # reconciles what changed while down
-            start_recorder(session, settle_seconds=settle_seconds, on_sentinel=on_sentinel, resume=True)
+            start_recorder(session, settings=settings.recorder, on_sentinel=on_sentinel, resume=True)
             if record.state == "active":
                 record.clock.start()  # settled above: the time the bridge was down is not work
                 session.events.append("clock_start", working_seconds=record.clock.elapsed())
@@ -322,7 +322,7 @@ def reopen(
         else:
             session.events.append("score_resume", job_id=record.job.job_id if record.job else None)
             session.save()
-            start_job(session, scorer, finish_at_exit=finish_at_exit)  # may hand the recording off
+            start_job(session, scorer, finish_at_exit=settings.finish_jobs_at_exit)  # may hand the recording off
             return session
     except BaseException:
         owner.release()

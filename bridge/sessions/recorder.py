@@ -25,12 +25,12 @@ from typing import Any
 
 from bridge.errors import RecordingError
 from bridge.fs.hashing import SENTINEL_REL
-from bridge.fs.ignore import EXCLUDED_DIRS
 from bridge.recording.events import EventLog
-from bridge.recording.manifest import DEFAULT_MAX_FILE_BYTES, Manifest, diff, stable_scan
+from bridge.recording.manifest import Manifest, diff, stable_scan
 from bridge.recording.store import ShadowStore
 from bridge.sessions.checkpoints import Checkpoint, Committer, Seal
 from bridge.sessions.recorded import RecordedFiles
+from bridge.sessions.settings import RecorderSettings
 from bridge.sessions.settling import Settler, workspace_rel
 from bridge.sessions.watch import LIMIT_ERRNOS, Watcher
 
@@ -42,42 +42,37 @@ class Recorder:
         *,
         event_log: EventLog,
         store: ShadowStore,
-        settle_seconds: float = 0.3,
-        exclude: frozenset[str] | set[str] = EXCLUDED_DIRS,
+        settings: RecorderSettings | None = None,
         on_sentinel: Callable[[], None] | None = None,
-        force_polling: bool = False,
-        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-        auto_checkpoint: bool = True,
-        checkpoint_quiet: float = 1.0,
-        checkpoint_interval: float = 5.0,
-        checkpoint_max_interval: float = 60.0,
-        poll_interval: float = 1.0,
         raw_log: Path | None = None,
         baseline: Manifest | None = None,
     ) -> None:
+        """`raw_log`: the optional debug log of every raw watch event; `baseline`: what was
+        recorded before this recorder (a re-attached session)."""
+        settings = settings if settings is not None else RecorderSettings()
         self.root = Path(workspace).resolve()
         self._root_s = str(self.root)
         self.log = event_log
         self.store = store
-        self.settle = settle_seconds
-        self.exclude = frozenset(exclude)
+        self.settle = settings.settle_seconds
+        self.exclude = frozenset(settings.exclude)
         self.on_sentinel = on_sentinel
         #: called once when the recorder stops (the session is no longer open), even if it never started
         self.stop_hooks: list[Callable[[], None]] = []
-        self.force_polling = force_polling
-        self.max_file_bytes = min(max_file_bytes, store.max_file_bytes)
-        self.auto_checkpoint = auto_checkpoint
-        self.checkpoint_quiet = checkpoint_quiet
-        self.checkpoint_interval = checkpoint_interval
-        self.checkpoint_max_interval = checkpoint_max_interval
-        self.poll_interval = poll_interval
+        self.force_polling = settings.force_polling
+        self.max_file_bytes = min(settings.max_file_bytes, store.max_file_bytes)
+        self.auto_checkpoint = settings.auto_checkpoint
+        self.checkpoint_quiet = settings.checkpoint_quiet
+        self.checkpoint_interval = settings.checkpoint_interval
+        self.checkpoint_max_interval = settings.checkpoint_max_interval
+        self.poll_interval = settings.poll_interval
         self._raw_path = raw_log
         # What was recorded before this recorder (a re-attached session): the start checkpoint
         # reconciles the disk against it, so changes made while nothing recorded are logged.
         self._baseline = baseline
         self._raw: Any = None
 
-        self.mode: str = "polling" if force_polling else "inotify"
+        self.mode: str = "polling" if self.force_polling else "inotify"
         self.degraded: str | None = None
 
         self._q: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()

@@ -13,18 +13,18 @@ from collections.abc import Callable
 
 from bridge.errors import PathError, RecordingError, SessionError
 from bridge.recording.clock import iso, utcnow
+from bridge.recording.format import SUBMISSION_REF
 from bridge.sessions.live import Session
 from bridge.sessions.models import (
-    SUBMISSION_REF,
     SUBMIT_RETRY_SECONDS,
     Job,
-    Profile,
     Scorer,
     Signal,
     Submission,
     SubmitReceipt,
 )
 from bridge.sessions.scorer import start_job
+from bridge.sessions.settings import SessionSettings
 from bridge.sessions.timelimit import arm_timer
 
 
@@ -32,15 +32,13 @@ def submit(
     session: Session,
     *,
     signal: Signal,
-    profile: Profile,
-    quiet_seconds: float,
-    max_wait: float,
+    settings: SessionSettings,
     on_limit: Callable[[str], None],
     scorer: Callable[[], Scorer] | None,
-    finish_at_exit: bool = True,
 ) -> SubmitReceipt:
     """Submit an open session whose timer is disarmed; the caller holds `session.lock`.
-    `on_limit` re-arms the time limit if the submit fails; `scorer` and `finish_at_exit` are
+    `settings` gives the seal's quiet time and wait, the profile and whether the process waits
+    for the job at exit; `on_limit` re-arms the time limit if the submit fails; `scorer` is
     handed to the job (bridge/sessions/jobs.py)."""
     rec = session.record
     # The working time ends at the call; its `clock_stop` record is written once the recorder has
@@ -50,7 +48,9 @@ def submit(
     try:
         assert session.recorder is not None
         session.check_anchor()
-        seal = session.recorder.seal(quiet_seconds=quiet_seconds, max_wait=max_wait, tag=SUBMISSION_REF)
+        seal = session.recorder.seal(
+            quiet_seconds=settings.seal_quiet_seconds, max_wait=settings.seal_max_wait, tag=SUBMISSION_REF
+        )
         session.check_anchor()  # the snapshot was read from the session's own folder
         submission = Submission(
             signal=signal,
@@ -61,7 +61,7 @@ def submit(
             seal_seconds=round(seal.seconds, 3),
             files=len(seal.manifest),
         )
-        job = Job(job_id=secrets.token_hex(6), profile=profile)
+        job = Job(job_id=secrets.token_hex(6), profile=settings.profile)
         saved = rec.model_copy(deep=True)
         rec.submission, rec.state, rec.ended_at, rec.job, rec.failure = (
             submission,
@@ -92,7 +92,7 @@ def submit(
         working_seconds=rec.clock.elapsed(),
         job_id=job.job_id,
     )
-    start_job(session, scorer, finish_at_exit=finish_at_exit, hold_for_log=signal == "mcp")
+    start_job(session, scorer, finish_at_exit=settings.finish_jobs_at_exit, hold_for_log=signal == "mcp")
     note = "" if seal.stable else " (workspace kept changing while sealing: snapshot marked unstable)"
     return SubmitReceipt(
         session_id=rec.session_id,
