@@ -14,8 +14,26 @@ import ast
 import configparser
 import re
 import shlex
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+
+#: CPython 3.11 keeps the AST constructor's recursion depth in interpreter-wide state, so two
+#: threads parsing at once (a thread switch inside ast2obj, e.g. from a finaliser during garbage
+#: collection) can fail with "SystemError: AST constructor recursion depth mismatch"
+#: (python/cpython#106905). Scoring workers run in threads: every parse takes this lock.
+_PARSE_LOCK = threading.Lock()
+
+
+def parse_python(source: str) -> ast.Module | None:
+    """The module's syntax tree, or None when the text is not parsable Python (syntax errors, NUL
+    bytes, nesting too deep for the parser): golden files are read, never trusted to parse."""
+    with _PARSE_LOCK:
+        try:
+            return ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+
 
 #: options strict owns, dropped from the suite's addopts with their value
 _DROP_WITH_VALUE = {
@@ -155,8 +173,10 @@ def static_test_ids(tests_dir: Path, prefix: str = "tests") -> dict[str, list[st
         module = f"{prefix}/{path.relative_to(tests_dir).as_posix()}"
         ids: list[str] = []
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-        except (SyntaxError, ValueError, OSError):
+            tree = parse_python(path.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            tree = None
+        if tree is None:
             out[module] = ids
             continue
         for node in tree.body:
@@ -198,10 +218,9 @@ def agent_imports(tests_dir: Path) -> list[str]:
     shipped = {p.stem for p in tests_dir.rglob("*.py")} | {p.name for p in tests_dir.rglob("*") if p.is_dir()}
     found: set[str] = set()
     for _, text in _py_sources(tests_dir):
-        try:
-            found |= _imports(ast.parse(text))
-        except SyntaxError:
-            continue
+        tree = parse_python(text)
+        if tree is not None:
+            found |= _imports(tree)
     return sorted((found & _AGENT_MODULES) - shipped)
 
 
@@ -211,9 +230,8 @@ def optional_imports(tests_dir: Path) -> list[str]:
     `skipif(jsonschema is None)`): without the package the tests skip instead of failing."""
     found: set[str] = set()
     for _, text in _py_sources(tests_dir):
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
+        tree = parse_python(text)
+        if tree is None:
             continue
         for node in ast.walk(tree):
             if not isinstance(node, ast.Try):
@@ -299,9 +317,8 @@ def detect_quirks(
     if not any(static.values()):
         quirks.append("no-collectable-tests")
     for _, src in sources:
-        try:
-            tree = ast.parse(src)
-        except SyntaxError:
+        tree = parse_python(src)
+        if tree is None:
             continue
         if any(
             isinstance(n, ast.ClassDef)
