@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from bridge.scoring import compat as compat_mod
-from bridge.scoring import strict as strict_mod
 from bridge.scoring.images.deps import DepsImage
 from bridge.scoring.plan import ScoringPlan
-from bridge.scoring.python_plan import COLLECT_TIMEOUT, TESTER_LIMITS, suite_timing
-from bridge.scoring.runner import plan_for
-from bridge.scoring.sandbox import ExecOutcome, Sandbox, SandboxLimits, SandboxSpec, SandboxState, WaitOutcome
-from bridge.scoring.workdir import LogSink, ScoreContext
+from bridge.scoring.python import compat as compat_mod
+from bridge.scoring.python import strict as strict_mod
+from bridge.scoring.python.plan import COLLECT_TIMEOUT, TESTER_LIMITS, suite_timing
+from bridge.scoring.run.runner import plan_for
+from bridge.scoring.run.workdir import LogSink, ScoreContext
+from bridge.scoring.sandbox.protocol import ExecOutcome, Sandbox, SandboxLimits, SandboxSpec, SandboxState, WaitOutcome
 from bridge.tasks.catalog import Catalog
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -23,12 +23,12 @@ from pathlib import Path
 import pytest
 
 from bridge.scoring import grading
-from bridge.scoring.collection import white_box_denominator
-from bridge.scoring.conformance import make_control_repos
 from bridge.scoring.images.tester import TESTER_PINS
-from bridge.scoring.python_plan import suite_timing
+from bridge.scoring.python.collection import white_box_denominator
+from bridge.scoring.python.plan import suite_timing
+from bridge.scoring.python.strict import stage_golden_suite
 from bridge.scoring.result import ProfileResult, ScoreResult
-from bridge.scoring.strict import stage_golden_suite
+from bridge.scoring.run.conformance import make_control_repos
 from bridge.tasks.model import load_task
 from bridge.tasks.suite import (
     agent_imports,
@@ -257,7 +257,7 @@ CASES: dict[str, tuple[str, str]] = {
 def quirks(docker_client, tmp_path_factory):
     base = tmp_path_factory.mktemp("quirks")
     controls = make_control_repos(base / "controls")
-    from bridge.scoring.engine import score_repo
+    from bridge.scoring.run.engine import score_repo
 
     def repo_for(quirk: str, kind: str) -> Path:
         if kind != "solution":

@@ -54,7 +54,7 @@ def add_backend_options(parser: argparse.ArgumentParser) -> None:
 
 def open_backend(args: argparse.Namespace):  # -> Backend, imported lazily
     """The backend of `--backend/--ray-address` (None for local: the engine's default)."""
-    from bridge.scoring.engine import make_backend
+    from bridge.scoring.run.engine import make_backend
 
     if args.backend == "local" and not args.ray_address:
         return None

@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_conformance(args: argparse.Namespace) -> int:
-    from bridge.scoring.conformance import row_dict, run_conformance
+    from bridge.scoring.run.conformance import row_dict, run_conformance
 
     if args.dataset is None and args.tasks is None:
         stderr_console().print("[red]error:[/] give --dataset DIR (a RepoGenesis checkout) or --tasks DIR")

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from bridge.scoring import coverage
 from bridge.scoring.plan import ScoringPlan, run_step
 from bridge.scoring.result import APICoverage, DSRResult
-from bridge.scoring.sandbox import Sandbox
-from bridge.scoring.workdir import LogSink
+from bridge.scoring.run.workdir import LogSink
+from bridge.scoring.sandbox.protocol import Sandbox
 from bridge.tasks.model import Task
 
 ProgressFn = Callable[[str], None]

@@ -3,12 +3,12 @@
 In the spirit of SWE-bench's `TestSpec`: the images a profile needs, the sandboxes it creates
 (image, command, env, limits, network, what is copied in) and the commands it runs in them
 (argv, timeout, output cap, what counts as failure) are fields of one JSON-serialisable model,
-built from the task alone by `plan_for` (bridge/scoring/runner.py). The profile runners read
+built from the task alone by `plan_for` (bridge/scoring/run/runner.py). The profile runners read
 their sandboxes and steps from it and keep only the decisions (which step next, how to grade)
 in code; `rgbridge plan TASK --profile strict|compat` prints it.
 
 This module holds the model and the parts every plan shares (the tester layout, the readiness
-probe, the endpoint probe, the service state checks). Python plans: bridge/scoring/python_plan.py;
+probe, the endpoint probe, the service state checks). Python plans: bridge/scoring/python/plan.py;
 Java plans: bridge/scoring/java/plan.py.
 """
 
@@ -23,7 +23,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from bridge.scoring import coverage
-from bridge.scoring.sandbox import DEFAULT_LOG_CAP, ExecOutcome, Sandbox, SandboxLimits, SandboxRuntime, SandboxSpec
+from bridge.scoring.sandbox.protocol import (
+    DEFAULT_LOG_CAP,
+    ExecOutcome,
+    Sandbox,
+    SandboxLimits,
+    SandboxRuntime,
+    SandboxSpec,
+)
 from bridge.tasks.model import Task
 
 TESTER_ROOT = "/work"

@@ -246,8 +246,8 @@ def _evict(
 def _trim_caches(inv: Inventory, over: int) -> int:
     """Trim the package caches (least recently used entries first) by about ``over`` bytes;
     returns what was freed."""
+    from bridge.scoring.images.pkgcache import WheelCache, evict_lru
     from bridge.scoring.java.mavencache import version_dirs
-    from bridge.scoring.pkgcache import WheelCache, evict_lru
 
     freed = 0
     for item in sorted((i for i in inv.items if i.kind in CACHE_KINDS), key=lambda i: i.last_used):

@@ -25,7 +25,7 @@ from docker.errors import DockerException, ImageNotFound
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
-from bridge.scoring.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE
+from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE
 
 ProgressFn = Callable[[str], None]
 

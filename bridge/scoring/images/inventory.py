@@ -20,8 +20,8 @@ import docker
 from docker.errors import APIError, DockerException, NotFound
 from docker.models.images import Image
 
-from bridge.scoring.docker_client import LABEL_KIND, owner_filter
 from bridge.scoring.images.env_volume import remove_env_volumes
+from bridge.scoring.sandbox.docker_client import LABEL_KIND, owner_filter
 
 _DEPS_REPO = "rgbridge-deps"
 
@@ -212,9 +212,9 @@ def kept_inventory(client: docker.DockerClient, *, caches: bool = True) -> Inven
     """Everything the bridge keeps for this engine and this cache folder, with sizes, last use
     and whether a container or a score uses it now (bridge/scoring/images/usage.py)."""
     from bridge.scoring.images.env_volume import LABEL_DEPS_TAG, SEED_KIND, VOLUME_KIND
+    from bridge.scoring.images.pkgcache import WheelCache
     from bridge.scoring.images.usage import books_dir, last_use, load_sizes, save_sizes
     from bridge.scoring.java.mavencache import cache_root
-    from bridge.scoring.pkgcache import WheelCache
 
     books = books_dir(client)
     known = load_sizes(books)

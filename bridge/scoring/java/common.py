@@ -22,8 +22,8 @@ from bridge.scoring.java.layers import (
 from bridge.scoring.java.plan import REPORTS_TAR
 from bridge.scoring.plan import ScoringPlan, run_step
 from bridge.scoring.result import DSRResult, PassAt1, ProfileResult
-from bridge.scoring.sandbox import Sandbox
-from bridge.scoring.workdir import LogSink
+from bridge.scoring.run.workdir import LogSink
+from bridge.scoring.sandbox.protocol import Sandbox
 from bridge.tasks.model import Task
 
 REPORTS_MAX_BYTES = 20_000_000

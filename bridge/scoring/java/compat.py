@@ -21,16 +21,16 @@ from pathlib import Path
 import docker
 
 from bridge.scoring import coverage, upstream
-from bridge.scoring.capture import strip_ansi
-from bridge.scoring.compat import follow_digests
 from bridge.scoring.java.common import ensure_layer, layer_failure, replace_golden_tests
 from bridge.scoring.java.images import ensure_java_image
 from bridge.scoring.java.layers import JavaDependencyError, MavenSources
 from bridge.scoring.java.plan import COMPAT_BUILD_LOG, java_compat_plan
 from bridge.scoring.java.pom import java11_to_17
 from bridge.scoring.plan import create_sandbox
+from bridge.scoring.python.compat import follow_digests
 from bridge.scoring.result import ProfileResult
-from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext
+from bridge.scoring.run.workdir import ASSETS, LogSink, ScoreContext
+from bridge.scoring.sandbox.capture import strip_ansi
 from bridge.tasks.model import Task
 
 ProgressFn = Callable[[str], None]

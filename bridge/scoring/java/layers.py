@@ -32,7 +32,7 @@ from bridge.scoring.images.recipe import APP_GID, APP_UID
 from bridge.scoring.images.usage import lease
 from bridge.scoring.java.images import LOCAL_REPO, ensure_java_image
 from bridge.scoring.java.mavencache import cache_settings, export_downloads, serve_cache
-from bridge.scoring.workdir import ASSETS
+from bridge.scoring.run.workdir import ASSETS
 
 JDEPS_REPO = "rgbridge-jdeps"
 JDEPS_RECIPE_VERSION = "3"

@@ -22,7 +22,7 @@ from bridge.scoring.plan import (
     deploy_steps,
     probe_step,
 )
-from bridge.scoring.sandbox import SandboxLimits
+from bridge.scoring.sandbox.protocol import SandboxLimits
 from bridge.tasks.model import Task
 
 #: Every JVM in a scoring container (Maven, the forked test JVM, the service) gets these.

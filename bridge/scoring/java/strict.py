@@ -40,8 +40,8 @@ from bridge.scoring.java.plan import java_strict_plan
 from bridge.scoring.java.pom import PomError, sanitize_repo_poms
 from bridge.scoring.plan import ScoringPlan, create_sandbox, run_step
 from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, TestCaseResult
-from bridge.scoring.sandbox import Sandbox
-from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, place_file
+from bridge.scoring.run.workdir import ASSETS, LogSink, ScoreContext, place_file
+from bridge.scoring.sandbox.protocol import Sandbox
 from bridge.tasks.model import Task
 
 ProgressFn = Callable[[str], None]

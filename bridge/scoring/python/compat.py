@@ -28,10 +28,10 @@ from bridge.scoring.images.build import DependencyInstallError, docker_build, im
 from bridge.scoring.images.deps import DepsImage, ensure_deps_image
 from bridge.scoring.images.recipe import APP_DIRS, APP_GID, APP_UID
 from bridge.scoring.plan import create_sandbox
-from bridge.scoring.python_plan import FALLBACK_PACKAGES, TEST_TOOLS, compat_plan
+from bridge.scoring.python.plan import FALLBACK_PACKAGES, TEST_TOOLS, compat_plan
 from bridge.scoring.result import DSRResult, ProfileResult
-from bridge.scoring.sandbox import Sandbox
-from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, merge_tree, requirements_of, score_on_accepted_set
+from bridge.scoring.run.workdir import ASSETS, LogSink, ScoreContext, merge_tree, requirements_of, score_on_accepted_set
+from bridge.scoring.sandbox.protocol import Sandbox
 from bridge.tasks.model import Task
 
 ProgressFn = Callable[[str], None]
@@ -72,7 +72,7 @@ def follow_digests(
     """Attach to stdout and stderr (one stream each) and digest them live for grading.
 
     The live streams, not the kept log: an engine's log file can rotate under a flood and lose
-    the markers (bridge/scoring/docker_sandbox.py `attach`).
+    the markers (bridge/scoring/sandbox/docker_sandbox.py `attach`).
     """
     out = []
     for is_stdout in (True, False):

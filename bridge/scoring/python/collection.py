@@ -14,9 +14,9 @@ from bridge.fs.files import write_json_atomic
 from bridge.locations import cache_dir
 from bridge.scoring import grading
 from bridge.scoring.plan import ScoringPlan, run_step
-from bridge.scoring.python_plan import COLLECT_REPORT_PATH, JUNIT_MAX_BYTES
-from bridge.scoring.sandbox import Sandbox
-from bridge.scoring.workdir import LogSink
+from bridge.scoring.python.plan import COLLECT_REPORT_PATH, JUNIT_MAX_BYTES
+from bridge.scoring.run.workdir import LogSink
+from bridge.scoring.sandbox.protocol import Sandbox
 from bridge.tasks.model import Task
 from bridge.tasks.suite import static_test_ids
 

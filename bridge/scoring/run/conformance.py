@@ -23,9 +23,9 @@ from pathlib import Path
 
 import docker
 
-from bridge.scoring.engine import score_repo
 from bridge.scoring.images.tester import TESTER_PINS
 from bridge.scoring.result import ProfileResult, ScoreResult
+from bridge.scoring.run.engine import score_repo
 from bridge.tasks.model import Task
 from bridge.tasks.suite import detect_quirks
 

@@ -22,7 +22,7 @@ from bridge.scoring.plan import (
     deploy_steps,
     probe_step,
 )
-from bridge.scoring.sandbox import SandboxLimits
+from bridge.scoring.sandbox.protocol import SandboxLimits
 from bridge.tasks.model import Task
 from bridge.tasks.suite import DEFAULT_PER_TEST_TIMEOUT, pinned_ini_options
 
@@ -80,7 +80,7 @@ def pytest_args(ini: str, ini_opts: list[str]) -> list[str]:
 def golden_ini(task: Task) -> tuple[str, Path | None]:
     """The ini the golden suite is pinned to in the tester, and its file on the host: the
     task-root pytest.ini, else the golden `tests/pytest.ini`, else an empty ini of ours
-    (bridge/scoring/strict.py lays the files out the same way)."""
+    (bridge/scoring/python/strict.py lays the files out the same way)."""
     if "pytest.ini" in task.test_extras:
         return f"{TESTER_ROOT}/pytest.ini", task.test_extras["pytest.ini"]
     if (task.tests_dir / "pytest.ini").is_file():

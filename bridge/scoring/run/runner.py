@@ -1,6 +1,6 @@
 """Running scoring jobs in this process: one profile on a staged snapshot, on this machine's
 Docker engine. Both backends use it: the local one in threads (`LocalBackend`), the Ray one on
-whichever node a job lands (bridge/scoring/ray_backend.py).
+whichever node a job lands (bridge/scoring/run/ray_backend.py).
 """
 
 from __future__ import annotations
@@ -26,21 +26,21 @@ from requests.exceptions import ReadTimeout, Timeout
 
 from bridge.errors import ScoringError
 from bridge.fs.files import pid_alive
-from bridge.scoring.backend import ScoringJob
-from bridge.scoring.compat import run_compat
-from bridge.scoring.docker_client import get_client
 from bridge.scoring.images.usage import holding
 from bridge.scoring.java.compat import run_java_compat
 from bridge.scoring.java.layers import MavenSources
 from bridge.scoring.java.plan import java_compat_plan, java_strict_plan
 from bridge.scoring.java.strict import run_java_strict
 from bridge.scoring.plan import ScoringPlan
-from bridge.scoring.python_plan import compat_plan, strict_plan
+from bridge.scoring.python.compat import run_compat
+from bridge.scoring.python.plan import compat_plan, strict_plan
+from bridge.scoring.python.strict import run_strict
 from bridge.scoring.result import DSRResult, InfraReason, ProfileResult
-from bridge.scoring.sandbox import SandboxLimits
-from bridge.scoring.strict import run_strict
-from bridge.scoring.sweep import sweep
-from bridge.scoring.workdir import LogSink, ScoreContext
+from bridge.scoring.run.backend import ScoringJob
+from bridge.scoring.run.sweep import sweep
+from bridge.scoring.run.workdir import LogSink, ScoreContext
+from bridge.scoring.sandbox.docker_client import get_client
+from bridge.scoring.sandbox.protocol import SandboxLimits
 from bridge.tasks.model import Task
 
 ProgressFn = Callable[[str], None]

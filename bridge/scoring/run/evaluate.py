@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from bridge.errors import ScoringError
-from bridge.scoring.backend import Backend, JobCancelled
-from bridge.scoring.engine import score_repo
 from bridge.scoring.java.layers import MavenSources
-from bridge.scoring.reporting import RunWriter, load_previous
+from bridge.scoring.run.backend import Backend, JobCancelled
+from bridge.scoring.run.engine import score_repo
+from bridge.scoring.run.reporting import RunWriter, load_previous
 from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
 

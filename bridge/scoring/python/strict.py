@@ -10,7 +10,7 @@
   plugin's JSON report (collected node ids, setup/call/teardown outcomes), cross-checked against
   JUnit XML, never from log text. The rule for each suite quirk is in docs/strict-rules.md.
 
-What runs where is the plan's (bridge/scoring/python_plan.py); this module builds the images,
+What runs where is the plan's (bridge/scoring/python/plan.py); this module builds the images,
 creates the sandboxes and hands over to grading (strict_grade.py, collection.py, deploy.py).
 """
 
@@ -30,10 +30,10 @@ from bridge.scoring.images.build import DependencyInstallError
 from bridge.scoring.images.deps import DepsImage, ensure_deps_image
 from bridge.scoring.images.tester import ensure_tester_image
 from bridge.scoring.plan import create_sandbox
-from bridge.scoring.python_plan import OUR_INI, golden_ini, strict_plan
+from bridge.scoring.python.plan import OUR_INI, golden_ini, strict_plan
+from bridge.scoring.python.strict_grade import grade_suite
 from bridge.scoring.result import APICoverage, DSRResult, PassAt1, ProfileResult
-from bridge.scoring.strict_grade import grade_suite
-from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, place_file, requirements_of, score_on_accepted_set
+from bridge.scoring.run.workdir import ASSETS, LogSink, ScoreContext, place_file, requirements_of, score_on_accepted_set
 from bridge.tasks.model import Task
 
 ProgressFn = Callable[[str], None]

@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bridge.scoring import coverage, grading
-from bridge.scoring.collection import Collection, collect_suite, white_box_denominator
 from bridge.scoring.deploy import dynamic_coverage, service_state, wait_deployed
 from bridge.scoring.plan import ScoringPlan, run_step
-from bridge.scoring.python_plan import JUNIT_MAX_BYTES, JUNIT_PATH, REPORT_PATH
+from bridge.scoring.python.collection import Collection, collect_suite, white_box_denominator
+from bridge.scoring.python.plan import JUNIT_MAX_BYTES, JUNIT_PATH, REPORT_PATH
 from bridge.scoring.result import APICoverage, DSRResult, PassAt1, ProfileResult, TestCaseResult
-from bridge.scoring.sandbox import Sandbox
-from bridge.scoring.workdir import LogSink
+from bridge.scoring.run.workdir import LogSink
+from bridge.scoring.sandbox.protocol import Sandbox
 from bridge.tasks.model import Task
 
 ProgressFn = Callable[[str], None]

@@ -24,13 +24,13 @@ from requests import RequestException
 from bridge.errors import ScoringError
 from bridge.fs.hashing import tree_hash
 from bridge.locations import cache_dir
-from bridge.scoring.backend import BACKENDS, Backend, ScoringJob
-from bridge.scoring.docker_client import get_client
 from bridge.scoring.java.layers import MavenSources
 from bridge.scoring.result import GRADER_VERSION, ProfileResult, ScoreResult
-from bridge.scoring.runner import LiveRuns, LocalBackend, infra_result, node_context, runner_for
-from bridge.scoring.sweep import sweep
-from bridge.scoring.workdir import LogSink, stage_repo
+from bridge.scoring.run.backend import BACKENDS, Backend, ScoringJob
+from bridge.scoring.run.runner import LiveRuns, LocalBackend, infra_result, node_context, runner_for
+from bridge.scoring.run.sweep import sweep
+from bridge.scoring.run.workdir import LogSink, stage_repo
+from bridge.scoring.sandbox.docker_client import get_client
 from bridge.tasks.model import Task
 
 ProgressFn = Callable[[str], None]
@@ -254,7 +254,7 @@ def make_backend(name: str, *, ray_address: str | None = None) -> Backend:
             raise ScoringError("--ray-address only applies with --backend ray")
         return LocalBackend()
     if name == "ray":
-        from bridge.scoring.ray_backend import RayBackend  # lazy: Ray is an optional extra
+        from bridge.scoring.run.ray_backend import RayBackend  # lazy: Ray is an optional extra
 
         return RayBackend(address=ray_address)
     raise ScoringError(f"unknown backend {name!r} (choose {' or '.join(BACKENDS)})")
