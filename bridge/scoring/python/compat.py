@@ -14,27 +14,22 @@ on our base the installed environment is a volume mounted read-only (README "Dep
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import docker
 
 from bridge.errors import ScoringError
-from bridge.scoring import coverage, upstream
+from bridge.scoring import upstream
 from bridge.scoring.images.base import official_python_image
 from bridge.scoring.images.build import DependencyInstallError, docker_build, image_exists
 from bridge.scoring.images.deps import DepsImage, ensure_deps_image
 from bridge.scoring.images.recipe import APP_DIRS, APP_GID, APP_UID
-from bridge.scoring.plan import create_sandbox
-from bridge.scoring.python.plan import FALLBACK_PACKAGES, TEST_TOOLS, compat_plan
+from bridge.scoring.python.plan import FALLBACK_PACKAGES, TEST_TOOLS
 from bridge.scoring.result import DSRResult, ProfileResult
-from bridge.scoring.run.workdir import ASSETS, LogSink, ScoreContext, merge_tree, requirements_of, score_on_accepted_set
-from bridge.scoring.sandbox.protocol import Sandbox
+from bridge.scoring.run.profile_run import ProfileRun
+from bridge.scoring.run.workdir import merge_tree, requirements_of, score_on_accepted_set
+from bridge.scoring.types import ProgressFn
 from bridge.tasks.model import Task
-
-ProgressFn = Callable[[str], None]
 
 
 def merge_golden_tests(task: Task, repo_dir: Path) -> None:
@@ -66,65 +61,21 @@ def compat_base_image(client: docker.DockerClient, progress: ProgressFn | None) 
     return tag
 
 
-def follow_digests(
-    box: Sandbox, digest_factory: Callable[[], upstream.LogDigest] = upstream.LogDigest
-) -> list[tuple[threading.Thread, upstream.LogDigest]]:
-    """Attach to stdout and stderr (one stream each) and digest them live for grading.
-
-    The live streams, not the kept log: an engine's log file can rotate under a flood and lose
-    the markers (bridge/scoring/sandbox/docker_sandbox.py `attach`).
-    """
-    out = []
-    for is_stdout in (True, False):
-        digest = digest_factory()
-        stream = box.attach(stdout=is_stdout)
-
-        def pump(digest: upstream.LogDigest = digest, stream: Iterable[bytes] = stream) -> None:
-            for chunk in stream:
-                digest.feed(chunk)
-
-        thread = threading.Thread(target=pump, daemon=True, name="rgbridge-compat-log")
-        thread.start()
-        out.append((thread, digest))
-    return out
-
-
-def _requirement_lines(text: str) -> list[str]:
+def requirement_lines(text: str) -> list[str]:
+    """The requirement lines of a requirements file: blank lines and comments left out."""
     return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
-def run_compat(
-    client: docker.DockerClient, task: Task, repo_dir: Path, *, ctx: ScoreContext, logs: LogSink, progress: ProgressFn
-) -> ProfileResult:
-    started = time.monotonic()
-    # Upstream computes AC on the host before the build and keeps it even if the build fails.
-    static_ac = coverage.static_api_coverage(task.readme, repo_dir)
-
-    def finish(**fields: object) -> ProfileResult:
-        return ProfileResult(
-            profile="compat",
-            api_coverage=static_ac,
-            logs=logs.names(),
-            elapsed_seconds=round(time.monotonic() - started, 3),
-            **fields,
-        )
-
-    if task.lang != "python":
-        return finish(
-            outcome="infra_error",
-            dsr=DSRResult(success=False, message="Java scoring is not supported yet"),
-            error="compat: no Maven/JDK image recipe in this version (Java tasks cannot be scored yet)",
-            infra_reason="bridge",
-            exit_code=upstream.EXIT_UNEXPECTED,
-        )
-
+def run_compat(run: ProfileRun) -> ProfileResult:
+    """Upstream's one container over the run's repo copy (static AC taken before the merge)."""
+    client, task, repo_dir, ctx, progress = run.client, run.task, run.repo_dir, run.ctx, run.progress
     requirements = requirements_of(repo_dir)
     extras: list[str] = []
     if not (repo_dir / "requirements.txt").is_file():
         extras.extend(FALLBACK_PACKAGES)
     golden_reqs = task.tests_dir / "requirements.txt"
     if golden_reqs.is_file():
-        extras.extend(_requirement_lines(golden_reqs.read_text(encoding="utf-8", errors="replace")))
+        extras.extend(requirement_lines(golden_reqs.read_text(encoding="utf-8", errors="replace")))
     extras.extend(TEST_TOOLS)
 
     base = compat_base_image(client, ctx.image_progress)
@@ -145,7 +96,7 @@ def run_compat(
         )
 
     def build_failed(exc: DependencyInstallError) -> ProfileResult:
-        return finish(
+        return run.finish(
             outcome="timeout" if exc.timed_out else "build_failed",
             dsr=DSRResult(success=False, message=upstream.NO_DSR_MARKERS_MESSAGE),
             build_error=f"Build failed: {exc}",
@@ -155,68 +106,19 @@ def run_compat(
     # The run goes on while pip checks uv's install; a rejection runs again on pip's own set.
     return score_on_accepted_set(
         build,
-        lambda image: _deploy_and_test(
-            client, task, repo_dir, image, ctx=ctx, logs=logs, progress=progress, finish=finish
-        ),
+        lambda image: _deploy_and_test(run, image),
         build_failed=build_failed,
-        logs=logs,
+        logs=run.logs,
         progress=progress,
         profile="compat",
     )
 
 
-def _deploy_and_test(
-    client: docker.DockerClient,
-    task: Task,
-    repo_dir: Path,
-    image: DepsImage,
-    *,
-    ctx: ScoreContext,
-    logs: LogSink,
-    progress: ProgressFn,
-    finish: Callable[..., ProfileResult],
-) -> ProfileResult:
+def _deploy_and_test(run: ProfileRun, image: DepsImage) -> ProfileResult:
     """Upstream's one container from ``image``, its log graded by the upstream parsers."""
-    merge_golden_tests(task, repo_dir)
-    plan = compat_plan(task, service_limits=ctx.service_limits)
-    run = plan.step("run")
-    with create_sandbox(
-        ctx.sandboxes(client),
-        plan,
-        "compat",
-        image.tag,
-        name=ctx.container_name("compat"),
-        run_id=ctx.run_id,
-        metadata=ctx.extra_labels,
-        sources={"repo": repo_dir, "assets": ASSETS},
-        volumes=image.mounts,
-    ) as box:
-        progress("compat: deploying and testing (upstream phases)")
-        digests = follow_digests(box)  # attached before start: no output is missed
-        box.start()
-        outcome = box.wait(run.timeout)
-        for thread, _ in digests:
-            thread.join(timeout=30)
-        stdout = box.logs(stdout=True, stderr=False)
-        stderr = box.logs(stdout=False, stderr=True)
-    kept_log = upstream.combine_container_log(stdout, stderr)
-    logs.write("container.log", kept_log)
-    # Grade on the digests of the complete streams (the kept log file is capped).
-    log = upstream.combine_container_log(digests[0][1].text(), digests[1][1].text())
-    if outcome.timed_out:
-        # Upstream replaces the log and scores the repo from that text: zero tests, no DSR.
-        timeout_log = f"Container timed out after {upstream.CONTAINER_TIMEOUT}s"
-        dsr, p1 = upstream.grade_upstream_log(timeout_log, task.lang)
-        return finish(
-            outcome="timeout", dsr=dsr, pass_at_1=p1, exit_code=upstream.EXIT_TIMEOUT, oom_killed=outcome.oom_killed
-        )
-    dsr, p1 = upstream.grade_upstream_log(log, task.lang)
-    return finish(
-        outcome="scored" if dsr.success else "deploy_failed",
-        dsr=dsr,
-        pass_at_1=p1,
-        # per-test lines for display, from the kept log (the grading digest keeps count lines only)
-        tests=upstream.tests_from_log(kept_log) if task.lang == "python" else [],
-        exit_code=outcome.exit_code,
-        oom_killed=outcome.oom_killed,
-    )
+    merge_golden_tests(run.task, run.repo_dir)
+    with run.sandbox("compat", image.tag, volumes=image.mounts) as box:
+        run.progress("compat: deploying and testing (upstream phases)")
+        container = upstream.run_compat_container(box, run.plan.step("run").timeout)
+    run.logs.write("container.log", container.kept_log)
+    return upstream.grade_compat_run(run.finish, container, run.task.lang, python_tests=True)

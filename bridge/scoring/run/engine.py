@@ -27,24 +27,24 @@ from bridge.locations import cache_dir
 from bridge.scoring.java.layers import MavenSources
 from bridge.scoring.result import GRADER_VERSION, ProfileResult, ScoreResult
 from bridge.scoring.run.backend import BACKENDS, Backend, ScoringJob
-from bridge.scoring.run.runner import LiveRuns, LocalBackend, infra_result, node_context, runner_for
+from bridge.scoring.run.runner import LiveRuns, LocalBackend, infra_result, node_context, run_one_profile
 from bridge.scoring.run.sweep import sweep
 from bridge.scoring.run.workdir import LogSink, stage_repo
 from bridge.scoring.sandbox.docker_client import get_client
+from bridge.scoring.types import PROFILES, Profile, ProgressFn
 from bridge.tasks.model import Task
 
-ProgressFn = Callable[[str], None]
-PROFILES = ("strict", "compat")
-#: Languages both profiles can score (Python: bridge/scoring/{strict,compat}.py; Java: bridge/scoring/java/).
+#: Languages both profiles can score (Python: bridge/scoring/python/; Java: bridge/scoring/java/).
 SCORABLE_LANGS = ("python", "java")
 
 
-def profiles_for(profile: str) -> tuple[str, ...]:
+def profiles_for(profile: str) -> tuple[Profile, ...]:
     if profile == "both":
         return PROFILES
-    if profile not in PROFILES:
-        raise ScoringError(f"unknown profile {profile!r} (choose strict, compat or both)")
-    return (profile,)
+    for name in PROFILES:
+        if profile == name:
+            return (name,)
+    raise ScoringError(f"unknown profile {profile!r} (choose strict, compat or both)")
 
 
 def cache_key(snapshot_hash: str, task_hash: str, profile: str) -> str:
@@ -186,9 +186,16 @@ def deploy_check(
             staged = Path(tmp) / "snapshot"
             stage_repo(Path(repo_dir), staged)
             try:
-                strict = runner_for(task, "strict", maven)
-                result = strict(
-                    client, task, staged, ctx=ctx, logs=logs, progress=progress or (lambda _m: None), deploy_only=True
+                result = run_one_profile(
+                    client,
+                    task,
+                    staged,
+                    "strict",
+                    ctx=ctx,
+                    logs=logs,
+                    progress=progress or (lambda _m: None),
+                    maven=maven,
+                    deploy_only=True,
                 )
             except (DockerException, RequestException, ScoringError, OSError, RuntimeError) as exc:
                 result = infra_result("strict", exc, logs, started)
