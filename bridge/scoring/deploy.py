@@ -10,16 +10,15 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
 
 from bridge.scoring import coverage
 from bridge.scoring.plan import ScoringPlan, run_step
 from bridge.scoring.result import APICoverage, DSRResult
 from bridge.scoring.run.workdir import LogSink
 from bridge.scoring.sandbox.protocol import Sandbox
+from bridge.scoring.types import ProgressFn
 from bridge.tasks.model import Task
 
-ProgressFn = Callable[[str], None]
 _OOM_KILL_RE = re.compile(r"^oom_kill (\d+)", re.MULTILINE)
 
 

@@ -31,7 +31,7 @@ from docker.errors import DockerException
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
-from bridge.scoring.images.build import ProgressFn, say
+from bridge.scoring.images.build import say
 from bridge.scoring.images.inventory import (
     CACHE_KINDS,
     STAGED_KIND,
@@ -42,6 +42,7 @@ from bridge.scoring.images.inventory import (
     remove_set,
 )
 from bridge.scoring.images.usage import books_dir, books_lock, exclusive, forget, log_eviction
+from bridge.scoring.types import ProgressFn
 
 ENV = "RGBRIDGE_DISK_BUDGET"
 #: what one set is assumed to weigh before any set of that kind was measured here

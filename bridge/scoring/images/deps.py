@@ -20,15 +20,7 @@ from bridge.errors import ScoringError
 from bridge.locations import cache_dir
 from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.images.budget import make_room
-from bridge.scoring.images.build import (
-    BuildResult,
-    DependencyInstallError,
-    ProgressFn,
-    build_lock,
-    hash12,
-    image_exists,
-    say,
-)
+from bridge.scoring.images.build import BuildResult, DependencyInstallError, build_lock, hash12, image_exists, say
 from bridge.scoring.images.env_volume import (
     EnvVolume,
     PendingCheck,
@@ -51,6 +43,7 @@ from bridge.scoring.images.wheelhouse import (
     wheelhouse_digest,
 )
 from bridge.scoring.python import reqfile
+from bridge.scoring.types import ProgressFn
 
 # 3: one container installs requirements then extras; the layer is the exported venv
 # 4: one pip check over all the files; bytecode compiled once; sets in volumes (env_volume)

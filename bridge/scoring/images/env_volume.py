@@ -29,7 +29,7 @@ import requests
 from docker.errors import APIError, DockerException, NotFound
 from docker.models.containers import Container
 
-from bridge.scoring.images.build import LOG_TAIL_CHARS, BuildResult, ProgressFn, say
+from bridge.scoring.images.build import LOG_TAIL_CHARS, BuildResult, say
 from bridge.scoring.images.layer import (
     _LAYER_BUILD,
     UV_REJECTED,
@@ -41,6 +41,7 @@ from bridge.scoring.images.layer import (
 )
 from bridge.scoring.images.layer_export import valid_prefix
 from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels, owner_filter
+from bridge.scoring.types import ProgressFn
 
 VOLUME_PREFIX = "rgbridge-env-"
 VOLUME_KIND = "deps-env"

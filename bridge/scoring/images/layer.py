@@ -19,11 +19,12 @@ import requests
 from docker.errors import DockerException
 from docker.models.containers import Container
 
-from bridge.scoring.images.build import LOG_TAIL_CHARS, BuildResult, ProgressFn, say
+from bridge.scoring.images.build import LOG_TAIL_CHARS, BuildResult, say
 from bridge.scoring.images.host import host_pip_index_settings
 from bridge.scoring.images.layer_export import LayerExportError, export_folder_layer, load_layer_image, valid_prefix
 from bridge.scoring.images.wheelhouse import uv_tool
 from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels
+from bridge.scoring.types import ProgressFn
 
 _LAYER_BUILD = "/tmp/rgbridge-build"
 # Read-only bind mounts, outside the folder exported as the layer (the environment's parent):

@@ -15,9 +15,8 @@ from bridge.scoring.python.plan import JUNIT_MAX_BYTES, JUNIT_PATH, REPORT_PATH
 from bridge.scoring.result import APICoverage, DSRResult, PassAt1, ProfileResult, TestCaseResult
 from bridge.scoring.run.workdir import LogSink
 from bridge.scoring.sandbox.protocol import Sandbox
+from bridge.scoring.types import ProgressFn
 from bridge.tasks.model import Task
-
-ProgressFn = Callable[[str], None]
 
 
 def grade_suite(

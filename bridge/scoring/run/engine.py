@@ -31,11 +31,19 @@ from bridge.scoring.run.runner import LiveRuns, LocalBackend, infra_result, node
 from bridge.scoring.run.sweep import sweep
 from bridge.scoring.run.workdir import LogSink, stage_repo
 from bridge.scoring.sandbox.docker_client import get_client
-from bridge.scoring.types import PROFILES, Profile, ProgressFn
+from bridge.scoring.types import PROFILES, Profile, ProfileChoice, ProgressFn
 from bridge.tasks.model import Task
 
 #: Languages both profiles can score (Python: bridge/scoring/python/; Java: bridge/scoring/java/).
 SCORABLE_LANGS = ("python", "java")
+
+
+def profile_choice(profile: str) -> ProfileChoice:
+    """`profile` as a profile choice; a ScoringError names the choices otherwise."""
+    for choice in ("strict", "compat", "both"):
+        if profile == choice:
+            return choice
+    raise ScoringError(f"unknown profile {profile!r} (choose strict, compat or both)")
 
 
 def profiles_for(profile: str) -> tuple[Profile, ...]:
@@ -88,7 +96,7 @@ def score_repo(
     task: Task,
     repo_dir: Path,
     *,
-    profile: str = "both",
+    profile: ProfileChoice = "both",
     output_dir: Path | None = None,
     run_id: str | None = None,
     wheelhouse: Path | None = None,
@@ -214,7 +222,7 @@ def default_scorer(*, wheelhouse: Path | None = None, maven: MavenSources | None
         result = score_repo(
             task,
             repo_dir,
-            profile=profile,
+            profile=profile_choice(profile),
             output_dir=output_dir,
             wheelhouse=wheelhouse,
             maven=maven,

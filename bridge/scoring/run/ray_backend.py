@@ -40,6 +40,7 @@ from typing import Any
 from bridge.errors import ScoringError
 from bridge.scoring.result import ProfileResult
 from bridge.scoring.run.backend import JobCancelled, ScoringJob
+from bridge.scoring.types import ProgressFn
 from bridge.tasks.model import Manifest, Task, compute_task_hash
 
 DOCKER_RESOURCE = "docker"
@@ -287,7 +288,7 @@ class RayBackend:
         self._lock = threading.Lock()
         self._objects: dict[str, tuple[Any, int]] = {}  # snapshot key -> (object ref, users)
         self._tasks: dict[str, tuple[dict[str, Any], Any]] = {}  # task hash -> (description, ref)
-        self._listeners: dict[str, Callable[[str], None] | None] = {}
+        self._listeners: dict[str, ProgressFn | None] = {}
         self._running: dict[str, str] = {}  # job key -> node label
         self._container_runs: set[str] = set()
         self._submitted_at: dict[str, float] = {}
