@@ -193,3 +193,27 @@ def test_no_module_uses_another_modules_private_names() -> None:
     modules = _modules()
     found = [use for name, path in sorted(modules.items()) for use in _private_uses(name, path, modules)]
     assert not found, "private names used outside their module:\n" + "\n".join(found)
+
+
+# Scoring's wings (docs/architecture.md "Scoring wings"): a language wing may use its own modules,
+# the run/, sandbox/ and images/ wings and the small shared modules at the top of bridge/scoring/.
+SCORING_LANGUAGE_WINGS = ("bridge.scoring.python", "bridge.scoring.java")
+SCORING_COMMON_WINGS = ("bridge.scoring.run", "bridge.scoring.sandbox", "bridge.scoring.images")
+SCORING_SHARED = {f"bridge.scoring.{name}" for name in
+                  ("coverage", "deploy", "failures", "grading", "plan", "result", "types", "upstream")}
+
+
+def test_a_language_wing_uses_only_its_own_wing_and_the_shared_ones() -> None:
+    graph = _imports(_modules())
+    wrong = []
+    for src, targets in graph.items():
+        wing = next((w for w in SCORING_LANGUAGE_WINGS if src == w or src.startswith(w + ".")), None)
+        if wing is None:
+            continue
+        for dst in targets:
+            if not dst.startswith("bridge.scoring") or dst in SCORING_SHARED or dst == "bridge.scoring":
+                continue
+            if any(dst == w or dst.startswith(w + ".") for w in (wing, *SCORING_COMMON_WINGS)):
+                continue
+            wrong.append(f"{src} imports {dst}")
+    assert not wrong, "\n".join(sorted(wrong))

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bridge.locations import cache_dir
-from bridge.scoring.images import pkgcache
+from bridge.scoring.images import pkgcache, reqfile
 from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.images.build import image_exists
 from bridge.scoring.images.deps import deps_image_tag, ensure_deps_image, wait_for_cache_fills
@@ -29,7 +29,6 @@ from bridge.scoring.images.wheelhouse import (
     index_reachable_from_containers,
     prepare_wheelhouse,
 )
-from bridge.scoring.python import reqfile
 from bridge.scoring.run.engine import score_repo
 from bridge.tasks.catalog import Catalog
 

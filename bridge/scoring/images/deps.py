@@ -18,6 +18,7 @@ from docker.errors import DockerException
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
+from bridge.scoring.images import reqfile
 from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.images.budget import make_room
 from bridge.scoring.images.build import BuildResult, DependencyInstallError, build_lock, hash12, image_exists, say
@@ -42,7 +43,6 @@ from bridge.scoring.images.wheelhouse import (
     prepare_wheelhouse,
     wheelhouse_digest,
 )
-from bridge.scoring.python import reqfile
 from bridge.scoring.types import ProgressFn
 
 # 3: one container installs requirements then extras; the layer is the exported venv

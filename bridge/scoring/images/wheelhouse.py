@@ -18,12 +18,12 @@ import docker
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
+from bridge.scoring.images import reqfile
 from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.images.build import LOG_TAIL_CHARS, DependencyInstallError, build_lock, hash12, say
 from bridge.scoring.images.host import host_pip_index_settings
 from bridge.scoring.images.pkgcache import WheelCache
 from bridge.scoring.images.rootfs import CommandError, run_command
-from bridge.scoring.python import reqfile
 from bridge.scoring.sandbox.docker_client import make_labels
 from bridge.scoring.types import ProgressFn
 

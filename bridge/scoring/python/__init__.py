@@ -1,2 +1,2 @@
-"""Python scoring: the plan builder, the two profiles (strict, compat), strict's grading
-(collection, the suite's report) and requirement files."""
+"""Python scoring: the plan builder, the two profiles (strict, compat) and strict's grading (the
+suite's own collection, pytest's output read back)."""
