@@ -88,3 +88,14 @@ def dynamic_coverage(task: Task, plan: ScoringPlan, tester: Sandbox) -> APICover
     except (ValueError, IndexError):
         probes = []
     return coverage.dynamic_api_coverage(endpoints, probes)
+
+
+def after_suite(
+    task: Task, plan: ScoringPlan, service: Sandbox, tester: Sandbox, logs: LogSink, *, probe: bool
+) -> tuple[APICoverage | None, bool]:
+    """Once the golden suite has run: the README's endpoints probed (when `probe`: the service
+    deployed), whether the service was killed for memory meanwhile, and its log kept."""
+    dynamic = dynamic_coverage(task, plan, tester) if probe else None
+    _, _, oom = service_state(plan, service)
+    logs.write("service.log", service.logs())
+    return dynamic, oom

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bridge.scoring import grading
-from bridge.scoring.deploy import dynamic_coverage, service_state, wait_deployed
+from bridge.scoring.deploy import after_suite, wait_deployed
 from bridge.scoring.java import golden, surefire
 from bridge.scoring.java.common import (
     ensure_layer,
@@ -185,9 +185,7 @@ def _build_and_test(
         error = f"golden tests exceeded {timeouts.tests}s"
     elif "COMPILATION ERROR" in run.output and not reports:
         error = "golden tests did not compile against the repo:\n" + maven_errors(run.output)
-    dynamic = dynamic_coverage(task, plan, tester) if dsr.success else None
-    _, _, oom_now = service_state(plan, service)
-    logs.write("service.log", service.logs())
+    dynamic, oom_now = after_suite(task, plan, service, tester, logs, probe=dsr.success)
     outcome = "timeout" if run.timed_out else ("scored" if dsr.success else "deploy_failed")
     return finish(
         outcome=outcome,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bridge.scoring import coverage, grading
-from bridge.scoring.deploy import dynamic_coverage, service_state, wait_deployed
+from bridge.scoring.deploy import after_suite, wait_deployed
 from bridge.scoring.plan import ScoringPlan, run_step
 from bridge.scoring.python import pytest_results
 from bridge.scoring.python.collection import Collection, collect_suite, white_box_denominator
@@ -96,9 +96,7 @@ def grade_suite(
     pass_at_1 = grading.strict_pass_at_1(collected, results)
 
     progress("strict: probing README endpoints")
-    dynamic = dynamic_coverage(task, plan, tester)
-    _, _, oom = service_state(plan, service)
-    logs.write("service.log", service.logs())
+    dynamic, oom = after_suite(task, plan, service, tester, logs, probe=True)
     outcome = "timeout" if run.timed_out else "scored"
     if run.timed_out:
         notes.append(f"golden tests exceeded the hard limit of {hard_limit}s")
