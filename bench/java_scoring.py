@@ -28,10 +28,10 @@ from docker.errors import ImageNotFound
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bridge.scoring.docker_client import get_client
-from bridge.scoring.engine import score_repo
 from bridge.scoring.java.images import ensure_java_image, java_image_tag
 from bridge.scoring.java.layers import MavenSources, jdeps_tag, repo_poms
+from bridge.scoring.run.engine import score_repo
+from bridge.scoring.sandbox.docker_client import get_client
 from bridge.tasks.catalog import Catalog
 
 TASK = "link-shortener"

@@ -34,7 +34,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from bridge.scoring.evaluate import evaluate
+from bridge.scoring.run.evaluate import evaluate
 from bridge.tasks.catalog import Catalog
 
 SOURCE_TASK = "kv-ledger"
@@ -70,7 +70,7 @@ def main() -> int:
 
     from raycluster import LocalCluster
 
-    from bridge.scoring.ray_backend import RayBackend
+    from bridge.scoring.run.ray_backend import RayBackend
 
     figures: dict[str, object] = {"repos": args.repos, "jobs": 2 * args.repos}
     with tempfile.TemporaryDirectory(prefix="rgbridge-bench-ray-") as tmp_name:

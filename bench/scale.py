@@ -116,8 +116,8 @@ class HighWater(threading.Thread):
         self._halt = threading.Event()
 
     def run(self) -> None:
-        from bridge.scoring.docker_client import get_client
         from bridge.scoring.images.inventory import kept_inventory
+        from bridge.scoring.sandbox.docker_client import get_client
 
         client = get_client()
         while not self._halt.is_set():
@@ -134,11 +134,11 @@ class HighWater(threading.Thread):
 
 
 def one_run(tasks_dir: Path, preds: Path, out: Path, workers: int, budget: str | None) -> dict[str, Any]:
-    from bridge.scoring.docker_client import get_client
-    from bridge.scoring.evaluate import evaluate
     from bridge.scoring.images.budget import ENV
     from bridge.scoring.images.deps import wait_for_cache_fills
     from bridge.scoring.images.usage import books_dir, evictions
+    from bridge.scoring.run.evaluate import evaluate
+    from bridge.scoring.sandbox.docker_client import get_client
     from bridge.tasks.catalog import Catalog
 
     if budget is None:
@@ -202,9 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.pop("RGBRIDGE_WHEEL_CACHE", None)
     say(f"package cache prefilled with {prefill_wheels(cache / 'wheels')} wheel(s) (hard links)")
 
-    from bridge.scoring.docker_client import get_client
     from bridge.scoring.images.budget import format_size, prune, set_estimate
     from bridge.scoring.images.inventory import kept_inventory
+    from bridge.scoring.sandbox.docker_client import get_client
 
     client = get_client()
     tasks_dir, preds = make_tree(base, args.n)

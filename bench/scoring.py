@@ -47,17 +47,17 @@ import docker
 from docker.errors import APIError, ImageNotFound
 
 from bridge.scoring import coverage, upstream
-from bridge.scoring.compat import TEST_TOOLS, _requirement_lines
-from bridge.scoring.containers import read_logs, remove_container, wait_with_timeout
-from bridge.scoring.docker_client import get_client
-from bridge.scoring.engine import score_repo
-from bridge.scoring.evaluate import evaluate
 from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.images.deps import deps_image_tag, wait_for_cache_fills
 from bridge.scoring.images.env_volume import remove_volume, volume_for
 from bridge.scoring.images.host import host_pip_index_settings
+from bridge.scoring.python.compat import TEST_TOOLS, requirement_lines
 from bridge.scoring.result import DSRResult, PassAt1
-from bridge.scoring.workdir import ASSETS, requirements_of
+from bridge.scoring.run.engine import score_repo
+from bridge.scoring.run.evaluate import evaluate
+from bridge.scoring.run.workdir import ASSETS, requirements_of
+from bridge.scoring.sandbox.containers import read_logs, remove_container, wait_with_timeout
+from bridge.scoring.sandbox.docker_client import get_client
 from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
 
@@ -91,7 +91,7 @@ def remove_deps_images(client: docker.DockerClient, task: Task, repo: Path) -> l
     extras: list[str] = []
     golden_reqs = task.tests_dir / "requirements.txt"
     if golden_reqs.is_file():
-        extras.extend(_requirement_lines(golden_reqs.read_text(encoding="utf-8")))
+        extras.extend(requirement_lines(golden_reqs.read_text(encoding="utf-8")))
     extras.extend(TEST_TOOLS)
     removed = []
     for tag in (deps_image_tag(base, reqs, in_volume=True), deps_image_tag(base, reqs, extras, in_volume=True)):

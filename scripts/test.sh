@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 PY="${PYTHON:-python3}"
-if "$PY" -c "from bridge.scoring.docker_client import engine_available as e; import sys; sys.exit(0 if e()[0] else 1)"; then
+if "$PY" -c "from bridge.scoring.sandbox.docker_client import engine_available as e; import sys; sys.exit(0 if e()[0] else 1)"; then
   "$PY" -m bridge.cli images build
 fi
 # --durations: the slowest tests in every log, so the suite's time can be watched (CI budget).

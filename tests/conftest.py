@@ -24,7 +24,7 @@ def _require_docker() -> bool:
 
 @pytest.fixture(scope="session")
 def docker_client():
-    from bridge.scoring.docker_client import engine_available, get_client
+    from bridge.scoring.sandbox.docker_client import engine_available, get_client
 
     ok, reason = engine_available()
     if not ok:

@@ -147,3 +147,73 @@ def test_comments_cite_only_the_repositorys_docs_or_public_sources() -> None:
     readme = (REPO_ROOT / "README.md").read_text()
     found += [f"README.md: {name}" for name in OUTSIDE_DOCS if name in readme]
     assert not found, found
+
+
+def _private_uses(name: str, path: Path, modules: dict[str, Path]) -> list[str]:
+    """`from X import _name` and `X._name` in one module, where X is another module of ours."""
+    tree = ast.parse(path.read_text(), str(path))
+    aliases: dict[str, str] = {}  # local name -> one of our modules
+    found: list[str] = []
+
+    def private(attr: str) -> bool:
+        return attr.startswith("_") and not attr.startswith("__")
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module in modules:
+            for alias in node.names:
+                if private(alias.name) and node.module != name:
+                    found.append(f"{name}:{node.lineno} imports {node.module}.{alias.name}")
+                elif f"{node.module}.{alias.name}" in modules:
+                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name in modules:
+                    aliases[alias.asname] = alias.name
+                elif alias.name in modules:
+                    aliases[alias.name.split(".")[0]] = alias.name.split(".")[0]
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and private(node.attr)):
+            continue
+        parts: list[str] = []
+        value: ast.expr = node.value
+        while isinstance(value, ast.Attribute):
+            parts.insert(0, value.attr)
+            value = value.value
+        if not isinstance(value, ast.Name) or value.id not in aliases:
+            continue
+        target = ".".join([aliases[value.id], *parts])
+        if target in modules and target != name:
+            found.append(f"{name}:{node.lineno} uses {target}.{node.attr}")
+    return found
+
+
+def test_no_module_uses_another_modules_private_names() -> None:
+    """A leading underscore means "this module's own": another module that needs the name gets a
+    public one, so a reader can trust that a private name has no users elsewhere."""
+    modules = _modules()
+    found = [use for name, path in sorted(modules.items()) for use in _private_uses(name, path, modules)]
+    assert not found, "private names used outside their module:\n" + "\n".join(found)
+
+
+# Scoring's wings (docs/architecture.md "Scoring wings"): a language wing may use its own modules,
+# the run/, sandbox/ and images/ wings and the small shared modules at the top of bridge/scoring/.
+SCORING_LANGUAGE_WINGS = ("bridge.scoring.python", "bridge.scoring.java")
+SCORING_COMMON_WINGS = ("bridge.scoring.run", "bridge.scoring.sandbox", "bridge.scoring.images")
+SCORING_SHARED = {f"bridge.scoring.{name}" for name in
+                  ("coverage", "deploy", "failures", "grading", "plan", "result", "types", "upstream")}
+
+
+def test_a_language_wing_uses_only_its_own_wing_and_the_shared_ones() -> None:
+    graph = _imports(_modules())
+    wrong = []
+    for src, targets in graph.items():
+        wing = next((w for w in SCORING_LANGUAGE_WINGS if src == w or src.startswith(w + ".")), None)
+        if wing is None:
+            continue
+        for dst in targets:
+            if not dst.startswith("bridge.scoring") or dst in SCORING_SHARED or dst == "bridge.scoring":
+                continue
+            if any(dst == w or dst.startswith(w + ".") for w in (wing, *SCORING_COMMON_WINGS)):
+                continue
+            wrong.append(f"{src} imports {dst}")
+    assert not wrong, "\n".join(sorted(wrong))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.scoring.conformance import (
+from bridge.scoring.run.conformance import (
     NOT_FOUND_SERVER,
     ConformanceRow,
     make_control_repos,

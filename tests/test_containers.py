@@ -12,9 +12,11 @@ import pytest
 from docker.errors import NotFound
 
 from bridge.errors import ScoringError
-from bridge.scoring.archives import UnsafeArchiveError, build_directory_tar
-from bridge.scoring.capture import HeadTail, strip_ansi
-from bridge.scoring.containers import (
+from bridge.scoring.images.base import ensure_base_image
+from bridge.scoring.run.sweep import sweep
+from bridge.scoring.sandbox.archives import UnsafeArchiveError, build_directory_tar
+from bridge.scoring.sandbox.capture import HeadTail, strip_ansi
+from bridge.scoring.sandbox.containers import (
     create_container,
     exec_with_timeout,
     fetch_file,
@@ -23,10 +25,8 @@ from bridge.scoring.containers import (
     read_logs,
     wait_with_timeout,
 )
-from bridge.scoring.docker_client import LABEL_RUN, make_labels
-from bridge.scoring.images.base import ensure_base_image
-from bridge.scoring.sandbox import SandboxLimits
-from bridge.scoring.sweep import sweep
+from bridge.scoring.sandbox.docker_client import LABEL_RUN, make_labels
+from bridge.scoring.sandbox.protocol import SandboxLimits
 
 RUN = f"test-{secrets.token_hex(3)}"
 

@@ -21,17 +21,17 @@ import pytest
 from docker.errors import DockerException, ImageNotFound
 from requests.exceptions import ReadTimeout
 
-from bridge.scoring.docker_client import make_labels
 from bridge.scoring.doctor import check_disk, check_index, run_checks
-from bridge.scoring.engine import score_repo
 from bridge.scoring.images import host
 from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.images.budget import ENV, DiskBudgetError, parse_age, parse_size, prune
 from bridge.scoring.images.deps import ensure_deps_image
 from bridge.scoring.images.inventory import kept_inventory
 from bridge.scoring.images.usage import books_dir, evictions, holding, lease
-from bridge.scoring.reporting import summarize_strict
-from bridge.scoring.runner import infra_reason
+from bridge.scoring.run.engine import score_repo
+from bridge.scoring.run.reporting import summarize_strict
+from bridge.scoring.run.runner import infra_reason
+from bridge.scoring.sandbox.docker_client import make_labels
 from bridge.tasks.catalog import Catalog
 
 REPO = Path(__file__).resolve().parent.parent

@@ -13,7 +13,6 @@ import docker
 import pytest
 
 from bridge.errors import ScoringError
-from bridge.scoring.docker_sandbox import DockerRuntime
 from bridge.scoring.images import env_volume as env_mod
 from bridge.scoring.images import layer as layer_mod
 from bridge.scoring.images.base import ensure_base_image
@@ -28,7 +27,8 @@ from bridge.scoring.images.env_volume import (
 )
 from bridge.scoring.images.inventory import list_images, remove_images
 from bridge.scoring.images.wheelhouse import index_reachable_from_containers
-from bridge.scoring.sandbox import SandboxSpec
+from bridge.scoring.sandbox.docker_sandbox import DockerRuntime
+from bridge.scoring.sandbox.protocol import SandboxSpec
 
 
 def test_layer_script_checks_once_after_every_file_and_compiles_once():
@@ -282,7 +282,7 @@ def test_a_score_pip_rejects_is_run_again_on_pips_set(docker_client, base_image,
     scored again on pip's own set and the build log says so; the result is the oracle's."""
     import shutil
 
-    from bridge.scoring.engine import score_repo
+    from bridge.scoring.run.engine import score_repo
     from bridge.tasks.catalog import Catalog
 
     monkeypatch.setattr(layer_mod, "uv_tool", lambda: wrong_uv)

@@ -19,8 +19,8 @@ from bridge.cli import main
 from bridge.reports.html import write_html
 from bridge.scoring import upstream
 from bridge.scoring.failures import ac_disagreement, explain_lines, message_line
-from bridge.scoring.reporting import RunWriter
 from bridge.scoring.result import ScoreResult, summarize_result
+from bridge.scoring.run.reporting import RunWriter
 from tests.test_report_html import SAMPLE, _run, chromium, decode_png  # noqa: F401 - chromium is a fixture
 
 FAILING = "tests/test_keys.py::test_history_lists_versions"

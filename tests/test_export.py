@@ -13,8 +13,8 @@ from bridge.fs.hashing import tree_hash
 from bridge.recording.replay import replay
 from bridge.reports.export import config_name, export_recordings, export_run, ide_display, leaderboard_rows
 from bridge.reports.runreport import recording_report
-from bridge.scoring.reporting import RunWriter
 from bridge.scoring.result import ScoreResult
+from bridge.scoring.run.reporting import RunWriter
 
 SAMPLE = Path(__file__).resolve().parent.parent / "recordings" / "samples" / "kv-ledger-sample"
 ROW_KEYS = ["model", "category", "language", "pass_at_1", "ac", "dsr", "org", "date", "link", "org_img"]

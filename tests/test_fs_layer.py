@@ -13,7 +13,7 @@ import pytest
 
 from bridge.fs import ignore
 from bridge.fs.hashing import tree_hash
-from bridge.scoring.workdir import stage_repo
+from bridge.scoring.run.workdir import stage_repo
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.settings import SessionSettings
 from bridge.tasks.catalog import Catalog
@@ -55,7 +55,7 @@ def test_staging_for_scoring_hashes_as_the_recorder_hashes(tmp_path: Path, tasks
 
 
 def test_recorded_tree_hash_equals_the_engines_snapshot_hash(tmp_path: Path, tasks_dir: Path, docker_client) -> None:
-    from bridge.scoring.engine import default_scorer
+    from bridge.scoring.run.engine import default_scorer
 
     mgr = SessionManager(
         Catalog.from_options(tasks_dir),

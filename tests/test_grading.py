@@ -11,15 +11,8 @@ from pathlib import Path
 import pytest
 
 from bridge.errors import ScoringError
-from bridge.scoring.grading import (
-    MAX_JUNIT_BYTES,
-    JUnitError,
-    merge_results,
-    nodeid_from_junit,
-    parse_collect_only,
-    parse_junit_xml,
-    strict_pass_at_1,
-)
+from bridge.scoring.grading import MAX_JUNIT_BYTES, JUnitError, merge_results, strict_pass_at_1
+from bridge.scoring.python.pytest_results import nodeid_from_junit, parse_collect_only, parse_junit_xml
 from bridge.scoring.result import TestCaseResult
 
 JUNIT = b"""<?xml version="1.0" encoding="utf-8"?>

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from bridge.scoring.engine import score_repo
 from bridge.scoring.result import ProfileResult, ScoreResult
-from bridge.scoring.workdir import LOG_CAP_BYTES
+from bridge.scoring.run.engine import score_repo
+from bridge.scoring.run.workdir import LOG_CAP_BYTES
 from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
 

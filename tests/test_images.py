@@ -7,8 +7,6 @@ import time
 import pytest
 
 from bridge.errors import ScoringError
-from bridge.scoring.containers import create_container, managed, read_logs, wait_with_timeout
-from bridge.scoring.docker_client import LABEL_KIND, LABEL_OWNER, make_labels
 from bridge.scoring.images import host, rootfs
 from bridge.scoring.images.base import OFFICIAL_PYTHON, ensure_base_image, official_python_image
 from bridge.scoring.images.build import DependencyInstallError, docker_build, image_exists
@@ -19,7 +17,9 @@ from bridge.scoring.images.recipe import base_image_tag, base_recipe_hash
 from bridge.scoring.images.rootfs import build_rootfs, remove_tree
 from bridge.scoring.images.tester import TESTER_PINS, build_all, ensure_tester_image
 from bridge.scoring.images.wheelhouse import index_reachable_from_containers, prepare_wheelhouse
-from bridge.scoring.sandbox import SandboxLimits
+from bridge.scoring.sandbox.containers import create_container, managed, read_logs, wait_with_timeout
+from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, make_labels
+from bridge.scoring.sandbox.protocol import SandboxLimits
 
 
 def _run(client, image: str, script: str, *, seconds: float = 60) -> tuple[int | None, str]:

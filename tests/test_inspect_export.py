@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bridge.cli import main
-from bridge.scoring.reporting import RunWriter
+from bridge.scoring.run.reporting import RunWriter
 from tests.test_explain import FAILING, flawed_result
 from tests.test_report_html import SAMPLE, chromium  # noqa: F401 - chromium is a fixture
 

@@ -17,7 +17,7 @@ from mcp import Client, stdio_client
 
 from bridge.recording.rescore import rescore
 from bridge.reports.export import leaderboard_rows
-from bridge.scoring.evaluate import evaluate
+from bridge.scoring.run.evaluate import evaluate
 from bridge.tasks.catalog import Catalog
 from tests.test_mcp_stdio import stdio_params
 
@@ -95,7 +95,7 @@ def test_evaluate_reports_java_by_language(docker_client, tasks_dir: Path, tmp_p
 
 
 def test_java_practice_check_deploys_without_golden_files(docker_client, tasks_dir: Path, tmp_path: Path) -> None:
-    from bridge.scoring.engine import deploy_check
+    from bridge.scoring.run.engine import deploy_check
 
     task = Catalog.from_options(tasks_dir).get(TASK_ID)
     result = deploy_check(task, task.solution_dir, output_dir=tmp_path, client=docker_client)

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from bridge.scoring.engine import score_repo
 from bridge.scoring.java.images import ensure_java_image
 from bridge.scoring.java.layers import MavenSources, ensure_java_deps_image, repo_poms
 from bridge.scoring.java.mavencache import cache_root
 from bridge.scoring.result import ScoreResult
+from bridge.scoring.run.engine import score_repo
 from bridge.tasks.catalog import Catalog
 
 pytestmark = pytest.mark.docker

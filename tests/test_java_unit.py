@@ -139,8 +139,8 @@ def test_result_table_has_a_line_per_language() -> None:
     from rich.console import Console
 
     from bridge.reports.table import render_table
-    from bridge.scoring.reporting import build_entry
     from bridge.scoring.result import APICoverage, DSRResult, PassAt1, ProfileResult, ScoreResult
+    from bridge.scoring.run.reporting import build_entry
 
     def score(task: str, lang: str, passed: int) -> ScoreResult:
         def prof(name: str) -> ProfileResult:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from bridge.scoring.engine import score_repo
 from bridge.scoring.result import ProfileResult, ScoreResult
+from bridge.scoring.run.engine import score_repo
 from bridge.tasks.model import load_task
 
 pytestmark = pytest.mark.docker

@@ -18,18 +18,18 @@ from pathlib import Path
 import pytest
 
 from bridge.locations import cache_dir
-from bridge.scoring import pkgcache, reqfile
-from bridge.scoring.engine import score_repo
+from bridge.scoring.images import pkgcache, reqfile
 from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.images.build import image_exists
 from bridge.scoring.images.deps import deps_image_tag, ensure_deps_image, wait_for_cache_fills
+from bridge.scoring.images.pkgcache import WheelCache
 from bridge.scoring.images.wheelhouse import (
     UnsafeRequirementError,
     check_requirements,
     index_reachable_from_containers,
     prepare_wheelhouse,
 )
-from bridge.scoring.pkgcache import WheelCache
+from bridge.scoring.run.engine import score_repo
 from bridge.tasks.catalog import Catalog
 
 
@@ -209,8 +209,8 @@ def test_layers_fill_then_reuse_the_cache_and_refetch_corrupt_entries(docker_cli
         again = list((private_cache / "wheels").glob("*/six-1.16.0-py2.py3-none-any.whl"))
         assert len(again) == 1 and again[0].read_bytes() != b"corrupt"
         assert pkgcache.sha256_file(again[0]) == again[0].parent.name
-        from bridge.scoring.containers import create_container, managed, read_logs, wait_with_timeout
-        from bridge.scoring.sandbox import SandboxLimits
+        from bridge.scoring.sandbox.containers import create_container, managed, read_logs, wait_with_timeout
+        from bridge.scoring.sandbox.protocol import SandboxLimits
         c = create_container(docker_client, third.tag, name=f"rgbridge-test-cache-{time.time_ns()}",
                              command=["sh", "-c", ("python -c 'import six; print(six.__version__)'; "
                                                    "ls /tmp/rgbridge-build 2>&1")],
@@ -328,8 +328,8 @@ def test_uv_installs_exactly_what_pip_would(docker_client, private_cache, monkey
     pip-only layer, for requirements with unpinned transitive dependencies."""
     if not index_reachable_from_containers(docker_client):
         pytest.skip("containers cannot reach the package index here")
-    from bridge.scoring.containers import create_container, managed, read_logs, wait_with_timeout
-    from bridge.scoring.sandbox import SandboxLimits
+    from bridge.scoring.sandbox.containers import create_container, managed, read_logs, wait_with_timeout
+    from bridge.scoring.sandbox.protocol import SandboxLimits
 
     def freeze(tag: str) -> str:
         c = create_container(docker_client, tag, name=f"rgbridge-test-freeze-{time.time_ns()}",

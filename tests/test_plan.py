@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from bridge.scoring import compat as compat_mod
-from bridge.scoring import strict as strict_mod
 from bridge.scoring.images.deps import DepsImage
 from bridge.scoring.plan import ScoringPlan
-from bridge.scoring.python_plan import COLLECT_TIMEOUT, TESTER_LIMITS, suite_timing
-from bridge.scoring.runner import plan_for
-from bridge.scoring.sandbox import ExecOutcome, Sandbox, SandboxLimits, SandboxSpec, SandboxState, WaitOutcome
-from bridge.scoring.workdir import LogSink, ScoreContext
+from bridge.scoring.python import compat as compat_mod
+from bridge.scoring.python import strict as strict_mod
+from bridge.scoring.python.plan import COLLECT_TIMEOUT, TESTER_LIMITS, suite_timing
+from bridge.scoring.run.runner import plan_for, run_one_profile
+from bridge.scoring.run.workdir import LogSink, ScoreContext
+from bridge.scoring.sandbox.protocol import ExecOutcome, Sandbox, SandboxLimits, SandboxSpec, SandboxState, WaitOutcome
 from bridge.tasks.catalog import Catalog
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -167,8 +167,8 @@ def test_compat_runs_its_plan_through_the_protocol(tmp_path, no_image_builds) ->
           "TEST_EXIT_CODE=1\n>>>>> TEST_END\n"
     runtime = FakeRuntime({"stdout": log})
     ctx = ScoreContext(run_id="fake-run", runtime=runtime)
-    result = compat_mod.run_compat(None, task, _repo(tmp_path), ctx=ctx, logs=LogSink(tmp_path / "logs"),  # type: ignore[arg-type]
-                                   progress=lambda _m: None)
+    result = run_one_profile(None, task, _repo(tmp_path), "compat", ctx=ctx, logs=LogSink(tmp_path / "logs"),  # type: ignore[arg-type]
+                             progress=lambda _m: None)
     assert result.outcome == "scored" and result.dsr.success
     assert (result.pass_at_1.passed, result.pass_at_1.total) == (3, 4)
     plan = plan_for(task, "compat")
@@ -184,8 +184,8 @@ def test_strict_practice_check_runs_its_plan_through_the_protocol(tmp_path, no_i
     runtime = FakeRuntime({"rgbridge-service/entry": "./start.sh\n",
                            "wait_ready.py": '{"ready": true, "status": 200, "seconds": 0.4}\n'})
     ctx = ScoreContext(run_id="fake-run", runtime=runtime)
-    result = strict_mod.run_strict(None, task, _repo(tmp_path), ctx=ctx, logs=LogSink(tmp_path / "logs"),  # type: ignore[arg-type]
-                                   progress=lambda _m: None, deploy_only=True)
+    result = run_one_profile(None, task, _repo(tmp_path), "strict", ctx=ctx, logs=LogSink(tmp_path / "logs"),  # type: ignore[arg-type]
+                             progress=lambda _m: None, deploy_only=True)
     assert result.outcome == "scored" and result.dsr.success and result.dsr.time_to_ready == 0.4
     service, tester = runtime.specs
     assert tester.share_network_of is not None and tester.share_network_of.spec is service  # type: ignore[attr-defined]

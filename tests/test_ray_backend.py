@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from bridge.errors import ScoringError
-from bridge.scoring.evaluate import evaluate
+from bridge.scoring.run.evaluate import evaluate
 from bridge.tasks.catalog import Catalog
 
 pytestmark = pytest.mark.docker
@@ -108,7 +108,7 @@ def cluster(docker_client):
 
 @pytest.fixture(scope="module")
 def backend(cluster):
-    from bridge.scoring.ray_backend import RayBackend
+    from bridge.scoring.run.ray_backend import RayBackend
 
     be = RayBackend(address=cluster.address)
     yield be
@@ -203,7 +203,7 @@ def test_retries_exhausted_is_infra_error_then_resume(cluster, backend, catalog:
                                                        local_report: Path, tmp_path: Path) -> None:
     import ray
 
-    from bridge.scoring.ray_backend import RayBackend
+    from bridge.scoring.run.ray_backend import RayBackend
 
     no_retry = RayBackend(max_retries=0)
     before = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
@@ -264,7 +264,7 @@ def _assert_only_finished_repos_recorded(folder: Path) -> None:
 
 def test_cancel_stops_jobs_and_sweeps(backend, catalog: Catalog, preds: Path, tmp_path: Path,
                                       docker_client) -> None:
-    from bridge.scoring.ray_backend import RayBackend
+    from bridge.scoring.run.ray_backend import RayBackend
 
     mine = RayBackend()  # same cluster (already joined); cancelling it leaves the shared one usable
     started = threading.Event()
@@ -301,7 +301,7 @@ def test_cancel_stops_jobs_and_sweeps(backend, catalog: Catalog, preds: Path, tm
 
 
 def test_shipped_task_is_verified_by_hash(catalog: Catalog, tmp_path: Path) -> None:
-    from bridge.scoring.ray_backend import pack_task, unpack_task
+    from bridge.scoring.run.ray_backend import pack_task, unpack_task
 
     task = catalog.get(ORACLE)
     desc, blob = pack_task(task)
@@ -317,7 +317,7 @@ def test_shipped_task_is_verified_by_hash(catalog: Catalog, tmp_path: Path) -> N
 
 
 def test_unpack_refuses_paths_out_of_the_folder(tmp_path: Path) -> None:
-    from bridge.scoring.ray_backend import unpack_tree
+    from bridge.scoring.run.ray_backend import unpack_tree
 
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -331,7 +331,7 @@ def test_unpack_refuses_paths_out_of_the_folder(tmp_path: Path) -> None:
 
 
 def test_backend_switch_errors() -> None:
-    from bridge.scoring.engine import make_backend
+    from bridge.scoring.run.engine import make_backend
 
     with pytest.raises(ScoringError, match="--ray-address only applies"):
         make_backend("local", ray_address="127.0.0.1:1")
@@ -409,7 +409,7 @@ def test_ctrl_c_on_the_cli_cancels_then_resume_completes(cluster, catalog: Catal
 def test_ray_backend_without_ray_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from bridge.scoring.engine import make_backend
+    from bridge.scoring.run.engine import make_backend
 
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError, as without the extra
     with pytest.raises(ScoringError, match=r"pip install 'repogenesis-bridge\[ray\]'"):

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from bridge.reports.html import render_html, write_html
-from bridge.scoring.reporting import RunWriter
 from bridge.scoring.result import ScoreResult
+from bridge.scoring.run.reporting import RunWriter
 
 SAMPLE = Path(__file__).resolve().parent.parent / "recordings" / "samples" / "kv-ledger-sample"
 EVIL = '<img src=x onerror="alert(1)"><script>alert(2)</script>'

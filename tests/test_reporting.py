@@ -11,15 +11,6 @@ from rich.console import Console
 
 from bridge.errors import ScoringError
 from bridge.reports.table import render_table
-from bridge.scoring.reporting import (
-    RunWriter,
-    build_entry,
-    infer_outcome,
-    load_previous,
-    profile_rows,
-    summarize_strict,
-    summarize_upstream,
-)
 from bridge.scoring.result import (
     GRADER_VERSION,
     APICoverage,
@@ -27,6 +18,15 @@ from bridge.scoring.result import (
     PassAt1,
     ProfileResult,
     ScoreResult,
+)
+from bridge.scoring.run.reporting import (
+    RunWriter,
+    build_entry,
+    infer_outcome,
+    load_previous,
+    profile_rows,
+    summarize_strict,
+    summarize_upstream,
 )
 
 # docs/upstream.md §4.2: the Codex-CLI run, one row per repo:

@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from bridge.scoring.archives import UnsafeArchiveError
-from bridge.scoring.docker_client import LABEL_RUN
-from bridge.scoring.docker_sandbox import DockerRuntime, DockerSandbox
 from bridge.scoring.images.base import ensure_base_image
-from bridge.scoring.sandbox import Sandbox, SandboxLimits, SandboxSpec
+from bridge.scoring.sandbox.archives import UnsafeArchiveError
+from bridge.scoring.sandbox.docker_client import LABEL_RUN
+from bridge.scoring.sandbox.docker_sandbox import DockerRuntime, DockerSandbox
+from bridge.scoring.sandbox.protocol import Sandbox, SandboxLimits, SandboxSpec
 
 RUN = f"test-sbx-{secrets.token_hex(3)}"
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bridge.scoring.engine import score_repo
 from bridge.scoring.result import ScoreResult
+from bridge.scoring.run.engine import score_repo
 from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
 

@@ -23,12 +23,13 @@ from pathlib import Path
 import pytest
 
 from bridge.scoring import grading
-from bridge.scoring.collection import white_box_denominator
-from bridge.scoring.conformance import make_control_repos
 from bridge.scoring.images.tester import TESTER_PINS
-from bridge.scoring.python_plan import suite_timing
+from bridge.scoring.python import pytest_results
+from bridge.scoring.python.collection import white_box_denominator
+from bridge.scoring.python.plan import suite_timing
+from bridge.scoring.python.strict import stage_golden_suite
 from bridge.scoring.result import ProfileResult, ScoreResult
-from bridge.scoring.strict import stage_golden_suite
+from bridge.scoring.run.conformance import make_control_repos
 from bridge.tasks.model import load_task
 from bridge.tasks.suite import (
     agent_imports,
@@ -111,18 +112,18 @@ def test_quirk_detection_labels() -> None:
 
 def test_item_outcome_from_phases() -> None:
     ok = {"outcome": "passed"}
-    assert grading.item_outcome({"setup": ok, "call": ok, "teardown": ok})[0] == "passed"
-    assert grading.item_outcome({"setup": {"outcome": "skipped", "message": "down"}, "teardown": ok})[:2] == \
+    assert pytest_results.item_outcome({"setup": ok, "call": ok, "teardown": ok})[0] == "passed"
+    assert pytest_results.item_outcome({"setup": {"outcome": "skipped", "message": "down"}, "teardown": ok})[:2] == \
         ("skipped", "down")
-    assert grading.item_outcome({"setup": {"outcome": "failed"}, "teardown": ok})[0] == "error"
-    assert grading.item_outcome({"setup": ok, "call": {"outcome": "failed"}, "teardown": ok})[0] == "failed"
-    assert grading.item_outcome({"setup": ok, "call": ok, "teardown": {"outcome": "failed"}})[0] == "error"
-    assert grading.item_outcome({"setup": ok})[0] == "not_run"
-    assert grading.parse_plugin_report(b"not json") is None
-    assert grading.parse_plugin_report(json.dumps({"version": 2}).encode()) is None
+    assert pytest_results.item_outcome({"setup": {"outcome": "failed"}, "teardown": ok})[0] == "error"
+    assert pytest_results.item_outcome({"setup": ok, "call": {"outcome": "failed"}, "teardown": ok})[0] == "failed"
+    assert pytest_results.item_outcome({"setup": ok, "call": ok, "teardown": {"outcome": "failed"}})[0] == "error"
+    assert pytest_results.item_outcome({"setup": ok})[0] == "not_run"
+    assert pytest_results.parse_plugin_report(b"not json") is None
+    assert pytest_results.parse_plugin_report(json.dumps({"version": 2}).encode()) is None
 
 
-def _run_plugin(tmp_path: Path, files: dict[str, str], *args: str, budget: str = "") -> grading.PluginReport:
+def _run_plugin(tmp_path: Path, files: dict[str, str], *args: str, budget: str = "") -> pytest_results.PluginReport:
     suite = tmp_path / "suite"
     (suite / "tests").mkdir(parents=True)
     for rel, text in files.items():
@@ -130,7 +131,7 @@ def _run_plugin(tmp_path: Path, files: dict[str, str], *args: str, budget: str =
     return _run_suite(suite, tmp_path / "report.json", *args, budget=budget)
 
 
-def _run_suite(suite: Path, report: Path, *args: str, budget: str = "") -> grading.PluginReport:
+def _run_suite(suite: Path, report: Path, *args: str, budget: str = "") -> pytest_results.PluginReport:
     """Run `suite/tests` with the plugin the way the tester does, on the host (no Docker)."""
     env = {**os.environ, "PYTHONPATH": str(PLUGIN_DIR), "RGBRIDGE_REPORT": str(report)}
     env.pop("PYTEST_ADDOPTS", None)
@@ -142,7 +143,7 @@ def _run_suite(suite: Path, report: Path, *args: str, budget: str = "") -> gradi
     if ini.exists():
         cmd[4:4] = ["-c", str(ini)]
     subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True, timeout=120, check=False)
-    parsed = grading.parse_plugin_report(report.read_bytes())
+    parsed = pytest_results.parse_plugin_report(report.read_bytes())
     assert parsed is not None
     return parsed
 
@@ -155,7 +156,7 @@ def test_plugin_records_collection_whatever_the_verbosity(tmp_path: Path) -> Non
         "tests/test_x.py": "def test_a():\n    pass\n\ndef test_b():\n    assert False\n",
     }, "--collect-only", "-q")
     assert report.collected == ["tests/test_x.py::test_a", "tests/test_x.py::test_b"]
-    legacy = grading.parse_collect_only("tests/test_x.py: 2\n")
+    legacy = pytest_results.parse_collect_only("tests/test_x.py: 2\n")
     assert legacy == []  # what the old text parser made of the same suite
 
 
@@ -172,10 +173,10 @@ def test_plugin_records_outcomes_and_a_session_exit(tmp_path: Path) -> None:
         "tests/test_x.py": "def test_a():\n    pass\n\ndef test_b():\n    assert False\n\ndef test_c():\n    pass\n"
                            "\ndef test_d():\n    pass\n",
     })
-    results = {r.nodeid: r.outcome for r in grading.results_from_plugin(report)}
+    results = {r.nodeid: r.outcome for r in pytest_results.results_from_plugin(report)}
     assert results["tests/test_x.py::test_a"] == "passed" and results["tests/test_x.py::test_b"] == "failed"
     assert report.exit_reason and "service down" in report.exit_reason
-    p = grading.strict_pass_at_1(report.collected, grading.results_from_plugin(report))
+    p = grading.strict_pass_at_1(report.collected, pytest_results.results_from_plugin(report))
     assert (p.passed, p.total) == (1, 4)  # the exit does not shrink the denominator
 
 
@@ -196,8 +197,8 @@ def test_deadline_stop_is_not_blamed_on_the_suite(tmp_path: Path) -> None:
         "tests/test_x.py": "import time\n\n" + "".join(
             f"def test_{i}():\n    time.sleep(0.4)\n\n" for i in range(10)),
     }, budget="1")
-    assert report.deadline_hit and report.exit_reason and grading.DEADLINE_STOP_REASON in report.exit_reason
-    notes = grading.session_notes(report, 1)
+    assert report.deadline_hit and report.exit_reason and pytest_results.DEADLINE_STOP_REASON in report.exit_reason
+    notes = pytest_results.session_notes(report, 1)
     assert notes == ["suite deadline (1s) reached; items not started count as not passed"]
     exited = _run_plugin(tmp_path / "exit", {
         "tests/conftest.py": """
@@ -210,7 +211,7 @@ def test_deadline_stop_is_not_blamed_on_the_suite(tmp_path: Path) -> None:
         "tests/test_x.py": "def test_a():\n    pass\n",
     }, budget="60")
     assert not exited.deadline_hit
-    assert [n for n in grading.session_notes(exited, 60) if "ended the session early" in n and "service down" in n]
+    assert [n for n in pytest_results.session_notes(exited, 60) if "ended the session early" in n and "service down" in n]
 
 
 def test_staged_suite_reads_the_task_readme_beside_its_tests(tmp_path: Path) -> None:
@@ -223,7 +224,7 @@ def test_staged_suite_reads_the_task_readme_beside_its_tests(tmp_path: Path) -> 
     stage_golden_suite(task, staged)
     assert (staged / "README.md").read_bytes() == task.readme_path.read_bytes()
     report = _run_suite(staged, tmp_path / "report.json")
-    results = {r.nodeid: r.outcome for r in grading.results_from_plugin(report)}
+    results = {r.nodeid: r.outcome for r in pytest_results.results_from_plugin(report)}
     assert results == {"tests/test_readme_contract.py::test_readme_present_and_sections": "passed",
                        "tests/test_readme_contract.py::test_readme_schemas_are_json": "passed"}
 
@@ -257,7 +258,7 @@ CASES: dict[str, tuple[str, str]] = {
 def quirks(docker_client, tmp_path_factory):
     base = tmp_path_factory.mktemp("quirks")
     controls = make_control_repos(base / "controls")
-    from bridge.scoring.engine import score_repo
+    from bridge.scoring.run.engine import score_repo
 
     def repo_for(quirk: str, kind: str) -> Path:
         if kind != "solution":

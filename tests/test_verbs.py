@@ -83,7 +83,7 @@ def test_cli_verbs_go_through_the_table(tmp_path: Path, tasks_dir: Path, monkeyp
 
     from bridge.cli import main as cli
     from bridge.commands import sessions as cli_sessions
-    from bridge.scoring import engine
+    from bridge.scoring.run import engine
     from bridge.sessions.verbs import START
     from tests.test_session import CountingScorer
 

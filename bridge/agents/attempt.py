@@ -35,8 +35,8 @@ from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.recording.clock import parse_iso
 from bridge.recording.integrity import try_seal
-from bridge.scoring.reporting import build_entry
 from bridge.scoring.result import ScoreResult
+from bridge.scoring.run.reporting import build_entry
 from bridge.sessions.answers import StartTaskResult
 from bridge.sessions.live import load_record
 from bridge.sessions.manager import SessionManager

@@ -1,5 +1,5 @@
 """`rgbridge run`: an agent over tasks × attempts, unattended, into a run folder in the `evaluate`
-schema (bridge/scoring/reporting.py): `intermediate/<run_id>/<task>.a<k>.json` per attempt as it is
+schema (bridge/scoring/run/reporting.py): `intermediate/<run_id>/<task>.a<k>.json` per attempt as it is
 scored, `report_<run_id>.json` with both profiles, agent name, version and model in every row.
 
 `run.json` holds the plan (pydantic, the boundary a resume reads back); `--resume` with the same
@@ -27,7 +27,7 @@ from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.locations import cache_dir, data_home
 from bridge.release import exact_version
-from bridge.scoring.reporting import RunWriter, bad_number, new_run_id
+from bridge.scoring.run.reporting import RunWriter, bad_number, new_run_id
 from bridge.tasks.catalog import Catalog
 
 RUN_FILE = "run.json"

@@ -16,7 +16,7 @@ from rich.markup import escape
 from bridge.tasks.catalog import Catalog
 
 if TYPE_CHECKING:
-    from bridge.scoring.backend import Backend
+    from bridge.scoring.run.backend import Backend
 
 
 def add_task_source_options(parser: argparse.ArgumentParser) -> None:
@@ -57,7 +57,7 @@ def add_backend_options(parser: argparse.ArgumentParser) -> None:
 
 def open_backend(args: argparse.Namespace) -> Backend | None:
     """The backend of `--backend/--ray-address` (None for local: the engine's default)."""
-    from bridge.scoring.engine import make_backend
+    from bridge.scoring.run.engine import make_backend
 
     if args.backend == "local" and not args.ray_address:
         return None

@@ -24,7 +24,7 @@ from bridge.commands.common import (
 )
 
 if TYPE_CHECKING:
-    from bridge.scoring.conformance import ConformanceRow
+    from bridge.scoring.run.conformance import ConformanceRow
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_conformance(args: argparse.Namespace) -> int:
-    from bridge.scoring.conformance import row_dict, run_conformance
+    from bridge.scoring.run.conformance import row_dict, run_conformance
 
     if args.dataset is None and args.tasks is None:
         stderr_console().print("[red]error:[/] give --dataset DIR (a RepoGenesis checkout) or --tasks DIR")

@@ -86,9 +86,9 @@ def _ago(epoch: float) -> str:
 def cmd_cache_stats(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from bridge.scoring.docker_client import require_engine
     from bridge.scoring.images.budget import format_size, prune, resolve_budget
     from bridge.scoring.images.inventory import kept_inventory
+    from bridge.scoring.sandbox.docker_client import require_engine
 
     client = require_engine()
     size, age = _limits(args)
@@ -127,8 +127,8 @@ def cmd_cache_stats(args: argparse.Namespace) -> int:
 
 def cmd_cache_prune(args: argparse.Namespace) -> int:
     from bridge.errors import BridgeError
-    from bridge.scoring.docker_client import require_engine
     from bridge.scoring.images.budget import format_size, prune
+    from bridge.scoring.sandbox.docker_client import require_engine
 
     size, age = _limits(args)
     if size is None and age is None:

@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from bridge.scoring.runner import plan_for
+    from bridge.scoring.run.runner import plan_for
 
     task = load_catalog(args, report_errors=False).get(args.task_id)
     print(plan_for(task, args.profile, deploy_only=args.deploy_only).to_json())

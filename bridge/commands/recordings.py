@@ -62,7 +62,7 @@ def _backend_scorer(args: argparse.Namespace) -> Iterator[Callable[..., Any] | N
     import signal
     import threading
 
-    from bridge.scoring.engine import score_repo
+    from bridge.scoring.run.engine import score_repo
 
     previous = None
     if threading.current_thread() is threading.main_thread():
@@ -199,8 +199,8 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         print_json({"result": str(path), **data})
         return 0
     from bridge.commands.common import print_scores
-    from bridge.scoring.reporting import build_entry
     from bridge.scoring.result import ScoreResult
+    from bridge.scoring.run.reporting import build_entry
 
     print_scores([build_entry(ScoreResult.model_validate(data))])
     console().print(f"result: {path}", highlight=False)

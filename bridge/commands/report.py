@@ -13,6 +13,7 @@ from bridge.commands.common import (
     add_json_option,
     add_task_source_options,
     console,
+    load_catalog,
     print_json,
     print_scores,
     stderr_console,
@@ -135,13 +136,18 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise RecordingError("give RUN_DIR or --recordings DIR")
     if args.layout == "inspect":
         return _export_inspect(args)
-    from bridge.commands.recordings import _catalog
     from bridge.reports.export import export_recordings, export_run
 
     if not args.ide or not args.model:
         raise RecordingError("--layout repogenesis-ide needs --ide NAME and --model NAME (they name the folders)")
     if args.recordings:
-        res = export_recordings(args.recordings, args.output, ide=args.ide, model=args.model, catalog=_catalog(args))
+        res = export_recordings(
+            args.recordings,
+            args.output,
+            ide=args.ide,
+            model=args.model,
+            catalog=load_catalog(args, report_errors=False),
+        )
     else:
         res = export_run(
             args.run_dir,

@@ -33,9 +33,9 @@ from bridge.commands.common import (
 from bridge.commands.disk import add_disk_budget_option, add_preflight_option, apply_run_options
 
 if TYPE_CHECKING:
-    from bridge.scoring.backend import Backend
-    from bridge.scoring.evaluate import EvaluationPlan
     from bridge.scoring.java.layers import MavenSources
+    from bridge.scoring.run.backend import Backend
+    from bridge.scoring.run.evaluate import EvaluationPlan
     from bridge.tasks.catalog import Catalog
 
 
@@ -128,9 +128,9 @@ def maven_sources(args: argparse.Namespace) -> MavenSources:
 def cmd_images_build(args: argparse.Namespace) -> int:
     import time
 
-    from bridge.scoring.docker_client import get_client
     from bridge.scoring.images.tester import build_all
     from bridge.scoring.java.images import ensure_java_image
+    from bridge.scoring.sandbox.docker_client import get_client
 
     client = get_client()
     if args.json:
@@ -164,8 +164,8 @@ def cmd_images_build(args: argparse.Namespace) -> int:
 def cmd_images_list(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from bridge.scoring.docker_client import get_client
     from bridge.scoring.images.inventory import list_images
+    from bridge.scoring.sandbox.docker_client import get_client
 
     images = [asdict(i) for i in list_images(get_client())]
     if args.json:
@@ -177,8 +177,8 @@ def cmd_images_list(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from bridge.scoring.engine import score_repo
-    from bridge.scoring.reporting import build_entry
+    from bridge.scoring.run.engine import score_repo
+    from bridge.scoring.run.reporting import build_entry
 
     task = load_catalog(args, report_errors=False).get(args.task)
     err = stderr_console()
@@ -211,7 +211,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from bridge.scoring.evaluate import plan
+    from bridge.scoring.run.evaluate import plan
 
     catalog = load_catalog(args)
     maven = maven_sources(args)
@@ -246,7 +246,7 @@ def _run_evaluate(
     backend: Backend | None,
     workers: int,
 ) -> int:
-    from bridge.scoring.evaluate import evaluate
+    from bridge.scoring.run.evaluate import evaluate
 
     progress = Progress(
         SpinnerColumn(),
@@ -306,8 +306,8 @@ def _run_evaluate(
 def cmd_cleanup(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from bridge.scoring.docker_client import get_client
-    from bridge.scoring.sweep import sweep
+    from bridge.scoring.run.sweep import sweep
+    from bridge.scoring.sandbox.docker_client import get_client
 
     report = sweep(get_client(), run_id=args.run_id, include_images=args.images)
     data = asdict(report)

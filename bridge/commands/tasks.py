@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def cmd_list(args: argparse.Namespace) -> int:
     catalog = load_catalog(args)
-    from bridge.scoring.engine import SCORABLE_LANGS
+    from bridge.scoring.run.engine import SCORABLE_LANGS
 
     rows = [task.summary() | {"scorable": task.lang in SCORABLE_LANGS} for task in catalog]
     if args.json:

@@ -14,14 +14,14 @@ import os
 from pathlib import Path
 
 from bridge.errors import PathError
-from bridge.fs.walk import _DIR_FLAGS, split_rel
+from bridge.fs.walk import DIR_FLAGS, split_rel
 
 
 def _walk(path: Path, *, create: bool) -> int:
     if not path.is_absolute():
         raise PathError(f"workspace {path} must be absolute")
     rel = str(path).strip("/")
-    top = os.open("/", _DIR_FLAGS)
+    top = os.open("/", DIR_FLAGS)
     try:
         return _descend(top, split_rel(rel) if rel else [], create=create)
     finally:
@@ -80,7 +80,7 @@ def _descend(dir_fd: int, names: list[str], *, create: bool = True) -> int:
                     os.mkdir(name, 0o755, dir_fd=fd)
                 except FileExistsError:
                     pass  # existing (or created meanwhile): the O_NOFOLLOW open decides
-            nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            nxt = os.open(name, DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = nxt
         return fd

@@ -24,7 +24,6 @@ from bridge.fs.relpath import MAX_DIR_PATH_BYTES, rel_parts
 MAX_DEPTH = 256
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_DIR_FLAGS = DIR_FLAGS  # the name it had first: other modules import it
 
 
 def split_rel(rel: str) -> list[str]:

@@ -81,7 +81,7 @@ def compute_curve(
     if workers < 1:
         raise RecordingError("--workers must be at least 1")
     if score_fn is None:
-        from bridge.scoring.engine import score_repo
+        from bridge.scoring.run.engine import score_repo
 
         score_fn = score_repo
     scorer: Callable[..., Any] = score_fn

@@ -54,7 +54,7 @@ def score_moment(
 ) -> tuple[Any, State]:
     """Materialise a moment into a temp dir and score it with the current grader."""
     if score_fn is None:
-        from bridge.scoring.engine import score_repo
+        from bridge.scoring.run.engine import score_repo
 
         score_fn = score_repo
     scorer: Callable[..., Any] = score_fn

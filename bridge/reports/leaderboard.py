@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bridge.scoring.reporting import LANGS, profile_rows, summarize_strict, summarize_upstream
+from bridge.scoring.run.reporting import LANGS, profile_rows, summarize_strict, summarize_upstream
 from bridge.sessions.attempts import pass_at_k, solved
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from bridge.errors import RecordingError, ScoringError
-from bridge.scoring.reporting import build_entry, profile_rows, summarize_strict, summarize_upstream
 from bridge.scoring.result import ScoreResult
+from bridge.scoring.run.reporting import build_entry, profile_rows, summarize_strict, summarize_upstream
 from bridge.sessions.contamination import evidence, mark_entries
 
 

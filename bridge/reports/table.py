@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bridge.scoring.reporting import LANGS, infer_outcome, profile_rows, summarize_strict, summarize_upstream
+from bridge.scoring.run.reporting import LANGS, infer_outcome, profile_rows, summarize_strict, summarize_upstream
 
 
 def _fmt_pass(p: Mapping[str, Any] | None) -> str:

@@ -15,8 +15,8 @@ from typing import Any
 
 from bridge.errors import RecordingError, ScoringError
 from bridge.reports.runreport import load_run_report, recording_report, report_from_entries
-from bridge.scoring.reporting import build_entry
 from bridge.scoring.result import ScoreResult
+from bridge.scoring.run.reporting import build_entry
 
 
 @dataclass(frozen=True)

@@ -10,16 +10,15 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
 
 from bridge.scoring import coverage
 from bridge.scoring.plan import ScoringPlan, run_step
 from bridge.scoring.result import APICoverage, DSRResult
-from bridge.scoring.sandbox import Sandbox
-from bridge.scoring.workdir import LogSink
+from bridge.scoring.run.workdir import LogSink
+from bridge.scoring.sandbox.protocol import Sandbox
+from bridge.scoring.types import ProgressFn
 from bridge.tasks.model import Task
 
-ProgressFn = Callable[[str], None]
 _OOM_KILL_RE = re.compile(r"^oom_kill (\d+)", re.MULTILINE)
 
 
@@ -89,3 +88,14 @@ def dynamic_coverage(task: Task, plan: ScoringPlan, tester: Sandbox) -> APICover
     except (ValueError, IndexError):
         probes = []
     return coverage.dynamic_api_coverage(endpoints, probes)
+
+
+def after_suite(
+    task: Task, plan: ScoringPlan, service: Sandbox, tester: Sandbox, logs: LogSink, *, probe: bool
+) -> tuple[APICoverage | None, bool]:
+    """Once the golden suite has run: the README's endpoints probed (when `probe`: the service
+    deployed), whether the service was killed for memory meanwhile, and its log kept."""
+    dynamic = dynamic_coverage(task, plan, tester) if probe else None
+    _, _, oom = service_state(plan, service)
+    logs.write("service.log", service.logs())
+    return dynamic, oom

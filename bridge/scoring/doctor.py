@@ -22,13 +22,13 @@ from docker.errors import DockerException
 from requests import RequestException
 
 from bridge.errors import ScoringError
-from bridge.scoring.docker_client import engine_available, get_client, reset_client
 from bridge.scoring.images.budget import data_root, format_size, free_bytes, resolve_budget, set_estimate
 from bridge.scoring.images.build import image_exists
 from bridge.scoring.images.host import host_pip_index_settings
 from bridge.scoring.images.inventory import kept_inventory
 from bridge.scoring.images.recipe import BASE_REPO, base_recipe_hash
 from bridge.scoring.images.wheelhouse import probe_index
+from bridge.scoring.sandbox.docker_client import engine_available, get_client, reset_client
 
 #: the largest tolerated difference between the host's and the engine's clocks
 CLOCK_SKEW_SECONDS = 120.0
@@ -191,9 +191,9 @@ def check_clock(client: docker.DockerClient | None) -> Check:
         return Check("clock", False, f"host clock reads {time.ctime(now)}", "sync the clock: timedatectl set-ntp true")
     if client is None:
         return Check("clock", True, "host clock plausible")
-    from bridge.scoring.images.inventory import _age_epoch
+    from bridge.scoring.images.inventory import age_epoch
 
-    engine = _age_epoch(str(client.info().get("SystemTime", "")))
+    engine = age_epoch(str(client.info().get("SystemTime", "")))
     skew = abs(engine - now) if engine else 0.0
     if skew > CLOCK_SKEW_SECONDS:
         return Check(

@@ -3,27 +3,37 @@
 In the spirit of SWE-bench's `TestSpec`: the images a profile needs, the sandboxes it creates
 (image, command, env, limits, network, what is copied in) and the commands it runs in them
 (argv, timeout, output cap, what counts as failure) are fields of one JSON-serialisable model,
-built from the task alone by `plan_for` (bridge/scoring/runner.py). The profile runners read
-their sandboxes and steps from it and keep only the decisions (which step next, how to grade)
-in code; `rgbridge plan TASK --profile strict|compat` prints it.
+built from the task alone by the (language, profile) table's plan builder (`plan_for`,
+bridge/scoring/run/runner.py). The profile runners receive it, read their sandboxes and steps
+from it and keep only the decisions (which step next, how to grade) in code;
+`rgbridge plan TASK --profile strict|compat` prints it.
 
 This module holds the model and the parts every plan shares (the tester layout, the readiness
-probe, the endpoint probe, the service state checks). Python plans: bridge/scoring/python_plan.py;
-Java plans: bridge/scoring/java/plan.py.
+probe, the endpoint probe, the service state checks, strict's service and tester sandboxes and
+the shape of both profiles' plans: `strict_plan_of`, `compat_plan_of`). Python plans:
+bridge/scoring/python/plan.py; Java plans: bridge/scoring/java/plan.py.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridge.scoring import coverage
-from bridge.scoring.sandbox import DEFAULT_LOG_CAP, ExecOutcome, Sandbox, SandboxLimits, SandboxRuntime, SandboxSpec
+from bridge.scoring import coverage, upstream
+from bridge.scoring.sandbox.protocol import (
+    DEFAULT_LOG_CAP,
+    ExecOutcome,
+    Sandbox,
+    SandboxLimits,
+    SandboxRuntime,
+    SandboxSpec,
+)
+from bridge.scoring.types import Profile
 from bridge.tasks.model import Task
 
 TESTER_ROOT = "/work"
@@ -114,7 +124,7 @@ class Step(_Frozen):
 class ScoringPlan(_Frozen):
     task: str
     language: str
-    profile: Literal["strict", "compat"]
+    profile: Profile
     deploy_only: bool = False
     images: list[ImageRecipe]
     sandboxes: list[SandboxPlan]
@@ -229,3 +239,122 @@ def probe_step(task: Task) -> list[Step]:
             failure="an endpoint that does not answer is not covered",
         )
     ]
+
+
+def repo_copies() -> list[CopyIn]:
+    """The repo at /repo and our scripts, root-owned, in ASSETS_DIR: what a service or compat
+    container gets."""
+    return [CopyIn(source="repo", dest="/repo"), CopyIn(source="assets", dest=ASSETS_DIR, owner="root")]
+
+
+def service_sandbox(task: Task, *, image: str, env: Mapping[str, str], limits: SandboxLimits) -> SandboxPlan:
+    """Strict's service, any language: the repo started by strict_service.sh on the task's port."""
+    return SandboxPlan(
+        role="service",
+        kind="strict",
+        image=image,
+        command=["bash", f"{ASSETS_DIR}/strict_service.sh"],
+        workdir="/repo",
+        env={"SERVICE_PORT": str(task.port), "PORT": str(task.port), **env},
+        limits=limits,
+        copies=repo_copies(),
+    )
+
+
+def tester_sandbox(
+    *, image: str, env: Mapping[str, str], limits: SandboxLimits, suite: Source, extra: Sequence[CopyIn] = ()
+) -> SandboxPlan:
+    """Strict's tester, any language: idle until its steps run, in the service's network
+    namespace, holding the `suite` folder as its workdir and our probes beside it."""
+    return SandboxPlan(
+        role="tester",
+        kind="tester",
+        image=image,
+        command=["sleep", "infinity"],
+        workdir=TESTER_ROOT,
+        env=dict(env),
+        limits=limits,
+        shares_network_of="service",
+        copies=[CopyIn(source=suite, dest=TESTER_ROOT), CopyIn(source="assets", dest=PROBE_DIR), *extra],
+    )
+
+
+def tester_step(name: str, argv: list[str], *, timeout: float, failure: str, workdir: str | None = TESTER_ROOT) -> Step:
+    """A step of the golden suite, run in the tester (from the suite's folder unless told)."""
+    return Step(name=name, sandbox="tester", argv=argv, timeout=timeout, workdir=workdir, failure=failure)
+
+
+def strict_plan_of(
+    task: Task,
+    *,
+    language: str,
+    deploy_only: bool,
+    images: list[ImageRecipe],
+    service_image: str,
+    service_env: Mapping[str, str],
+    service_limits: SandboxLimits,
+    tester: SandboxPlan,
+    test_steps: Sequence[Step],
+    timeouts: Mapping[str, float],
+    notes: list[str],
+) -> ScoringPlan:
+    """Strict, any language: the service (`service_sandbox`) and the language's tester; the
+    readiness steps, then (unless the plan is deploy-only) the language's test steps and the
+    endpoint probe."""
+    steps = deploy_steps(task)
+    if not deploy_only:
+        steps += [*test_steps, *probe_step(task)]
+    return ScoringPlan(
+        task=task.id,
+        language=language,
+        profile="strict",
+        deploy_only=deploy_only,
+        images=images,
+        sandboxes=[service_sandbox(task, image=service_image, env=service_env, limits=service_limits), tester],
+        steps=steps,
+        timeouts=dict(timeouts),
+        notes=notes,
+    )
+
+
+def compat_plan_of(
+    task: Task,
+    *,
+    language: str,
+    image: ImageRecipe,
+    script: str,
+    env: Mapping[str, str],
+    limits: SandboxLimits,
+    failure: str,
+    notes: list[str],
+) -> ScoringPlan:
+    """Compat, any language: upstream's one container running our entrypoint `script` (its
+    phases and markers) under upstream's timeouts, graded from the log."""
+    lang = task.lang
+    return ScoringPlan(
+        task=task.id,
+        language=language,
+        profile="compat",
+        images=[image],
+        sandboxes=[
+            SandboxPlan(
+                role="compat",
+                kind="compat",
+                image=image.name,
+                command=["bash", f"{ASSETS_DIR}/{script}"],
+                workdir="/repo",
+                env={
+                    "REPO_LANG": lang,
+                    "SERVICE_PORT": str(task.port),
+                    "STARTUP_TIMEOUT": str(upstream.STARTUP_TIMEOUTS.get(lang, 15)),
+                    "TEST_TIMEOUT": str(upstream.TEST_TIMEOUTS.get(lang, 300)),
+                    **env,
+                },
+                limits=limits,
+                copies=repo_copies(),
+            )
+        ],
+        steps=[Step(name="run", sandbox="compat", kind="wait", timeout=upstream.CONTAINER_TIMEOUT, failure=failure)],
+        timeouts={"build": task.manifest.timeouts.build, "container": upstream.CONTAINER_TIMEOUT},
+        notes=notes,
+    )

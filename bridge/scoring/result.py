@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from bridge.errors import ScoringError
 from bridge.scoring.failures import ac_disagreement, capped, case_rows, failure_text
+from bridge.scoring.types import Profile
 
 #: Bumped whenever a change can alter a score; part of the result cache key.
 GRADER_VERSION = "1.1.1"
@@ -28,7 +29,6 @@ InfraReason = Literal["engine", "disk", "index", "image", "timeout-infra", "brid
 INFRA_REASONS: tuple[str, ...] = ("engine", "disk", "index", "image", "timeout-infra", "bridge")
 
 TestOutcome = Literal["passed", "failed", "error", "skipped", "not_run"]
-ProfileName = Literal["strict", "compat"]
 
 
 class TestCaseResult(BaseModel):
@@ -137,7 +137,7 @@ class APICoverage(BaseModel):
 class ProfileResult(BaseModel):
     """The result of one profile (strict or compat) on one snapshot."""
 
-    profile: ProfileName
+    profile: Profile
     outcome: Outcome
     dsr: DSRResult
     pass_at_1: PassAt1 = Field(default_factory=PassAt1)

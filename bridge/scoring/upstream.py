@@ -9,14 +9,21 @@ the compat numbers must equal upstream's on the same repo:
 * the Surefire parser sums every `Tests run:` line, per-class and aggregate alike (W11);
 * when the TEST section is empty the whole log is parsed.
 
+Both languages' compat runners share the container's run here too (`run_compat_container`:
+the live stream digests, the wait, the kept output) and its grading (`grade_compat_run`).
+
 The strict profile must not use these parsers (it grades JUnit XML, see `grading.py`).
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
-from bridge.scoring.result import DSRResult, PassAt1, TestCaseResult, TestOutcome
+from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, TestCaseResult, TestOutcome
+from bridge.scoring.sandbox.protocol import Sandbox, WaitOutcome
 
 # Markers printed by the entrypoint (ours reproduces them: assets/compat_entrypoint.sh).
 DSR_START = ">>>>> DSR_START"
@@ -65,7 +72,7 @@ EXIT_UNEXPECTED = -99
 _PASSED_RE = re.compile(r"(\d+)\s+passed")
 _FAILED_RE = re.compile(r"(\d+)\s+failed")
 _ERROR_RE = re.compile(r"(\d+)\s+error")
-_SUREFIRE_RE = re.compile(r"Tests run:\s*(\d+),\s*Failures:\s*(\d+),\s*Errors:\s*(\d+),\s*Skipped:\s*(\d+)")
+SUREFIRE_RE = re.compile(r"Tests run:\s*(\d+),\s*Failures:\s*(\d+),\s*Errors:\s*(\d+),\s*Skipped:\s*(\d+)")
 
 
 def combine_container_log(stdout: str, stderr: str) -> str:
@@ -123,7 +130,7 @@ def parse_surefire_summary(text: str) -> PassAt1:
         return PassAt1.from_counts(0, 0, 0)
     run = fail = err = skip = 0
     for line in text.splitlines():
-        if m := _SUREFIRE_RE.search(line):
+        if m := SUREFIRE_RE.search(line):
             run += int(m.group(1))
             fail += int(m.group(2))
             err += int(m.group(3))
@@ -160,7 +167,7 @@ def grade_upstream_log(log: str, lang: str) -> tuple[DSRResult, PassAt1]:
     return parse_dsr(log), parse_test_section(log, lang)
 
 
-_MARKERS = (DSR_START, DSR_END, DSR_RESULT_PREFIX, DSR_MESSAGE_PREFIX, TEST_START, TEST_END, TEST_EXIT_CODE_PREFIX)
+MARKERS = (DSR_START, DSR_END, DSR_RESULT_PREFIX, DSR_MESSAGE_PREFIX, TEST_START, TEST_END, TEST_EXIT_CODE_PREFIX)
 _COUNT_RES = (_PASSED_RE, _FAILED_RE, _ERROR_RE)
 
 
@@ -196,7 +203,7 @@ class LogDigest:
 
     def _line(self, line: str) -> None:
         self._n += 1
-        if any(marker in line for marker in _MARKERS):
+        if any(marker in line for marker in MARKERS):
             self._flush()
             self._out.append(line)
             return
@@ -281,3 +288,83 @@ def tests_from_log(log: str) -> list[TestCaseResult]:
         if test.outcome in ("failed", "error") and title in sections:
             found[nodeid] = test.model_copy(update={"message": sections[title][:2000]})
     return list(found.values())
+
+
+# --- the compat container, both languages: run it, digest its streams, grade it -----------------
+
+
+def follow_digests(
+    box: Sandbox, digest_factory: Callable[[], LogDigest] = LogDigest
+) -> list[tuple[threading.Thread, LogDigest]]:
+    """Attach to stdout and stderr (one stream each) and digest them live for grading.
+
+    The live streams, not the kept log: an engine's log file can rotate under a flood and lose
+    the markers (bridge/scoring/sandbox/docker_sandbox.py `attach`).
+    """
+    out = []
+    for is_stdout in (True, False):
+        digest = digest_factory()
+        stream = box.attach(stdout=is_stdout)
+
+        def pump(digest: LogDigest = digest, stream: Iterable[bytes] = stream) -> None:
+            for chunk in stream:
+                digest.feed(chunk)
+
+        thread = threading.Thread(target=pump, daemon=True, name="rgbridge-compat-log")
+        thread.start()
+        out.append((thread, digest))
+    return out
+
+
+@dataclass
+class CompatContainer:
+    """What upstream's one container left: how it ended, its kept output and the grading digests."""
+
+    outcome: WaitOutcome
+    stdout: str
+    stderr: str
+    digests: tuple[LogDigest, LogDigest]
+
+    @property
+    def kept_log(self) -> str:
+        return combine_container_log(self.stdout, self.stderr)
+
+    @property
+    def graded_log(self) -> str:
+        """The digests of the complete streams (the kept log file is capped)."""
+        return combine_container_log(self.digests[0].text(), self.digests[1].text())
+
+
+def run_compat_container(
+    box: Sandbox, timeout: float, digest_factory: Callable[[], LogDigest] = LogDigest
+) -> CompatContainer:
+    """Start upstream's container, wait for it (at most `timeout` seconds) and read its output."""
+    digests = follow_digests(box, digest_factory)  # attached before start: no output is missed
+    box.start()
+    outcome = box.wait(timeout)
+    for thread, _ in digests:
+        thread.join(timeout=30)
+    stdout = box.logs(stdout=True, stderr=False)
+    stderr = box.logs(stdout=False, stderr=True)
+    return CompatContainer(outcome, stdout, stderr, (digests[0][1], digests[1][1]))
+
+
+def grade_compat_run(
+    finish: Callable[..., ProfileResult], container: CompatContainer, lang: str, *, python_tests: bool = False
+) -> ProfileResult:
+    """Grade the container as upstream does; `python_tests` adds per-test lines for display,
+    from the kept log (the grading digest keeps count lines only)."""
+    outcome = container.outcome
+    if outcome.timed_out:
+        # Upstream replaces the log and scores the repo from that text: zero tests, no DSR.
+        dsr, p1 = grade_upstream_log(f"Container timed out after {CONTAINER_TIMEOUT}s", lang)
+        return finish(outcome="timeout", dsr=dsr, pass_at_1=p1, exit_code=EXIT_TIMEOUT, oom_killed=outcome.oom_killed)
+    dsr, p1 = grade_upstream_log(container.graded_log, lang)
+    return finish(
+        outcome="scored" if dsr.success else "deploy_failed",
+        dsr=dsr,
+        pass_at_1=p1,
+        tests=tests_from_log(container.kept_log) if python_tests else None,
+        exit_code=outcome.exit_code,
+        oom_killed=outcome.oom_killed,
+    )

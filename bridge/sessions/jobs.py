@@ -217,7 +217,7 @@ def seal_recording(session: Session) -> None:
 def practice_check(session: Session, commit: str) -> dict[str, Any]:
     """Deploy a checkpoint commit and report DSR only (no golden test runs), recorded as a
     `practice_check` event and `results/practice-<time>/practice.json`."""
-    from bridge.scoring.engine import deploy_check  # lazy: docker only when used
+    from bridge.scoring.run.engine import deploy_check  # lazy: docker only when used
 
     out_dir = session.dir / "results" / f"practice-{utcnow().strftime('%Y%m%dT%H%M%S%f')}"
     with checked_out(session.store, commit, "rgbridge-practice-") as repo:

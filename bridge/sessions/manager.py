@@ -101,7 +101,7 @@ class SessionManager:
     @property
     def scorer(self) -> Scorer:
         if self._scorer is None:
-            from bridge.scoring.engine import default_scorer  # lazy: docker only when scoring
+            from bridge.scoring.run.engine import default_scorer  # lazy: docker only when scoring
 
             self._scorer = default_scorer()
         return self._scorer

@@ -19,8 +19,11 @@ from bridge.fs.paths import safe_relative
 from bridge.recording.format import FORMAT_VERSION, ClientMeta, JobMeta, SessionMeta, SubmissionMeta
 from bridge.release import exact_version
 from bridge.scoring.result import summarize_result
+from bridge.scoring.types import ProfileChoice
 from bridge.sessions import contamination
 from bridge.tasks.model import Task
+
+Profile = ProfileChoice  # the profiles a session scores under (bridge/scoring/types.py)
 
 SENTINEL = "SUBMIT"
 SUBMIT_RETRY_SECONDS = 5.0  # a time-limit submit the disk refused is retried this often
@@ -29,7 +32,6 @@ IDE_FILES = frozenset({".mcp.json", ".DS_Store"})
 
 SessionState = Literal["active", "paused", "submitted", "scored", "quit"]
 JobState = Literal["not_submitted", "queued", "running", "done", "failed"]
-Profile = Literal["strict", "compat", "both"]
 #: how a submission reached the bridge; `time_limit` is the session's limit or a run's agent cut at
 #: its time limit, `agent_exit` an agent a run drove that ended without submitting (bridge/agents/)
 Signal = Literal["mcp", "sentinel", "cli", "time_limit", "agent_exit"]

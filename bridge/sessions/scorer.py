@@ -346,7 +346,7 @@ def score_job(rec_dir: Path, job_id: str, task: Task, archive: bytes, scratch: P
 def golden_scorer(archive: bytes, dest: Path) -> Scorer:
     """The Docker engine scoring with the golden files of `archive` unpacked into `dest` (inside
     the job, so a bad archive is a recorded job failure like any other)."""
-    from bridge.scoring.engine import default_scorer  # lazy: docker only when scoring
+    from bridge.scoring.run.engine import default_scorer  # lazy: docker only when scoring
 
     engine = default_scorer()
 

@@ -10,10 +10,11 @@ from docker.errors import APIError, DockerException
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
-from bridge.scoring.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE
-from bridge.scoring.images.build import LABEL_RECIPE, ProgressFn, build_lock, image_exists, say
+from bridge.scoring.images.build import LABEL_RECIPE, build_lock, image_exists, say
 from bridge.scoring.images.recipe import BASE_PATH, BASE_REPO, PIP_DEFAULT_TIMEOUT, VENV, base_recipe_hash
 from bridge.scoring.images.rootfs import build_rootfs
+from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE
+from bridge.scoring.types import ProgressFn
 
 
 def _base_changes(recipe: str) -> list[str]:

@@ -31,7 +31,7 @@ from docker.errors import DockerException
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
-from bridge.scoring.images.build import ProgressFn, say
+from bridge.scoring.images.build import say
 from bridge.scoring.images.inventory import (
     CACHE_KINDS,
     STAGED_KIND,
@@ -42,6 +42,7 @@ from bridge.scoring.images.inventory import (
     remove_set,
 )
 from bridge.scoring.images.usage import books_dir, books_lock, exclusive, forget, log_eviction
+from bridge.scoring.types import ProgressFn
 
 ENV = "RGBRIDGE_DISK_BUDGET"
 #: what one set is assumed to weigh before any set of that kind was measured here
@@ -246,8 +247,8 @@ def _evict(
 def _trim_caches(inv: Inventory, over: int) -> int:
     """Trim the package caches (least recently used entries first) by about ``over`` bytes;
     returns what was freed."""
+    from bridge.scoring.images.pkgcache import WheelCache, evict_lru
     from bridge.scoring.java.mavencache import version_dirs
-    from bridge.scoring.pkgcache import WheelCache, evict_lru
 
     freed = 0
     for item in sorted((i for i in inv.items if i.kind in CACHE_KINDS), key=lambda i: i.last_used):

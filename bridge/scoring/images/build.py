@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,9 +25,8 @@ from docker.errors import DockerException, ImageNotFound
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
-from bridge.scoring.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE
-
-ProgressFn = Callable[[str], None]
+from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE
+from bridge.scoring.types import ProgressFn
 
 LABEL_RECIPE = "rgbridge.recipe"
 LABEL_BUILD = "rgbridge.build"  # per-build token: lets a timeout find the build's RUN containers

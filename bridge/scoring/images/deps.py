@@ -18,18 +18,10 @@ from docker.errors import DockerException
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
-from bridge.scoring import reqfile
+from bridge.scoring.images import reqfile
 from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.images.budget import make_room
-from bridge.scoring.images.build import (
-    BuildResult,
-    DependencyInstallError,
-    ProgressFn,
-    build_lock,
-    hash12,
-    image_exists,
-    say,
-)
+from bridge.scoring.images.build import BuildResult, DependencyInstallError, build_lock, hash12, image_exists, say
 from bridge.scoring.images.env_volume import (
     EnvVolume,
     PendingCheck,
@@ -42,6 +34,7 @@ from bridge.scoring.images.env_volume import (
     volume_for,
 )
 from bridge.scoring.images.layer import build_layer
+from bridge.scoring.images.pkgcache import WheelCache
 from bridge.scoring.images.usage import lease
 from bridge.scoring.images.wheelhouse import (
     check_requirements,
@@ -50,7 +43,7 @@ from bridge.scoring.images.wheelhouse import (
     prepare_wheelhouse,
     wheelhouse_digest,
 )
-from bridge.scoring.pkgcache import WheelCache
+from bridge.scoring.types import ProgressFn
 
 # 3: one container installs requirements then extras; the layer is the exported venv
 # 4: one pip check over all the files; bytecode compiled once; sets in volumes (env_volume)

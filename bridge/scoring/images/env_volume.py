@@ -29,8 +29,7 @@ import requests
 from docker.errors import APIError, DockerException, NotFound
 from docker.models.containers import Container
 
-from bridge.scoring.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels, owner_filter
-from bridge.scoring.images.build import LOG_TAIL_CHARS, BuildResult, ProgressFn, say
+from bridge.scoring.images.build import LOG_TAIL_CHARS, BuildResult, say
 from bridge.scoring.images.layer import (
     _LAYER_BUILD,
     UV_REJECTED,
@@ -41,6 +40,8 @@ from bridge.scoring.images.layer import (
     start_build_container,
 )
 from bridge.scoring.images.layer_export import valid_prefix
+from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels, owner_filter
+from bridge.scoring.types import ProgressFn
 
 VOLUME_PREFIX = "rgbridge-env-"
 VOLUME_KIND = "deps-env"
@@ -109,9 +110,9 @@ def seed_volume(client: docker.DockerClient, base: str, path: str, *, remake: bo
 
     ``remake``: the seed was found without its mark (its maker died), so it is removed and made
     again. Existence is only trusted under the lock: a seed being made exists before it is full."""
-    from bridge.scoring.containers import create_container, managed, wait_with_timeout
     from bridge.scoring.images.build import build_lock
-    from bridge.scoring.sandbox import SandboxLimits
+    from bridge.scoring.sandbox.containers import create_container, managed, wait_with_timeout
+    from bridge.scoring.sandbox.protocol import SandboxLimits
 
     image_id = client.images.get(base).id
     name = f"{SEED_PREFIX}{image_id.split(':')[-1][:12]}"
@@ -193,7 +194,7 @@ class PendingCheck:
         self._deadline = deadline
 
     def wait(self) -> tuple[bool, str]:
-        from bridge.scoring.containers import read_logs, remove_container, wait_with_timeout
+        from bridge.scoring.sandbox.containers import read_logs, remove_container, wait_with_timeout
 
         try:
             outcome = wait_with_timeout(self._container, max(5.0, self._deadline - time.monotonic()))
@@ -235,7 +236,7 @@ def build_in_volume(
     rejection is the caller's to handle (``deps.ensure_deps_image``). A failed build removes
     the volume.
     """
-    from bridge.scoring.containers import read_logs, remove_container, wait_with_timeout
+    from bridge.scoring.sandbox.containers import read_logs, remove_container, wait_with_timeout
 
     started = time.monotonic()
 

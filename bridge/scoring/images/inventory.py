@@ -20,8 +20,8 @@ import docker
 from docker.errors import APIError, DockerException, NotFound
 from docker.models.images import Image
 
-from bridge.scoring.docker_client import LABEL_KIND, owner_filter
 from bridge.scoring.images.env_volume import remove_env_volumes
+from bridge.scoring.sandbox.docker_client import LABEL_KIND, owner_filter
 
 _DEPS_REPO = "rgbridge-deps"
 
@@ -212,9 +212,9 @@ def kept_inventory(client: docker.DockerClient, *, caches: bool = True) -> Inven
     """Everything the bridge keeps for this engine and this cache folder, with sizes, last use
     and whether a container or a score uses it now (bridge/scoring/images/usage.py)."""
     from bridge.scoring.images.env_volume import LABEL_DEPS_TAG, SEED_KIND, VOLUME_KIND
+    from bridge.scoring.images.pkgcache import WheelCache
     from bridge.scoring.images.usage import books_dir, last_use, load_sizes, save_sizes
     from bridge.scoring.java.mavencache import cache_root
-    from bridge.scoring.pkgcache import WheelCache
 
     books = books_dir(client)
     known = load_sizes(books)
@@ -242,7 +242,7 @@ def kept_inventory(client: docker.DockerClient, *, caches: bool = True) -> Inven
             sizes[vol.name] = _volume_size(client, vol.attrs)
             if kind == VOLUME_KIND and labels.get(LABEL_DEPS_TAG, "") not in all_tags:
                 measured.add(vol.name)
-        created = _age_epoch(vol.attrs.get("CreatedAt"))
+        created = age_epoch(vol.attrs.get("CreatedAt"))
         items.append(
             KeptItem(
                 kind="python-set" if kind == VOLUME_KIND else "seed",
@@ -280,7 +280,7 @@ def kept_inventory(client: docker.DockerClient, *, caches: bool = True) -> Inven
                         kind="image",
                         name=tag,
                         bytes=_own_size(img, images),
-                        last_used=_age_epoch(img.attrs.get("Created")),
+                        last_used=age_epoch(img.attrs.get("Created")),
                         in_use=img.id in used_images,
                         budgeted=False,
                     )
@@ -327,7 +327,7 @@ def _cache_items(wheels: Path, maven: Path) -> list[KeptItem]:
     return out
 
 
-def _age_epoch(created: Any) -> float:
+def age_epoch(created: Any) -> float:
     """An engine timestamp (RFC 3339 text or epoch seconds) as epoch seconds; 0 if unreadable."""
     if isinstance(created, (int, float)):
         return float(created)

@@ -19,11 +19,12 @@ import requests
 from docker.errors import DockerException
 from docker.models.containers import Container
 
-from bridge.scoring.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels
-from bridge.scoring.images.build import LOG_TAIL_CHARS, BuildResult, ProgressFn, say
+from bridge.scoring.images.build import LOG_TAIL_CHARS, BuildResult, say
 from bridge.scoring.images.host import host_pip_index_settings
 from bridge.scoring.images.layer_export import LayerExportError, export_folder_layer, load_layer_image, valid_prefix
 from bridge.scoring.images.wheelhouse import uv_tool
+from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels
+from bridge.scoring.types import ProgressFn
 
 _LAYER_BUILD = "/tmp/rgbridge-build"
 # Read-only bind mounts, outside the folder exported as the layer (the environment's parent):
@@ -314,8 +315,8 @@ def start_build_container(
     No network in ``local`` mode. pip runs as root, as in a Dockerfile RUN; no capabilities, no
     new privileges. ``command`` must end by running ``{_LAYER_BUILD}/build.sh``.
     """
-    from bridge.scoring.containers import create_container, put_directory, remove_container
-    from bridge.scoring.sandbox import SandboxLimits
+    from bridge.scoring.sandbox.containers import create_container, put_directory, remove_container
+    from bridge.scoring.sandbox.protocol import SandboxLimits
 
     ready_mark = f"RGBRIDGE_READY_{secrets.token_hex(8)}"
     with tempfile.TemporaryDirectory(prefix="rgbridge-layer-") as tmp:
@@ -375,7 +376,7 @@ def build_layer(
     in its log). ``on_installed`` gets the installed ``name==version`` pins once the install
     succeeded, while the layer is being saved.
     """
-    from bridge.scoring.containers import managed, read_logs, wait_with_timeout
+    from bridge.scoring.sandbox.containers import managed, read_logs, wait_with_timeout
 
     started = time.monotonic()
 

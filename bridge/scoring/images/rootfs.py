@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
-from bridge.scoring.images.build import ProgressFn, say
+from bridge.scoring.images.build import say
 from bridge.scoring.images.host import debian_source, host_extra_cas
 from bridge.scoring.images.recipe import (
     APP_DIRS,
@@ -27,6 +27,7 @@ from bridge.scoring.images.recipe import (
     VENV,
     base_recipe_hash,
 )
+from bridge.scoring.types import ProgressFn
 
 
 class CommandError(ScoringError):

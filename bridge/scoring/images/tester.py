@@ -11,18 +11,11 @@ from typing import Any
 import docker
 
 from bridge.scoring.images.base import ensure_base_image
-from bridge.scoring.images.build import (
-    DependencyInstallError,
-    ProgressFn,
-    build_lock,
-    docker_build,
-    hash12,
-    image_exists,
-    say,
-)
+from bridge.scoring.images.build import DependencyInstallError, build_lock, docker_build, hash12, image_exists, say
 from bridge.scoring.images.host import host_pip_index_settings
 from bridge.scoring.images.recipe import BASE_PATH
 from bridge.scoring.images.wheelhouse import resolve_wheelhouse
+from bridge.scoring.types import ProgressFn
 
 # Pinned once here; the tester image hash covers them.
 TESTER_PINS: tuple[str, ...] = (

@@ -18,13 +18,14 @@ import docker
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
-from bridge.scoring import reqfile
-from bridge.scoring.docker_client import make_labels
+from bridge.scoring.images import reqfile
 from bridge.scoring.images.base import ensure_base_image
-from bridge.scoring.images.build import LOG_TAIL_CHARS, DependencyInstallError, ProgressFn, build_lock, hash12, say
+from bridge.scoring.images.build import LOG_TAIL_CHARS, DependencyInstallError, build_lock, hash12, say
 from bridge.scoring.images.host import host_pip_index_settings
+from bridge.scoring.images.pkgcache import WheelCache
 from bridge.scoring.images.rootfs import CommandError, run_command
-from bridge.scoring.pkgcache import WheelCache
+from bridge.scoring.sandbox.docker_client import make_labels
+from bridge.scoring.types import ProgressFn
 
 INDEX_PROBE_TTL = 3600
 
@@ -62,8 +63,8 @@ def probe_index(
     """One probe: pip in a bridge-networked container of `base` downloads a small package from the
     index `env` names, within `timeout` seconds (`fail_fast`: no retries, a short socket timeout,
     for a diagnosis); (reachable, pip's output)."""
-    from bridge.scoring.containers import create_container, managed, read_logs, wait_with_timeout
-    from bridge.scoring.sandbox import SandboxLimits
+    from bridge.scoring.sandbox.containers import create_container, managed, read_logs, wait_with_timeout
+    from bridge.scoring.sandbox.protocol import SandboxLimits
 
     cmd = ["timeout", str(timeout), "python", "-m", "pip", "download", "--no-deps", "--no-cache-dir"]
     if fail_fast:
@@ -205,7 +206,7 @@ def uv_tool() -> Path | None:
         return None
     import zipfile
 
-    from bridge.scoring.pkgcache import sha256_file
+    from bridge.scoring.images.pkgcache import sha256_file
 
     dest = cache_dir() / "tools" / f"uv-{UV_VERSION}"
     binary, stamp = dest / "uv", dest / "uv.sha256"

@@ -22,8 +22,9 @@ from bridge.scoring.java.layers import (
 from bridge.scoring.java.plan import REPORTS_TAR
 from bridge.scoring.plan import ScoringPlan, run_step
 from bridge.scoring.result import DSRResult, PassAt1, ProfileResult
-from bridge.scoring.sandbox import Sandbox
-from bridge.scoring.workdir import LogSink
+from bridge.scoring.run.workdir import LogSink
+from bridge.scoring.sandbox.protocol import Sandbox
+from bridge.scoring.types import ProgressFn
 from bridge.tasks.model import Task
 
 REPORTS_MAX_BYTES = 20_000_000
@@ -53,7 +54,7 @@ def ensure_layer(
     *,
     timeout: float,
     sources: MavenSources,
-    progress: Callable[[str], None] | None,
+    progress: ProgressFn | None,
 ) -> DepsImage:
     return ensure_java_deps_image(
         client, repo_poms(repo), sources=sources, tests_text=test_sources_text(repo), timeout=timeout, progress=progress

@@ -14,26 +14,19 @@ replacement happen before the copy-in; the build steps' output is kept in compat
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 
-import docker
-
-from bridge.scoring import coverage, upstream
-from bridge.scoring.capture import strip_ansi
-from bridge.scoring.compat import follow_digests
+from bridge.scoring import upstream
 from bridge.scoring.java.common import ensure_layer, layer_failure, replace_golden_tests
 from bridge.scoring.java.images import ensure_java_image
 from bridge.scoring.java.layers import JavaDependencyError, MavenSources
-from bridge.scoring.java.plan import COMPAT_BUILD_LOG, java_compat_plan
+from bridge.scoring.java.plan import COMPAT_BUILD_LOG
 from bridge.scoring.java.pom import java11_to_17
-from bridge.scoring.plan import create_sandbox
 from bridge.scoring.result import ProfileResult
-from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext
+from bridge.scoring.run.profile_run import ProfileRun
+from bridge.scoring.sandbox.capture import strip_ansi
 from bridge.tasks.model import Task
 
-ProgressFn = Callable[[str], None]
 BUILD_LOG_MAX = 2_000_000
 
 
@@ -46,7 +39,7 @@ class MavenLogDigest(upstream.LogDigest):
         # (style.color=auto), and its regex would not match coloured text.
         line = strip_ansi(line)
         self._n += 1
-        if any(marker in line for marker in upstream._MARKERS) or upstream._SUREFIRE_RE.search(line):
+        if any(marker in line for marker in upstream.MARKERS) or upstream.SUREFIRE_RE.search(line):
             if self._dropped:
                 self._out.append(self.PLACEHOLDER)
                 self._dropped = False
@@ -67,38 +60,19 @@ def prepare_compat_repo(task: Task, repo: Path) -> None:
     replace_golden_tests(task, repo)
 
 
-def run_java_compat(
-    client: docker.DockerClient,
-    task: Task,
-    repo_dir: Path,
-    *,
-    ctx: ScoreContext,
-    logs: LogSink,
-    progress: ProgressFn,
-    maven: MavenSources | None = None,
-) -> ProfileResult:
-    started = time.monotonic()
-    static_ac = coverage.static_api_coverage(task.readme, repo_dir)
-
-    def finish(**fields: object) -> ProfileResult:
-        return ProfileResult(
-            profile="compat",
-            api_coverage=static_ac,
-            logs=logs.names(),
-            elapsed_seconds=round(time.monotonic() - started, 3),
-            **fields,
-        )
-
+def run_java_compat(run: ProfileRun) -> ProfileResult:
+    """Upstream's Java container over the run's repo copy (static AC taken before the pom edit)."""
+    task, repo_dir, logs = run.task, run.repo_dir, run.logs
     prepare_compat_repo(task, repo_dir)
-    progress("compat: resolving Maven dependencies")
-    image = ensure_java_image(client, progress=ctx.image_progress)
+    run.progress("compat: resolving Maven dependencies")
+    image = ensure_java_image(run.client, progress=run.ctx.image_progress)
     try:
         layer = ensure_layer(
-            client,
+            run.client,
             repo_dir,
             timeout=task.manifest.timeouts.build,
-            sources=maven or MavenSources.from_env(),
-            progress=ctx.image_progress,
+            sources=run.maven or MavenSources.from_env(),
+            progress=run.ctx.image_progress,
         )
         image = layer.tag
         if layer.log_tail:
@@ -106,45 +80,16 @@ def run_java_compat(
     except JavaDependencyError as exc:
         if exc.kind in ("unreachable", "timeout"):
             return layer_failure(
-                exc, logs, finish, exit_code=upstream.EXIT_BUILD_FAILED, dsr_message=upstream.NO_DSR_MARKERS_MESSAGE
+                exc, logs, run.finish, exit_code=upstream.EXIT_BUILD_FAILED, dsr_message=upstream.NO_DSR_MARKERS_MESSAGE
             )
         # Upstream swallows go-offline failures and carries on: Maven fails inside the run.
         logs.write("build.log", exc.log_tail)
 
-    plan = java_compat_plan(task, service_limits=ctx.service_limits)
-    with create_sandbox(
-        ctx.sandboxes(client),
-        plan,
-        "compat",
-        image,
-        name=ctx.container_name("compat"),
-        run_id=ctx.run_id,
-        metadata=ctx.extra_labels,
-        sources={"repo": repo_dir, "assets": ASSETS},
-    ) as box:
-        progress("compat: building, deploying and testing (upstream phases)")
-        digests = follow_digests(box, MavenLogDigest)
-        box.start()
-        outcome = box.wait(plan.step("run").timeout)
-        for thread, _ in digests:
-            thread.join(timeout=30)
-        stdout = box.logs(stdout=True, stderr=False)
-        stderr = box.logs(stdout=False, stderr=True)
+    with run.sandbox("compat", image) as box:
+        run.progress("compat: building, deploying and testing (upstream phases)")
+        container = upstream.run_compat_container(box, run.plan.step("run").timeout, MavenLogDigest)
         build_log = box.copy_out(COMPAT_BUILD_LOG, max_bytes=BUILD_LOG_MAX)
     if build_log:
         logs.write_bytes("compat-build.log", build_log)
-    logs.write("container.log", upstream.combine_container_log(stdout, stderr))
-    log = upstream.combine_container_log(digests[0][1].text(), digests[1][1].text())
-    if outcome.timed_out:
-        dsr, p1 = upstream.grade_upstream_log(f"Container timed out after {upstream.CONTAINER_TIMEOUT}s", "java")
-        return finish(
-            outcome="timeout", dsr=dsr, pass_at_1=p1, exit_code=upstream.EXIT_TIMEOUT, oom_killed=outcome.oom_killed
-        )
-    dsr, p1 = upstream.grade_upstream_log(log, "java")
-    return finish(
-        outcome="scored" if dsr.success else "deploy_failed",
-        dsr=dsr,
-        pass_at_1=p1,
-        exit_code=outcome.exit_code,
-        oom_killed=outcome.oom_killed,
-    )
+    logs.write("container.log", container.kept_log)
+    return upstream.grade_compat_run(run.finish, container, "java")

@@ -23,10 +23,11 @@ from docker.errors import APIError, DockerException
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
-from bridge.scoring.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE
-from bridge.scoring.images.build import LABEL_RECIPE, ProgressFn, build_lock, hash12, image_exists, say
+from bridge.scoring.images.build import LABEL_RECIPE, build_lock, hash12, image_exists, say
 from bridge.scoring.images.recipe import APP_GID, APP_UID, BASE_PATH, base_recipe_hash
 from bridge.scoring.images.rootfs import build_rootfs, chroot, remove_tree, run_command
+from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE
+from bridge.scoring.types import ProgressFn
 
 JAVA_RECIPE_VERSION = "3"
 JAVA_REPO = "rgbridge-java"

@@ -10,7 +10,7 @@ artifacts are all cached resolve with no network. The cache never enters a layer
 changes where identical artifacts come from.
 
 Its size is capped like the wheel cache (``RGBRIDGE_MAVEN_CACHE_MAX_MB``, see
-``bridge/scoring/pkgcache.py``): the unit of eviction is one artifact version folder, whose mtime
+``bridge/scoring/images/pkgcache.py``): the unit of eviction is one artifact version folder, whose mtime
 is its last use (set when a build downloads a file of it from the cache or adds one to it).
 """
 
@@ -31,7 +31,7 @@ import docker
 from docker.errors import DockerException
 
 from bridge.locations import cache_dir
-from bridge.scoring.pkgcache import cache_limit_bytes, evict_lru, touch
+from bridge.scoring.images.pkgcache import cache_limit_bytes, evict_lru, touch
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer

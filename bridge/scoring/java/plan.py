@@ -7,23 +7,24 @@ runs, readable with `rgbridge plan TASK`.
 
 from __future__ import annotations
 
-from bridge.scoring import upstream
+from typing import TYPE_CHECKING
+
 from bridge.scoring.java.images import JVM_OPTIONS
 from bridge.scoring.java.pom import forced_property_args
 from bridge.scoring.plan import (
-    ASSETS_DIR,
-    PROBE_DIR,
     TESTER_ROOT,
-    CopyIn,
     ImageRecipe,
-    SandboxPlan,
     ScoringPlan,
-    Step,
-    deploy_steps,
-    probe_step,
+    compat_plan_of,
+    strict_plan_of,
+    tester_sandbox,
+    tester_step,
 )
-from bridge.scoring.sandbox import SandboxLimits
+from bridge.scoring.sandbox.protocol import SandboxLimits
 from bridge.tasks.model import Task
+
+if TYPE_CHECKING:  # annotations only: the steps are made by tester_step
+    from bridge.scoring.plan import Step
 
 #: Every JVM in a scoring container (Maven, the forked test JVM, the service) gets these.
 JAVA_ENV = {"JAVA_TOOL_OPTIONS": JVM_OPTIONS, "HOME": "/tmp", "MAVEN_OPTS": f"{JVM_OPTIONS} -Dstyle.color=never"}
@@ -56,68 +57,18 @@ def reports_argv(project: str) -> list[str]:
 
 def java_strict_plan(task: Task, *, service_limits: SandboxLimits, deploy_only: bool = False) -> ScoringPlan:
     timeouts = task.manifest.timeouts
-    forced = forced_property_args()
-    repo_copies = [CopyIn(source="repo", dest="/repo"), CopyIn(source="assets", dest=ASSETS_DIR, owner="root")]
-    steps = deploy_steps(task)
-    if not deploy_only:
-        steps += [
-            Step(
-                name="compile",
-                sandbox="tester",
-                argv=["mvn", *MAVEN_FLAGS, *forced, "compile"],
-                timeout=timeouts.build,
-                workdir=TESTER_ROOT,
-                failure="a non-zero exit is build_failed with the compiler's [ERROR] lines",
-            ),
-            Step(
-                name="tests",
-                sandbox="tester",
-                argv=["mvn", *MAVEN_FLAGS, *forced, "test"],
-                timeout=timeouts.tests,
-                workdir=TESTER_ROOT,
-                failure="per golden method, from Surefire XML only; unreported = not run; over time: timeout",
-            ),
-            Step(
-                name="fetch-reports",
-                sandbox="tester",
-                argv=reports_argv(TESTER_ROOT),
-                timeout=REPORTS_TIMEOUT,
-                failure="no reports: every golden method counts as not passed",
-            ),
-        ]
-        steps += probe_step(task)
-    return ScoringPlan(
-        task=task.id,
+    return strict_plan_of(
+        task,
         language="java",
-        profile="strict",
         deploy_only=deploy_only,
         images=[_LAYER],
-        sandboxes=[
-            SandboxPlan(
-                role="service",
-                kind="strict",
-                image="layer",
-                command=["bash", f"{ASSETS_DIR}/strict_service.sh"],
-                workdir="/repo",
-                env={"SERVICE_PORT": str(task.port), "PORT": str(task.port), "REPO_LANG": "java", **JAVA_ENV},
-                limits=service_limits,
-                copies=repo_copies,
-            ),
-            # The tester runs agent code too (golden tests start the app in-process): the service's
-            # security profile and limits, its network namespace (no network), none of its files.
-            SandboxPlan(
-                role="tester",
-                kind="tester",
-                image="layer",
-                command=["sleep", "infinity"],
-                workdir=TESTER_ROOT,
-                env=TESTER_JAVA_ENV,
-                limits=service_limits,
-                shares_network_of="service",
-                copies=[CopyIn(source="tester-repo", dest=TESTER_ROOT), CopyIn(source="assets", dest=PROBE_DIR)],
-            ),
-        ],
-        steps=steps,
+        service_image="layer",
+        service_env={"REPO_LANG": "java", **JAVA_ENV},
+        service_limits=service_limits,
+        # The tester runs agent code too (golden tests start the app in-process): the service's
+        # security profile and limits, its network namespace (no network), none of its files.
+        tester=tester_sandbox(image="layer", env=TESTER_JAVA_ENV, limits=service_limits, suite="tester-repo"),
+        test_steps=maven_steps(task),
         timeouts={"build": timeouts.build, "startup": timeouts.startup, "tests": timeouts.tests},
         notes=[
             "tester-repo: the repo with the golden src/test, without target/, .mvn/ or wrappers, poms "
@@ -126,40 +77,44 @@ def java_strict_plan(task: Task, *, service_limits: SandboxLimits, deploy_only: 
     )
 
 
-def java_compat_plan(task: Task, *, service_limits: SandboxLimits) -> ScoringPlan:
-    return ScoringPlan(
-        task=task.id,
+def maven_steps(task: Task) -> list[Step]:
+    """The golden suite's steps in the tester: compile the repo offline, run the tests, fetch the
+    Surefire reports."""
+    timeouts = task.manifest.timeouts
+    forced = forced_property_args()
+    return [
+        tester_step(
+            "compile",
+            ["mvn", *MAVEN_FLAGS, *forced, "compile"],
+            timeout=timeouts.build,
+            failure="a non-zero exit is build_failed with the compiler's [ERROR] lines",
+        ),
+        tester_step(
+            "tests",
+            ["mvn", *MAVEN_FLAGS, *forced, "test"],
+            timeout=timeouts.tests,
+            failure="per golden method, from Surefire XML only; unreported = not run; over time: timeout",
+        ),
+        tester_step(
+            "fetch-reports",
+            reports_argv(TESTER_ROOT),
+            timeout=REPORTS_TIMEOUT,
+            failure="no reports: every golden method counts as not passed",
+            workdir=None,
+        ),
+    ]
+
+
+def java_compat_plan(task: Task, *, service_limits: SandboxLimits, deploy_only: bool = False) -> ScoringPlan:
+    """Upstream's Java container; compat has no practice mode (`deploy_only` is ignored)."""
+    return compat_plan_of(
+        task,
         language="java",
-        profile="compat",
-        images=[_LAYER],
-        sandboxes=[
-            SandboxPlan(
-                role="compat",
-                kind="compat",
-                image="layer",
-                command=["bash", f"{ASSETS_DIR}/java_compat.sh"],
-                workdir="/repo",
-                env={
-                    "REPO_LANG": "java",
-                    "SERVICE_PORT": str(task.port),
-                    "STARTUP_TIMEOUT": str(upstream.STARTUP_TIMEOUTS["java"]),
-                    "TEST_TIMEOUT": str(upstream.TEST_TIMEOUTS["java"]),
-                    **JAVA_ENV,
-                },
-                limits=service_limits,
-                copies=[CopyIn(source="repo", dest="/repo"), CopyIn(source="assets", dest=ASSETS_DIR, owner="root")],
-            )
-        ],
-        steps=[
-            Step(
-                name="run",
-                sandbox="compat",
-                kind="wait",
-                timeout=upstream.CONTAINER_TIMEOUT,
-                failure="graded by summing Surefire `Tests run:` lines of the log; past the limit: timeout",
-            )
-        ],
-        timeouts={"build": task.manifest.timeouts.build, "container": upstream.CONTAINER_TIMEOUT},
+        image=_LAYER,
+        script="java_compat.sh",
+        env=JAVA_ENV,
+        limits=service_limits,
+        failure="graded by summing Surefire `Tests run:` lines of the log; past the limit: timeout",
         notes=[
             "before the copy-in: pom.xml Java 11 -> 17, the golden src/test replaces the repo's",
             f"the build steps' output is read back from {COMPAT_BUILD_LOG}",

@@ -18,14 +18,11 @@
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-import docker
-
-from bridge.scoring import coverage, grading
-from bridge.scoring.deploy import dynamic_coverage, service_state, wait_deployed
+from bridge.scoring import grading
+from bridge.scoring.deploy import after_suite, wait_deployed
 from bridge.scoring.java import golden, surefire
 from bridge.scoring.java.common import (
     ensure_layer,
@@ -36,15 +33,15 @@ from bridge.scoring.java.common import (
 )
 from bridge.scoring.java.images import ensure_java_image
 from bridge.scoring.java.layers import JavaDependencyError, MavenSources
-from bridge.scoring.java.plan import java_strict_plan
 from bridge.scoring.java.pom import PomError, sanitize_repo_poms
-from bridge.scoring.plan import ScoringPlan, create_sandbox, run_step
+from bridge.scoring.plan import ScoringPlan, run_step
 from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, TestCaseResult
-from bridge.scoring.sandbox import Sandbox
-from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, place_file
+from bridge.scoring.run.profile_run import ProfileRun
+from bridge.scoring.run.workdir import ASSETS, LogSink, place_file
+from bridge.scoring.sandbox.protocol import Sandbox
+from bridge.scoring.types import ProgressFn
 from bridge.tasks.model import Task
 
-ProgressFn = Callable[[str], None]
 #: dropped from the tester's copy: build output (stale or forged reports), Maven's per-project
 #: configuration (extra CLI flags, JVM flags, build extensions) and wrappers.
 TESTER_DROP = ("target", ".mvn", "mvnw", "mvnw.cmd")
@@ -63,32 +60,15 @@ def _tester_copy(task: Task, repo_dir: Path, dest: Path, *, with_golden: bool = 
     return sanitize_repo_poms(dest)
 
 
-def run_java_strict(
-    client: docker.DockerClient,
-    task: Task,
-    repo_dir: Path,
-    *,
-    ctx: ScoreContext,
-    logs: LogSink,
-    progress: ProgressFn,
-    deploy_only: bool = False,
-    maven: MavenSources | None = None,
-) -> ProfileResult:
-    started = time.monotonic()
-    static_ac = coverage.static_api_coverage(task.readme, repo_dir)
+def run_java_strict(run: ProfileRun) -> ProfileResult:
+    """Score the run's repo copy; a deploy-only plan (practice mode) measures DSR alone and no
+    golden file is copied anywhere."""
+    client, task, repo_dir, ctx, logs, progress = run.client, run.task, run.repo_dir, run.ctx, run.logs, run.progress
+    deploy_only = run.deploy_only
     place_file(task.readme_path, repo_dir, "README.md")
     items = [] if deploy_only else golden.golden_items(task.tests_dir)
     if not deploy_only and not items:
         raise RuntimeError(f"the golden suite of {task.id} has no test methods")
-
-    def finish(**fields: object) -> ProfileResult:
-        return ProfileResult(
-            profile="strict",
-            api_coverage=static_ac,
-            logs=logs.names(),
-            elapsed_seconds=round(time.monotonic() - started, 3),
-            **fields,
-        )
 
     def not_passed(results: list[TestCaseResult] | None = None) -> tuple[PassAt1, list[TestCaseResult]]:
         got = results or []
@@ -102,7 +82,7 @@ def run_java_strict(
             changes = _tester_copy(task, repo_dir, tester_dir, with_golden=not deploy_only)
         except PomError as exc:
             p1, tests = not_passed()
-            return finish(
+            return run.finish(
                 outcome="build_failed",
                 dsr=DSRResult(success=False, message=str(exc)),
                 build_error=str(exc),
@@ -118,50 +98,30 @@ def run_java_strict(
                 client,
                 tester_dir,
                 timeout=task.manifest.timeouts.build,
-                sources=maven or MavenSources.from_env(),
+                sources=run.maven or MavenSources.from_env(),
                 progress=ctx.image_progress,
             )
         except JavaDependencyError as exc:
             p1, tests = not_passed()
-            return layer_failure(exc, logs, finish, exit_code=-3, pass_at_1=p1, tests=tests)
+            return layer_failure(exc, logs, run.finish, exit_code=-3, pass_at_1=p1, tests=tests)
         if layer.log_tail:
             logs.write("build.log", layer.log_tail)
         image = layer.tag
 
-    plan = java_strict_plan(task, service_limits=ctx.service_limits, deploy_only=deploy_only)
-    runtime = ctx.sandboxes(client)
-    with create_sandbox(
-        runtime,
-        plan,
-        "service",
-        image,
-        name=ctx.container_name("svc"),
-        run_id=ctx.run_id,
-        metadata=ctx.extra_labels,
-        sources={"repo": repo_dir, "assets": ASSETS},
-    ) as service:
+    plan = run.plan
+    with run.sandbox("service", image) as service:
         progress("strict: starting the service")
         service.start()
         sources = {"assets": ASSETS} | ({"tester-repo": tester_dir} if has_pom and not deploy_only else {})
-        with create_sandbox(
-            runtime,
-            plan,
-            "tester",
-            image,
-            name=ctx.container_name("tst"),
-            run_id=ctx.run_id,
-            metadata=ctx.extra_labels,
-            sources=sources,
-            share_network_of=service,
-        ) as tester:
+        with run.sandbox("tester", image, sources=sources, share_network_of=service) as tester:
             tester.start()
             if deploy_only or not has_pom:
                 dsr, oom = wait_deployed(task, plan, service, tester, logs, progress)
                 if deploy_only:
-                    return finish(outcome="scored" if dsr.success else "deploy_failed", dsr=dsr, oom_killed=oom)
+                    return run.finish(outcome="scored" if dsr.success else "deploy_failed", dsr=dsr, oom_killed=oom)
                 p1, tests = not_passed()
                 message = "no pom.xml: the golden tests cannot be built"
-                return finish(
+                return run.finish(
                     outcome="build_failed" if dsr.success else "deploy_failed",
                     dsr=dsr,
                     pass_at_1=p1,
@@ -170,7 +130,15 @@ def run_java_strict(
                     oom_killed=oom,
                 )
             return _build_and_test(
-                task, plan, service, tester, items, logs=logs, progress=progress, finish=finish, not_passed=not_passed
+                task,
+                plan,
+                service,
+                tester,
+                items,
+                logs=logs,
+                progress=progress,
+                finish=run.finish,
+                not_passed=not_passed,
             )
 
 
@@ -217,9 +185,7 @@ def _build_and_test(
         error = f"golden tests exceeded {timeouts.tests}s"
     elif "COMPILATION ERROR" in run.output and not reports:
         error = "golden tests did not compile against the repo:\n" + maven_errors(run.output)
-    dynamic = dynamic_coverage(task, plan, tester) if dsr.success else None
-    _, _, oom_now = service_state(plan, service)
-    logs.write("service.log", service.logs())
+    dynamic, oom_now = after_suite(task, plan, service, tester, logs, probe=dsr.success)
     outcome = "timeout" if run.timed_out else ("scored" if dsr.success else "deploy_failed")
     return finish(
         outcome=outcome,

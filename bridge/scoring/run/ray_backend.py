@@ -9,7 +9,7 @@ hash and put in the object store; a worker unpacks them into a private temporary
 checks both hashes and deletes the folder when the job ends, so golden files exist nowhere else.
 Images are built on a node's first use (recipe hash tags; builds are serialised per machine by
 the image module's file locks). Results and logs come back to the driver, which alone writes
-the run folder and the result cache (see `bridge.scoring.engine.score_repo`).
+the run folder and the result cache (see `bridge.scoring.run.engine.score_repo`).
 
 Why this module is long: the driver side (submit, progress per node, retries, cancel) and the
 worker side (unpack, verify, score, sweep) are one protocol and are read together.
@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from bridge.errors import ScoringError
-from bridge.scoring.backend import JobCancelled, ScoringJob
 from bridge.scoring.result import ProfileResult
+from bridge.scoring.run.backend import JobCancelled, ScoringJob
+from bridge.scoring.types import ProgressFn
 from bridge.tasks.model import Manifest, Task, compute_task_hash
 
 DOCKER_RESOURCE = "docker"
@@ -153,9 +154,9 @@ def score_on_node(
 ) -> dict[str, Any]:
     """Body of one Ray job: unpack, verify, score one profile on this node's engine, pack logs."""
     from bridge.fs.hashing import tree_hash
-    from bridge.scoring.docker_client import get_client
-    from bridge.scoring.runner import node_context, run_profile, sweep_stale
-    from bridge.scoring.sweep import sweep
+    from bridge.scoring.run.runner import node_context, run_profile, sweep_stale
+    from bridge.scoring.run.sweep import sweep
+    from bridge.scoring.sandbox.docker_client import get_client
 
     began = time.monotonic()
     node = node_label()
@@ -211,9 +212,9 @@ def score_on_node(
 
 def sweep_node(run_ids: list[str]) -> int:
     """Remove the given runs' containers (and orphans) from this node's engine."""
-    from bridge.scoring.docker_client import get_client
-    from bridge.scoring.runner import sweep_stale
-    from bridge.scoring.sweep import sweep
+    from bridge.scoring.run.runner import sweep_stale
+    from bridge.scoring.run.sweep import sweep
+    from bridge.scoring.sandbox.docker_client import get_client
 
     client = get_client()
     removed = sweep_stale(client)
@@ -287,7 +288,7 @@ class RayBackend:
         self._lock = threading.Lock()
         self._objects: dict[str, tuple[Any, int]] = {}  # snapshot key -> (object ref, users)
         self._tasks: dict[str, tuple[dict[str, Any], Any]] = {}  # task hash -> (description, ref)
-        self._listeners: dict[str, Callable[[str], None] | None] = {}
+        self._listeners: dict[str, ProgressFn | None] = {}
         self._running: dict[str, str] = {}  # job key -> node label
         self._container_runs: set[str] = set()
         self._submitted_at: dict[str, float] = {}
@@ -469,8 +470,8 @@ class RayBackend:
         return result
 
     def _infra(self, job: ScoringJob, exc: BaseException) -> ProfileResult:
-        from bridge.scoring.runner import infra_result
-        from bridge.scoring.workdir import LogSink
+        from bridge.scoring.run.runner import infra_result
+        from bridge.scoring.run.workdir import LogSink
 
         lines = [line for line in str(exc).strip().splitlines() if line.strip()]
         reason = lines[0][:300] if lines else type(exc).__name__

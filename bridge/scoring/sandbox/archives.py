@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 
 from bridge.errors import ScoringError
 from bridge.fs.ignore import UPSTREAM_COPY_IGNORE
-from bridge.scoring.sandbox import APP_GID, APP_UID
+from bridge.scoring.sandbox.protocol import APP_GID, APP_UID
 
 # Fixed mtime for files copied in: stable archives across runs. 2000-01-01, not the epoch,
 # because zipfile and some build tools reject timestamps before 1980.

@@ -15,8 +15,8 @@ For a service + tester pair: start the service (``network_mode="none"``), then c
 with ``network_mode=f"container:{service.id}"``; the two share only the loopback interface.
 ``exec_with_timeout`` runs commands in a running container under an in-container
 ``timeout -k 5 N`` plus a host-side limit. Tar building and archive checks live in
-bridge/scoring/archives.py, output capping in bridge/scoring/capture.py; the scoring profiles
-reach all this through the Sandbox interface (bridge/scoring/docker_sandbox.py).
+bridge/scoring/sandbox/archives.py, output capping in bridge/scoring/sandbox/capture.py; the scoring profiles
+reach all this through the Sandbox interface (bridge/scoring/sandbox/docker_sandbox.py).
 """
 
 from __future__ import annotations
@@ -35,15 +35,15 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
 
 from bridge.errors import ScoringError
-from bridge.scoring.archives import (
+from bridge.scoring.sandbox.archives import (
     DEFAULT_EXCLUDE,
     UnsafeArchiveError,
     build_directory_tar,
     read_one_file,
 )
-from bridge.scoring.capture import HeadTail
-from bridge.scoring.docker_client import LABEL_OWNER, OWNER_VALUE
-from bridge.scoring.sandbox import (
+from bridge.scoring.sandbox.capture import HeadTail
+from bridge.scoring.sandbox.docker_client import LABEL_OWNER, OWNER_VALUE
+from bridge.scoring.sandbox.protocol import (
     APP_GID,
     APP_UID,
     DEFAULT_LOG_CAP,

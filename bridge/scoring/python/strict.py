@@ -10,33 +10,27 @@
   plugin's JSON report (collected node ids, setup/call/teardown outcomes), cross-checked against
   JUnit XML, never from log text. The rule for each suite quirk is in docs/strict-rules.md.
 
-What runs where is the plan's (bridge/scoring/python_plan.py); this module builds the images,
-creates the sandboxes and hands over to grading (strict_grade.py, collection.py, deploy.py).
+What runs where is the plan's (bridge/scoring/python/plan.py), which the runner receives; this
+module builds the images, creates the sandboxes and hands over to grading (strict_grade.py,
+collection.py, deploy.py).
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
-import docker
-
-from bridge.scoring import coverage
 from bridge.scoring.deploy import wait_deployed
 from bridge.scoring.images.build import DependencyInstallError
 from bridge.scoring.images.deps import DepsImage, ensure_deps_image
 from bridge.scoring.images.tester import ensure_tester_image
-from bridge.scoring.plan import create_sandbox
-from bridge.scoring.python_plan import OUR_INI, golden_ini, strict_plan
-from bridge.scoring.result import APICoverage, DSRResult, PassAt1, ProfileResult
-from bridge.scoring.strict_grade import grade_suite
-from bridge.scoring.workdir import ASSETS, LogSink, ScoreContext, place_file, requirements_of, score_on_accepted_set
+from bridge.scoring.python.plan import OUR_INI, golden_ini
+from bridge.scoring.python.strict_grade import grade_suite
+from bridge.scoring.result import DSRResult, PassAt1, ProfileResult
+from bridge.scoring.run.profile_run import ProfileRun
+from bridge.scoring.run.workdir import ASSETS, place_file, requirements_of, score_on_accepted_set
 from bridge.tasks.model import Task
-
-ProgressFn = Callable[[str], None]
 
 
 def stage_golden_suite(task: Task, dest: Path) -> str:
@@ -68,31 +62,12 @@ def test_requirements(task: Task) -> str:
     return "\n".join(parts)
 
 
-def run_strict(
-    client: docker.DockerClient,
-    task: Task,
-    repo_dir: Path,
-    *,
-    ctx: ScoreContext,
-    logs: LogSink,
-    progress: ProgressFn,
-    deploy_only: bool = False,
-) -> ProfileResult:
-    """Score `repo_dir`; with `deploy_only` (practice mode) only DSR is measured and the tester
-    holds no golden file at all, so nothing about the tests can leak into a practice check."""
-    started = time.monotonic()
-    static_ac = coverage.static_api_coverage(task.readme, repo_dir)
+def run_strict(run: ProfileRun) -> ProfileResult:
+    """Score the run's repo copy; in a deploy-only plan (practice mode) only DSR is measured and
+    the tester holds no golden file at all, so nothing about the tests can leak into a practice check."""
+    client, task, repo_dir, ctx, progress = run.client, run.task, run.repo_dir, run.ctx, run.progress
     # The original README is restored before scoring (synapse's tests read it; agents may edit it).
     place_file(task.readme_path, repo_dir, "README.md")
-
-    def finish(**fields: object) -> ProfileResult:
-        return ProfileResult(
-            profile="strict",
-            api_coverage=static_ac,
-            logs=logs.names(),
-            elapsed_seconds=round(time.monotonic() - started, 3),
-            **fields,
-        )
 
     def build(installer: str | None) -> DepsImage:
         progress("strict: installing dependencies")
@@ -110,53 +85,30 @@ def run_strict(
     # The score runs while pip checks uv's install; a rejection scores again on pip's own set.
     return score_on_accepted_set(
         build,
-        lambda deps: _score_with(
-            client,
-            task,
-            repo_dir,
-            deps,
-            ctx=ctx,
-            logs=logs,
-            progress=progress,
-            deploy_only=deploy_only,
-            finish=finish,
-            static_ac=static_ac,
-        ),
-        build_failed=lambda exc: _install_failed(finish, exc),
-        logs=logs,
+        lambda deps: _score_with(run, deps),
+        build_failed=lambda exc: _install_failed(run, exc),
+        logs=run.logs,
         progress=progress,
         profile="strict",
     )
 
 
-def _install_failed(
-    finish: Callable[..., ProfileResult], exc: DependencyInstallError, **extra: object
-) -> ProfileResult:
+def _install_failed(run: ProfileRun, exc: DependencyInstallError, *, white_box: bool | None = None) -> ProfileResult:
     """Strict's result when a dependency set could not be installed (the task's or the agent's)."""
-    return finish(
+    return run.finish(
         outcome="timeout" if exc.timed_out else "build_failed",
         dsr=DSRResult(success=False, message=str(exc)),
         build_error=str(exc),
         exit_code=-3,
         pass_at_1=PassAt1(),
-        **extra,
+        white_box=white_box,
     )
 
 
-def _score_with(
-    client: docker.DockerClient,
-    task: Task,
-    repo_dir: Path,
-    deps: DepsImage,
-    *,
-    ctx: ScoreContext,
-    logs: LogSink,
-    progress: ProgressFn,
-    deploy_only: bool,
-    finish: Callable[..., ProfileResult],
-    static_ac: APICoverage,
-) -> ProfileResult:
+def _score_with(run: ProfileRun, deps: DepsImage) -> ProfileResult:
     """Score with the service's dependency set ``deps``: the tester's images, then the sandboxes."""
+    client, task, repo_dir, ctx, plan = run.client, run.task, run.repo_dir, run.ctx, run.plan
+    deploy_only = run.deploy_only
     tester_image = ensure_tester_image(client, wheelhouse=ctx.wheelhouse, progress=ctx.image_progress)
     extra_test_reqs = "" if deploy_only else test_requirements(task)
     if extra_test_reqs.strip():
@@ -176,23 +128,11 @@ def _score_with(
                 progress=ctx.image_progress,
             ).tag
         except DependencyInstallError as exc:
-            logs.write("build.log", exc.log_tail)
-            return _install_failed(finish, exc, white_box=True)
+            run.logs.write("build.log", exc.log_tail)
+            return _install_failed(run, exc, white_box=True)
 
-    plan = strict_plan(task, service_limits=ctx.service_limits, deploy_only=deploy_only)
-    runtime = ctx.sandboxes(client)
-    with create_sandbox(
-        runtime,
-        plan,
-        "service",
-        deps.tag,
-        name=ctx.container_name("svc"),
-        run_id=ctx.run_id,
-        metadata=ctx.extra_labels,
-        sources={"repo": repo_dir, "assets": ASSETS},
-        volumes=deps.mounts,
-    ) as service:
-        progress("strict: starting the service")
+    with run.sandbox("service", deps.tag, volumes=deps.mounts) as service:
+        run.progress("strict: starting the service")
         service.start()
         # not `rgbridge-golden-`: a server starting meanwhile sweeps that prefix (earlier versions'
         # leftovers, bridge/sessions/contamination.py) and would remove a suite being copied in
@@ -200,21 +140,18 @@ def _score_with(
             if not deploy_only:
                 stage_golden_suite(task, Path(tmp))
             sources = {"golden-suite": Path(tmp), "assets": ASSETS, "repo": repo_dir}
-            with create_sandbox(
-                runtime,
-                plan,
-                "tester",
-                tester_image,
-                name=ctx.container_name("tst"),
-                run_id=ctx.run_id,
-                metadata=ctx.extra_labels,
-                sources=sources,
-                share_network_of=service,
-            ) as tester:
+            with run.sandbox("tester", tester_image, sources=sources, share_network_of=service) as tester:
                 tester.start()
                 if deploy_only:
-                    dsr, oom = wait_deployed(task, plan, service, tester, logs, progress)
-                    return finish(outcome="scored" if dsr.success else "deploy_failed", dsr=dsr, oom_killed=oom)
+                    dsr, oom = wait_deployed(task, plan, service, tester, run.logs, run.progress)
+                    return run.finish(outcome="scored" if dsr.success else "deploy_failed", dsr=dsr, oom_killed=oom)
                 return grade_suite(
-                    task, plan, service, tester, static_ac=static_ac, logs=logs, progress=progress, finish=finish
+                    task,
+                    plan,
+                    service,
+                    tester,
+                    static_ac=run.static_ac,
+                    logs=run.logs,
+                    progress=run.progress,
+                    finish=run.finish,
                 )

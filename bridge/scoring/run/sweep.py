@@ -1,6 +1,6 @@
 """Sweeping the bridge's labelled Docker objects: containers and networks of one run (or all, or
 only old ones), and the bridge's images when asked. Every object the bridge creates carries the
-owner label (bridge/scoring/docker_client.py), so nothing else on the engine is touched.
+owner label (bridge/scoring/sandbox/docker_client.py), so nothing else on the engine is touched.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import docker
 import requests
 from docker.errors import DockerException, NotFound
 
-from bridge.scoring.containers import remove_container
-from bridge.scoring.docker_client import LABEL_RUN, owner_filter
 from bridge.scoring.images.inventory import remove_images
+from bridge.scoring.sandbox.containers import remove_container
+from bridge.scoring.sandbox.docker_client import LABEL_RUN, owner_filter
 
 
 @dataclass

@@ -24,27 +24,35 @@ from requests import RequestException
 from bridge.errors import ScoringError
 from bridge.fs.hashing import tree_hash
 from bridge.locations import cache_dir
-from bridge.scoring.backend import BACKENDS, Backend, ScoringJob
-from bridge.scoring.docker_client import get_client
 from bridge.scoring.java.layers import MavenSources
 from bridge.scoring.result import GRADER_VERSION, ProfileResult, ScoreResult
-from bridge.scoring.runner import LiveRuns, LocalBackend, infra_result, node_context, runner_for
-from bridge.scoring.sweep import sweep
-from bridge.scoring.workdir import LogSink, stage_repo
+from bridge.scoring.run.backend import BACKENDS, Backend, ScoringJob
+from bridge.scoring.run.runner import LiveRuns, LocalBackend, infra_result, node_context, run_one_profile
+from bridge.scoring.run.sweep import sweep
+from bridge.scoring.run.workdir import LogSink, stage_repo
+from bridge.scoring.sandbox.docker_client import get_client
+from bridge.scoring.types import PROFILES, Profile, ProfileChoice, ProgressFn
 from bridge.tasks.model import Task
 
-ProgressFn = Callable[[str], None]
-PROFILES = ("strict", "compat")
-#: Languages both profiles can score (Python: bridge/scoring/{strict,compat}.py; Java: bridge/scoring/java/).
+#: Languages both profiles can score (Python: bridge/scoring/python/; Java: bridge/scoring/java/).
 SCORABLE_LANGS = ("python", "java")
 
 
-def profiles_for(profile: str) -> tuple[str, ...]:
+def profile_choice(profile: str) -> ProfileChoice:
+    """`profile` as a profile choice; a ScoringError names the choices otherwise."""
+    for choice in ("strict", "compat", "both"):
+        if profile == choice:
+            return choice
+    raise ScoringError(f"unknown profile {profile!r} (choose strict, compat or both)")
+
+
+def profiles_for(profile: str) -> tuple[Profile, ...]:
     if profile == "both":
         return PROFILES
-    if profile not in PROFILES:
-        raise ScoringError(f"unknown profile {profile!r} (choose strict, compat or both)")
-    return (profile,)
+    for name in PROFILES:
+        if profile == name:
+            return (name,)
+    raise ScoringError(f"unknown profile {profile!r} (choose strict, compat or both)")
 
 
 def cache_key(snapshot_hash: str, task_hash: str, profile: str) -> str:
@@ -88,7 +96,7 @@ def score_repo(
     task: Task,
     repo_dir: Path,
     *,
-    profile: str = "both",
+    profile: ProfileChoice = "both",
     output_dir: Path | None = None,
     run_id: str | None = None,
     wheelhouse: Path | None = None,
@@ -186,9 +194,16 @@ def deploy_check(
             staged = Path(tmp) / "snapshot"
             stage_repo(Path(repo_dir), staged)
             try:
-                strict = runner_for(task, "strict", maven)
-                result = strict(
-                    client, task, staged, ctx=ctx, logs=logs, progress=progress or (lambda _m: None), deploy_only=True
+                result = run_one_profile(
+                    client,
+                    task,
+                    staged,
+                    "strict",
+                    ctx=ctx,
+                    logs=logs,
+                    progress=progress or (lambda _m: None),
+                    maven=maven,
+                    deploy_only=True,
                 )
             except (DockerException, RequestException, ScoringError, OSError, RuntimeError) as exc:
                 result = infra_result("strict", exc, logs, started)
@@ -207,7 +222,7 @@ def default_scorer(*, wheelhouse: Path | None = None, maven: MavenSources | None
         result = score_repo(
             task,
             repo_dir,
-            profile=profile,
+            profile=profile_choice(profile),
             output_dir=output_dir,
             wheelhouse=wheelhouse,
             maven=maven,
@@ -254,7 +269,7 @@ def make_backend(name: str, *, ray_address: str | None = None) -> Backend:
             raise ScoringError("--ray-address only applies with --backend ray")
         return LocalBackend()
     if name == "ray":
-        from bridge.scoring.ray_backend import RayBackend  # lazy: Ray is an optional extra
+        from bridge.scoring.run.ray_backend import RayBackend  # lazy: Ray is an optional extra
 
         return RayBackend(address=ray_address)
     raise ScoringError(f"unknown backend {name!r} (choose {' or '.join(BACKENDS)})")

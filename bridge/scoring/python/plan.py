@@ -9,20 +9,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bridge.scoring import upstream
 from bridge.scoring.plan import (
-    ASSETS_DIR,
-    PROBE_DIR,
     TESTER_ROOT,
     CopyIn,
     ImageRecipe,
-    SandboxPlan,
     ScoringPlan,
     Step,
-    deploy_steps,
-    probe_step,
+    compat_plan_of,
+    strict_plan_of,
+    tester_sandbox,
 )
-from bridge.scoring.sandbox import SandboxLimits
+from bridge.scoring.sandbox.protocol import SandboxLimits
 from bridge.tasks.model import Task
 from bridge.tasks.suite import DEFAULT_PER_TEST_TIMEOUT, pinned_ini_options
 
@@ -80,7 +77,7 @@ def pytest_args(ini: str, ini_opts: list[str]) -> list[str]:
 def golden_ini(task: Task) -> tuple[str, Path | None]:
     """The ini the golden suite is pinned to in the tester, and its file on the host: the
     task-root pytest.ini, else the golden `tests/pytest.ini`, else an empty ini of ours
-    (bridge/scoring/strict.py lays the files out the same way)."""
+    (bridge/scoring/python/strict.py lays the files out the same way)."""
     if "pytest.ini" in task.test_extras:
         return f"{TESTER_ROOT}/pytest.ini", task.test_extras["pytest.ini"]
     if (task.tests_dir / "pytest.ini").is_file():
@@ -105,71 +102,19 @@ def strict_plan(task: Task, *, service_limits: SandboxLimits, deploy_only: bool 
         ImageRecipe(name="tester", base="tester", inputs=tester_inputs, purpose="pytest and the probes"),
     ]
     # In deploy-only (practice) plans the golden-suite folder is empty: no golden file is copied.
-    tester_copies = [CopyIn(source="golden-suite", dest=TESTER_ROOT), CopyIn(source="assets", dest=PROBE_DIR)]
-    if white_box:
-        tester_copies.append(CopyIn(source="repo", dest=AGENT_DIR))
-    sandboxes = [
-        SandboxPlan(
-            role="service",
-            kind="strict",
-            image="deps",
-            command=["bash", f"{ASSETS_DIR}/strict_service.sh"],
-            workdir="/repo",
-            env={"SERVICE_PORT": str(task.port), "PORT": str(task.port), **SERVICE_ENV_EXTRA},
-            limits=service_limits,
-            copies=[CopyIn(source="repo", dest="/repo"), CopyIn(source="assets", dest=ASSETS_DIR, owner="root")],
-        ),
-        SandboxPlan(
-            role="tester",
-            kind="tester",
-            image="tester",
-            command=["sleep", "infinity"],
-            workdir=TESTER_ROOT,
-            env={"HOME": "/tmp"},
-            limits=TESTER_LIMITS,
-            shares_network_of="service",
-            copies=tester_copies,
-        ),
-    ]
-    steps = deploy_steps(task)
-    if not deploy_only:
-        ini, ini_host = golden_ini(task)
-        args = pytest_args(ini, pinned_ini_options(ini_host, per_test_timeout=per_test))
-        test_env = task.test_environment() | {"RGBRIDGE_REPORT": REPORT_PATH, "RGBRIDGE_SUITE_BUDGET": str(budget)}
-        if white_box:
-            test_env["RGBRIDGE_AGENT_PATH"] = AGENT_DIR
-        if not white_box:
-            steps.append(
-                Step(
-                    name="collect",
-                    sandbox="tester",
-                    argv=[*args, "--collect-only", "-q"],
-                    timeout=COLLECT_TIMEOUT,
-                    env=task.test_environment() | {"RGBRIDGE_REPORT": COLLECT_REPORT_PATH},
-                    workdir=TESTER_ROOT,
-                    failure="nothing collectable is a task error; a timeout is an infra error; cached per task",
-                )
-            )
-        steps.append(
-            Step(
-                name="tests",
-                sandbox="tester",
-                argv=[*args, "-rA", f"--junitxml={JUNIT_PATH}"],
-                timeout=hard_limit,
-                env=test_env,
-                workdir=TESTER_ROOT,
-                failure="per item, from the plugin report (JUnit cross-checked); past the hard limit: timeout",
-            )
-        )
-        steps += probe_step(task)
-    return ScoringPlan(
-        task=task.id,
+    agent_copy = [CopyIn(source="repo", dest=AGENT_DIR)] if white_box else []
+    return strict_plan_of(
+        task,
         language="python",
-        profile="strict",
         deploy_only=deploy_only,
         images=images,
-        sandboxes=sandboxes,
-        steps=steps,
+        service_image="deps",
+        service_env=SERVICE_ENV_EXTRA,
+        service_limits=service_limits,
+        tester=tester_sandbox(
+            image="tester", env={"HOME": "/tmp"}, limits=TESTER_LIMITS, suite="golden-suite", extra=agent_copy
+        ),
+        test_steps=[] if deploy_only else pytest_steps(task, white_box=white_box),
         timeouts={
             "build": timeouts.build,
             "startup": timeouts.startup,
@@ -179,6 +124,42 @@ def strict_plan(task: Task, *, service_limits: SandboxLimits, deploy_only: bool 
         },
         notes=["the service never holds a golden file; the tester never holds agent code unless white-box"],
     )
+
+
+def pytest_steps(task: Task, *, white_box: bool) -> list[Step]:
+    """The golden suite's steps in the tester: its own collection (Pass@1's denominator; a
+    white-box suite is counted from the source instead), then the run."""
+    per_test, budget, hard_limit = suite_timing(task.manifest.timeouts.tests)
+    ini, ini_host = golden_ini(task)
+    args = pytest_args(ini, pinned_ini_options(ini_host, per_test_timeout=per_test))
+    test_env = task.test_environment() | {"RGBRIDGE_REPORT": REPORT_PATH, "RGBRIDGE_SUITE_BUDGET": str(budget)}
+    if white_box:
+        test_env["RGBRIDGE_AGENT_PATH"] = AGENT_DIR
+    steps = []
+    if not white_box:
+        steps.append(
+            Step(
+                name="collect",
+                sandbox="tester",
+                argv=[*args, "--collect-only", "-q"],
+                timeout=COLLECT_TIMEOUT,
+                env=task.test_environment() | {"RGBRIDGE_REPORT": COLLECT_REPORT_PATH},
+                workdir=TESTER_ROOT,
+                failure="nothing collectable is a task error; a timeout is an infra error; cached per task",
+            )
+        )
+    steps.append(
+        Step(
+            name="tests",
+            sandbox="tester",
+            argv=[*args, "-rA", f"--junitxml={JUNIT_PATH}"],
+            timeout=hard_limit,
+            env=test_env,
+            workdir=TESTER_ROOT,
+            failure="per item, from the plugin report (JUnit cross-checked); past the hard limit: timeout",
+        )
+    )
+    return steps
 
 
 #: installed when the repo has no requirements.txt (upstream Dockerfile.python step 3)
@@ -196,52 +177,26 @@ FALLBACK_PACKAGES = (
 TEST_TOOLS = ("pytest", "pytest-json-report", "requests", "httpx")
 
 
-def compat_plan(task: Task, *, service_limits: SandboxLimits) -> ScoringPlan:
-    lang = task.lang
+def compat_plan(task: Task, *, service_limits: SandboxLimits, deploy_only: bool = False) -> ScoringPlan:
+    """Upstream's one Python container; compat has no practice mode (`deploy_only` is ignored)."""
     inputs = [
         "the repo's requirements.txt (else: " + ", ".join(FALLBACK_PACKAGES) + ")",
         "tests/requirements.txt",
         ", ".join(TEST_TOOLS),
     ]
-    return ScoringPlan(
-        task=task.id,
+    image = ImageRecipe(
+        name="deps",
+        base="compat-base (python:3.10-slim when present, else base)",
+        inputs=inputs,
+        purpose="upstream's container (on a venv base: the set in a volume, mounted read-only)",
+    )
+    return compat_plan_of(
+        task,
         language="python",
-        profile="compat",
-        images=[
-            ImageRecipe(
-                name="deps",
-                base="compat-base (python:3.10-slim when present, else base)",
-                inputs=inputs,
-                purpose="upstream's container (on a venv base: the set in a volume, mounted read-only)",
-            )
-        ],
-        sandboxes=[
-            SandboxPlan(
-                role="compat",
-                kind="compat",
-                image="deps",
-                command=["bash", f"{ASSETS_DIR}/compat_entrypoint.sh"],
-                workdir="/repo",
-                env={
-                    "REPO_LANG": lang,
-                    "SERVICE_PORT": str(task.port),
-                    "STARTUP_TIMEOUT": str(upstream.STARTUP_TIMEOUTS.get(lang, 15)),
-                    "TEST_TIMEOUT": str(upstream.TEST_TIMEOUTS.get(lang, 300)),
-                    "HOME": "/tmp",
-                },
-                limits=service_limits,
-                copies=[CopyIn(source="repo", dest="/repo"), CopyIn(source="assets", dest=ASSETS_DIR, owner="root")],
-            )
-        ],
-        steps=[
-            Step(
-                name="run",
-                sandbox="compat",
-                kind="wait",
-                timeout=upstream.CONTAINER_TIMEOUT,
-                failure="graded from the log by upstream's parsers; past the limit: timeout, zero tests",
-            )
-        ],
-        timeouts={"build": task.manifest.timeouts.build, "container": upstream.CONTAINER_TIMEOUT},
+        image=image,
+        script="compat_entrypoint.sh",
+        env={"HOME": "/tmp"},
+        limits=service_limits,
+        failure="graded from the log by upstream's parsers; past the limit: timeout, zero tests",
         notes=["golden tests are merged into the repo's tests/ (agent-only files survive), as upstream does"],
     )

@@ -14,9 +14,10 @@ from bridge.fs.files import write_json_atomic
 from bridge.locations import cache_dir
 from bridge.scoring import grading
 from bridge.scoring.plan import ScoringPlan, run_step
-from bridge.scoring.python_plan import COLLECT_REPORT_PATH, JUNIT_MAX_BYTES
-from bridge.scoring.sandbox import Sandbox
-from bridge.scoring.workdir import LogSink
+from bridge.scoring.python import pytest_results
+from bridge.scoring.python.plan import COLLECT_REPORT_PATH, JUNIT_MAX_BYTES
+from bridge.scoring.run.workdir import LogSink
+from bridge.scoring.sandbox.protocol import Sandbox
 from bridge.tasks.model import Task
 from bridge.tasks.suite import static_test_ids
 
@@ -94,7 +95,7 @@ def collect_suite(task: Task, plan: ScoringPlan, tester: Sandbox, logs: LogSink)
         pass
     run = run_step(tester, step)
     logs.write("collect.log", run.output)
-    report = grading.parse_plugin_report(tester.copy_out(COLLECT_REPORT_PATH, max_bytes=JUNIT_MAX_BYTES))
+    report = pytest_results.parse_plugin_report(tester.copy_out(COLLECT_REPORT_PATH, max_bytes=JUNIT_MAX_BYTES))
     if run.timed_out:
         raise RuntimeError(f"collecting the golden suite of {task.id} took over {step.timeout:g}s")
     collection = Collection(exitstatus=report.exitstatus if report else run.exit_code)

@@ -3,7 +3,7 @@
 A runner never sees a container runtime: it asks a `SandboxRuntime` for a `Sandbox` built from a
 `SandboxSpec` (image, command, env, limits, whose loopback to share) and drives it through the
 small `Sandbox` protocol below. Docker (docker-py) is the first runtime
-(bridge/scoring/docker_sandbox.py); another runtime is one new class implementing both
+(bridge/scoring/sandbox/docker_sandbox.py); another runtime is one new class implementing both
 protocols. The same idea as SWE-bench's `TestSpec` over its Docker harness and Harbor's
 environments: what a scoring step does is data, where it runs is a replaceable backend.
 
@@ -152,7 +152,7 @@ class Sandbox(Protocol):
 
     def copy_out(self, path: str, *, max_bytes: int) -> bytes | None:
         """The regular file at ``path`` (None if absent); anything else, or a file over
-        ``max_bytes``, raises bridge.scoring.archives.UnsafeArchiveError."""
+        ``max_bytes``, raises bridge.scoring.sandbox.archives.UnsafeArchiveError."""
         ...
 
     def remove(self) -> None:

@@ -2,7 +2,7 @@
 
 `DockerRuntime(client).create(spec)` creates (never pulls, never starts) a container with the
 spec's security profile and the bridge's labels; `DockerSandbox` drives it through the
-primitives of bridge/scoring/containers.py. Sharing a sandbox's network is Docker's
+primitives of bridge/scoring/sandbox/containers.py. Sharing a sandbox's network is Docker's
 `network_mode=container:<id>`. Labels, Container objects and tar streams stay in here.
 """
 
@@ -20,7 +20,7 @@ from docker.errors import DockerException, NotFound
 from docker.models.containers import Container
 
 from bridge.errors import ScoringError
-from bridge.scoring.containers import (
+from bridge.scoring.sandbox.containers import (
     create_container,
     exec_with_timeout,
     fetch_file,
@@ -29,8 +29,8 @@ from bridge.scoring.containers import (
     remove_container,
     wait_with_timeout,
 )
-from bridge.scoring.docker_client import make_labels
-from bridge.scoring.sandbox import (
+from bridge.scoring.sandbox.docker_client import make_labels
+from bridge.scoring.sandbox.protocol import (
     APP_GID,
     APP_UID,
     DEFAULT_LOG_CAP,

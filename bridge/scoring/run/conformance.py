@@ -16,20 +16,20 @@ it checks deployment); compat's totals are what upstream's summary parser report
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
 
-from bridge.scoring.engine import score_repo
 from bridge.scoring.images.tester import TESTER_PINS
 from bridge.scoring.result import ProfileResult, ScoreResult
+from bridge.scoring.run.engine import score_repo
+from bridge.scoring.types import ProfileChoice, TaskProgressFn
 from bridge.tasks.model import Task
 from bridge.tasks.suite import detect_quirks
 
-ProgressFn = Callable[[str, str], None]
 CONTROLS = ("empty", "404")
 
 NOT_FOUND_SERVER = '''\
@@ -97,11 +97,11 @@ def check_task(
     task: Task,
     controls: dict[str, Path],
     *,
-    profile: str,
+    profile: ProfileChoice,
     out_dir: Path,
     client: docker.DockerClient | None = None,
     use_cache: bool = True,
-    progress: ProgressFn | None = None,
+    progress: TaskProgressFn | None = None,
 ) -> ConformanceRow:
     started = time.monotonic()
     row = ConformanceRow(
@@ -115,7 +115,7 @@ def check_task(
         say = None
         if progress is not None:
 
-            def say(message: str, _task: str = task.id, _progress: ProgressFn = progress) -> None:
+            def say(message: str, _task: str = task.id, _progress: TaskProgressFn = progress) -> None:
                 _progress(_task, message)
 
         result: ScoreResult = score_repo(
@@ -147,11 +147,11 @@ def run_conformance(
     tasks: Sequence[Task],
     *,
     work_dir: Path,
-    profile: str = "both",
+    profile: ProfileChoice = "both",
     workers: int = 2,
     client: docker.DockerClient | None = None,
     use_cache: bool = True,
-    progress: ProgressFn | None = None,
+    progress: TaskProgressFn | None = None,
 ) -> list[ConformanceRow]:
     controls = make_control_repos(work_dir / "controls")
     out_dir = work_dir / "results"

@@ -8,16 +8,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bridge.scoring import coverage, grading
-from bridge.scoring.collection import Collection, collect_suite, white_box_denominator
-from bridge.scoring.deploy import dynamic_coverage, service_state, wait_deployed
+from bridge.scoring.deploy import after_suite, wait_deployed
 from bridge.scoring.plan import ScoringPlan, run_step
-from bridge.scoring.python_plan import JUNIT_MAX_BYTES, JUNIT_PATH, REPORT_PATH
+from bridge.scoring.python import pytest_results
+from bridge.scoring.python.collection import Collection, collect_suite, white_box_denominator
+from bridge.scoring.python.plan import JUNIT_MAX_BYTES, JUNIT_PATH, REPORT_PATH
 from bridge.scoring.result import APICoverage, DSRResult, PassAt1, ProfileResult, TestCaseResult
-from bridge.scoring.sandbox import Sandbox
-from bridge.scoring.workdir import LogSink
+from bridge.scoring.run.workdir import LogSink
+from bridge.scoring.sandbox.protocol import Sandbox
+from bridge.scoring.types import ProgressFn
 from bridge.tasks.model import Task
-
-ProgressFn = Callable[[str], None]
 
 
 def grade_suite(
@@ -68,13 +68,13 @@ def grade_suite(
     run = run_step(tester, plan.step("tests"))
     logs.write("tests.log", run.output)
     raw_report = tester.copy_out(REPORT_PATH, max_bytes=JUNIT_MAX_BYTES)
-    report = grading.parse_plugin_report(raw_report)
+    report = pytest_results.parse_plugin_report(raw_report)
     junit = tester.copy_out(JUNIT_PATH, max_bytes=JUNIT_MAX_BYTES)
     junit_results: list[TestCaseResult] = []
     if junit:
         logs.write_bytes("junit.xml", junit)
         try:
-            junit_results = grading.parse_junit_xml(junit, known_nodeids=collected)
+            junit_results = pytest_results.parse_junit_xml(junit, known_nodeids=collected)
         except grading.JUnitError as exc:
             logs.write("junit-crosscheck.log", f"JUnit XML unreadable: {exc}\n")
     notes: list[str] = []
@@ -83,22 +83,20 @@ def grade_suite(
         logs.write_bytes("pytest-report.json", raw_report or b"")
         if white_box:
             collected = white_box_denominator(task, report.collected)
-        plugin_results = grading.results_from_plugin(report)
+        plugin_results = pytest_results.results_from_plugin(report)
         results += plugin_results
-        mismatch = grading.junit_disagreements(plugin_results, junit_results) if junit else []
+        mismatch = pytest_results.junit_disagreements(plugin_results, junit_results) if junit else []
         if mismatch:
             logs.write("junit-crosscheck.log", "plugin and JUnit XML disagree on:\n" + "\n".join(mismatch) + "\n")
             notes.append(f"JUnit XML disagrees with the plugin on {len(mismatch)} item(s); the plugin's record is used")
-        notes += grading.session_notes(report, budget)
+        notes += pytest_results.session_notes(report, budget)
     elif not run.timed_out:
         notes.append(f"pytest wrote no report (exit {run.exit_code}); no item counts as passed")
     merged = grading.merge_results(collected, results)
     pass_at_1 = grading.strict_pass_at_1(collected, results)
 
     progress("strict: probing README endpoints")
-    dynamic = dynamic_coverage(task, plan, tester)
-    _, _, oom = service_state(plan, service)
-    logs.write("service.log", service.logs())
+    dynamic, oom = after_suite(task, plan, service, tester, logs, probe=True)
     outcome = "timeout" if run.timed_out else "scored"
     if run.timed_out:
         notes.append(f"golden tests exceeded the hard limit of {hard_limit}s")

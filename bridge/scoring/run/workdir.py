@@ -12,13 +12,14 @@ from pathlib import Path
 import docker
 
 from bridge.fs.walk import copy_tree_at
-from bridge.scoring.docker_sandbox import DockerRuntime
 from bridge.scoring.images.build import DependencyInstallError
 from bridge.scoring.images.deps import REJECTED_NOTE, DepsImage
 from bridge.scoring.result import ProfileResult
-from bridge.scoring.sandbox import SandboxLimits, SandboxRuntime
+from bridge.scoring.sandbox.docker_sandbox import DockerRuntime
+from bridge.scoring.sandbox.protocol import SandboxLimits, SandboxRuntime
+from bridge.scoring.types import ProgressFn
 
-ASSETS = Path(__file__).resolve().parent / "assets"
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
 LOG_CAP_BYTES = 2_000_000
 
 
@@ -26,9 +27,9 @@ LOG_CAP_BYTES = 2_000_000
 class ScoreContext:
     run_id: str
     wheelhouse: Path | None = None
-    image_progress: Callable[[str], None] | None = None
+    image_progress: ProgressFn | None = None
     service_limits: SandboxLimits = field(default_factory=SandboxLimits)
-    # Where sandboxes run; None = Docker on the runner's client (bridge/scoring/docker_sandbox.py).
+    # Where sandboxes run; None = Docker on the runner's client (bridge/scoring/sandbox/docker_sandbox.py).
     runtime: SandboxRuntime | None = None
     extra_labels: dict[str, str] = field(default_factory=dict)
     token: str = field(default_factory=lambda: secrets.token_hex(3))
@@ -120,7 +121,7 @@ def score_on_accepted_set(
     *,
     build_failed: Callable[[DependencyInstallError], ProfileResult],
     logs: LogSink,
-    progress: Callable[[str], None],
+    progress: ProgressFn,
     profile: str,
 ) -> ProfileResult:
     """A profile's score on its dependency set, kept only once pip accepts the set.

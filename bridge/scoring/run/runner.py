@@ -1,6 +1,6 @@
 """Running scoring jobs in this process: one profile on a staged snapshot, on this machine's
 Docker engine. Both backends use it: the local one in threads (`LocalBackend`), the Ray one on
-whichever node a job lands (bridge/scoring/ray_backend.py).
+whichever node a job lands (bridge/scoring/run/ray_backend.py).
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Protocol
 
 import docker
 from docker.errors import BuildError, DockerException, ImageNotFound
@@ -26,36 +28,59 @@ from requests.exceptions import ReadTimeout, Timeout
 
 from bridge.errors import ScoringError
 from bridge.fs.files import pid_alive
-from bridge.scoring.backend import ScoringJob
-from bridge.scoring.compat import run_compat
-from bridge.scoring.docker_client import get_client
 from bridge.scoring.images.usage import holding
 from bridge.scoring.java.compat import run_java_compat
 from bridge.scoring.java.layers import MavenSources
 from bridge.scoring.java.plan import java_compat_plan, java_strict_plan
 from bridge.scoring.java.strict import run_java_strict
 from bridge.scoring.plan import ScoringPlan
-from bridge.scoring.python_plan import compat_plan, strict_plan
+from bridge.scoring.python.compat import run_compat
+from bridge.scoring.python.plan import compat_plan, strict_plan
+from bridge.scoring.python.strict import run_strict
 from bridge.scoring.result import DSRResult, InfraReason, ProfileResult
-from bridge.scoring.sandbox import SandboxLimits
-from bridge.scoring.strict import run_strict
-from bridge.scoring.sweep import sweep
-from bridge.scoring.workdir import LogSink, ScoreContext
+from bridge.scoring.run.backend import ScoringJob
+from bridge.scoring.run.profile_run import ProfileRun
+from bridge.scoring.run.sweep import sweep
+from bridge.scoring.run.workdir import LogSink, ScoreContext
+from bridge.scoring.sandbox.docker_client import get_client
+from bridge.scoring.sandbox.protocol import SandboxLimits
+from bridge.scoring.types import PROFILES, Profile, ProgressFn
 from bridge.tasks.model import Task
 
-ProgressFn = Callable[[str], None]
 LABEL_PID = "rgbridge.pid"
 
-_RUNNERS = {"strict": run_strict, "compat": run_compat}
-_JAVA_RUNNERS = {"strict": run_java_strict, "compat": run_java_compat}
+
+class PlanBuilder(Protocol):
+    """What a profile will do for a task, as data (bridge/scoring/plan.py)."""
+
+    def __call__(self, task: Task, *, service_limits: SandboxLimits, deploy_only: bool = False) -> ScoringPlan: ...
 
 
-def runner_for(task: Task, name: str, maven: MavenSources | None) -> Callable[..., ProfileResult]:
-    """The profile's runner for the task's language (Java runners also get the Maven sources)."""
-    if task.lang == "java":
-        java = _JAVA_RUNNERS[name]
-        return lambda *args, **kwargs: java(*args, maven=maven, **kwargs)
-    return _RUNNERS[name]
+@dataclass(frozen=True)
+class ProfileKind:
+    """One (language, profile): the plan builder and the runner that carries the plan out."""
+
+    plan: PlanBuilder
+    run: Callable[[ProfileRun], ProfileResult]
+
+
+#: Every (language, profile) the bridge scores. Adding a language is a plan builder, image
+#: preparation and a grader, and two rows here.
+PROFILE_KINDS: dict[tuple[str, Profile], ProfileKind] = {
+    ("python", "strict"): ProfileKind(strict_plan, run_strict),
+    ("python", "compat"): ProfileKind(compat_plan, run_compat),
+    ("java", "strict"): ProfileKind(java_strict_plan, run_java_strict),
+    ("java", "compat"): ProfileKind(java_compat_plan, run_java_compat),
+}
+
+
+def profile_kind(task: Task, profile: str) -> ProfileKind:
+    kind = PROFILE_KINDS.get((task.lang, profile))  # type: ignore[arg-type]
+    if kind is None:
+        if profile not in PROFILES:
+            raise ValueError(f"unknown profile {profile!r} (strict or compat)")
+        raise ValueError(f"no {profile} scoring for {task.lang} tasks")
+    return kind
 
 
 def plan_for(
@@ -63,15 +88,26 @@ def plan_for(
 ) -> ScoringPlan:
     """What the profile's runner will do for the task, as data (bridge/scoring/plan.py)."""
     limits = service_limits or SandboxLimits()
-    if profile not in _RUNNERS:
-        raise ValueError(f"unknown profile {profile!r} (strict or compat)")
-    if task.lang == "java":
-        if profile == "strict":
-            return java_strict_plan(task, service_limits=limits, deploy_only=deploy_only)
-        return java_compat_plan(task, service_limits=limits)
-    if profile == "strict":
-        return strict_plan(task, service_limits=limits, deploy_only=deploy_only)
-    return compat_plan(task, service_limits=limits)
+    return profile_kind(task, profile).plan(task, service_limits=limits, deploy_only=deploy_only)
+
+
+def run_one_profile(
+    client: docker.DockerClient,
+    task: Task,
+    repo_dir: Path,
+    profile: Profile,
+    *,
+    ctx: ScoreContext,
+    logs: LogSink,
+    progress: ProgressFn,
+    maven: MavenSources | None = None,
+    deploy_only: bool = False,
+) -> ProfileResult:
+    """The (language, profile) row's plan, carried out by its runner on `repo_dir` (modified)."""
+    kind = profile_kind(task, profile)
+    plan = kind.plan(task, service_limits=ctx.service_limits, deploy_only=deploy_only)
+    run = ProfileRun(client, task, repo_dir, profile, plan, ctx, logs, progress, maven=maven)
+    return kind.run(run)
 
 
 class LiveRuns:
@@ -196,7 +232,7 @@ def run_profile(
     client: docker.DockerClient,
     task: Task,
     snapshot: Path,
-    name: str,
+    name: Profile,
     *,
     ctx: ScoreContext,
     log_dir: Path,
@@ -214,8 +250,8 @@ def run_profile(
     shutil.copytree(snapshot, work, symlinks=True)
     try:
         with holding():  # the sets this profile uses stay in use (never evicted) until it ends
-            result = runner_for(task, name, maven)(
-                client, task, work, ctx=ctx, logs=logs, progress=progress or (lambda _m: None)
+            result = run_one_profile(
+                client, task, work, name, ctx=ctx, logs=logs, progress=progress or (lambda _m: None), maven=maven
             )
     except (DockerException, RequestException, ScoringError, OSError, RuntimeError) as exc:
         result = infra_result(name, exc, logs, started)

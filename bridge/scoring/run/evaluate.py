@@ -11,14 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from bridge.errors import ScoringError
-from bridge.scoring.backend import Backend, JobCancelled
-from bridge.scoring.engine import score_repo
 from bridge.scoring.java.layers import MavenSources
-from bridge.scoring.reporting import RunWriter, load_previous
+from bridge.scoring.run.backend import Backend, JobCancelled
+from bridge.scoring.run.engine import score_repo
+from bridge.scoring.run.reporting import RunWriter, load_previous
+from bridge.scoring.types import ProfileChoice, TaskProgressFn
 from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
-
-ProgressFn = Callable[[str, str], None]  # (task id, message)
 
 
 @dataclass
@@ -74,11 +73,11 @@ def evaluate(
     run_id: str | None = None,
     workers: int = 1,
     resume: bool = False,
-    profile: str = "both",
+    profile: ProfileChoice = "both",
     wheelhouse: Path | None = None,
     maven: MavenSources | None = None,
     only: list[str] | None = None,
-    progress: ProgressFn | None = None,
+    progress: TaskProgressFn | None = None,
     on_done: Callable[[str, dict[str, Any]], None] | None = None,
     metadata: dict[str, Any] | None = None,
     backend: Backend | None = None,

@@ -8,12 +8,13 @@ So the result cache key, the grader version and the report are the same whatever
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from bridge.errors import ScoringError
+from bridge.scoring.types import Profile, ProgressFn
 
 if TYPE_CHECKING:
     from bridge.scoring.java.layers import MavenSources
@@ -32,12 +33,12 @@ class ScoringJob:
     task: Task
     snapshot: Path  # the staged tree on the driver (read-only for backends)
     snapshot_hash: str
-    profile: str
+    profile: Profile
     log_dir: Path  # where this profile's logs must end up on the driver
     run_id: str
     wheelhouse: Path | None = None
     maven: MavenSources | None = None
-    progress: Callable[[str], None] | None = None
+    progress: ProgressFn | None = None
 
 
 class Backend(Protocol):
