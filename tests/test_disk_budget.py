@@ -71,6 +71,33 @@ def test_infra_reasons_are_classed_and_counted():
     assert summary["avg_pass_at_1"] == 0.5  # the infra errors are not in the agent's mean
 
 
+def test_an_unexpected_fault_in_a_profile_is_its_infra_error_not_the_runs_end(tmp_path, monkeypatch):
+    """A bug of ours inside one profile (here the SystemError CPython 3.11's parser raised under
+    threads) ended a whole 60-repo evaluate; it is that job's infra_error, reason "bridge"."""
+    from bridge.scoring.run import runner
+
+    def broken(*_a: object, **_k: object) -> None:
+        raise SystemError("AST constructor recursion depth mismatch (before=48, after=41)")
+
+    monkeypatch.setattr(runner, "run_one_profile", broken)
+    task = Catalog.from_options(REPO / "tasks").get("kv-ledger")
+    snapshot = tmp_path / "snap"
+    snapshot.mkdir()
+    (snapshot / "app.py").write_text("print('hi')\n")
+    result = runner.run_profile(
+        None,  # type: ignore[arg-type]  # never reached: the profile fails first
+        task,
+        snapshot,
+        "strict",
+        ctx=None,  # type: ignore[arg-type]
+        log_dir=tmp_path / "logs",
+        scratch=tmp_path / "scratch",
+    )
+    assert result.outcome == "infra_error" and result.infra_reason == "bridge"
+    assert "SystemError" in (result.error or "")
+    assert "recursion depth mismatch" in (tmp_path / "logs" / "infra_error.txt").read_text()
+
+
 # ---------------------------------------------------------------- on a real engine
 
 

@@ -253,7 +253,7 @@ def run_profile(
             result = run_one_profile(
                 client, task, work, name, ctx=ctx, logs=logs, progress=progress or (lambda _m: None), maven=maven
             )
-    except (DockerException, RequestException, ScoringError, OSError, RuntimeError) as exc:
+    except Exception as exc:  # any fault, ours or the engine's, is this job's infra_error, never the run's end
         result = infra_result(name, exc, logs, started)
     return result.model_copy(update={"logs": {k: f"logs/{v}" for k, v in logs.names().items()}})
 
