@@ -14,7 +14,7 @@ import pytest
 
 from bridge.scoring import compat as compat_mod
 from bridge.scoring import strict as strict_mod
-from bridge.scoring.images.deps import DepsImage
+from bridge.scoring.images.store import DepsImage
 from bridge.scoring.plan import ScoringPlan
 from bridge.scoring.python_plan import COLLECT_TIMEOUT, TESTER_LIMITS, suite_timing
 from bridge.scoring.runner import plan_for

@@ -25,8 +25,9 @@ from bridge.errors import ScoringError
 from bridge.scoring import coverage, upstream
 from bridge.scoring.images.base import official_python_image
 from bridge.scoring.images.build import DependencyInstallError, docker_build, image_exists
-from bridge.scoring.images.deps import DepsImage, ensure_deps_image
+from bridge.scoring.images.deps import ensure_deps_image
 from bridge.scoring.images.recipe import APP_DIRS, APP_GID, APP_UID
+from bridge.scoring.images.store import DepsImage
 from bridge.scoring.plan import create_sandbox
 from bridge.scoring.python_plan import FALLBACK_PACKAGES, TEST_TOOLS, compat_plan
 from bridge.scoring.result import DSRResult, ProfileResult

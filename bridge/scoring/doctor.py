@@ -191,9 +191,9 @@ def check_clock(client: docker.DockerClient | None) -> Check:
         return Check("clock", False, f"host clock reads {time.ctime(now)}", "sync the clock: timedatectl set-ntp true")
     if client is None:
         return Check("clock", True, "host clock plausible")
-    from bridge.scoring.images.inventory import _age_epoch
+    from bridge.scoring.images.inventory import age_epoch
 
-    engine = _age_epoch(str(client.info().get("SystemTime", "")))
+    engine = age_epoch(str(client.info().get("SystemTime", "")))
     skew = abs(engine - now) if engine else 0.0
     if skew > CLOCK_SKEW_SECONDS:
         return Check(

@@ -27,7 +27,8 @@ import docker
 from bridge.scoring import coverage
 from bridge.scoring.deploy import wait_deployed
 from bridge.scoring.images.build import DependencyInstallError
-from bridge.scoring.images.deps import DepsImage, ensure_deps_image
+from bridge.scoring.images.deps import ensure_deps_image
+from bridge.scoring.images.store import DepsImage
 from bridge.scoring.images.tester import ensure_tester_image
 from bridge.scoring.plan import create_sandbox
 from bridge.scoring.python_plan import OUR_INI, golden_ini, strict_plan

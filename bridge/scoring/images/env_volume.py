@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import docker
 import requests
@@ -30,17 +29,18 @@ from docker.errors import APIError, DockerException, NotFound
 from docker.models.containers import Container
 
 from bridge.scoring.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels, owner_filter
-from bridge.scoring.images.build import LOG_TAIL_CHARS, BuildResult, ProgressFn, say
-from bridge.scoring.images.layer import (
-    _LAYER_BUILD,
+from bridge.scoring.images.build import LOG_TAIL_CHARS, BuildResult, image_exists, say
+from bridge.scoring.images.buildbox import (
+    BUILD_DIR,
     UV_REJECTED,
-    _wait_ready,
     effective_mode,
     installed_pins,
     rebuild_with_pip,
     start_build_container,
+    wait_ready,
 )
 from bridge.scoring.images.layer_export import valid_prefix
+from bridge.scoring.images.store import DepSet, DepsImage, EnvVolume, InstallSource, raise_unless_ok
 
 VOLUME_PREFIX = "rgbridge-env-"
 VOLUME_KIND = "deps-env"
@@ -49,14 +49,6 @@ SEED_KIND = "deps-seed"
 SEED_MARK = ".rgbridge-seeded"
 _SEED = "/run/rgbridge/seed"
 LABEL_DEPS_TAG = "rgbridge.deps_tag"
-
-
-@dataclass(frozen=True)
-class EnvVolume:
-    """A volume holding a dependency environment, and where sandboxes mount it (read-only)."""
-
-    name: str
-    path: str
 
 
 def venv_path(client: docker.DockerClient, image: str) -> str | None:
@@ -175,12 +167,12 @@ CHECK_CPU_SHARES = 64
 SEED_INCOMPLETE = 4
 
 
-def _seeded_start(path: str) -> str:
+def seeded_start(path: str) -> str:
     """The build container's command: the base's venv copied from the seed into the fresh
     volume (attributes, links and owners kept, as Docker's own seeding does), then the build."""
     return (
         f"[ -f {_SEED}/{SEED_MARK} ] || {{ echo 'RGBRIDGE_SEED_INCOMPLETE'; exit {SEED_INCOMPLETE}; }}; "
-        f"cp -a {_SEED}/. {path}/ && rm -f {path}/{SEED_MARK} && exec bash {_LAYER_BUILD}/build.sh"
+        f"cp -a {_SEED}/. {path}/ && rm -f {path}/{SEED_MARK} && exec bash {BUILD_DIR}/build.sh"
     )
 
 
@@ -212,24 +204,10 @@ class VolumeBuild(BuildResult):
     pending: PendingCheck | None = None
 
 
-def build_in_volume(
-    client: docker.DockerClient,
-    *,
-    base: str,
-    tag: str,
-    volume: EnvVolume,
-    requirement_files: dict[str, str],
-    mode: str,
-    view: Path,
-    wheels: Path | None,
-    timeout: float = 600,
-    defer_check: bool = False,
-    progress: ProgressFn | None = None,
-    on_installed: Callable[[list[str]], None] | None = None,
-) -> VolumeBuild:
-    """Install ``requirement_files`` (in turn) into a fresh ``volume`` holding ``base``'s venv.
+def build_in_volume(client: docker.DockerClient, want: DepSet, source: InstallSource, volume: EnvVolume) -> VolumeBuild:
+    """Install ``want.files`` (in turn) into a fresh ``volume`` holding ``want.base``'s venv.
 
-    ``mode`` as in ``layer._layer_script``. In ``index`` mode pip's check either runs before
+    ``source.mode`` as in ``buildbox.install_script``. In ``index`` mode pip's check either runs before
     this returns (a rejection rebuilds in ``pip`` mode here) or, with ``defer_check``, is left
     running: the result carries it as ``pending`` once the environment is final, and a
     rejection is the caller's to handle (``deps.ensure_deps_image``). A failed build removes
@@ -240,55 +218,55 @@ def build_in_volume(
     started = time.monotonic()
 
     def remaining() -> float:
-        return max(5.0, timeout - (time.monotonic() - started))
+        return max(5.0, source.timeout - (time.monotonic() - started))
 
-    mode = effective_mode(mode)
+    mode = effective_mode(source.mode)
     notes: list[str] = []
-    seed = seed_volume(client, base, volume.path)
+    seed = seed_volume(client, want.base, volume.path)
     while True:
         remove_volume(client, volume.name)  # an unfinished or rejected build's leftovers
         client.volumes.create(
             volume.name,
-            labels={LABEL_OWNER: OWNER_VALUE, LABEL_KIND: VOLUME_KIND, LABEL_DEPS_TAG: tag},
+            labels={LABEL_OWNER: OWNER_VALUE, LABEL_KIND: VOLUME_KIND, LABEL_DEPS_TAG: want.tag},
         )
         # The set's volume is the one writable place that outlives the build, filled from the seed.
         container, ready_mark = start_build_container(
             client,
-            base=base,
+            base=want.base,
             kind="deps",
-            requirement_files=requirement_files,
+            requirement_files=want.files,
             mode=mode,
-            view=view,
-            wheels=wheels,
+            view=source.view,
+            wheels=source.wheels,
             mounts=[
                 docker.types.Mount(volume.path, volume.name, type="volume", no_copy=True),
                 docker.types.Mount(_SEED, seed, type="volume", read_only=True, no_copy=True),
             ],
-            command=["bash", "-c", _seeded_start(volume.path)],
-            compile_late=True,  # bytecode while the score runs (layer._layer_script)
+            command=["bash", "-c", seeded_start(volume.path)],
+            compile_late=True,  # bytecode while the score runs (buildbox.install_script)
         )
         handed_over = False
         try:
-            if defer_check and mode == "index" and _wait_ready(container, ready_mark, remaining()):
+            if source.defer_check and mode == "index" and wait_ready(container, ready_mark, remaining()):
                 log = read_logs(container)
                 for line in log.splitlines():
                     if line.strip():
-                        say(progress, line)
+                        say(source.progress, line)
                 pins = installed_pins(log)
-                if on_installed is not None:
-                    on_installed(pins)
+                if source.on_installed is not None:
+                    source.on_installed(pins)
                 # pip's check runs beside the score from now on: the score comes first
                 with contextlib.suppress(DockerException):
                     container.update(cpu_shares=CHECK_CPU_SHARES)
                 handed_over = True
                 return VolumeBuild(
                     True,
-                    tag,
+                    want.tag,
                     time.monotonic() - started,
                     "".join(notes) + log[-LOG_TAIL_CHARS:],
                     installed=pins,
                     installer=mode,
-                    pending=PendingCheck(container, started + timeout),
+                    pending=PendingCheck(container, started + source.timeout),
                 )
             outcome = wait_with_timeout(container, remaining())
             log = read_logs(container)
@@ -298,26 +276,108 @@ def build_in_volume(
                     remove_container(container)
         for line in log.splitlines():
             if line.strip():
-                say(progress, line)
+                say(source.progress, line)
         tail = "".join(notes) + log[-LOG_TAIL_CHARS:]
         elapsed = time.monotonic() - started
         if outcome.timed_out or outcome.exit_code != 0:
             remove_volume(client, volume.name)
         if outcome.timed_out:
-            return VolumeBuild(False, tag, elapsed, tail, f"build timed out after {timeout:.0f}s", timed_out=True)
+            return VolumeBuild(
+                False, want.tag, elapsed, tail, f"build timed out after {source.timeout:.0f}s", timed_out=True
+            )
         if outcome.exit_code == SEED_INCOMPLETE:
             # a seed whose copy never finished (its maker died): made again, once
             if notes and notes[-1].startswith("seed"):
-                return VolumeBuild(False, tag, elapsed, tail, "the base's venv could not be copied into the volume")
-            seed = seed_volume(client, base, volume.path, remake=True)
+                return VolumeBuild(
+                    False, want.tag, elapsed, tail, "the base's venv could not be copied into the volume"
+                )
+            seed = seed_volume(client, want.base, volume.path, remake=True)
             notes.append("seed volume was incomplete: made again\n")
             continue
         if outcome.exit_code == UV_REJECTED and mode == "index":
-            mode = rebuild_with_pip(log, notes, progress)
+            mode = rebuild_with_pip(log, notes, source.progress)
             continue
         if outcome.exit_code != 0:
-            return VolumeBuild(False, tag, elapsed, tail, f"install exited {outcome.exit_code}")
+            return VolumeBuild(False, want.tag, elapsed, tail, f"install exited {outcome.exit_code}")
         pins = installed_pins(log)
-        if on_installed is not None:
-            on_installed(pins)
-        return VolumeBuild(True, tag, elapsed, tail, installed=pins, installer=mode)
+        if source.on_installed is not None:
+            source.on_installed(pins)
+        return VolumeBuild(True, want.tag, elapsed, tail, installed=pins, installer=mode)
+
+
+class Settlement:
+    """The end of a deferred build: pip's verdict, then the tag (accepted) or the volume's
+    removal (rejected), then the build lock released. ``wait`` is idempotent."""
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        check: PendingCheck,
+        *,
+        base: str,
+        tag: str,
+        volume: EnvVolume,
+        lock: contextlib.ExitStack,
+    ) -> None:
+        self._client, self._check, self._base, self._tag, self._volume = client, check, base, tag, volume
+        self._lock = lock
+        self._guard = threading.Lock()
+        self._verdict: bool | None = None
+        self.log_tail = ""
+
+    def wait(self) -> bool:
+        with self._guard:
+            if self._verdict is None:
+                try:
+                    accepted, self.log_tail = self._check.wait()
+                    if accepted:
+                        mark_complete(self._client, self._base, self._tag)
+                    else:
+                        remove_volume(self._client, self._volume.name)
+                    self._verdict = accepted
+                except DockerException:
+                    remove_volume(self._client, self._volume.name)
+                    self._verdict = False
+                finally:
+                    self._lock.close()
+            return self._verdict
+
+
+class VolumeStore:
+    """Sets kept in volumes on a base whose environment is the venv at ``path``: the base tagged
+    ``rgbridge-deps:<key>`` plus the volume is the ready set."""
+
+    budget_kind = "python-set"
+
+    def __init__(self, client: docker.DockerClient, path: str) -> None:
+        self.client, self.path = client, path
+
+    def books_name(self, tag: str) -> str:
+        return volume_for(tag, self.path).name
+
+    def ready(self, tag: str) -> DepsImage | None:
+        volume = volume_for(tag, self.path)
+        if not image_exists(self.client, tag):
+            return None
+        if not volume_exists(self.client, volume.name):
+            # its volume was removed behind our back: built again
+            with contextlib.suppress(DockerException):
+                self.client.images.remove(tag, force=False)
+            return None
+        return DepsImage(tag=tag, cached=True, seconds=0.0, volume=volume)
+
+    def build(self, want: DepSet, source: InstallSource, lock: contextlib.ExitStack) -> DepsImage:
+        volume = volume_for(want.tag, self.path)
+        res = build_in_volume(self.client, want, source, volume)
+        raise_unless_ok(res, source.timeout)
+        if res.pending is None:
+            mark_complete(self.client, want.base, want.tag)
+            return DepsImage(tag=want.tag, cached=False, seconds=res.seconds, log_tail=res.log_tail, volume=volume)
+        # pip's check still runs: the base + the volume score now; the tag (and the lock, held
+        # until then so no other build of this set starts) wait for pip's verdict.
+        settlement = Settlement(
+            self.client, res.pending, base=want.base, tag=want.tag, volume=volume, lock=lock.pop_all()
+        )
+        return DepsImage(
+            tag=want.base, cached=False, seconds=res.seconds, log_tail=res.log_tail, volume=volume, pending=settlement
+        )

@@ -242,7 +242,7 @@ def kept_inventory(client: docker.DockerClient, *, caches: bool = True) -> Inven
             sizes[vol.name] = _volume_size(client, vol.attrs)
             if kind == VOLUME_KIND and labels.get(LABEL_DEPS_TAG, "") not in all_tags:
                 measured.add(vol.name)
-        created = _age_epoch(vol.attrs.get("CreatedAt"))
+        created = age_epoch(vol.attrs.get("CreatedAt"))
         items.append(
             KeptItem(
                 kind="python-set" if kind == VOLUME_KIND else "seed",
@@ -280,7 +280,7 @@ def kept_inventory(client: docker.DockerClient, *, caches: bool = True) -> Inven
                         kind="image",
                         name=tag,
                         bytes=_own_size(img, images),
-                        last_used=_age_epoch(img.attrs.get("Created")),
+                        last_used=age_epoch(img.attrs.get("Created")),
                         in_use=img.id in used_images,
                         budgeted=False,
                     )
@@ -327,7 +327,7 @@ def _cache_items(wheels: Path, maven: Path) -> list[KeptItem]:
     return out
 
 
-def _age_epoch(created: Any) -> float:
+def age_epoch(created: Any) -> float:
     """An engine timestamp (RFC 3339 text or epoch seconds) as epoch seconds; 0 if unreadable."""
     if isinstance(created, (int, float)):
         return float(created)
