@@ -92,7 +92,7 @@ def nodeid_from_junit(
     return candidates[len(parts) - k]
 
 
-def _safe_root(xml_bytes: bytes) -> ET.Element:
+def safe_root(xml_bytes: bytes) -> ET.Element:
     if len(xml_bytes) > MAX_JUNIT_BYTES:
         raise JUnitError(f"JUnit report too large ({len(xml_bytes)} bytes)")
     if _DANGEROUS_XML.search(xml_bytes):
@@ -111,7 +111,7 @@ def parse_junit_xml(xml_bytes: bytes | str, known_nodeids: Iterable[str] | None 
     """
     if isinstance(xml_bytes, str):
         xml_bytes = xml_bytes.encode("utf-8")
-    root = _safe_root(xml_bytes)
+    root = safe_root(xml_bytes)
     known = set(known_nodeids) if known_nodeids is not None else None
     results: list[TestCaseResult] = []
     for case in root.iter("testcase"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from bridge.scoring.grading import JUnitError, _safe_root
+from bridge.scoring.grading import JUnitError, safe_root
 from bridge.scoring.result import TestCaseResult
 
 MAX_MESSAGE_CHARS = 2000
@@ -29,7 +29,7 @@ def parse_reports(reports: Iterable[bytes]) -> tuple[list[TestCaseResult], list[
     errors: list[str] = []
     for data in reports:
         try:
-            root = _safe_root(data)
+            root = safe_root(data)
         except JUnitError as exc:
             errors.append(str(exc))
             continue
