@@ -43,11 +43,14 @@ def test_layer_script_checks_once_after_every_file_and_compiles_once():
     assert "install --dry-run" not in buildbox.install_script(["requirements.txt"], mode="index", check=False)
 
 
-def test_sets_in_volumes_compile_bytecode_after_the_ready_mark_before_pips_check():
-    """Bytecode off the score's critical path (issue 23): the score starts at the ready mark."""
+def test_sets_in_volumes_compile_bytecode_after_the_ready_mark_and_pips_verdict():
+    """Bytecode off the score's critical path (issue 23): the score starts at the ready mark and
+    its set is accepted at pip's verdict, printed before the bytecode is compiled."""
     script = buildbox.install_script(["requirements.txt", "extras.txt"], mode="index", ready_mark="READY", compile_late=True)
     assert "--compile-bytecode" not in script
-    assert script.index("echo READY") < script.index("compileall.compile_dir") < script.index("install --dry-run")
+    checked = buildbox.checked_mark("READY")
+    assert script.index("echo READY\n") < script.index("install --dry-run") < script.index(f"echo {checked}")
+    assert script.index(f"echo {checked}") < script.index("compileall.compile_dir")
     assert "compileall" not in buildbox.install_script(["requirements.txt"], mode="index", ready_mark="READY")
 
 
@@ -214,6 +217,7 @@ def test_an_unfinished_seed_is_made_again(docker_client, base_image, index_neede
     path = venv_path(docker_client, base_image)
     assert path is not None
     seed = seed_volume(docker_client, base_image, path)
+    env_mod.wait_for_compiles()  # builds still compiling bytecode into accepted sets mount the seed
     assert env_mod.remove_volume(docker_client, seed)
     # a seed whose maker died before its mark: the volume exists, the mark does not
     docker_client.volumes.create(seed, labels={"rgbridge.owner": "rgbridge", "rgbridge.kind": "deps-seed"})
@@ -235,6 +239,7 @@ def test_a_seed_being_made_is_not_handed_out_before_it_is_full(docker_client, ba
     path = venv_path(docker_client, base_image)
     assert path is not None
     name = seed_volume(docker_client, base_image, path)
+    env_mod.wait_for_compiles()  # builds still compiling bytecode into accepted sets mount the seed
     assert env_mod.remove_volume(docker_client, name)
     first_done = threading.Event()
     errors: list[BaseException] = []

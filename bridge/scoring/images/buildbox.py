@@ -72,7 +72,13 @@ def _pip_accepts(reqs: Sequence[str]) -> str:
 
 
 def install_script(
-    files: Sequence[str], *, mode: str, ready_mark: str = "", check: bool = True, compile_late: bool = False
+    files: Sequence[str],
+    *,
+    mode: str,
+    ready_mark: str = "",
+    check: bool = True,
+    compile_late: bool = False,
+    verify: Sequence[str] = (),
 ) -> str:
     """The shell script of a layer build. ``mode``:
 
@@ -91,9 +97,11 @@ def install_script(
 
     ``compile_late`` (sets in volumes, ``env_volume``): bytecode is compiled after the ready
     mark, while the score already runs on the read-only mount, instead of on its critical path
-    (~1.4 s measured, docs/measurements.md). What the score imports before its file is written
-    is compiled in memory; each ``.pyc`` appears whole (written to a temporary name and renamed,
-    as ``py_compile`` does), and the set is final, tagged, only after pip's check that follows.
+    (~1.4 s measured, docs/measurements.md), and after pip's check, whose verdict is printed first
+    (``checked_mark``): the set is accepted, tagged and its score returned without waiting for the
+    bytecode (on a loaded machine tens of seconds, docs/measurements.md). What a score imports
+    before its file is written is compiled in memory; each ``.pyc`` appears whole (written to a
+    temporary name and renamed, as ``py_compile`` does).
     """
     reqs = [f"{BUILD_DIR}/{name}" for name in files]
     # The build files never reach the layer, whatever way the script ends.
@@ -149,22 +157,30 @@ def install_script(
             f" exit {UV_REJECTED}; }}",
             "phase installed",
         ]
+    lines += verify  # uv mode only: a delta build's check (``closest.delta_check``)
     lines.append(drop_lock)
     if ready_mark:
         lines.append(f"echo {ready_mark}")
-    if compile_late:  # what uv's --compile-bytecode does: every module of the environment's site-packages
-        lines += [
-            "python -c 'import compileall, sysconfig; "
-            'compileall.compile_dir(sysconfig.get_paths()["purelib"], quiet=1, workers=0)\' >/dev/null',
-            "phase compiled",
-        ]
     if check:
         lines += [
             f"{_pip_accepts(reqs)} || {{ echo 'RGBRIDGE_UV_REJECTED pip does not accept what uv installed';"
             f" exit {UV_REJECTED}; }}",
             "phase checked",
         ]
+    if compile_late:  # what uv's --compile-bytecode does: every module of the environment's site-packages
+        if ready_mark:
+            lines.append(f"echo {checked_mark(ready_mark)}")
+        lines += [
+            "python -c 'import compileall, sysconfig; "
+            'compileall.compile_dir(sysconfig.get_paths()["purelib"], quiet=1, workers=0)\' >/dev/null',
+            "phase compiled",
+        ]
     return "\n".join(lines) + "\n"
+
+
+def checked_mark(ready_mark: str) -> str:
+    """What a ``compile_late`` build prints once pip accepted the set, before the bytecode."""
+    return f"{ready_mark}_CHECKED"
 
 
 def effective_mode(mode: str) -> str:
@@ -256,6 +272,7 @@ def start_build_container(
     mounts: Sequence[docker.types.Mount] = (),
     command: list[str] | None = None,
     compile_late: bool = False,
+    verify: Sequence[str] = (),
 ) -> tuple[Container, str]:
     """Create and start one build container FROM ``base`` running ``install_script`` over
     ``requirement_files``; returns it (the caller removes it) and its ready mark.
@@ -275,7 +292,9 @@ def start_build_container(
             (files_dir / name).write_text(text, encoding="utf-8")
         pip_env = {} if mode == "local" else host_pip_index_settings()
         (files_dir / "pip.env").write_text(_shell_env(pip_env), encoding="utf-8")
-        script = install_script(list(requirement_files), mode=mode, ready_mark=ready_mark, compile_late=compile_late)
+        script = install_script(
+            list(requirement_files), mode=mode, ready_mark=ready_mark, compile_late=compile_late, verify=verify
+        )
         (files_dir / "build.sh").write_text(script, encoding="utf-8")
         # --mount style binds: unlike -v ones they are not recorded as VOLUMEs by a commit.
         all_mounts = [*mounts, docker.types.Mount(CACHE_DIR, str(view), type="bind", read_only=True)]

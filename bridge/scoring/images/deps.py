@@ -21,10 +21,11 @@ from bridge.scoring import reqfile
 from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.images.budget import make_room
 from bridge.scoring.images.build import ProgressFn, build_lock, hash12, say
-from bridge.scoring.images.env_volume import VolumeStore, venv_path
+from bridge.scoring.images.env_volume import venv_path
 from bridge.scoring.images.layer import LayerStore
 from bridge.scoring.images.store import DepSet, DepsImage, DepStore, InstallSource
 from bridge.scoring.images.usage import lease
+from bridge.scoring.images.volume_store import VolumeStore
 from bridge.scoring.images.wheelhouse import (
     check_requirements,
     host_fetch,

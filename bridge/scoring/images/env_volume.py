@@ -29,18 +29,25 @@ from docker.errors import APIError, DockerException, NotFound
 from docker.models.containers import Container
 
 from bridge.scoring.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels, owner_filter
-from bridge.scoring.images.build import LOG_TAIL_CHARS, BuildResult, image_exists, say
+from bridge.scoring.images.build import LOG_TAIL_CHARS, BuildResult, say
 from bridge.scoring.images.buildbox import (
     BUILD_DIR,
     UV_REJECTED,
+    checked_mark,
     effective_mode,
     installed_pins,
     rebuild_with_pip,
     start_build_container,
     wait_ready,
 )
+from bridge.scoring.images.closest import (
+    CLOSEST_DIR,
+    DELTA_DIFFERS,
+    SetRecord,
+    delta_check,
+)
 from bridge.scoring.images.layer_export import valid_prefix
-from bridge.scoring.images.store import DepSet, DepsImage, EnvVolume, InstallSource, raise_unless_ok
+from bridge.scoring.images.store import DepSet, EnvVolume, InstallSource
 
 VOLUME_PREFIX = "rgbridge-env-"
 VOLUME_KIND = "deps-env"
@@ -167,45 +174,106 @@ CHECK_CPU_SHARES = 64
 SEED_INCOMPLETE = 4
 
 
-def seeded_start(path: str) -> str:
-    """The build container's command: the base's venv copied from the seed into the fresh
-    volume (attributes, links and owners kept, as Docker's own seeding does), then the build."""
+def seeded_start(path: str, source: str = _SEED) -> str:
+    """The build container's command: the base's venv copied from the seed (or a delta build's
+    closest set, ``closest.py``) into the fresh volume (attributes, links and owners kept, as
+    Docker's own seeding does), then the build."""
     return (
         f"[ -f {_SEED}/{SEED_MARK} ] || {{ echo 'RGBRIDGE_SEED_INCOMPLETE'; exit {SEED_INCOMPLETE}; }}; "
-        f"cp -a {_SEED}/. {path}/ && rm -f {path}/{SEED_MARK} && exec bash {BUILD_DIR}/build.sh"
+        f"cp -a {source}/. {path}/ && rm -f {path}/{SEED_MARK} && exec bash {BUILD_DIR}/build.sh"
     )
+
+
+def _delta_reason(log: str) -> str:
+    found = [x for x in log.splitlines() if x.startswith("RGBRIDGE_DELTA_DIFFERS")]
+    return found[-1].removeprefix("RGBRIDGE_DELTA_DIFFERS").strip()[:300] if found else "not checked"
 
 
 class PendingCheck:
     """pip's acceptance check of a uv install, still running in the build container after the
-    environment became final. ``wait`` gives pip's verdict (and removes the container)."""
+    environment became final. ``wait`` gives pip's verdict as soon as the build prints it
+    (``buildbox.checked_mark``); the bytecode compiled after it is left to finish beside the
+    score, and the container is removed when it ends (``wait_for_compiles``)."""
 
-    def __init__(self, container: Container, deadline: float) -> None:
+    def __init__(self, container: Container, deadline: float, checked: str = "", notes: str = "") -> None:
         self._container = container
         self._deadline = deadline
+        self._checked = checked
+        self._notes = notes  # the build's own notes, kept at the top of the log
 
     def wait(self) -> tuple[bool, str]:
         from bridge.scoring.containers import read_logs, remove_container, wait_with_timeout
 
+        reaped = False
         try:
+            remaining = max(5.0, self._deadline - time.monotonic())
+            if self._checked and wait_ready(self._container, self._checked, remaining):
+                log = read_logs(self._container)
+                _reap(self._container, self._deadline)
+                reaped = True
+                return True, self._notes + log[-LOG_TAIL_CHARS:]
             outcome = wait_with_timeout(self._container, max(5.0, self._deadline - time.monotonic()))
             log = read_logs(self._container)
         except (DockerException, requests.RequestException) as exc:
             return False, f"pip's check could not be followed: {exc}\n"
         finally:
-            with contextlib.suppress(DockerException, requests.RequestException):
-                remove_container(self._container)
-        return (not outcome.timed_out and outcome.exit_code == 0), log[-LOG_TAIL_CHARS:]
+            if not reaped:
+                with contextlib.suppress(DockerException, requests.RequestException):
+                    remove_container(self._container)
+        return (not outcome.timed_out and outcome.exit_code == 0), self._notes + log[-LOG_TAIL_CHARS:]
+
+
+# Build containers still compiling bytecode into an accepted set: not daemons, so a process
+# lets them finish (and removes them) before it exits; ``wait_for_compiles`` waits for them.
+_compiles: list[threading.Thread] = []
+_compiles_guard = threading.Lock()
+
+
+def _reap(container: Container, deadline: float) -> None:
+    from bridge.scoring.containers import remove_container, wait_with_timeout
+
+    def run() -> None:
+        with contextlib.suppress(DockerException, requests.RequestException):
+            wait_with_timeout(container, max(5.0, deadline - time.monotonic()))
+        with contextlib.suppress(DockerException, requests.RequestException):
+            remove_container(container)
+
+    thread = threading.Thread(target=run, name="set-compile")
+    with _compiles_guard:
+        _compiles[:] = [t for t in _compiles if t.is_alive()]
+        _compiles.append(thread)
+    thread.start()
+
+
+def wait_for_compiles(timeout: float = 600.0) -> bool:
+    """Wait for the bytecode still being compiled into accepted sets; True when none is left."""
+    deadline = time.monotonic() + timeout
+    with _compiles_guard:
+        pending = list(_compiles)
+    for thread in pending:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return not any(t.is_alive() for t in pending)
 
 
 @dataclass
 class VolumeBuild(BuildResult):
     #: set when pip's check was left running (``defer_check``): the caller must wait for it
     pending: PendingCheck | None = None
+    #: the finished set this one was started from (``closest.py``), None: from the base's venv
+    started_from: SetRecord | None = None
 
 
-def build_in_volume(client: docker.DockerClient, want: DepSet, source: InstallSource, volume: EnvVolume) -> VolumeBuild:
-    """Install ``want.files`` (in turn) into a fresh ``volume`` holding ``want.base``'s venv.
+def build_in_volume(
+    client: docker.DockerClient,
+    want: DepSet,
+    source: InstallSource,
+    volume: EnvVolume,
+    *,
+    start_from: SetRecord | None = None,
+) -> VolumeBuild:
+    """Install ``want.files`` (in turn) into a fresh ``volume`` holding ``want.base``'s venv, or
+    a copy of the finished set ``start_from`` (uv mode; ``closest.py``: the caller holds it in
+    use), falling back to the base's venv when the delta's environment is not a fresh one's.
 
     ``source.mode`` as in ``buildbox.install_script``. In ``index`` mode pip's check either runs before
     this returns (a rejection rebuilds in ``pip`` mode here) or, with ``defer_check``, is left
@@ -225,6 +293,12 @@ def build_in_volume(client: docker.DockerClient, want: DepSet, source: InstallSo
     seed = seed_volume(client, want.base, volume.path)
     while True:
         remove_volume(client, volume.name)  # an unfinished or rejected build's leftovers
+        delta = start_from is not None and mode == "index"
+        delta_mounts = (
+            [docker.types.Mount(CLOSEST_DIR, start_from.volume, type="volume", read_only=True, no_copy=True)]
+            if delta and start_from is not None
+            else []
+        )
         client.volumes.create(
             volume.name,
             labels={LABEL_OWNER: OWNER_VALUE, LABEL_KIND: VOLUME_KIND, LABEL_DEPS_TAG: want.tag},
@@ -241,10 +315,15 @@ def build_in_volume(client: docker.DockerClient, want: DepSet, source: InstallSo
             mounts=[
                 docker.types.Mount(volume.path, volume.name, type="volume", no_copy=True),
                 docker.types.Mount(_SEED, seed, type="volume", read_only=True, no_copy=True),
+                *delta_mounts,
             ],
-            command=["bash", "-c", seeded_start(volume.path)],
+            command=["bash", "-c", seeded_start(volume.path, CLOSEST_DIR if delta_mounts else _SEED)],
             compile_late=True,  # bytecode while the score runs (buildbox.install_script)
+            verify=delta_check([f"{BUILD_DIR}/{name}" for name in want.files], _SEED) if delta_mounts else (),
         )
+        if delta_mounts and start_from is not None:
+            notes.append(f"started from the closest set {start_from.tag}: only what it lacks is installed\n")
+            say(source.progress, notes[-1].strip())
         handed_over = False
         try:
             if source.defer_check and mode == "index" and wait_ready(container, ready_mark, remaining()):
@@ -266,7 +345,8 @@ def build_in_volume(client: docker.DockerClient, want: DepSet, source: InstallSo
                     "".join(notes) + log[-LOG_TAIL_CHARS:],
                     installed=pins,
                     installer=mode,
-                    pending=PendingCheck(container, started + source.timeout),
+                    pending=PendingCheck(container, started + source.timeout, checked_mark(ready_mark), "".join(notes)),
+                    started_from=start_from if delta_mounts else None,
                 )
             outcome = wait_with_timeout(container, remaining())
             log = read_logs(container)
@@ -294,6 +374,11 @@ def build_in_volume(client: docker.DockerClient, want: DepSet, source: InstallSo
             seed = seed_volume(client, want.base, volume.path, remake=True)
             notes.append("seed volume was incomplete: made again\n")
             continue
+        if outcome.exit_code == DELTA_DIFFERS and delta_mounts and start_from is not None:
+            notes[-1] = f"started from the closest set {start_from.tag}: {_delta_reason(log)}; built from scratch\n"
+            say(source.progress, notes[-1].strip())
+            start_from = None
+            continue
         if outcome.exit_code == UV_REJECTED and mode == "index":
             mode = rebuild_with_pip(log, notes, source.progress)
             continue
@@ -302,82 +387,12 @@ def build_in_volume(client: docker.DockerClient, want: DepSet, source: InstallSo
         pins = installed_pins(log)
         if source.on_installed is not None:
             source.on_installed(pins)
-        return VolumeBuild(True, want.tag, elapsed, tail, installed=pins, installer=mode)
-
-
-class Settlement:
-    """The end of a deferred build: pip's verdict, then the tag (accepted) or the volume's
-    removal (rejected), then the build lock released. ``wait`` is idempotent."""
-
-    def __init__(
-        self,
-        client: docker.DockerClient,
-        check: PendingCheck,
-        *,
-        base: str,
-        tag: str,
-        volume: EnvVolume,
-        lock: contextlib.ExitStack,
-    ) -> None:
-        self._client, self._check, self._base, self._tag, self._volume = client, check, base, tag, volume
-        self._lock = lock
-        self._guard = threading.Lock()
-        self._verdict: bool | None = None
-        self.log_tail = ""
-
-    def wait(self) -> bool:
-        with self._guard:
-            if self._verdict is None:
-                try:
-                    accepted, self.log_tail = self._check.wait()
-                    if accepted:
-                        mark_complete(self._client, self._base, self._tag)
-                    else:
-                        remove_volume(self._client, self._volume.name)
-                    self._verdict = accepted
-                except DockerException:
-                    remove_volume(self._client, self._volume.name)
-                    self._verdict = False
-                finally:
-                    self._lock.close()
-            return self._verdict
-
-
-class VolumeStore:
-    """Sets kept in volumes on a base whose environment is the venv at ``path``: the base tagged
-    ``rgbridge-deps:<key>`` plus the volume is the ready set."""
-
-    budget_kind = "python-set"
-
-    def __init__(self, client: docker.DockerClient, path: str) -> None:
-        self.client, self.path = client, path
-
-    def books_name(self, tag: str) -> str:
-        return volume_for(tag, self.path).name
-
-    def ready(self, tag: str) -> DepsImage | None:
-        volume = volume_for(tag, self.path)
-        if not image_exists(self.client, tag):
-            return None
-        if not volume_exists(self.client, volume.name):
-            # its volume was removed behind our back: built again
-            with contextlib.suppress(DockerException):
-                self.client.images.remove(tag, force=False)
-            return None
-        return DepsImage(tag=tag, cached=True, seconds=0.0, volume=volume)
-
-    def build(self, want: DepSet, source: InstallSource, lock: contextlib.ExitStack) -> DepsImage:
-        volume = volume_for(want.tag, self.path)
-        res = build_in_volume(self.client, want, source, volume)
-        raise_unless_ok(res, source.timeout)
-        if res.pending is None:
-            mark_complete(self.client, want.base, want.tag)
-            return DepsImage(tag=want.tag, cached=False, seconds=res.seconds, log_tail=res.log_tail, volume=volume)
-        # pip's check still runs: the base + the volume score now; the tag (and the lock, held
-        # until then so no other build of this set starts) wait for pip's verdict.
-        settlement = Settlement(
-            self.client, res.pending, base=want.base, tag=want.tag, volume=volume, lock=lock.pop_all()
-        )
-        return DepsImage(
-            tag=want.base, cached=False, seconds=res.seconds, log_tail=res.log_tail, volume=volume, pending=settlement
+        return VolumeBuild(
+            True,
+            want.tag,
+            elapsed,
+            tail,
+            installed=pins,
+            installer=mode,
+            started_from=start_from if delta_mounts else None,
         )

@@ -1,5 +1,5 @@
 """One protocol for where a dependency set is kept (``DepStore``): the layer store (``layer.py``:
-the set is an image layer) and the volume store (``env_volume.py``: the set is a Docker volume
+the set is an image layer) and the volume store (``volume_store.py``: the set is a Docker volume
 the sandboxes mount) both answer ``ready`` (the finished set, if on disk) and ``build`` (make it
 from a ``DepSet`` with the wheels of an ``InstallSource``), and both hand back a ``DepsImage``,
 the ready set the profiles score with. ``deps.ensure`` is the one flow over either store (lease,
