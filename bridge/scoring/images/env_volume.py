@@ -170,6 +170,7 @@ def remove_env_volumes(client: docker.DockerClient, *, keep_tags: set[str] | Non
 
 #: the CPU weight of a check left running beside a score (Docker's default weight is 1024)
 CHECK_CPU_SHARES = 64
+DEFAULT_CPU_SHARES = 1024
 #: exit status of a build whose seed volume lacks its mark
 SEED_INCOMPLETE = 4
 
@@ -201,14 +202,22 @@ class PendingCheck:
         self._checked = checked
         self._notes = notes  # the build's own notes, kept at the top of the log
 
+    def _weigh(self, shares: int) -> None:
+        with contextlib.suppress(DockerException, requests.RequestException):
+            self._container.update(cpu_shares=shares)
+
     def wait(self) -> tuple[bool, str]:
         from bridge.scoring.containers import read_logs, remove_container, wait_with_timeout
 
         reaped = False
         try:
+            # the score this check ran beside is over: the rest of the check is now what the
+            # caller waits for, at the default CPU weight; the bytecode after it goes back to low
+            self._weigh(DEFAULT_CPU_SHARES)
             remaining = max(5.0, self._deadline - time.monotonic())
             if self._checked and wait_ready(self._container, self._checked, remaining):
                 log = read_logs(self._container)
+                self._weigh(CHECK_CPU_SHARES)
                 _reap(self._container, self._deadline)
                 reaped = True
                 return True, self._notes + log[-LOG_TAIL_CHARS:]
