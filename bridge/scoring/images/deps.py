@@ -7,7 +7,6 @@ import contextlib
 import dataclasses
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
@@ -20,7 +19,7 @@ from bridge.locations import cache_dir
 from bridge.scoring import reqfile
 from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.images.budget import make_room
-from bridge.scoring.images.build import ProgressFn, build_lock, hash12, say
+from bridge.scoring.images.build import Background, ProgressFn, build_lock, hash12, say
 from bridge.scoring.images.env_volume import venv_path
 from bridge.scoring.images.layer import LayerStore
 from bridge.scoring.images.store import DepSet, DepsImage, DepStore, InstallSource
@@ -68,33 +67,18 @@ def deps_image_tag(
 
 
 # Cache fills run after the build, off the score's path: a score does not wait for the host to
-# download what its build already installed. The threads are not daemons, so a process finishes
-# its fills before it exits; ``wait_for_cache_fills`` lets a caller (a benchmark, a test) wait.
-_fills: list[threading.Thread] = []
-_fills_guard = threading.Lock()
+# download what its build already installed.
+_fills = Background()
 
 
 def _start_cache_fill(pins: list[str], dest: Path, cache: WheelCache, tag: str) -> None:
-    thread = threading.Thread(
-        target=host_fetch,
-        name=f"cache-fill-{tag}",
-        args=("".join(f"{pin}\n" for pin in pins), dest, None, FILL_TIMEOUT, cache),
-        kwargs={"no_deps": True},
-    )
-    with _fills_guard:
-        _fills[:] = [t for t in _fills if t.is_alive()]
-        _fills.append(thread)
-    thread.start()
+    text = "".join(f"{pin}\n" for pin in pins)
+    _fills.start(host_fetch, f"cache-fill-{tag}", text, dest, None, FILL_TIMEOUT, cache, no_deps=True)
 
 
 def wait_for_cache_fills(timeout: float = FILL_TIMEOUT) -> bool:
     """Wait for the host's pending cache fills; True when none is left running."""
-    deadline = time.monotonic() + timeout
-    with _fills_guard:
-        pending = list(_fills)
-    for thread in pending:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    return not any(t.is_alive() for t in pending)
+    return _fills.wait(timeout)
 
 
 def ensure_deps_image(

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import threading
 import time
 from dataclasses import dataclass
 
@@ -29,7 +28,7 @@ from docker.errors import APIError, DockerException, NotFound
 from docker.models.containers import Container
 
 from bridge.scoring.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels, owner_filter
-from bridge.scoring.images.build import LOG_TAIL_CHARS, BuildResult, say
+from bridge.scoring.images.build import LOG_TAIL_CHARS, Background, BuildResult, say
 from bridge.scoring.images.buildbox import (
     BUILD_DIR,
     UV_REJECTED,
@@ -232,10 +231,8 @@ class PendingCheck:
         return (not outcome.timed_out and outcome.exit_code == 0), self._notes + log[-LOG_TAIL_CHARS:]
 
 
-# Build containers still compiling bytecode into an accepted set: not daemons, so a process
-# lets them finish (and removes them) before it exits; ``wait_for_compiles`` waits for them.
-_compiles: list[threading.Thread] = []
-_compiles_guard = threading.Lock()
+# Build containers still compiling bytecode into an accepted set, removed when they end.
+_compiles = Background()
 
 
 def _reap(container: Container, deadline: float) -> None:
@@ -247,21 +244,12 @@ def _reap(container: Container, deadline: float) -> None:
         with contextlib.suppress(DockerException, requests.RequestException):
             remove_container(container)
 
-    thread = threading.Thread(target=run, name="set-compile")
-    with _compiles_guard:
-        _compiles[:] = [t for t in _compiles if t.is_alive()]
-        _compiles.append(thread)
-    thread.start()
+    _compiles.start(run, "set-compile")
 
 
 def wait_for_compiles(timeout: float = 600.0) -> bool:
     """Wait for the bytecode still being compiled into accepted sets; True when none is left."""
-    deadline = time.monotonic() + timeout
-    with _compiles_guard:
-        pending = list(_compiles)
-    for thread in pending:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    return not any(t.is_alive() for t in pending)
+    return _compiles.wait(timeout)
 
 
 @dataclass
