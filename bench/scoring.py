@@ -49,7 +49,7 @@ from docker.errors import APIError, ImageNotFound
 from bridge.scoring import coverage, upstream
 from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.images.deps import deps_image_tag, wait_for_cache_fills
-from bridge.scoring.images.env_volume import remove_volume, volume_for
+from bridge.scoring.images.env_volume import remove_volume, volume_for, wait_for_compiles
 from bridge.scoring.images.host import host_pip_index_settings
 from bridge.scoring.python.compat import TEST_TOOLS, requirement_lines
 from bridge.scoring.result import DSRResult, PassAt1
@@ -260,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"strict={pair[0]} compat={pair[1]}")
                     made.append(reqs_path.read_text(encoding="utf-8"))
                     wait_for_cache_fills()  # the host fills the cache after a score: (a1) starts with it full
+                    # bytecode still being compiled into the set (after its score) is not the next case's
+                    wait_for_compiles()
             finally:
                 if saved_cache is None:
                     os.environ.pop("RGBRIDGE_WHEEL_CACHE", None)

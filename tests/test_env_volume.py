@@ -13,15 +13,15 @@ import docker
 import pytest
 
 from bridge.errors import ScoringError
+from bridge.scoring.images import buildbox
 from bridge.scoring.images import env_volume as env_mod
-from bridge.scoring.images import layer as layer_mod
 from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.images.build import image_exists
 from bridge.scoring.images.deps import REJECTED_NOTE, ensure_deps_image
 from bridge.scoring.images.env_volume import (
     SEED_MARK,
-    _seeded_start,
     seed_volume,
+    seeded_start,
     venv_path,
     volume_exists,
 )
@@ -32,7 +32,7 @@ from bridge.scoring.sandbox.protocol import SandboxSpec
 
 
 def test_layer_script_checks_once_after_every_file_and_compiles_once():
-    script = layer_mod._layer_script(["requirements.txt", "extras.txt"], mode="index", ready_mark="READY")
+    script = buildbox.install_script(["requirements.txt", "extras.txt"], mode="index", ready_mark="READY")
     assert script.count("install --dry-run") == 1
     assert "-r /tmp/rgbridge-build/requirements.txt -r /tmp/rgbridge-build/extras.txt" in script
     assert script.count("--compile-bytecode") == 1  # on the last file's install (uv compiles it all)
@@ -40,21 +40,24 @@ def test_layer_script_checks_once_after_every_file_and_compiles_once():
     assert "-r /tmp/rgbridge-build/extras.txt" in compiling
     # the environment is final (ready) before pip's check starts
     assert script.index("echo READY") < script.index("install --dry-run")
-    assert "install --dry-run" not in layer_mod._layer_script(["requirements.txt"], mode="index", check=False)
+    assert "install --dry-run" not in buildbox.install_script(["requirements.txt"], mode="index", check=False)
 
 
-def test_sets_in_volumes_compile_bytecode_after_the_ready_mark_before_pips_check():
-    """Bytecode off the score's critical path (issue 23): the score starts at the ready mark."""
-    script = layer_mod._layer_script(["requirements.txt", "extras.txt"], mode="index", ready_mark="READY", compile_late=True)
+def test_sets_in_volumes_compile_bytecode_after_the_ready_mark_and_pips_verdict():
+    """Bytecode off the score's critical path (issue 23): the score starts at the ready mark and
+    its set is accepted at pip's verdict, printed before the bytecode is compiled."""
+    script = buildbox.install_script(["requirements.txt", "extras.txt"], mode="index", ready_mark="READY", compile_late=True)
     assert "--compile-bytecode" not in script
-    assert script.index("echo READY") < script.index("compileall.compile_dir") < script.index("install --dry-run")
-    assert "compileall" not in layer_mod._layer_script(["requirements.txt"], mode="index", ready_mark="READY")
+    checked = buildbox.checked_mark("READY")
+    assert script.index("echo READY\n") < script.index("install --dry-run") < script.index(f"echo {checked}")
+    assert script.index(f"echo {checked}") < script.index("compileall.compile_dir")
+    assert "compileall" not in buildbox.install_script(["requirements.txt"], mode="index", ready_mark="READY")
 
 
 def test_uv_hard_links_from_a_cache_inside_the_environment_removed_before_it_is_ready():
     """uv's cache sits on the environment's own file system (no second copy of every file, no
     unpacking through the container's overlay /tmp) and is gone before the ready mark."""
-    script = layer_mod._layer_script(["requirements.txt", "extras.txt"], mode="index", ready_mark="READY")
+    script = buildbox.install_script(["requirements.txt", "extras.txt"], mode="index", ready_mark="READY")
     assert script.count("--link-mode hardlink") == 2 and "/tmp/rgbridge-uv" not in script
     assert "sys.prefix)')/.rgbridge-uv-cache" in script
     removal = next(line for line in script.splitlines() if line.startswith("rm -rf") and "UV_CACHE" in line)
@@ -62,7 +65,7 @@ def test_uv_hard_links_from_a_cache_inside_the_environment_removed_before_it_is_
 
 
 def test_seeded_start_refuses_an_unfinished_seed_and_drops_the_mark():
-    cmd = _seeded_start("/opt/venv")
+    cmd = seeded_start("/opt/venv")
     assert cmd.index(f"[ -f /run/rgbridge/seed/{SEED_MARK} ]") < cmd.index("cp -a")
     assert f"rm -f /opt/venv/{SEED_MARK}" in cmd and cmd.endswith("exec bash /tmp/rgbridge-build/build.sh")
 
@@ -183,7 +186,7 @@ def test_what_pip_rejects_is_dropped_and_built_by_pip(docker_client, base_image,
     """An installer that picks a version the requirements forbid (a stand-in for any uv choice
     pip's rules reject): the deferred check rejects it, the volume and tag are gone, and
     ``installer="pip"`` gives pip's own result."""
-    monkeypatch.setattr(layer_mod, "uv_tool", lambda: wrong_uv)
+    monkeypatch.setattr(buildbox, "uv_tool", lambda: wrong_uv)
     reqs = _nonce("six==1.16.0\n")
     deps = ensure_deps_image(docker_client, reqs, env_volume=True, defer_check=True, timeout=300)
     assert deps.volume is not None
@@ -214,6 +217,7 @@ def test_an_unfinished_seed_is_made_again(docker_client, base_image, index_neede
     path = venv_path(docker_client, base_image)
     assert path is not None
     seed = seed_volume(docker_client, base_image, path)
+    env_mod.wait_for_compiles()  # builds still compiling bytecode into accepted sets mount the seed
     assert env_mod.remove_volume(docker_client, seed)
     # a seed whose maker died before its mark: the volume exists, the mark does not
     docker_client.volumes.create(seed, labels={"rgbridge.owner": "rgbridge", "rgbridge.kind": "deps-seed"})
@@ -235,6 +239,7 @@ def test_a_seed_being_made_is_not_handed_out_before_it_is_full(docker_client, ba
     path = venv_path(docker_client, base_image)
     assert path is not None
     name = seed_volume(docker_client, base_image, path)
+    env_mod.wait_for_compiles()  # builds still compiling bytecode into accepted sets mount the seed
     assert env_mod.remove_volume(docker_client, name)
     first_done = threading.Event()
     errors: list[BaseException] = []
@@ -285,7 +290,7 @@ def test_a_score_pip_rejects_is_run_again_on_pips_set(docker_client, base_image,
     from bridge.scoring.run.engine import score_repo
     from bridge.tasks.catalog import Catalog
 
-    monkeypatch.setattr(layer_mod, "uv_tool", lambda: wrong_uv)
+    monkeypatch.setattr(buildbox, "uv_tool", lambda: wrong_uv)
     task = Catalog.from_options(None).get("library-api")
     repo = tmp_path / "repo"
     shutil.copytree(task.solution_dir, repo)

@@ -14,11 +14,11 @@ import time
 
 import pytest
 
-from bridge.scoring.images import layer as layer_mod
+from bridge.scoring.images import buildbox
 from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.images.build import image_exists
+from bridge.scoring.images.buildbox import env_prefix, installed_pins
 from bridge.scoring.images.deps import ensure_deps_image
-from bridge.scoring.images.layer import env_prefix, installed_pins
 from bridge.scoring.images.layer_export import LayerExportError, export_folder_layer, valid_prefix
 from bridge.scoring.images.wheelhouse import index_reachable_from_containers
 
@@ -183,7 +183,7 @@ def test_requirements_uv_cannot_read_are_installed_by_pip(docker_client, index_n
 def test_what_pip_does_not_accept_is_rebuilt_by_pip(docker_client, index_needed, monkeypatch, wrong_uv):
     """An installer that picks another version than the requirements allow (a stand-in for any
     uv choice pip's rules reject): pip's dry run in the result disagrees, pip rebuilds the layer."""
-    monkeypatch.setattr(layer_mod, "uv_tool", lambda: wrong_uv)
+    monkeypatch.setattr(buildbox, "uv_tool", lambda: wrong_uv)
     res = ensure_deps_image(docker_client, _nonce("six==1.16.0\n"), timeout=300)
     try:
         assert "pip does not accept what uv installed" in res.log_tail, res.log_tail
@@ -194,10 +194,10 @@ def test_what_pip_does_not_accept_is_rebuilt_by_pip(docker_client, index_needed,
 
 
 def test_layer_script_keeps_pip_semantics_in_its_uv_flags():
-    script = layer_mod._layer_script(["requirements.txt", "extras.txt"], mode="index")
+    script = buildbox.install_script(["requirements.txt", "extras.txt"], mode="index")
     assert script.count("--index-strategy unsafe-best-match") == 2  # every index searched, as pip does
     assert script.index("requirements.txt") < script.index("extras.txt")  # requirements first, then extras
     assert script.count("install --dry-run") == 1  # pip checks all the steps at the end
     assert script.splitlines()[2].startswith('echo "RGBRIDGE_PREFIX=')  # before anything of the agent's runs
-    assert "pip install -r /tmp/rgbridge-build/requirements.txt" in layer_mod._layer_script(
+    assert "pip install -r /tmp/rgbridge-build/requirements.txt" in buildbox.install_script(
         ["requirements.txt"], mode="pip").replace("python -m ", "")

@@ -63,7 +63,7 @@ class SessionManager:
         scorer: Scorer | None = None,
         settings: SessionSettings | None = None,
     ) -> None:
-        """`scorer`: the default Docker engine when None (bridge/scoring/engine.py); `settings`:
+        """`scorer`: the default Docker engine when None (bridge/scoring/run/engine.py); `settings`:
         bridge/sessions/settings.py, its defaults when None."""
         self.settings = settings = settings if settings is not None else SessionSettings()
         if settings.attempts < 1:

@@ -10,9 +10,10 @@ Image family (every image carries ``rgbridge.owner=rgbridge`` and ``rgbridge.kin
 * ``rgbridge-tester:<hash12>`` -- base + a separate venv ``/opt/tester`` (``tester``), first on
   PATH, so golden tests never share an interpreter with agent code.
 * ``rgbridge-deps:<hash12>`` -- a base (or tester) image + ``pip install -r requirements.txt``
-  into the image's active venv, keyed by the normalised requirements (``deps``): one container
-  committed as a layer (``layer``), wheels from the host's package cache, the index, or binary
-  wheels the host's pip fetched (``wheelhouse``).
+  into the image's active venv, keyed by the normalised requirements (``deps``): one build
+  container (``buildbox``) whose environment becomes a layer (``layer``) or fills a volume
+  (``env_volume``), both stores behind one protocol (``store``); wheels from the host's package
+  cache, the index, or binary wheels the host's pip fetched (``wheelhouse``).
 
 Base and tester images use docker-py's low-level ``api.build`` (``build``: legacy builder, no
 BuildKit). ``inventory`` lists and removes the family. Every ``ensure_*`` call returns

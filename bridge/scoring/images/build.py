@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -222,3 +222,29 @@ def docker_build(
     if state["error"] or not image_exists(client, tag):
         return BuildResult(False, tag, seconds, log_tail, state["error"] or "no image produced")
     return BuildResult(True, tag, seconds, log_tail)
+
+
+class Background:
+    """Threads left running after a build, off the score's path (cache fills, bytecode): not
+    daemons, so a process lets them finish before it exits; ``wait`` lets a caller (a
+    benchmark, a test) wait for them."""
+
+    def __init__(self) -> None:
+        self._threads: list[threading.Thread] = []
+        self._guard = threading.Lock()
+
+    def start(self, target: Callable[..., object], name: str, *args: object, **kwargs: object) -> None:
+        thread = threading.Thread(target=target, name=name, args=args, kwargs=kwargs)
+        with self._guard:
+            self._threads[:] = [t for t in self._threads if t.is_alive()]
+            self._threads.append(thread)
+        thread.start()
+
+    def wait(self, timeout: float) -> bool:
+        """True when none is left running after at most ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._guard:
+            pending = list(self._threads)
+        for thread in pending:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in pending)

@@ -20,28 +20,33 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import docker
 import requests
 from docker.errors import APIError, DockerException, NotFound
 from docker.models.containers import Container
 
-from bridge.scoring.images.build import LOG_TAIL_CHARS, BuildResult, say
-from bridge.scoring.images.layer import (
-    _LAYER_BUILD,
+from bridge.scoring.images.build import LOG_TAIL_CHARS, Background, BuildResult, say
+from bridge.scoring.images.buildbox import (
+    BUILD_DIR,
     UV_REJECTED,
-    _wait_ready,
+    checked_mark,
     effective_mode,
     installed_pins,
     rebuild_with_pip,
     start_build_container,
+    wait_ready,
+)
+from bridge.scoring.images.closest import (
+    CLOSEST_DIR,
+    DELTA_DIFFERS,
+    SetRecord,
+    delta_check,
 )
 from bridge.scoring.images.layer_export import valid_prefix
+from bridge.scoring.images.store import DepSet, EnvVolume, InstallSource
 from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels, owner_filter
-from bridge.scoring.types import ProgressFn
 
 VOLUME_PREFIX = "rgbridge-env-"
 VOLUME_KIND = "deps-env"
@@ -50,14 +55,6 @@ SEED_KIND = "deps-seed"
 SEED_MARK = ".rgbridge-seeded"
 _SEED = "/run/rgbridge/seed"
 LABEL_DEPS_TAG = "rgbridge.deps_tag"
-
-
-@dataclass(frozen=True)
-class EnvVolume:
-    """A volume holding a dependency environment, and where sandboxes mount it (read-only)."""
-
-    name: str
-    path: str
 
 
 def venv_path(client: docker.DockerClient, image: str) -> str | None:
@@ -172,65 +169,110 @@ def remove_env_volumes(client: docker.DockerClient, *, keep_tags: set[str] | Non
 
 #: the CPU weight of a check left running beside a score (Docker's default weight is 1024)
 CHECK_CPU_SHARES = 64
+DEFAULT_CPU_SHARES = 1024
 #: exit status of a build whose seed volume lacks its mark
 SEED_INCOMPLETE = 4
 
 
-def _seeded_start(path: str) -> str:
-    """The build container's command: the base's venv copied from the seed into the fresh
-    volume (attributes, links and owners kept, as Docker's own seeding does), then the build."""
+def seeded_start(path: str, source: str = _SEED) -> str:
+    """The build container's command: the base's venv copied from the seed (or a delta build's
+    closest set, ``closest.py``) into the fresh volume (attributes, links and owners kept, as
+    Docker's own seeding does), then the build."""
     return (
         f"[ -f {_SEED}/{SEED_MARK} ] || {{ echo 'RGBRIDGE_SEED_INCOMPLETE'; exit {SEED_INCOMPLETE}; }}; "
-        f"cp -a {_SEED}/. {path}/ && rm -f {path}/{SEED_MARK} && exec bash {_LAYER_BUILD}/build.sh"
+        f"cp -a {source}/. {path}/ && rm -f {path}/{SEED_MARK} && exec bash {BUILD_DIR}/build.sh"
     )
+
+
+def _delta_reason(log: str) -> str:
+    found = [x for x in log.splitlines() if x.startswith("RGBRIDGE_DELTA_DIFFERS")]
+    return found[-1].removeprefix("RGBRIDGE_DELTA_DIFFERS").strip()[:300] if found else "not checked"
 
 
 class PendingCheck:
     """pip's acceptance check of a uv install, still running in the build container after the
-    environment became final. ``wait`` gives pip's verdict (and removes the container)."""
+    environment became final. ``wait`` gives pip's verdict as soon as the build prints it
+    (``buildbox.checked_mark``); the bytecode compiled after it is left to finish beside the
+    score, and the container is removed when it ends (``wait_for_compiles``)."""
 
-    def __init__(self, container: Container, deadline: float) -> None:
+    def __init__(self, container: Container, deadline: float, checked: str = "", notes: str = "") -> None:
         self._container = container
         self._deadline = deadline
+        self._checked = checked
+        self._notes = notes  # the build's own notes, kept at the top of the log
+
+    def _weigh(self, shares: int) -> None:
+        with contextlib.suppress(DockerException, requests.RequestException):
+            self._container.update(cpu_shares=shares)
 
     def wait(self) -> tuple[bool, str]:
         from bridge.scoring.sandbox.containers import read_logs, remove_container, wait_with_timeout
 
+        reaped = False
         try:
+            # the score this check ran beside is over: the rest of the check is now what the
+            # caller waits for, at the default CPU weight; the bytecode after it goes back to low
+            self._weigh(DEFAULT_CPU_SHARES)
+            remaining = max(5.0, self._deadline - time.monotonic())
+            if self._checked and wait_ready(self._container, self._checked, remaining):
+                log = read_logs(self._container)
+                self._weigh(CHECK_CPU_SHARES)
+                _reap(self._container, self._deadline)
+                reaped = True
+                return True, self._notes + log[-LOG_TAIL_CHARS:]
             outcome = wait_with_timeout(self._container, max(5.0, self._deadline - time.monotonic()))
             log = read_logs(self._container)
         except (DockerException, requests.RequestException) as exc:
             return False, f"pip's check could not be followed: {exc}\n"
         finally:
-            with contextlib.suppress(DockerException, requests.RequestException):
-                remove_container(self._container)
-        return (not outcome.timed_out and outcome.exit_code == 0), log[-LOG_TAIL_CHARS:]
+            if not reaped:
+                with contextlib.suppress(DockerException, requests.RequestException):
+                    remove_container(self._container)
+        return (not outcome.timed_out and outcome.exit_code == 0), self._notes + log[-LOG_TAIL_CHARS:]
+
+
+# Build containers still compiling bytecode into an accepted set, removed when they end.
+_compiles = Background()
+
+
+def _reap(container: Container, deadline: float) -> None:
+    from bridge.scoring.sandbox.containers import remove_container, wait_with_timeout
+
+    def run() -> None:
+        with contextlib.suppress(DockerException, requests.RequestException):
+            wait_with_timeout(container, max(5.0, deadline - time.monotonic()))
+        with contextlib.suppress(DockerException, requests.RequestException):
+            remove_container(container)
+
+    _compiles.start(run, "set-compile")
+
+
+def wait_for_compiles(timeout: float = 600.0) -> bool:
+    """Wait for the bytecode still being compiled into accepted sets; True when none is left."""
+    return _compiles.wait(timeout)
 
 
 @dataclass
 class VolumeBuild(BuildResult):
     #: set when pip's check was left running (``defer_check``): the caller must wait for it
     pending: PendingCheck | None = None
+    #: the finished set this one was started from (``closest.py``), None: from the base's venv
+    started_from: SetRecord | None = None
 
 
 def build_in_volume(
     client: docker.DockerClient,
-    *,
-    base: str,
-    tag: str,
+    want: DepSet,
+    source: InstallSource,
     volume: EnvVolume,
-    requirement_files: dict[str, str],
-    mode: str,
-    view: Path,
-    wheels: Path | None,
-    timeout: float = 600,
-    defer_check: bool = False,
-    progress: ProgressFn | None = None,
-    on_installed: Callable[[list[str]], None] | None = None,
+    *,
+    start_from: SetRecord | None = None,
 ) -> VolumeBuild:
-    """Install ``requirement_files`` (in turn) into a fresh ``volume`` holding ``base``'s venv.
+    """Install ``want.files`` (in turn) into a fresh ``volume`` holding ``want.base``'s venv, or
+    a copy of the finished set ``start_from`` (uv mode; ``closest.py``: the caller holds it in
+    use), falling back to the base's venv when the delta's environment is not a fresh one's.
 
-    ``mode`` as in ``layer._layer_script``. In ``index`` mode pip's check either runs before
+    ``source.mode`` as in ``buildbox.install_script``. In ``index`` mode pip's check either runs before
     this returns (a rejection rebuilds in ``pip`` mode here) or, with ``defer_check``, is left
     running: the result carries it as ``pending`` once the environment is final, and a
     rejection is the caller's to handle (``deps.ensure_deps_image``). A failed build removes
@@ -241,55 +283,67 @@ def build_in_volume(
     started = time.monotonic()
 
     def remaining() -> float:
-        return max(5.0, timeout - (time.monotonic() - started))
+        return max(5.0, source.timeout - (time.monotonic() - started))
 
-    mode = effective_mode(mode)
+    mode = effective_mode(source.mode)
     notes: list[str] = []
-    seed = seed_volume(client, base, volume.path)
+    seed = seed_volume(client, want.base, volume.path)
     while True:
         remove_volume(client, volume.name)  # an unfinished or rejected build's leftovers
+        delta = start_from is not None and mode == "index"
+        delta_mounts = (
+            [docker.types.Mount(CLOSEST_DIR, start_from.volume, type="volume", read_only=True, no_copy=True)]
+            if delta and start_from is not None
+            else []
+        )
         client.volumes.create(
             volume.name,
-            labels={LABEL_OWNER: OWNER_VALUE, LABEL_KIND: VOLUME_KIND, LABEL_DEPS_TAG: tag},
+            labels={LABEL_OWNER: OWNER_VALUE, LABEL_KIND: VOLUME_KIND, LABEL_DEPS_TAG: want.tag},
         )
         # The set's volume is the one writable place that outlives the build, filled from the seed.
         container, ready_mark = start_build_container(
             client,
-            base=base,
+            base=want.base,
             kind="deps",
-            requirement_files=requirement_files,
+            requirement_files=want.files,
             mode=mode,
-            view=view,
-            wheels=wheels,
+            view=source.view,
+            wheels=source.wheels,
             mounts=[
                 docker.types.Mount(volume.path, volume.name, type="volume", no_copy=True),
                 docker.types.Mount(_SEED, seed, type="volume", read_only=True, no_copy=True),
+                *delta_mounts,
             ],
-            command=["bash", "-c", _seeded_start(volume.path)],
-            compile_late=True,  # bytecode while the score runs (layer._layer_script)
+            command=["bash", "-c", seeded_start(volume.path, CLOSEST_DIR if delta_mounts else _SEED)],
+            compile_late=True,  # bytecode while the score runs (buildbox.install_script)
+            verify=delta_check([f"{BUILD_DIR}/{name}" for name in want.files], _SEED) if delta_mounts else (),
         )
+        if delta_mounts and start_from is not None:
+            notes.append(f"started from the closest set {start_from.tag}: only what it lacks is installed\n")
+            say(source.progress, notes[-1].strip())
         handed_over = False
         try:
-            if defer_check and mode == "index" and _wait_ready(container, ready_mark, remaining()):
+            if source.defer_check and mode == "index" and wait_ready(container, ready_mark, remaining()):
                 log = read_logs(container)
                 for line in log.splitlines():
                     if line.strip():
-                        say(progress, line)
+                        say(source.progress, line)
                 pins = installed_pins(log)
-                if on_installed is not None:
-                    on_installed(pins)
+                if source.on_installed is not None:
+                    source.on_installed(pins)
                 # pip's check runs beside the score from now on: the score comes first
                 with contextlib.suppress(DockerException):
                     container.update(cpu_shares=CHECK_CPU_SHARES)
                 handed_over = True
                 return VolumeBuild(
                     True,
-                    tag,
+                    want.tag,
                     time.monotonic() - started,
                     "".join(notes) + log[-LOG_TAIL_CHARS:],
                     installed=pins,
                     installer=mode,
-                    pending=PendingCheck(container, started + timeout),
+                    pending=PendingCheck(container, started + source.timeout, checked_mark(ready_mark), "".join(notes)),
+                    started_from=start_from if delta_mounts else None,
                 )
             outcome = wait_with_timeout(container, remaining())
             log = read_logs(container)
@@ -299,26 +353,43 @@ def build_in_volume(
                     remove_container(container)
         for line in log.splitlines():
             if line.strip():
-                say(progress, line)
+                say(source.progress, line)
         tail = "".join(notes) + log[-LOG_TAIL_CHARS:]
         elapsed = time.monotonic() - started
         if outcome.timed_out or outcome.exit_code != 0:
             remove_volume(client, volume.name)
         if outcome.timed_out:
-            return VolumeBuild(False, tag, elapsed, tail, f"build timed out after {timeout:.0f}s", timed_out=True)
+            return VolumeBuild(
+                False, want.tag, elapsed, tail, f"build timed out after {source.timeout:.0f}s", timed_out=True
+            )
         if outcome.exit_code == SEED_INCOMPLETE:
             # a seed whose copy never finished (its maker died): made again, once
             if notes and notes[-1].startswith("seed"):
-                return VolumeBuild(False, tag, elapsed, tail, "the base's venv could not be copied into the volume")
-            seed = seed_volume(client, base, volume.path, remake=True)
+                return VolumeBuild(
+                    False, want.tag, elapsed, tail, "the base's venv could not be copied into the volume"
+                )
+            seed = seed_volume(client, want.base, volume.path, remake=True)
             notes.append("seed volume was incomplete: made again\n")
             continue
+        if outcome.exit_code == DELTA_DIFFERS and delta_mounts and start_from is not None:
+            notes[-1] = f"started from the closest set {start_from.tag}: {_delta_reason(log)}; built from scratch\n"
+            say(source.progress, notes[-1].strip())
+            start_from = None
+            continue
         if outcome.exit_code == UV_REJECTED and mode == "index":
-            mode = rebuild_with_pip(log, notes, progress)
+            mode = rebuild_with_pip(log, notes, source.progress)
             continue
         if outcome.exit_code != 0:
-            return VolumeBuild(False, tag, elapsed, tail, f"install exited {outcome.exit_code}")
+            return VolumeBuild(False, want.tag, elapsed, tail, f"install exited {outcome.exit_code}")
         pins = installed_pins(log)
-        if on_installed is not None:
-            on_installed(pins)
-        return VolumeBuild(True, tag, elapsed, tail, installed=pins, installer=mode)
+        if source.on_installed is not None:
+            source.on_installed(pins)
+        return VolumeBuild(
+            True,
+            want.tag,
+            elapsed,
+            tail,
+            installed=pins,
+            installer=mode,
+            started_from=start_from if delta_mounts else None,
+        )

@@ -171,16 +171,22 @@ def _mtime(path: Path) -> float:
     return 0.0
 
 
-def _engine_uses(client: docker.DockerClient) -> tuple[set[str], set[str]]:
-    """Volume names and image ids any container on the engine (running or not) refers to."""
+def _engine_uses(client: docker.DockerClient) -> tuple[set[str], set[str], set[str]]:
+    """Volume names and image ids any container on the engine (running or not) refers to, and
+    the volumes our build containers write into (a set accepted while its bytecode is still
+    being compiled, ``buildbox.install_script``, is still growing)."""
     volumes: set[str] = set()
     images: set[str] = set()
+    building: set[str] = set()
     for c in client.api.containers(all=True):
         images.add(str(c.get("ImageID", "")))
+        build = str((c.get("Labels") or {}).get(LABEL_KIND, "")).endswith("-build")
         for m in c.get("Mounts") or []:
             if m.get("Name"):
                 volumes.add(str(m["Name"]))
-    return volumes, images
+                if build and m.get("RW"):
+                    building.add(str(m["Name"]))
+    return volumes, images, building
 
 
 def _volume_size(client: docker.DockerClient, vol_attrs: dict[str, Any]) -> int:
@@ -219,7 +225,7 @@ def kept_inventory(client: docker.DockerClient, *, caches: bool = True) -> Inven
     books = books_dir(client)
     known = load_sizes(books)
     sizes = dict(known)
-    used_volumes, used_images = _engine_uses(client)
+    used_volumes, used_images, building = _engine_uses(client)
     items: list[KeptItem] = []
     untracked = 0
 
@@ -240,7 +246,7 @@ def kept_inventory(client: docker.DockerClient, *, caches: bool = True) -> Inven
             continue
         if vol.name not in sizes:
             sizes[vol.name] = _volume_size(client, vol.attrs)
-            if kind == VOLUME_KIND and labels.get(LABEL_DEPS_TAG, "") not in all_tags:
+            if kind == VOLUME_KIND and (labels.get(LABEL_DEPS_TAG, "") not in all_tags or vol.name in building):
                 measured.add(vol.name)
         created = age_epoch(vol.attrs.get("CreatedAt"))
         items.append(

@@ -92,6 +92,20 @@ def lease(client: docker.DockerClient, name: str) -> None:
 
 
 @contextlib.contextmanager
+def hold(client: docker.DockerClient, name: str) -> Iterator[None]:
+    """Keep set ``name`` in use, safe from eviction, for the block (in any thread): a set being
+    copied into another one (``closest.py``)."""
+    held = None
+    with contextlib.suppress(OSError):
+        held = Lease(_use_file(books_dir(client), name))
+    try:
+        yield
+    finally:
+        if held is not None:
+            held.release()
+
+
+@contextlib.contextmanager
 def holding() -> Iterator[None]:
     """Keep every set leased in this thread in use until the block ends (one profile's score:
     its builds and sandboxes all run in the profile's thread)."""

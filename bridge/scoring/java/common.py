@@ -11,7 +11,7 @@ from pathlib import Path
 
 import docker
 
-from bridge.scoring.images.deps import DepsImage
+from bridge.scoring.images.store import DepsImage
 from bridge.scoring.java.layers import (
     JavaDependencyError,
     MavenSources,

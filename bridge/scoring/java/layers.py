@@ -27,8 +27,8 @@ from docker.errors import DockerException
 from bridge.errors import ScoringError
 from bridge.scoring.images.budget import make_room
 from bridge.scoring.images.build import build_lock, docker_build, hash12, image_exists, say
-from bridge.scoring.images.deps import DepsImage
 from bridge.scoring.images.recipe import APP_GID, APP_UID
+from bridge.scoring.images.store import DepsImage
 from bridge.scoring.images.usage import lease
 from bridge.scoring.java.images import LOCAL_REPO, ensure_java_image
 from bridge.scoring.java.mavencache import cache_settings, export_downloads, serve_cache
