@@ -282,14 +282,22 @@ def test_the_engines_scorer_scores_under_the_requests_run_id(
 
     def fake_score_repo(task, repo_dir, **kwargs):
         seen.update(kwargs)
-        return ScoreResult(task_id=task.id, task_hash=task.content_hash, snapshot_hash="b" * 64, lang=task.lang,
-                           port=task.port, framework=task.framework, profiles={})
+        return ScoreResult(
+            task_id=task.id,
+            task_hash=task.content_hash,
+            snapshot_hash="b" * 64,
+            lang=task.lang,
+            port=task.port,
+            framework=task.framework,
+            profiles={},
+        )
 
     monkeypatch.setattr(engine, "score_repo", fake_score_repo)
     out = tmp_path / "elsewhere" / "out"
     out.mkdir(parents=True)
-    request = ScoreRequest(run_id="session-abc", output_dir=out, snapshot_hash="a" * 64, profile="strict",
-                           use_cache=False)
+    request = ScoreRequest(
+        run_id="session-abc", output_dir=out, snapshot_hash="a" * 64, profile="strict", use_cache=False
+    )
     engine.default_scorer()(task, tmp_path, request, lambda _m: None)
     assert seen["run_id"] == "session-abc" and seen["profile"] == "strict" and seen["use_cache"] is False
     assert seen["output_dir"] == out
