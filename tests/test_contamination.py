@@ -47,14 +47,14 @@ def _manager(tmp_path: Path, task_dir: Path, name: str, **kw) -> SessionManager:
 class NullScorer:
     """Only for the tests that are about access detection, not about scores."""
 
-    def __call__(self, task, repo_dir, *, profile, output_dir, snapshot_hash, progress):
+    def __call__(self, task, repo_dir, request, progress):
         from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, ScoreResult
 
         prof = ProfileResult(profile="strict", outcome="scored", dsr=DSRResult(success=True, message="null"),
                              pass_at_1=PassAt1.from_counts(0, 0, 0))
-        result = ScoreResult(task_id=task.id, task_hash=task.content_hash, snapshot_hash=snapshot_hash,
+        result = ScoreResult(task_id=task.id, task_hash=task.content_hash, snapshot_hash=request.snapshot_hash,
                              lang=task.lang, port=task.port, framework=task.framework, profiles={"strict": prof})
-        (output_dir / "result.json").write_text(result.model_dump_json(), encoding="utf-8")
+        (request.output_dir / "result.json").write_text(result.model_dump_json(), encoding="utf-8")
         return result
 
 

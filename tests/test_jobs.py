@@ -43,7 +43,7 @@ class GatedScorer:
         self.peak = 0
         self.started: list[str] = []
 
-    def __call__(self, task, repo_dir, *, profile, output_dir, snapshot_hash, progress):
+    def __call__(self, task, repo_dir, request, progress):
         with self.lock:
             self.running += 1
             self.peak = max(self.peak, self.running)
@@ -51,8 +51,8 @@ class GatedScorer:
             self.started.append(who.read_text() if who.is_file() else repo_dir.name)
         try:
             assert self.gate.wait(60)
-            result = _result(task, snapshot_hash)
-            (output_dir / "result.json").write_text(result.model_dump_json(), encoding="utf-8")
+            result = _result(task, request.snapshot_hash)
+            (request.output_dir / "result.json").write_text(result.model_dump_json(), encoding="utf-8")
             return result
         finally:
             with self.lock:
@@ -164,13 +164,13 @@ SLOW_SCORE = textwrap.dedent(
     from bridge.sessions.settings import SessionSettings
     from bridge.tasks.catalog import Catalog
 
-    def scorer(task, repo_dir, *, profile, output_dir, snapshot_hash, progress):
+    def scorer(task, repo_dir, request, progress):
         time.sleep(2.0)  # still scoring when the main thread returns
         prof = ProfileResult(profile="strict", outcome="scored", dsr=DSRResult(success=True, message="slow"),
                              pass_at_1=PassAt1.from_counts(1, 0, 0))
-        result = ScoreResult(task_id=task.id, task_hash=task.content_hash, snapshot_hash=snapshot_hash,
+        result = ScoreResult(task_id=task.id, task_hash=task.content_hash, snapshot_hash=request.snapshot_hash,
                              lang=task.lang, port=task.port, framework=task.framework, profiles={"strict": prof})
-        (output_dir / "result.json").write_text(result.model_dump_json(), encoding="utf-8")
+        (request.output_dir / "result.json").write_text(result.model_dump_json(), encoding="utf-8")
         return result
 
     tasks, rec, ws = (Path(a) for a in sys.argv[1:4])

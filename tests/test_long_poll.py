@@ -17,6 +17,7 @@ import anyio
 import pytest
 from mcp import Client, MCPError
 
+from bridge.scoring.types import ScoreRequest
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.settings import RecorderSettings, SessionSettings
 from bridge.sessions.verbs import BY_TOOL, MAX_WAIT_SECONDS
@@ -33,7 +34,7 @@ class GatedScorer:
     def __init__(self) -> None:
         self.gate = threading.Event()
 
-    def __call__(self, task, repo_dir: Path, *, profile: str, output_dir: Path, snapshot_hash: str, progress):
+    def __call__(self, task, repo_dir: Path, request: ScoreRequest, progress):
         progress("scoring (fake, waiting for the test)")
         self.gate.wait(60)
         raise RuntimeError("fake scorer released")
@@ -104,7 +105,7 @@ from mcp_server.transport import configure_logging, run_stdio
 configure_logging("WARNING")
 gate = Path(sys.argv[3])
 
-def scorer(task, repo_dir, *, profile, output_dir, snapshot_hash, progress):
+def scorer(task, repo_dir, request, progress):
     progress("scoring (fake, waiting for the test)")
     while not gate.exists():
         time.sleep(0.05)

@@ -18,6 +18,7 @@ from mcp import Client, MCPError
 from mcp.types import Implementation
 from pydantic import BaseModel
 
+from bridge.scoring.types import ScoreRequest
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.rules import INSTRUCTIONS
 from bridge.sessions.settings import RecorderSettings, SessionSettings
@@ -38,7 +39,7 @@ class FakeResult(BaseModel):
     tests: list[dict[str, Any]]
 
 
-def fake_scorer(task, repo_dir: Path, *, profile: str, output_dir: Path, snapshot_hash: str, progress) -> FakeResult:
+def fake_scorer(task, repo_dir: Path, request: ScoreRequest, progress) -> FakeResult:
     """Stands in for Docker: 'scores' a repo by whether start.sh exists; its full result embeds
     golden-test source (as a real failure trace could) so the test can prove none reaches the agent."""
     progress("building (fake)")
@@ -49,10 +50,10 @@ def fake_scorer(task, repo_dir: Path, *, profile: str, output_dir: Path, snapsho
         name: {"outcome": "scored" if ok else "deploy_failed", "dsr": {"success": ok},
                "pass_at_1": {"passed": 2 if ok else 0, "total": 2, "score": 1.0 if ok else 0.0},
                "api_coverage": {"score": 1.0 if ok else 0.0}}
-        for name in (["strict", "compat"] if profile == "both" else [profile])
+        for name in (["strict", "compat"] if request.profile == "both" else [request.profile])
     }
     result = FakeResult(profiles=profiles, tests=[{"id": "test_canary", "source": golden}])
-    (output_dir / "result.json").write_text(json.dumps(result.model_dump()), encoding="utf-8")
+    (request.output_dir / "result.json").write_text(json.dumps(result.model_dump()), encoding="utf-8")
     return result
 
 

@@ -18,6 +18,7 @@ from bridge.recording.events import load_events
 from bridge.recording.format import SUBMISSION_REF
 from bridge.recording.store import ShadowStore
 from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, ScoreResult
+from bridge.scoring.types import ScoreRequest
 from bridge.sessions.live import load_record
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.models import ClientInfo
@@ -30,11 +31,13 @@ class CountingScorer:
 
     def __init__(self) -> None:
         self.calls: list[Path] = []
+        self.requests: list[ScoreRequest] = []
 
-    def __call__(self, task, repo_dir, *, profile, output_dir, snapshot_hash, progress):
+    def __call__(self, task, repo_dir, request: ScoreRequest, progress):
         progress("fake: counting files")
         files = sorted(p.relative_to(repo_dir).as_posix() for p in repo_dir.rglob("*") if p.is_file())
         self.calls.append(repo_dir)
+        self.requests.append(request)
         py = [f for f in files if f.endswith(".py")]
         prof = ProfileResult(
             profile="strict",
@@ -45,14 +48,14 @@ class CountingScorer:
         result = ScoreResult(
             task_id=task.id,
             task_hash=task.content_hash,
-            snapshot_hash=snapshot_hash,
+            snapshot_hash=request.snapshot_hash,
             lang=task.lang,
             port=task.port,
             framework=task.framework,
             profiles={"strict": prof},
         )
-        (output_dir / "result.json").write_text(result.model_dump_json(), encoding="utf-8")
-        (output_dir / "files.json").write_text(json.dumps(files), encoding="utf-8")
+        (request.output_dir / "result.json").write_text(result.model_dump_json(), encoding="utf-8")
+        (request.output_dir / "files.json").write_text(json.dumps(files), encoding="utf-8")
         return result
 
 
@@ -135,6 +138,12 @@ def test_clock_notes_submit_and_recorded_submission(env, tasks_dir: Path) -> Non
     result = mgr.result(sid, wait_seconds=30)
     assert result.state == "done" and result.summary["strict"]["passed"] == 1  # app.py
     record = load_record(Path(mgr.status(sid).recording))
+    # The scorer is asked with the session's own id (the run id its containers are labelled with),
+    # the session's profile, the job's result folder and the tree hash the recorder took.
+    request = scorer.requests[-1]
+    assert request.run_id == f"session-{sid}"[:80] and request.profile == "both" and request.use_cache
+    assert request.output_dir == Path(record.workspace).parent / "rec" / sid / record.job.result_dir
+    assert request.snapshot_hash == record.submission.tree_hash
     assert len(record.clock.spans) == 2 and all(s.end for s in record.clock.spans)
     # The store's submission commit equals the submitted tree byte for byte.
     store = ShadowStore(Path(mgr.status(sid).recording) / "store", ws)
@@ -259,3 +268,39 @@ def test_cli_submit_outside_the_server(tmp_path: Path, tasks_dir: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["session_id"] == sid and data["state"] == "active" and not data["owned_by_live_process"]
+
+
+def test_the_engines_scorer_scores_under_the_requests_run_id(
+    tasks_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run id (the label of every container of the score) is the request's, not one rebuilt
+    from where the output folder happens to sit; a tree-hash mismatch is noted beside the result."""
+    from bridge.scoring.run import engine
+
+    task = Catalog.from_options(tasks_dir).get("kv-ledger")
+    seen: dict[str, object] = {}
+
+    def fake_score_repo(task, repo_dir, **kwargs):
+        seen.update(kwargs)
+        return ScoreResult(
+            task_id=task.id,
+            task_hash=task.content_hash,
+            snapshot_hash="b" * 64,
+            lang=task.lang,
+            port=task.port,
+            framework=task.framework,
+            profiles={},
+        )
+
+    monkeypatch.setattr(engine, "score_repo", fake_score_repo)
+    out = tmp_path / "elsewhere" / "out"
+    out.mkdir(parents=True)
+    request = ScoreRequest(
+        run_id="session-abc", output_dir=out, snapshot_hash="a" * 64, profile="strict", use_cache=False
+    )
+    engine.default_scorer()(task, tmp_path, request, lambda _m: None)
+    assert seen["run_id"] == "session-abc" and seen["profile"] == "strict" and seen["use_cache"] is False
+    assert seen["output_dir"] == out
+    assert "recorder tree hash " + "a" * 64 in (out / "snapshot-hash-note.txt").read_text()
+    with pytest.raises(AttributeError):
+        request.run_id = "other"  # type: ignore[misc]

@@ -14,6 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 from bridge.errors import SessionError
+from bridge.scoring.types import ScoreRequest
 from bridge.sessions.answers import StartTaskResult, SubmitResult, TaskResult
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.settings import RecorderSettings, SessionSettings
@@ -32,11 +33,11 @@ class GatedScorer:
     def __init__(self) -> None:
         self.release = threading.Event()
 
-    def __call__(self, task, repo_dir: Path, *, profile: str, output_dir: Path, snapshot_hash: str, progress) -> Done:
+    def __call__(self, task, repo_dir: Path, request: ScoreRequest, progress) -> Done:
         progress("waiting for the test to release the scorer")
         assert self.release.wait(30)
         result = Done(profiles={"strict": {"outcome": "scored", "dsr": {"success": True}}})
-        (output_dir / "result.json").write_text(json.dumps(result.model_dump()), encoding="utf-8")
+        (request.output_dir / "result.json").write_text(json.dumps(result.model_dump()), encoding="utf-8")
         return result
 
 

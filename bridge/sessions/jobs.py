@@ -33,6 +33,7 @@ from bridge.recording import integrity
 from bridge.recording.clock import iso, utcnow
 from bridge.recording.store import ShadowStore
 from bridge.scoring.result import summarize_result
+from bridge.scoring.types import ScoreRequest, profile_choice
 from bridge.sessions.live import Session
 from bridge.sessions.models import Scorer
 
@@ -47,6 +48,14 @@ def checked_out(store: ShadowStore, commit: str, prefix: str) -> Iterator[Path]:
 
 
 DEFAULT_MAX_JOBS = 2
+#: the longest run id of a session's scores: the `rgbridge.run_id` label of their containers and
+#: images (`rgbridge cleanup --run-id`); the cap the engine always applied, so labels read as before
+RUN_ID_MAX = 80
+
+
+def score_run_id(session_id: str) -> str:
+    """The run id of a session's scores: `session-<session id>`, capped at `RUN_ID_MAX`."""
+    return f"session-{session_id}"[:RUN_ID_MAX]
 
 
 def max_jobs() -> int:
@@ -181,14 +190,13 @@ def run_job(session: Session, scorer: Callable[[], Scorer]) -> None:
     try:
         with checked_out(session.store, rec.submission.commit, "rgbridge-snap-") as repo:
             out_dir.mkdir(parents=True, exist_ok=True)
-            result = scorer()(
-                session.task,
-                repo,
-                profile=rec.job.profile,
+            request = ScoreRequest(
+                run_id=score_run_id(rec.session_id),
                 output_dir=out_dir,
                 snapshot_hash=rec.submission.tree_hash,
-                progress=progress,
+                profile=profile_choice(rec.job.profile),
             )
+            result = scorer()(session.task, repo, request, progress)
         summary = summarize_result(result.model_dump(mode="json"))
         with session.lock:
             rec.state = "scored"

@@ -9,7 +9,6 @@ field order, so session.json reads the same.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -19,7 +18,7 @@ from bridge.fs.paths import safe_relative
 from bridge.recording.format import FORMAT_VERSION, ClientMeta, JobMeta, SessionMeta, SubmissionMeta
 from bridge.release import exact_version
 from bridge.scoring.result import summarize_result
-from bridge.scoring.types import ProfileChoice
+from bridge.scoring.types import ProfileChoice, ProgressFn, ScoreRequest
 from bridge.sessions import contamination
 from bridge.tasks.model import Task
 
@@ -38,18 +37,10 @@ Signal = Literal["mcp", "sentinel", "cli", "time_limit", "agent_exit"]
 
 
 class Scorer(Protocol):
-    """Scores a materialised snapshot; writes result.json and logs into `output_dir`."""
+    """Scores a materialised snapshot as `request` asks; writes result.json and logs into
+    `request.output_dir` and tells its progress to `progress`."""
 
-    def __call__(
-        self,
-        task: Task,
-        repo_dir: Path,
-        *,
-        profile: str,
-        output_dir: Path,
-        snapshot_hash: str,
-        progress: Callable[[str], None],
-    ) -> BaseModel: ...
+    def __call__(self, task: Task, repo_dir: Path, request: ScoreRequest, progress: ProgressFn, /) -> BaseModel: ...
 
 
 class ClientInfo(ClientMeta):

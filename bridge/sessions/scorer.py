@@ -42,12 +42,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, cast
 
 import bridge
 from bridge.errors import BridgeError
 from bridge.locations import cache_dir
 from bridge.recording.events import EventLog
+from bridge.scoring.result import ScoreResult
+from bridge.scoring.types import ProgressFn, ScoreRequest
 from bridge.sessions import contamination, jobs
 from bridge.sessions.live import Session, load_record
 from bridge.sessions.models import Scorer
@@ -350,10 +351,10 @@ def golden_scorer(archive: bytes, dest: Path) -> Scorer:
 
     engine = default_scorer()
 
-    def score(task: Task, repo_dir: Path, **kwargs: Any) -> Any:
-        return engine(contamination.unpack_golden(task, archive, dest), repo_dir, **kwargs)
+    def score(task: Task, repo_dir: Path, request: ScoreRequest, progress: ProgressFn, /) -> ScoreResult:
+        return engine(contamination.unpack_golden(task, archive, dest), repo_dir, request, progress)
 
-    return cast(Scorer, score)
+    return score
 
 
 def main(argv: list[str] | None = None) -> int:

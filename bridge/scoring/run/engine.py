@@ -31,19 +31,11 @@ from bridge.scoring.run.runner import LiveRuns, LocalBackend, infra_result, node
 from bridge.scoring.run.sweep import sweep
 from bridge.scoring.run.workdir import LogSink, stage_repo
 from bridge.scoring.sandbox.docker_client import get_client
-from bridge.scoring.types import PROFILES, Profile, ProfileChoice, ProgressFn
+from bridge.scoring.types import PROFILES, Profile, ProfileChoice, ProgressFn, ScoreRequest
 from bridge.tasks.model import Task
 
 #: Languages both profiles can score (Python: bridge/scoring/python/; Java: bridge/scoring/java/).
 SCORABLE_LANGS = ("python", "java")
-
-
-def profile_choice(profile: str) -> ProfileChoice:
-    """`profile` as a profile choice; a ScoringError names the choices otherwise."""
-    for choice in ("strict", "compat", "both"):
-        if profile == choice:
-            return choice
-    raise ScoringError(f"unknown profile {profile!r} (choose strict, compat or both)")
 
 
 def profiles_for(profile: str) -> tuple[Profile, ...]:
@@ -213,26 +205,28 @@ def deploy_check(
     return result
 
 
-def default_scorer(*, wheelhouse: Path | None = None, maven: MavenSources | None = None) -> Callable[..., ScoreResult]:
-    """A `bridge.sessions.manager.Scorer` backed by the Docker engine."""
+def default_scorer(
+    *, wheelhouse: Path | None = None, maven: MavenSources | None = None
+) -> Callable[[Task, Path, ScoreRequest, ProgressFn], ScoreResult]:
+    """A `bridge.sessions.models.Scorer` backed by the Docker engine."""
 
-    def scorer(
-        task: Task, repo_dir: Path, *, profile: str, output_dir: Path, snapshot_hash: str, progress: ProgressFn
-    ) -> ScoreResult:
+    def scorer(task: Task, repo_dir: Path, request: ScoreRequest, progress: ProgressFn) -> ScoreResult:
         result = score_repo(
             task,
             repo_dir,
-            profile=profile_choice(profile),
-            output_dir=output_dir,
+            profile=request.profile,
+            output_dir=request.output_dir,
+            run_id=request.run_id,
             wheelhouse=wheelhouse,
             maven=maven,
             progress=progress,
-            run_id=f"session-{output_dir.parent.parent.name}"[:80],
+            use_cache=request.use_cache,
         )
-        if result.snapshot_hash != snapshot_hash:
+        if result.snapshot_hash != request.snapshot_hash:
             # Both hash the same tree with the same rules; record a mismatch rather than hide it.
-            (output_dir / "snapshot-hash-note.txt").write_text(
-                f"recorder tree hash {snapshot_hash}\nscoring tree hash {result.snapshot_hash}\n", encoding="utf-8"
+            (request.output_dir / "snapshot-hash-note.txt").write_text(
+                f"recorder tree hash {request.snapshot_hash}\nscoring tree hash {result.snapshot_hash}\n",
+                encoding="utf-8",
             )
         return result
 
