@@ -93,17 +93,19 @@ def main() -> int:
             compat_only.append(score(repo, "compat")[0])
         score(repo, cache=True)
         hit, _ = score(repo, cache=True)
-    figures.update({
-        "reps": args.reps,
-        "cold_both_s": statistics.median(cold),
-        "cached_layer_both_s": statistics.median(warm),
-        "cached_layer_strict_s": statistics.median(strict_only),
-        "cached_layer_compat_s": statistics.median(compat_only),
-        "result_cache_hit_s": hit,
-        "runs": {"cold": cold, "cached_layer": warm},
-        "identical_scores": len(results) == 1,
-        "scores": json.loads(next(iter(results))),
-    })
+    figures.update(
+        {
+            "reps": args.reps,
+            "cold_both_s": statistics.median(cold),
+            "cached_layer_both_s": statistics.median(warm),
+            "cached_layer_strict_s": statistics.median(strict_only),
+            "cached_layer_compat_s": statistics.median(compat_only),
+            "result_cache_hit_s": hit,
+            "runs": {"cold": cold, "cached_layer": warm},
+            "identical_scores": len(results) == 1,
+            "scores": json.loads(next(iter(results))),
+        }
+    )
     print(json.dumps(figures, indent=2))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))

@@ -56,8 +56,13 @@ def make_inputs(tmp: Path, repos: int) -> tuple[Catalog, Path]:
 
 def scores(report: Path) -> dict[str, dict[str, tuple]]:
     data = json.loads(report.read_text(encoding="utf-8"))
-    return {e["repo_name"]: {n: (p["outcome"], p["pass_at_1"]["score"], p["dsr"]["success"])
-                             for n, p in e["rgbridge"]["profiles"].items()} for e in data["results"]}
+    return {
+        e["repo_name"]: {
+            n: (p["outcome"], p["pass_at_1"]["score"], p["dsr"]["success"])
+            for n, p in e["rgbridge"]["profiles"].items()
+        }
+        for e in data["results"]
+    }
 
 
 def main() -> int:
@@ -80,8 +85,9 @@ def main() -> int:
         evaluate(catalog, preds, output_dir=tmp / "warm", only=[f"{SOURCE_TASK}-0"], profile="both")
 
         t0 = time.monotonic()
-        local, _, _ = evaluate(catalog, preds, output_dir=tmp / "local", workers=args.local_workers,
-                               profile="both", use_cache=False)
+        local, _, _ = evaluate(
+            catalog, preds, output_dir=tmp / "local", workers=args.local_workers, profile="both", use_cache=False
+        )
         local_s = time.monotonic() - t0
 
         started = time.monotonic()
@@ -95,15 +101,30 @@ def main() -> int:
             backend = RayBackend()
             try:
                 t0 = time.monotonic()
-                remote, _, _ = evaluate(catalog, preds, output_dir=tmp / "ray", workers=2 * args.repos,
-                                        profile="both", use_cache=False, backend=backend)
+                remote, _, _ = evaluate(
+                    catalog,
+                    preds,
+                    output_dir=tmp / "ray",
+                    workers=2 * args.repos,
+                    profile="both",
+                    use_cache=False,
+                    backend=backend,
+                )
                 ray_s = time.monotonic() - t0
                 nodes = sorted({t["node"] for t in backend.timings})
                 ray_profile = [t["score_seconds"] for t in backend.timings]
                 backend.timings.clear()
                 only = [f"{SOURCE_TASK}-{i}" for i in range(min(args.overhead_jobs, args.repos))]
-                evaluate(catalog, preds, output_dir=tmp / "overhead", workers=1, profile="strict", only=only,
-                         use_cache=False, backend=backend)
+                evaluate(
+                    catalog,
+                    preds,
+                    output_dir=tmp / "overhead",
+                    workers=1,
+                    profile="strict",
+                    only=only,
+                    use_cache=False,
+                    backend=backend,
+                )
                 overheads = [t["wall_seconds"] - t["score_seconds"] for t in backend.timings]
                 worker_side = [t["worker_seconds"] - t["score_seconds"] for t in backend.timings]
             finally:
@@ -112,30 +133,50 @@ def main() -> int:
         finally:
             cluster.stop()
         same = scores(local) == scores(remote)
-        local_profile = [p["elapsed_seconds"] for e in json.loads(local.read_text())["results"]
-                         for p in e["rgbridge"]["profiles"].values()]
+        local_profile = [
+            p["elapsed_seconds"]
+            for e in json.loads(local.read_text())["results"]
+            for p in e["rgbridge"]["profiles"].values()
+        ]
         jobs = 2 * args.repos
-        figures.update({
-            "local_seconds": round(local_s, 1), "local_jobs_per_minute": round(60 * jobs / local_s, 2),
-            "ray_seconds": round(ray_s, 1), "ray_jobs_per_minute": round(60 * jobs / ray_s, 2),
-            "ray_nodes_used": nodes, "speedup": round(local_s / ray_s, 2),
-            "overhead_per_job_seconds": {"median": round(statistics.median(overheads), 3),
-                                         "max": round(max(overheads), 3)},
-            "overhead_on_worker_seconds": {"median": round(statistics.median(worker_side), 3)},
-            "profile_seconds_median": {"local": round(statistics.median(local_profile), 2),
-                                       "ray": round(statistics.median(ray_profile), 2)},
-            "scores_identical": same,
-        })
+        figures.update(
+            {
+                "local_seconds": round(local_s, 1),
+                "local_jobs_per_minute": round(60 * jobs / local_s, 2),
+                "ray_seconds": round(ray_s, 1),
+                "ray_jobs_per_minute": round(60 * jobs / ray_s, 2),
+                "ray_nodes_used": nodes,
+                "speedup": round(local_s / ray_s, 2),
+                "overhead_per_job_seconds": {
+                    "median": round(statistics.median(overheads), 3),
+                    "max": round(max(overheads), 3),
+                },
+                "overhead_on_worker_seconds": {"median": round(statistics.median(worker_side), 3)},
+                "profile_seconds_median": {
+                    "local": round(statistics.median(local_profile), 2),
+                    "ray": round(statistics.median(ray_profile), 2),
+                },
+                "scores_identical": same,
+            }
+        )
     print(f"jobs: {jobs} ({args.repos} repos x 2 profiles), result cache off")
-    print(f"local ({args.local_workers} workers): {figures['local_seconds']} s  "
-          f"= {figures['local_jobs_per_minute']} jobs/min")
-    print(f"ray (head + 2 workers, 3 docker slots): {figures['ray_seconds']} s  "
-          f"= {figures['ray_jobs_per_minute']} jobs/min  (x{figures['speedup']}; nodes used: {len(nodes)})")
-    print(f"per-job overhead on an idle cluster: median {figures['overhead_per_job_seconds']['median']} s, "
-          f"max {figures['overhead_per_job_seconds']['max']} s "
-          f"(of which on the worker: {figures['overhead_on_worker_seconds']['median']} s)")
-    print(f"one profile's own scoring time (median): local {figures['profile_seconds_median']['local']} s, "
-          f"on a Ray node {figures['profile_seconds_median']['ray']} s")
+    print(
+        f"local ({args.local_workers} workers): {figures['local_seconds']} s  "
+        f"= {figures['local_jobs_per_minute']} jobs/min"
+    )
+    print(
+        f"ray (head + 2 workers, 3 docker slots): {figures['ray_seconds']} s  "
+        f"= {figures['ray_jobs_per_minute']} jobs/min  (x{figures['speedup']}; nodes used: {len(nodes)})"
+    )
+    print(
+        f"per-job overhead on an idle cluster: median {figures['overhead_per_job_seconds']['median']} s, "
+        f"max {figures['overhead_per_job_seconds']['max']} s "
+        f"(of which on the worker: {figures['overhead_on_worker_seconds']['median']} s)"
+    )
+    print(
+        f"one profile's own scoring time (median): local {figures['profile_seconds_median']['local']} s, "
+        f"on a Ray node {figures['profile_seconds_median']['ray']} s"
+    )
     print(f"scores identical: {same}; cluster start {figures['cluster_start_seconds']} s (not counted)")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2), encoding="utf-8")

@@ -93,11 +93,15 @@ def storm(base: Path, writes: int, files: int, seconds: float) -> int:
     events, bad = load_events(log.path)
     file_events = sum(1 for e in events if e["type"].startswith("file_"))
     print(f"storm: {writes} writes over {files} files (+10% into node_modules) in {out.stdout.strip()} s")
-    print(f"storm: files on disk {len(disk)}, sealed {len(s.manifest)}, MISSED after seal = {missed}, store tree matches = {store_ok}")
+    print(
+        f"storm: files on disk {len(disk)}, sealed {len(s.manifest)}, MISSED after seal = {missed}, store tree matches = {store_ok}"
+    )
     print(f"storm: events logged {file_events} file events ({len(events)} records, {bad} bad lines), "
           f"synthetic at seal {s.reconciled}, seal stable={s.stable} in {s.seconds:.2f} s")  # fmt: skip
     print(f"storm: recorder CPU {cpu:.2f} s over {wall:.2f} s wall ({100 * cpu / wall:.0f}% of one core)")
-    print(f"storm: watches after the storm {watches_after}, commits in store {len(store.log())}, peak RSS so far {rss_mb():.0f} MB")
+    print(
+        f"storm: watches after the storm {watches_after}, commits in store {len(store.log())}, peak RSS so far {rss_mb():.0f} MB"
+    )
     return missed
 
 
@@ -128,8 +132,12 @@ def seal_bench(base: Path, n: int) -> None:
     cold_s = time.monotonic() - t
     log2.close()
     print(f"seal: {n} files; start (watches + baseline scan + first commit) {start_s:.2f} s")
-    print(f"seal: warm seal {s.seconds:.2f} s (stable={s.stable}); after one edit {s2.seconds:.2f} s (stable={s2.stable})")
-    print(f"seal: cold seal (fresh store, all files read) {cold_s:.2f} s, tree equal to warm seal={cold.tree_hash == s2.tree_hash}")
+    print(
+        f"seal: warm seal {s.seconds:.2f} s (stable={s.stable}); after one edit {s2.seconds:.2f} s (stable={s2.stable})"
+    )
+    print(
+        f"seal: cold seal (fresh store, all files read) {cold_s:.2f} s, tree equal to warm seal={cold.tree_hash == s2.tree_hash}"
+    )
     print(f"peak RSS {rss_mb():.0f} MB")
 
 

@@ -41,8 +41,7 @@ WORDS = "def class return import self value key ledger store version items reque
 
 
 def source(rnd: random.Random, lines: int) -> bytes:
-    return "".join(" ".join(rnd.choice(WORDS) for _ in range(rnd.randint(3, 10))) + "\n"
-                   for _ in range(lines)).encode()
+    return "".join(" ".join(rnd.choice(WORDS) for _ in range(rnd.randint(3, 10))) + "\n" for _ in range(lines)).encode()
 
 
 def generate(rec: Path, *, commits: int, files: int, seed: int = 7) -> dict[str, float]:
@@ -51,8 +50,16 @@ def generate(rec: Path, *, commits: int, files: int, seed: int = 7) -> dict[str,
     ws.mkdir(exist_ok=True)
     store = ShadowStore(rec / "store", ws)
     log = EventLog(rec / "events.jsonl")
-    record = SessionRecord(session_id=rec.name, task_id="kv-ledger", task_hash="sha256:bench", task_version="1",
-                           task_source="native", task_port=8090, workspace=str(ws), created_at=iso(utcnow()))
+    record = SessionRecord(
+        session_id=rec.name,
+        task_id="kv-ledger",
+        task_hash="sha256:bench",
+        task_version="1",
+        task_source="native",
+        task_port=8090,
+        workspace=str(ws),
+        created_at=iso(utcnow()),
+    )
     record.clock.start()
     current: dict[str, FileEntry] = {}
     content: dict[str, bytes] = {}
@@ -66,13 +73,26 @@ def generate(rec: Path, *, commits: int, files: int, seed: int = 7) -> dict[str,
 
     def checkpoint(reason: str) -> None:
         res = store.commit_manifest(Manifest(dict(current)), f"{reason}: {len(current)} files")
-        log.append("checkpoint", reason=reason, commit=res.commit, tree_hash=res.tree_hash, files=len(current),
-                   changes=0, reconciled=0, new_commit=res.created, left_out=[])
+        log.append(
+            "checkpoint",
+            reason=reason,
+            commit=res.commit,
+            tree_hash=res.tree_hash,
+            files=len(current),
+            changes=0,
+            reconciled=0,
+            new_commit=res.created,
+            left_out=[],
+        )
 
     t0 = time.monotonic()
     for i in range(files):
-        write(f"pkg{i % 25}/mod{i}.py", source(rnd, rnd.randint(20, 80)), MODE_EXEC if i % 50 == 0 else MODE_FILE,
-              "file_created")
+        write(
+            f"pkg{i % 25}/mod{i}.py",
+            source(rnd, rnd.randint(20, 80)),
+            MODE_EXEC if i % 50 == 0 else MODE_FILE,
+            "file_created",
+        )
     checkpoint("start")
     for n in range(commits):
         for _ in range(rnd.randint(1, 5)):
@@ -88,8 +108,9 @@ def generate(rec: Path, *, commits: int, files: int, seed: int = 7) -> dict[str,
                 entry = current.pop(src)
                 current[dest] = entry
                 content[dest] = content.pop(src)
-                log.append("file_moved", path=src, dest=dest, sha256=entry.sha256, size=entry.size,
-                           mode=f"{entry.mode:o}")
+                log.append(
+                    "file_moved", path=src, dest=dest, sha256=entry.sha256, size=entry.size, mode=f"{entry.mode:o}"
+                )
             elif roll < 0.10:
                 write(f"pkg{rnd.randrange(25)}/new{n}.py", source(rnd, rnd.randint(10, 40)), MODE_FILE, "file_created")
             else:
@@ -135,10 +156,14 @@ def main() -> int:
     apparent, allocated = disk_bytes(rec)
     hours = args.commits * args.interval / 3600
     print(f"generated {args.commits} commits over {args.files}+ files in {gen['generate_seconds']:.1f}s")
-    print(f"recording: {apparent / 1e6:.1f} MB of files ({allocated / 1e6:.1f} MB allocated on disk), "
-          f"{sum(1 for _ in (rec / 'store' / 'objects').rglob('*') if _.is_file())} store objects")
-    print(f"simulated activity: one settled batch of 1-5 file changes every {args.interval:g}s = "
-          f"{hours:.2f} h -> {apparent / 1e6 / hours:.1f} MB/hour ({allocated / 1e6 / hours:.1f} MB/hour allocated)")
+    print(
+        f"recording: {apparent / 1e6:.1f} MB of files ({allocated / 1e6:.1f} MB allocated on disk), "
+        f"{sum(1 for _ in (rec / 'store' / 'objects').rglob('*') if _.is_file())} store objects"
+    )
+    print(
+        f"simulated activity: one settled batch of 1-5 file changes every {args.interval:g}s = "
+        f"{hours:.2f} h -> {apparent / 1e6 / hours:.1f} MB/hour ({allocated / 1e6 / hours:.1f} MB/hour allocated)"
+    )
 
     t_open = time.monotonic()
     recording = open_recording(rec)
@@ -163,9 +188,11 @@ def main() -> int:
     replay(rec, "end", cold)  # includes opening the recording
     cold_s = time.monotonic() - t
     times.sort()
-    print(f"replay to {args.moments} random moments ({between} between checkpoints): median "
-          f"{statistics.median(times) * 1000:.0f} ms, p90 {times[int(0.9 * len(times)) - 1] * 1000:.0f} ms, "
-          f"worst {times[-1] * 1000:.0f} ms; cold (open + replay) {cold_s * 1000:.0f} ms")
+    print(
+        f"replay to {args.moments} random moments ({between} between checkpoints): median "
+        f"{statistics.median(times) * 1000:.0f} ms, p90 {times[int(0.9 * len(times)) - 1] * 1000:.0f} ms, "
+        f"worst {times[-1] * 1000:.0f} ms; cold (open + replay) {cold_s * 1000:.0f} ms"
+    )
     if not args.keep:
         shutil.rmtree(base, ignore_errors=True)
     return 0 if statistics.median(times) < 1.0 else 2

@@ -79,8 +79,9 @@ def say(text: str) -> None:
 
 def timed_score(task: Task, repo: Path, out: Path, *, profile: str, use_cache: bool) -> tuple[float, Any]:
     started = time.monotonic()
-    result = score_repo(task, repo, profile=profile, use_cache=use_cache, output_dir=out,
-                        run_id=f"bench-{uuid.uuid4().hex[:8]}")
+    result = score_repo(
+        task, repo, profile=profile, use_cache=use_cache, output_dir=out, run_id=f"bench-{uuid.uuid4().hex[:8]}"
+    )
     return time.monotonic() - started, result
 
 
@@ -155,24 +156,38 @@ def upstream_style(client: docker.DockerClient, task: Task, repo: Path) -> dict[
     coverage.static_api_coverage(task.readme, repo)
     buildargs = host_pip_index_settings()
     error = ""
-    for chunk in client.api.build(fileobj=_context(task, repo, base, buildargs), custom_context=True, tag=tag,
-                                  nocache=True, rm=True, forcerm=True, pull=False, decode=True,
-                                  buildargs=buildargs, timeout=900):
+    for chunk in client.api.build(
+        fileobj=_context(task, repo, base, buildargs),
+        custom_context=True,
+        tag=tag,
+        nocache=True,
+        rm=True,
+        forcerm=True,
+        pull=False,
+        decode=True,
+        buildargs=buildargs,
+        timeout=900,
+    ):
         if "error" in chunk:
             error = str(chunk["error"])
     t_build = time.monotonic() - t0
     if error:
         raise RuntimeError(f"upstream-style build failed: {error}")
-    env = {"REPO_LANG": task.lang, "SERVICE_PORT": str(task.port), "STARTUP_TIMEOUT": "15",
-           "TEST_TIMEOUT": "300"}
-    container = client.containers.create(tag, name=f"rgbridge-bench-upstream-{uuid.uuid4().hex[:8]}",
-                                         environment=env, mem_limit="2g", network_mode="none",
-                                         labels={"rgbridge.owner": "rgbridge", "rgbridge.kind": "bench-upstream"})
+    env = {"REPO_LANG": task.lang, "SERVICE_PORT": str(task.port), "STARTUP_TIMEOUT": "15", "TEST_TIMEOUT": "300"}
+    container = client.containers.create(
+        tag,
+        name=f"rgbridge-bench-upstream-{uuid.uuid4().hex[:8]}",
+        environment=env,
+        mem_limit="2g",
+        network_mode="none",
+        labels={"rgbridge.owner": "rgbridge", "rgbridge.kind": "bench-upstream"},
+    )
     try:
         container.start()
         wait_with_timeout(container, upstream.CONTAINER_TIMEOUT)
-        log = upstream.combine_container_log(read_logs(container, stdout=True, stderr=False),
-                                             read_logs(container, stdout=False, stderr=True))
+        log = upstream.combine_container_log(
+            read_logs(container, stdout=True, stderr=False), read_logs(container, stdout=False, stderr=True)
+        )
     finally:
         remove_container(container)
     dsr, p1 = upstream.grade_upstream_log(log, task.lang)
@@ -197,8 +212,9 @@ def make_eval_tree(base: Path, catalog: Catalog) -> tuple[Path, Path]:
             dest = tasks_dir / new_id
             shutil.copytree(src, dest)
             toml = dest / "task.toml"
-            toml.write_text(toml.read_text(encoding="utf-8").replace(f'id = "{tid}"', f'id = "{new_id}"', 1),
-                            encoding="utf-8")
+            toml.write_text(
+                toml.read_text(encoding="utf-8").replace(f'id = "{tid}"', f'id = "{new_id}"', 1), encoding="utf-8"
+            )
             shutil.copytree(src / "solution", preds / new_id)
     return tasks_dir, preds
 
@@ -250,14 +266,17 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 for case, label in (("a0", "nothing cached"), ("a1", "packages cached")):
                     # A never-seen set: same packages, a new key (a floor every version meets).
-                    reqs_path.write_text(original_reqs + f"fastapi>=0.0.{uuid.uuid4().int % 10**12}\n",
-                                         encoding="utf-8")
+                    reqs_path.write_text(
+                        original_reqs + f"fastapi>=0.0.{uuid.uuid4().int % 10**12}\n", encoding="utf-8"
+                    )
                     secs, res = timed_score(task, repo, work / f"{case}-{i}", profile="both", use_cache=False)
                     cold[case].append(secs)
                     pair = (summarise_profile(res.profile("strict")), summarise_profile(res.profile("compat")))
                     cold_scores.append(pair)
-                    say(f"({case}) cold score, never-seen requirements, {label} (both): {secs:.2f}s "
-                        f"strict={pair[0]} compat={pair[1]}")
+                    say(
+                        f"({case}) cold score, never-seen requirements, {label} (both): {secs:.2f}s "
+                        f"strict={pair[0]} compat={pair[1]}"
+                    )
                     made.append(reqs_path.read_text(encoding="utf-8"))
                     wait_for_cache_fills()  # the host fills the cache after a score: (a1) starts with it full
                     # bytecode still being compiled into the set (after its score) is not the next case's
@@ -278,8 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         figures["a1_cold_cached_packages_both_s"] = median(cold["a1"])
 
         timed_score(task, repo, work / "b-prime", profile="both", use_cache=True)  # fill the cache
-        cached = [timed_score(task, repo, work / f"b{i}", profile="both", use_cache=True)[0]
-                  for i in range(args.reps)]
+        cached = [timed_score(task, repo, work / f"b{i}", profile="both", use_cache=True)[0] for i in range(args.reps)]
         figures["b_cached_both_s"] = median(cached)
         say(f"(b) cached re-score (both): median {median(cached):.3f}s  {[round(x, 3) for x in cached]}")
 
@@ -306,27 +324,37 @@ def main(argv: list[str] | None = None) -> int:
             u = upstream_style(client, task, repo)
             ups.append(u["seconds"])
             up_scores.append(summarise(u["dsr"], u["pass_at_1"]))
-            say(f"(d) upstream-style fresh build + run: {u['seconds']:.2f}s (build {u['build']:.2f}s, "
-                f"run+grade {u['run']:.2f}s) score={up_scores[-1]}")
+            say(
+                f"(d) upstream-style fresh build + run: {u['seconds']:.2f}s (build {u['build']:.2f}s, "
+                f"run+grade {u['run']:.2f}s) score={up_scores[-1]}"
+            )
         figures["d_upstream_s"] = median(ups)
         ratio = figures["d_upstream_s"] / figures["c_warm_compat_s"]
         identical = len(set(warm_scores + up_scores)) == 1
         figures["d_over_c"] = ratio
         figures["scores_identical"] = identical
-        figures["scores"] = {"c_compat": warm_scores, "d_upstream": up_scores, "a_cold": cold_scores,
-                             "c_both": warm_pairs}
-        say(f"(d)/(c) = {ratio:.1f}x (target >= 5x); scores identical: {identical} "
-            f"(c={warm_scores[0]}, d={up_scores[0]})")
+        figures["scores"] = {
+            "c_compat": warm_scores,
+            "d_upstream": up_scores,
+            "a_cold": cold_scores,
+            "c_both": warm_pairs,
+        }
+        say(
+            f"(d)/(c) = {ratio:.1f}x (target >= 5x); scores identical: {identical} "
+            f"(c={warm_scores[0]}, d={up_scores[0]})"
+        )
         a1_over_c = figures["a1_cold_cached_packages_both_s"] / figures["c_warm_both_s"]
         d_over_a0 = figures["d_upstream_s"] / figures["a0_cold_empty_cache_both_s"]
         # Every case scores alike: strict in (a) and (c), compat in (a), (c) and (d).
-        cold_identical = (len(set(cold_scores + warm_pairs)) == 1
-                          and {p[1] for p in cold_scores} <= set(warm_scores + up_scores))
-        figures.update({"a1_over_c_both": a1_over_c, "d_over_a0": d_over_a0,
-                        "cold_scores_identical": cold_identical})
-        say(f"(a1) cached packages / (c) one-file change (both) = {a1_over_c:.2f}x (target <= 2x); "
+        cold_identical = len(set(cold_scores + warm_pairs)) == 1 and {p[1] for p in cold_scores} <= set(
+            warm_scores + up_scores
+        )
+        figures.update({"a1_over_c_both": a1_over_c, "d_over_a0": d_over_a0, "cold_scores_identical": cold_identical})
+        say(
+            f"(a1) cached packages / (c) one-file change (both) = {a1_over_c:.2f}x (target <= 2x); "
             f"(d) upstream-style / (a0) empty cache = {d_over_a0:.2f}x (target >= 2x); "
-            f"scores identical in every case: {cold_identical}")
+            f"scores identical in every case: {cold_identical}"
+        )
 
         if not args.skip_eval:
             tasks_dir, preds = make_eval_tree(work / "eval", catalog)
@@ -334,10 +362,13 @@ def main(argv: list[str] | None = None) -> int:
             time_evaluate(tasks_dir, preds, work / "eval-out-warm", 2, args.eval_profile)
             t1 = time_evaluate(tasks_dir, preds, work / "eval-out-1", 1, args.eval_profile)
             t2 = time_evaluate(tasks_dir, preds, work / "eval-out-2", 2, args.eval_profile)
-            figures.update({"e_profile": args.eval_profile, "e_1_worker_s": t1, "e_2_workers_s": t2,
-                            "e_throughput_ratio": t1 / t2})
-            say(f"(e) evaluate 6 repos ({args.eval_profile}): 1 worker {t1:.1f}s ({6 / t1 * 60:.1f} repos/min), "
-                f"2 workers {t2:.1f}s ({6 / t2 * 60:.1f} repos/min): {t1 / t2:.2f}x (target >= 1.6x)")
+            figures.update(
+                {"e_profile": args.eval_profile, "e_1_worker_s": t1, "e_2_workers_s": t2, "e_throughput_ratio": t1 / t2}
+            )
+            say(
+                f"(e) evaluate 6 repos ({args.eval_profile}): 1 worker {t1:.1f}s ({6 / t1 * 60:.1f} repos/min), "
+                f"2 workers {t2:.1f}s ({6 / t2 * 60:.1f} repos/min): {t1 / t2:.2f}x (target >= 1.6x)"
+            )
 
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         figures["peak_rss_mb"] = rss_mb

@@ -76,9 +76,14 @@ def result_table(summary: dict[str, Any]) -> Table:
     for profile, row in summary.items():
         p1 = row.get("pass_at_1")
         ac = row.get("api_coverage")
-        table.add_row(profile, str(row.get("outcome")), str(row.get("dsr")),
-                      "-" if p1 is None else f"{p1:.3f}", f"{row.get('passed')}/{row.get('total')}",
-                      "-" if ac is None else f"{ac:.3f}")
+        table.add_row(
+            profile,
+            str(row.get("outcome")),
+            str(row.get("dsr")),
+            "-" if p1 is None else f"{p1:.3f}",
+            f"{row.get('passed')}/{row.get('total')}",
+            "-" if ac is None else f"{ac:.3f}",
+        )
     return table
 
 
@@ -88,8 +93,16 @@ async def run(args: argparse.Namespace, workspace: Path, recordings: Path, serve
     if task.solution_dir is None or not task.solution_dir.is_dir():
         raise DemoError(f"task {task.id} ships no solution/ for the oracle agent")
     oracle = read_solution(task.solution_dir)  # before the session's golden watch starts
-    server_args = ["-m", "mcp_server", "--workspace", str(workspace), "--recordings", str(recordings),
-                   "--profile", args.profile]
+    server_args = [
+        "-m",
+        "mcp_server",
+        "--workspace",
+        str(workspace),
+        "--recordings",
+        str(recordings),
+        "--profile",
+        args.profile,
+    ]
     if args.tasks is not None:
         server_args += ["--tasks", str(args.tasks.resolve())]
     params = StdioServerParameters(command=sys.executable, args=server_args, cwd=str(REPO_ROOT))
@@ -106,8 +119,10 @@ async def run(args: argparse.Namespace, workspace: Path, recordings: Path, serve
             if started.is_error:
                 raise DemoError(started.content[0].text)
             session = started.structured_content
-            console.print(f"[bold]session[/] {session['session_id']} in {session['workspace']} "
-                          f"(workspace from {session['workspace_source']})")
+            console.print(
+                f"[bold]session[/] {session['session_id']} in {session['workspace']} "
+                f"(workspace from {session['workspace_source']})"
+            )
 
             files = write_solution(oracle, Path(session["workspace"]))
             console.print(f"[bold]oracle agent[/] wrote {len(files)} file(s): {', '.join(files)}")
@@ -117,8 +132,10 @@ async def run(args: argparse.Namespace, workspace: Path, recordings: Path, serve
             if submitted.is_error:
                 raise DemoError(submitted.content[0].text)
             receipt = submitted.structured_content
-            console.print(f"[bold]submitted[/]: job {receipt['job_id']}, snapshot {receipt['tree_hash'][:16]}… "
-                          f"(stable={receipt['stable']})")
+            console.print(
+                f"[bold]submitted[/]: job {receipt['job_id']}, snapshot {receipt['tree_hash'][:16]}… "
+                f"(stable={receipt['stable']})"
+            )
 
             last_message = {"text": ""}
 
@@ -156,8 +173,9 @@ async def run(args: argparse.Namespace, workspace: Path, recordings: Path, serve
     console.print(f"[bold]recording[/]: {recording}  (session.json, events.jsonl, store/, results/)")
     console.print(f"[bold]workspace[/]: {session['workspace']}")
     perfect = bool(summary) and all(row.get("pass_at_1") == 1.0 for row in summary.values())
-    console.print("[bold green]PASS[/]: Pass@1 = 1.0 in every profile" if perfect
-                  else "[bold red]FAIL[/]: Pass@1 below 1.0")
+    console.print(
+        "[bold green]PASS[/]: Pass@1 = 1.0 in every profile" if perfect else "[bold red]FAIL[/]: Pass@1 below 1.0"
+    )
     return 0 if perfect else 1
 
 

@@ -79,10 +79,16 @@ class LocalCluster:
         # Each node gets its own agent ports: the defaults are fixed numbers that a second node
         # (or another cluster) on the same machine would collide with.
         agent, metrics, runtime_env, agent_grpc = free_ports(4)
-        return ["--block", "--disable-usage-stats", "--object-store-memory=200000000",
-                f"--resources={{\"docker\": {self.docker_slots}}}", f"--dashboard-agent-listen-port={agent}",
-                f"--metrics-export-port={metrics}", f"--runtime-env-agent-port={runtime_env}",
-                f"--dashboard-agent-grpc-port={agent_grpc}"]
+        return [
+            "--block",
+            "--disable-usage-stats",
+            "--object-store-memory=200000000",
+            f'--resources={{"docker": {self.docker_slots}}}',
+            f"--dashboard-agent-listen-port={agent}",
+            f"--metrics-export-port={metrics}",
+            f"--runtime-env-agent-port={runtime_env}",
+            f"--dashboard-agent-grpc-port={agent_grpc}",
+        ]
 
     def _spawn(self, args: list[str], name: str) -> subprocess.Popen:
         env = dict(os.environ)
@@ -90,8 +96,9 @@ class LocalCluster:
         env.pop("RAY_ADDRESS", None)
         env.update(self.auth_env())
         log = open(Path(self.log_dir) / f"{name}.log", "wb")  # noqa: SIM115 - lives as long as the node
-        return subprocess.Popen([_ray_cli(), "start", *args], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen(
+            [_ray_cli(), "start", *args], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
     def start(self, timeout: float = 300.0) -> LocalCluster:
         # A short path: Ray's unix sockets live under it (108-byte limit).
@@ -99,8 +106,15 @@ class LocalCluster:
         self.log_dir = tempfile.mkdtemp(prefix="rgbridge-raylogs-")
         (port,) = free_ports(1)
         self.address = f"127.0.0.1:{port}"
-        head = ["--head", f"--port={port}", "--node-ip-address=127.0.0.1", f"--num-cpus={self.head_cpus}",
-                f"--temp-dir={self.temp_dir}", "--include-dashboard=false", *self._node_args()]
+        head = [
+            "--head",
+            f"--port={port}",
+            "--node-ip-address=127.0.0.1",
+            f"--num-cpus={self.head_cpus}",
+            f"--temp-dir={self.temp_dir}",
+            "--include-dashboard=false",
+            *self._node_args(),
+        ]
         try:
             self.procs.append(self._spawn(head, "head"))
             self._wait_started(self.procs[-1], "head", timeout)
@@ -113,8 +127,12 @@ class LocalCluster:
 
     def add_worker(self, *, timeout: float = 300.0, name: str | None = None) -> subprocess.Popen:
         name = name or f"worker{len(self.procs)}"
-        args = [f"--address={self.address}", "--node-ip-address=127.0.0.1", f"--num-cpus={self.worker_cpus}",
-                *self._node_args()]
+        args = [
+            f"--address={self.address}",
+            "--node-ip-address=127.0.0.1",
+            f"--num-cpus={self.worker_cpus}",
+            *self._node_args(),
+        ]
         proc = self._spawn(args, name)
         self.procs.append(proc)
         self._wait_started(proc, name, timeout)

@@ -29,7 +29,9 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AttemptSetup:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-for-agents")
     for sub in ("ws", "home", "tmp"):
         (tmp_path / sub).mkdir()
-    server = McpServer("/usr/bin/python3", ["-m", "mcp_server", "--workspace", str(tmp_path / "ws")], {"PYTHONPATH": "/x"})
+    server = McpServer(
+        "/usr/bin/python3", ["-m", "mcp_server", "--workspace", str(tmp_path / "ws")], {"PYTHONPATH": "/x"}
+    )
     return AttemptSetup(
         binary="/opt/bin/agent",
         prompt="solve 'kv-ledger'",
@@ -249,8 +251,10 @@ def test_oversized_lines_are_dropped(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- ide-config formats
 
 
-@pytest.mark.parametrize("client,rel", [("codex", ".codex/config.toml"), ("gemini", ".gemini/settings.json"),
-                                        ("copilot", ".copilot/mcp-config.json")])
+@pytest.mark.parametrize(
+    "client,rel",
+    [("codex", ".codex/config.toml"), ("gemini", ".gemini/settings.json"), ("copilot", ".copilot/mcp-config.json")],
+)
 def test_ide_config_new_clients(client: str, rel: str, tmp_path: Path, monkeypatch, capsys) -> None:
     home, ws = tmp_path / "home", tmp_path / "ws"
     home.mkdir()
@@ -258,8 +262,11 @@ def test_ide_config_new_clients(client: str, rel: str, tmp_path: Path, monkeypat
     monkeypatch.delenv("RGBRIDGE_TOKEN", raising=False)
     target = home / rel
     target.parent.mkdir(parents=True)
-    keep = 'model = "mine"\n[mcp_servers.other]\ncommand = "x"\n' if client == "codex" else \
-        json.dumps({"theme": "dark", "mcpServers": {"other": {"command": "x"}}})
+    keep = (
+        'model = "mine"\n[mcp_servers.other]\ncommand = "x"\n'
+        if client == "codex"
+        else json.dumps({"theme": "dark", "mcpServers": {"other": {"command": "x"}}})
+    )
     target.write_text(keep)
     assert rgbridge(["ide-config", client, "--workspace", str(ws)]) == 0
     printed = capsys.readouterr().out
@@ -284,22 +291,44 @@ def test_every_adapter_is_documented() -> None:
 
 
 def _row(task: str, lang: str, attempt: int, passed: int, total: int, *, contaminated: bool = False) -> dict:
-    prof = {"outcome": "scored", "dsr": {"success": True}, "api_coverage": {"score": 1.0, "total_apis": 2},
-            "pass_at_1": {"passed": passed, "total": total, "score": passed / total}}
-    return {"repo_name": task, "lang": lang, "attempt": attempt, "contaminated": contaminated,
-            "pass_at_1": prof["pass_at_1"], "dsr": prof["dsr"], "api_coverage": prof["api_coverage"],
-            "agent": {"name": "codex", "version": "codex-cli 0.163.0", "model": "m1"},
-            "rgbridge": {"profiles": {"compat": prof, "strict": prof}}}
+    prof = {
+        "outcome": "scored",
+        "dsr": {"success": True},
+        "api_coverage": {"score": 1.0, "total_apis": 2},
+        "pass_at_1": {"passed": passed, "total": total, "score": passed / total},
+    }
+    return {
+        "repo_name": task,
+        "lang": lang,
+        "attempt": attempt,
+        "contaminated": contaminated,
+        "pass_at_1": prof["pass_at_1"],
+        "dsr": prof["dsr"],
+        "api_coverage": prof["api_coverage"],
+        "agent": {"name": "codex", "version": "codex-cli 0.163.0", "model": "m1"},
+        "rgbridge": {"profiles": {"compat": prof, "strict": prof}},
+    }
 
 
 def test_leaderboard_line_pass_at_k_and_contamination() -> None:
     from bridge.reports.leaderboard import leaderboard_lines
 
-    rows = [_row("a", "python", 1, 2, 2), _row("a", "python", 2, 0, 2, contaminated=True),
-            _row("b", "python", 1, 1, 2), _row("b", "python", 2, 1, 2), _row("j", "java", 1, 3, 3),
-            _row("j", "java", 2, 3, 3)]
-    report = {"metadata": {"agent": {"name": "codex", "version": "codex-cli 0.163.0"}, "attempts": 2,
-                           "bridge_version": "0.4.0+gabc"}, "results": rows}
+    rows = [
+        _row("a", "python", 1, 2, 2),
+        _row("a", "python", 2, 0, 2, contaminated=True),
+        _row("b", "python", 1, 1, 2),
+        _row("b", "python", 2, 1, 2),
+        _row("j", "java", 1, 3, 3),
+        _row("j", "java", 2, 3, 3),
+    ]
+    report = {
+        "metadata": {
+            "agent": {"name": "codex", "version": "codex-cli 0.163.0"},
+            "attempts": 2,
+            "bridge_version": "0.4.0+gabc",
+        },
+        "results": rows,
+    }
     head, python, java, flagged = leaderboard_lines(report)
     assert head.startswith("codex codex-cli 0.163.0 + m1") and "6 attempts, 2 per task" in head
     # Pass@1 is the mean over attempts: a (1, 0), b (0.5, 0.5) -> 0.5; Pass@2: a solved once -> 1, b never -> 0

@@ -98,15 +98,38 @@ def test_command_agent_two_tasks_two_attempts(docker_client, tmp_path: Path, key
     files = {t: json.loads(payload(tmp_path, t).read_text()) for t in ("kv-ledger", "word-duel")}
     combined = tmp_path / "payloads.json"
     combined.write_text(json.dumps(files))
-    code = rgbridge(["run", "--agent", "command", "--agent-cmd", agent_cmd("solve-by-task", combined),
-                     "--tasks", "kv-ledger", "word-duel", "--attempts", "2", "--workers", "2",
-                     "--time-limit", "120", "--output-dir", str(out), "--run-id", "two-by-two"])
+    code = rgbridge(
+        [
+            "run",
+            "--agent",
+            "command",
+            "--agent-cmd",
+            agent_cmd("solve-by-task", combined),
+            "--tasks",
+            "kv-ledger",
+            "word-duel",
+            "--attempts",
+            "2",
+            "--workers",
+            "2",
+            "--time-limit",
+            "120",
+            "--output-dir",
+            str(out),
+            "--run-id",
+            "two-by-two",
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0
     report = report_of(out)
     rows = report["results"]
     assert sorted((r["repo_name"], r["attempt"]) for r in rows) == [
-        ("kv-ledger", 1), ("kv-ledger", 2), ("word-duel", 1), ("word-duel", 2)]
+        ("kv-ledger", 1),
+        ("kv-ledger", 2),
+        ("word-duel", 1),
+        ("word-duel", 2),
+    ]
     for row in rows:
         assert row["agent"] == {"name": "command", "version": "unknown", "model": "scripted-mcp-sdk"}
         for profile in ("compat", "strict"):
@@ -116,7 +139,9 @@ def test_command_agent_two_tasks_two_attempts(docker_client, tmp_path: Path, key
         assert row["contaminated"] is False
         trajectory = assert_atif(Path(row["run"]["trajectory"]))
         assert trajectory.agent.model_name == "scripted-mcp-sdk"
-        assert any(c.function_name == "mcp__rgbridge__submit_task" for s in trajectory.steps for c in s.tool_calls or [])
+        assert any(
+            c.function_name == "mcp__rgbridge__submit_task" for s in trajectory.steps for c in s.tool_calls or []
+        )
     assert report["summary"]["avg_pass_at_1"] == 1.0 and report["strict_summary"]["avg_pass_at_1"] == 1.0
     assert report["metadata"]["bridge_version"].startswith("0.4.0")
     assert "compat Pass@2 1.0000" in printed and "strict Pass@2 1.0000" in printed
@@ -141,11 +166,47 @@ def test_hang_is_cut_and_exit_is_submitted(docker_client, tmp_path: Path, keyed_
     pay = payload(tmp_path, "kv-ledger")
     hang_out, exit_out = tmp_path / "hang", tmp_path / "exit"
     started = time.monotonic()
-    assert rgbridge(["run", "--agent", "command", "--agent-cmd", agent_cmd("hang", pay), "--tasks", "kv-ledger",
-                     "--time-limit", "25", "--output-dir", str(hang_out), "--run-id", "hang"]) == 0
+    assert (
+        rgbridge(
+            [
+                "run",
+                "--agent",
+                "command",
+                "--agent-cmd",
+                agent_cmd("hang", pay),
+                "--tasks",
+                "kv-ledger",
+                "--time-limit",
+                "25",
+                "--output-dir",
+                str(hang_out),
+                "--run-id",
+                "hang",
+            ]
+        )
+        == 0
+    )
     assert time.monotonic() - started < 240
-    assert rgbridge(["run", "--agent", "command", "--agent-cmd", agent_cmd("exit", pay), "--tasks", "kv-ledger",
-                     "--time-limit", "120", "--output-dir", str(exit_out), "--run-id", "exit"]) == 0
+    assert (
+        rgbridge(
+            [
+                "run",
+                "--agent",
+                "command",
+                "--agent-cmd",
+                agent_cmd("exit", pay),
+                "--tasks",
+                "kv-ledger",
+                "--time-limit",
+                "120",
+                "--output-dir",
+                str(exit_out),
+                "--run-id",
+                "exit",
+            ]
+        )
+        == 0
+    )
     for out, signal_name, ended in ((hang_out, "time_limit", "time_limit"), (exit_out, "agent_exit", "exit")):
         (row,) = report_of(out)["results"]
         assert row["run"]["submitted_by"] == signal_name and row["run"]["ended"] == ended
@@ -168,8 +229,26 @@ def test_hang_is_cut_and_exit_is_submitted(docker_client, tmp_path: Path, keyed_
 @pytest.mark.docker
 def test_on_exit_abandon_quits_without_scoring(docker_client, tmp_path: Path, keyed_env: None) -> None:
     pay, out = payload(tmp_path, "kv-ledger"), tmp_path / "out"
-    assert rgbridge(["run", "--agent", "command", "--agent-cmd", agent_cmd("exit", pay), "--tasks", "kv-ledger",
-                     "--on-exit", "abandon", "--output-dir", str(out), "--run-id", "abandon"]) == 0
+    assert (
+        rgbridge(
+            [
+                "run",
+                "--agent",
+                "command",
+                "--agent-cmd",
+                agent_cmd("exit", pay),
+                "--tasks",
+                "kv-ledger",
+                "--on-exit",
+                "abandon",
+                "--output-dir",
+                str(out),
+                "--run-id",
+                "abandon",
+            ]
+        )
+        == 0
+    )
     report = report_of(out)
     assert report["results"] == [] and "abandoned" in report["metadata"]["failed_attempts"]["kv-ledger.a1"]
     (rec,) = recordings_of(out)
@@ -182,9 +261,26 @@ def test_resume_after_ctrl_c_scores_no_attempt_twice(docker_client, tmp_path: Pa
     hold = tmp_path / "hold"
     hold.write_text("")
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "MCP_SDK_AGENT_HOLD": str(hold)}
-    cmd = [sys.executable, "-m", "bridge.cli", "run", "--agent", "command", "--agent-cmd", agent_cmd("solve", pay),
-           "--tasks", "kv-ledger", "--attempts", "2", "--time-limit", "300", "--output-dir", str(out),
-           "--run-id", "resumed"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bridge.cli",
+        "run",
+        "--agent",
+        "command",
+        "--agent-cmd",
+        agent_cmd("solve", pay),
+        "--tasks",
+        "kv-ledger",
+        "--attempts",
+        "2",
+        "--time-limit",
+        "300",
+        "--output-dir",
+        str(out),
+        "--run-id",
+        "resumed",
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     first = out / "intermediate" / "resumed" / "kv-ledger.a1.json"
     second_stream = out / "attempts" / "kv-ledger" / "a2" / "agent" / "stream.jsonl"
@@ -215,9 +311,11 @@ def test_resume_after_ctrl_c_scores_no_attempt_twice(docker_client, tmp_path: Pa
 
 
 def test_options_are_checked(tmp_path: Path, capsys) -> None:
-    for bad, says in ((["--attempts", "0"], "--attempts: must be a whole number at least 1, not '0'"),
-                      (["--time-limit", "-1"], "--time-limit: must be a number of seconds above 0, not '-1'"),
-                      (["--workers", "x"], "--workers: must be a whole number at least 1, not 'x'")):
+    for bad, says in (
+        (["--attempts", "0"], "--attempts: must be a whole number at least 1, not '0'"),
+        (["--time-limit", "-1"], "--time-limit: must be a number of seconds above 0, not '-1'"),
+        (["--workers", "x"], "--workers: must be a whole number at least 1, not 'x'"),
+    ):
         with pytest.raises(SystemExit):
             rgbridge(["run", "--agent", "command", "--tasks", "kv-ledger", *bad])
         assert says in capsys.readouterr().err

@@ -59,17 +59,38 @@ def test_real_cli_two_tasks_two_attempts(agent: str, docker_client, tmp_path: Pa
     with ScriptedModel(by_task_policy()) as model:
         base = model.base_url if agent == "claude-code" else model.openai_base_url
         started = time.monotonic()
-        code = rgbridge(["run", "--agent", agent, "--tasks", *TASKS, "--attempts", "2", "--workers", "2",
-                         "--time-limit", "300", "--model", "scripted-model", "--model-base-url", base,
-                         "--output-dir", str(out), "--run-id", f"{agent}-run"])
+        code = rgbridge(
+            [
+                "run",
+                "--agent",
+                agent,
+                "--tasks",
+                *TASKS,
+                "--attempts",
+                "2",
+                "--workers",
+                "2",
+                "--time-limit",
+                "300",
+                "--model",
+                "scripted-model",
+                "--model-base-url",
+                base,
+                "--output-dir",
+                str(out),
+                "--run-id",
+                f"{agent}-run",
+            ]
+        )
         elapsed = time.monotonic() - started
         assert not model.errors, model.errors
     printed = capsys.readouterr().out
     assert code == 0, printed
     report = report_of(out)
     rows = report["results"]
-    assert sorted((r["repo_name"], r["attempt"]) for r in rows) == [(t, k) for t in TASKS for k in (1, 2)], \
-        report["metadata"]["failed_attempts"]
+    assert sorted((r["repo_name"], r["attempt"]) for r in rows) == [(t, k) for t in TASKS for k in (1, 2)], report[
+        "metadata"
+    ]["failed_attempts"]
     for row in rows:
         assert row["agent"]["name"] == agent and row["agent"]["version"] not in ("", "unknown")
         assert row["agent"]["model"] == "scripted-model"  # as the CLI reported it (or asked for, Codex)
@@ -90,8 +111,16 @@ def test_real_cli_two_tasks_two_attempts(agent: str, docker_client, tmp_path: Pa
         assert record["submission"]["signal"] == "mcp" and record["bridge_version"].startswith("0.4.0")
     no_secret_on_disk(out)
     TIMINGS[agent] = [{"elapsed_run": round(elapsed, 1), **r["run"]} for r in rows]
-    print(json.dumps({agent: [{k: t[k] for k in ("wall_seconds", "agent_seconds", "scoring_seconds",
-                                                   "overhead_seconds")} for t in TIMINGS[agent]]}))
+    print(
+        json.dumps(
+            {
+                agent: [
+                    {k: t[k] for k in ("wall_seconds", "agent_seconds", "scoring_seconds", "overhead_seconds")}
+                    for t in TIMINGS[agent]
+                ]
+            }
+        )
+    )
 
 
 @pytest.mark.docker
@@ -99,9 +128,28 @@ def test_real_claude_code_stalling_is_cut_at_the_time_limit(docker_client, tmp_p
     agent_cli("claude")
     out = tmp_path / "out"
     with ScriptedModel(by_task_policy(then="hang")) as model:
-        assert rgbridge(["run", "--agent", "claude-code", "--tasks", "kv-ledger", "--time-limit", "60",
-                         "--model", "scripted-model", "--model-base-url", model.base_url,
-                         "--output-dir", str(out), "--run-id", "stall"]) == 0
+        assert (
+            rgbridge(
+                [
+                    "run",
+                    "--agent",
+                    "claude-code",
+                    "--tasks",
+                    "kv-ledger",
+                    "--time-limit",
+                    "60",
+                    "--model",
+                    "scripted-model",
+                    "--model-base-url",
+                    model.base_url,
+                    "--output-dir",
+                    str(out),
+                    "--run-id",
+                    "stall",
+                ]
+            )
+            == 0
+        )
     (row,) = report_of(out)["results"]
     assert row["run"]["ended"] == "time_limit" and row["run"]["submitted_by"] == "time_limit"
     assert row["rgbridge"]["profiles"]["strict"]["pass_at_1"]["score"] == 1.0  # the files it wrote, scored

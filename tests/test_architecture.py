@@ -25,8 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
 MAX_LINES = 450  # "about 400": the formatter's line breaks vary
 LONG_MODULE_NOTE = "Why this module is long:"
 # Modules still waiting for their split (issue 10); this list only shrinks.
-PENDING_SPLIT = {
-}
+PENDING_SPLIT = {}
 
 
 def _modules() -> dict[str, Path]:
@@ -46,9 +45,14 @@ def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
     for name, path in modules.items():
         tree = ast.parse(path.read_text(), str(path))
         # Imports under `if TYPE_CHECKING:` are for annotations only: they never run.
-        type_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
-                     and getattr(block.test, "id", getattr(block.test, "attr", "")) == "TYPE_CHECKING"
-                     for stmt in block.body for n in ast.walk(stmt)}
+        type_only = {
+            id(n)
+            for block in ast.walk(tree)
+            if isinstance(block, ast.If)
+            and getattr(block.test, "id", getattr(block.test, "attr", "")) == "TYPE_CHECKING"
+            for stmt in block.body
+            for n in ast.walk(stmt)
+        }
         for node in ast.walk(tree):
             if id(node) in type_only:
                 continue
@@ -83,7 +87,7 @@ def test_no_import_cycles() -> None:
         stack.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                cycles.append(stack[stack.index(nxt):] + [nxt])
+                cycles.append(stack[stack.index(nxt) :] + [nxt])
             elif nxt not in state:
                 visit(nxt)
         stack.pop()
@@ -97,41 +101,65 @@ def test_no_import_cycles() -> None:
 
 def test_imports_point_down_the_layers() -> None:
     graph = _imports(_modules())
-    wrong = [f"{src} imports {dst}" for src, targets in graph.items() for dst in targets
-             if dst != "bridge" and _layer(dst) > _layer(src)]
+    wrong = [
+        f"{src} imports {dst}"
+        for src, targets in graph.items()
+        for dst in targets
+        if dst != "bridge" and _layer(dst) > _layer(src)
+    ]
     assert not wrong, "\n".join(sorted(wrong))
 
 
 def test_bridge_never_imports_the_mcp_adapter() -> None:
     graph = _imports(_modules())
-    assert not [src for src, targets in graph.items()
-                if src.startswith("bridge") and any(t.startswith("mcp_server") for t in targets)]
+    assert not [
+        src
+        for src, targets in graph.items()
+        if src.startswith("bridge") and any(t.startswith("mcp_server") for t in targets)
+    ]
 
 
 def test_pending_split_list_only_names_long_modules() -> None:
     modules = _modules()
-    stale = [name for name in PENDING_SPLIT
-             if name not in modules or len(modules[name].read_text().splitlines()) <= MAX_LINES]
+    stale = [
+        name
+        for name in PENDING_SPLIT
+        if name not in modules or len(modules[name].read_text().splitlines()) <= MAX_LINES
+    ]
     assert not stale, f"split or gone, remove from PENDING_SPLIT: {stale}"
 
 
 def test_long_modules_say_why() -> None:
-    long = [f"{name} ({n} lines)" for name, path in _modules().items()
-            if (n := len(path.read_text().splitlines())) > MAX_LINES and name not in PENDING_SPLIT
-            and LONG_MODULE_NOTE not in (ast.get_docstring(ast.parse(path.read_text())) or "")]
+    long = [
+        f"{name} ({n} lines)"
+        for name, path in _modules().items()
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+        and name not in PENDING_SPLIT
+        and LONG_MODULE_NOTE not in (ast.get_docstring(ast.parse(path.read_text())) or "")
+    ]
     assert not long, f"modules over {MAX_LINES} lines without '{LONG_MODULE_NOTE}' in their docstring: {long}"
 
 
 def test_architecture_doc_lists_every_module() -> None:
     doc = (REPO_ROOT / "docs" / "architecture.md").read_text()
-    missing = [str(path.relative_to(REPO_ROOT)) for path in _modules().values()
-               if f"`{path.relative_to(REPO_ROOT).as_posix()}`" not in doc]
+    missing = [
+        str(path.relative_to(REPO_ROOT))
+        for path in _modules().values()
+        if f"`{path.relative_to(REPO_ROOT).as_posix()}`" not in doc
+    ]
     assert not missing, f"docs/architecture.md does not list: {missing}"
 
 
 # Documents that live outside the repository (a team's notes): a reader of the code cannot open them.
-OUTSIDE_DOCS = ("upstream-scoring.md", "anchors.md", "mcp-sdk.md", "layout-sketch",
-                "SPEC.md", "shared/reference", "shared reference")
+OUTSIDE_DOCS = (
+    "upstream-scoring.md",
+    "anchors.md",
+    "mcp-sdk.md",
+    "layout-sketch",
+    "SPEC.md",
+    "shared/reference",
+    "shared reference",
+)
 
 
 def test_comments_cite_only_the_repositorys_docs_or_public_sources() -> None:
@@ -199,8 +227,10 @@ def test_no_module_uses_another_modules_private_names() -> None:
 # the run/, sandbox/ and images/ wings and the small shared modules at the top of bridge/scoring/.
 SCORING_LANGUAGE_WINGS = ("bridge.scoring.python", "bridge.scoring.java")
 SCORING_COMMON_WINGS = ("bridge.scoring.run", "bridge.scoring.sandbox", "bridge.scoring.images")
-SCORING_SHARED = {f"bridge.scoring.{name}" for name in
-                  ("coverage", "deploy", "failures", "grading", "plan", "result", "types", "upstream")}
+SCORING_SHARED = {
+    f"bridge.scoring.{name}"
+    for name in ("coverage", "deploy", "failures", "grading", "plan", "result", "types", "upstream")
+}
 
 
 def test_a_language_wing_uses_only_its_own_wing_and_the_shared_ones() -> None:

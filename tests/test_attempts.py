@@ -113,8 +113,13 @@ def test_attempts_option_records_each_attempt_and_pass_at_k(tmp_path: Path, task
 
     meta = recording_report(tmp_path / "rec" / ids[2])["metadata"]
     assert (meta["attempt"], meta["run_id"]) == (3, records[0].run_id)
-    proc = subprocess.run([sys.executable, "-m", "bridge.cli", "session", "list", "--recordings",
-                           str(tmp_path / "rec"), "--json"], capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bridge.cli", "session", "list", "--recordings", str(tmp_path / "rec"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO_ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     listing = json.loads(proc.stdout)
     assert sorted(r["attempt"] for r in listing["sessions"]) == [1, 2, 3]

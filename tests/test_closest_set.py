@@ -73,8 +73,9 @@ def _nonce() -> str:
 
 def _freeze(client: docker.DockerClient, deps: DepsImage) -> list[str]:
     box = DockerRuntime(client).create(
-        SandboxSpec(image=deps.tag, name=f"rgbridge-test-closest-{time.time_ns()}", command=["sleep", "60"],
-                    volumes=deps.mounts)
+        SandboxSpec(
+            image=deps.tag, name=f"rgbridge-test-closest-{time.time_ns()}", command=["sleep", "60"], volumes=deps.mounts
+        )
     )
     with box:
         box.start()
@@ -151,8 +152,9 @@ def test_an_environment_a_fresh_resolution_would_not_give_falls_back(docker_clie
     closest.remember(docker_client, wider.volume.name, fake, ["six==1.16.0"])
     grown = None
     try:
-        grown = ensure_deps_image(docker_client, narrow_files["requirements.txt"] + "certifi\n",
-                                  env_volume=True, timeout=300)
+        grown = ensure_deps_image(
+            docker_client, narrow_files["requirements.txt"] + "certifi\n", env_volume=True, timeout=300
+        )
         log = grown.log_tail
         assert "started from the closest set" in log and "built from scratch" in log, log
         frozen = _freeze(docker_client, grown)

@@ -38,9 +38,15 @@ def test_control_repos(tmp_path: Path) -> None:
 def test_row_counts_infra_errors_and_renders(capsys) -> None:
     from bridge.commands.conformance import render
 
-    row = ConformanceRow(task="django-rest-framework-crud", quirks=["ini[tool:pytest]-ignored"], strict_items=2,
-                         outcomes={"empty": {"strict": "deploy_failed 0/2", "compat": "deploy_failed 0/2"},
-                                   "404": {"strict": "infra_error", "compat": "scored 0/2"}})
+    row = ConformanceRow(
+        task="django-rest-framework-crud",
+        quirks=["ini[tool:pytest]-ignored"],
+        strict_items=2,
+        outcomes={
+            "empty": {"strict": "deploy_failed 0/2", "compat": "deploy_failed 0/2"},
+            "404": {"strict": "infra_error", "compat": "scored 0/2"},
+        },
+    )
     assert row.infra_errors == 1 and row_dict(row)["strict_items"] == 2
     render([row], 1.0)
     out = capsys.readouterr().out
@@ -55,8 +61,17 @@ def test_conformance_cli_over_fixture_tasks(docker_client, tmp_path: Path) -> No
     # A private cache: the first run must really collect and score (a warm machine cache from
     # an earlier run would make both runs cache hits and the timing comparison meaningless).
     env = {**os.environ, "COLUMNS": "200", "RGBRIDGE_CACHE": str(tmp_path / "cache")}
-    cmd = [sys.executable, "-m", "bridge.cli", "conformance", "--tasks", str(tasks), "--work-dir",
-           str(tmp_path / "work"), "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bridge.cli",
+        "conformance",
+        "--tasks",
+        str(tasks),
+        "--work-dir",
+        str(tmp_path / "work"),
+        "--json",
+    ]
     started = time.monotonic()
     first = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=900, env=env)
     first_seconds = time.monotonic() - started
@@ -74,8 +89,9 @@ def test_conformance_cli_over_fixture_tasks(docker_client, tmp_path: Path) -> No
     broken = rows["quirk-runner-class"]
     assert broken["outcomes"]["empty"]["strict"] == "task_error" and "collects no test items" in broken["task_error"]
     assert "runner-class" in broken["quirks"]
-    assert not any(c.startswith("infra_error") for r in rows.values() for per in r["outcomes"].values()
-                   for c in per.values())
+    assert not any(
+        c.startswith("infra_error") for r in rows.values() for per in r["outcomes"].values() for c in per.values()
+    )
 
     started = time.monotonic()
     again = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=900, env=env)

@@ -41,8 +41,9 @@ def base_image(docker_client) -> str:
 
 
 def _make(client, image, what, command, **kw):
-    return create_container(client, image, name=_name(what), command=command,
-                            labels=make_labels(kind="test", run_id=RUN), **kw)
+    return create_container(
+        client, image, name=_name(what), command=command, labels=make_labels(kind="test", run_id=RUN), **kw
+    )
 
 
 def _run(client, image, script, *, seconds=60, limits=None):
@@ -84,8 +85,7 @@ def test_directory_tar_normalises_and_keeps_links(tmp_path):
     os.symlink(tmp_path / "pkg", tmp_path / "dirlink")
     with tarfile.open(fileobj=build_directory_tar(tmp_path, "/repo")) as tar:
         members = {m.name: m for m in tar.getmembers()}
-    assert set(members) == {"repo", "repo/start.sh", "repo/pkg", "repo/pkg/a.py", "repo/escape",
-                            "repo/dirlink"}
+    assert set(members) == {"repo", "repo/start.sh", "repo/pkg", "repo/pkg/a.py", "repo/escape", "repo/dirlink"}
     assert members["repo/start.sh"].mode == 0o755
     assert members["repo/escape"].issym() and members["repo/escape"].linkname == "/etc/passwd"
     assert members["repo/dirlink"].issym()
@@ -105,10 +105,13 @@ def test_directory_tar_rejects_bad_dest(tmp_path):
 
 @pytest.mark.docker
 def test_security_profile_inside_container(docker_client, base_image):
-    outcome, out = _run(docker_client, base_image,
-                        "id -u; id -g; grep CapEff /proc/self/status; ls /sys/class/net; "
-                        "echo ROUTES; tail -n +2 /proc/net/route; echo END; "
-                        "grep NoNewPrivs /proc/self/status")
+    outcome, out = _run(
+        docker_client,
+        base_image,
+        "id -u; id -g; grep CapEff /proc/self/status; ls /sys/class/net; "
+        "echo ROUTES; tail -n +2 /proc/net/route; echo END; "
+        "grep NoNewPrivs /proc/self/status",
+    )
     assert outcome.exit_code == 0, out
     lines = out.splitlines()
     assert lines[0] == "10001" and lines[1] == "10001"
@@ -120,16 +123,27 @@ def test_security_profile_inside_container(docker_client, base_image):
 
 @pytest.mark.docker
 def test_tester_reaches_service_over_shared_loopback(docker_client, base_image):
-    service = _make(docker_client, base_image, "svc",
-                    ["python3", "-m", "http.server", "8000", "--bind", "127.0.0.1",
-                     "--directory", "/repo"])
+    service = _make(
+        docker_client,
+        base_image,
+        "svc",
+        ["python3", "-m", "http.server", "8000", "--bind", "127.0.0.1", "--directory", "/repo"],
+    )
     with managed(service):
         service.start()
-        tester = _make(docker_client, base_image, "tester",
-                       ["sh", "-c", "for i in $(seq 50); do curl -sf -o /dev/null "
-                        "http://localhost:8000/ && echo REACHED && exit 0; sleep 0.2; done; "
-                        "exit 7"],
-                       network_mode=f"container:{service.id}")
+        tester = _make(
+            docker_client,
+            base_image,
+            "tester",
+            [
+                "sh",
+                "-c",
+                "for i in $(seq 50); do curl -sf -o /dev/null "
+                "http://localhost:8000/ && echo REACHED && exit 0; sleep 0.2; done; "
+                "exit 7",
+            ],
+            network_mode=f"container:{service.id}",
+        )
         with managed(tester):
             tester.start()
             outcome = wait_with_timeout(tester, 30)
@@ -143,16 +157,16 @@ def test_tester_reaches_service_over_shared_loopback(docker_client, base_image):
 @pytest.mark.docker
 def test_fork_bomb_is_contained(docker_client, base_image):
     limits = SandboxLimits(pids_limit=64)
-    counter = ("import os, time\nn = 0\ntry:\n    while True:\n        pid = os.fork()\n"
-               "        if pid == 0:\n            time.sleep(30); os._exit(0)\n        n += 1\n"
-               "except OSError as e:\n    print('BLOCKED', n, flush=True)\n")
-    outcome, out = _run(docker_client, base_image, f"python3 -c \"{counter}\"", seconds=30,
-                        limits=limits)
+    counter = (
+        "import os, time\nn = 0\ntry:\n    while True:\n        pid = os.fork()\n"
+        "        if pid == 0:\n            time.sleep(30); os._exit(0)\n        n += 1\n"
+        "except OSError as e:\n    print('BLOCKED', n, flush=True)\n"
+    )
+    outcome, out = _run(docker_client, base_image, f'python3 -c "{counter}"', seconds=30, limits=limits)
     assert "BLOCKED" in out, out
     assert int(out.split("BLOCKED")[1].split()[0]) < 64
     started = time.monotonic()
-    outcome, _ = _run(docker_client, base_image, "bomb() { bomb | bomb & }; bomb; sleep 60",
-                      seconds=4, limits=limits)
+    outcome, _ = _run(docker_client, base_image, "bomb() { bomb | bomb & }; bomb; sleep 60", seconds=4, limits=limits)
     # Contained either way: killed at the wall-clock limit, or the shell gave up when fork failed.
     assert (outcome.timed_out or outcome.exit_code not in (0, None)) and time.monotonic() - started < 40
     assert subprocess.run(["true"]).returncode == 0  # the host can still fork
@@ -161,8 +175,7 @@ def test_fork_bomb_is_contained(docker_client, base_image):
 @pytest.mark.docker
 def test_memory_hog_is_oom_killed(docker_client, base_image):
     hog = "python3 -c \"x = []\nwhile len(x) < 300: x.append(b'x' * (10 * 1024 * 1024))\""
-    outcome, out = _run(docker_client, base_image, hog, seconds=60,
-                        limits=SandboxLimits(mem_limit="256m"))
+    outcome, out = _run(docker_client, base_image, hog, seconds=60, limits=SandboxLimits(mem_limit="256m"))
     assert outcome.oom_killed, (outcome, out)
     assert outcome.exit_code == 137 and not outcome.timed_out
 
@@ -191,8 +204,10 @@ def test_wait_reports_exit_code(docker_client, base_image):
 
 @pytest.mark.docker
 def test_read_logs_caps_huge_output(docker_client, base_image):
-    script = ("python3 -c \"import sys; sys.stdout.write('\\x1b[32mSTART\\x1b[0m\\n'); "
-              "sys.stdout.write(('y' * 1023 + '\\n') * 51200); sys.stdout.write('LAST\\n')\"")
+    script = (
+        "python3 -c \"import sys; sys.stdout.write('\\x1b[32mSTART\\x1b[0m\\n'); "
+        "sys.stdout.write(('y' * 1023 + '\\n') * 51200); sys.stdout.write('LAST\\n')\""
+    )
     c = _make(docker_client, base_image, "logs", ["sh", "-c", script])
     with managed(c):
         c.start()
@@ -212,8 +227,7 @@ def test_exec_with_timeout(docker_client, base_image):
         assert ok.exit_code == 0 and ok.output.split() == ["hi", "10001"] and not ok.timed_out
         fail = exec_with_timeout(c, ["sh", "-c", "echo err >&2; exit 3"], 10)
         assert fail.exit_code == 3 and "err" in fail.output and not fail.timed_out
-        root = exec_with_timeout(c, ["id", "-u"], 10, user="0:0", workdir="/tmp",
-                                 env={"X": "1"})
+        root = exec_with_timeout(c, ["id", "-u"], 10, user="0:0", workdir="/tmp", env={"X": "1"})
         assert root.output.strip() == "0"
         started = time.monotonic()
         slow = exec_with_timeout(c, ["sh", "-c", "sleep 100"], 2)
@@ -237,10 +251,17 @@ def test_put_directory_and_fetch_file(docker_client, base_image, tmp_path):
         put_directory(c, src, "/repo")
         put_directory(c, src, "/srv/new/place")  # destination not in the image
         c.start()
-        res = exec_with_timeout(c, ["sh", "-c",
-                                    "/repo/bin/start.sh; stat -c '%u:%g %a %n' /repo "
-                                    "/repo/data.txt /srv/new/place/bin/start.sh; "
-                                    "readlink /repo/passwd-link; ls -a /repo"], 10)
+        res = exec_with_timeout(
+            c,
+            [
+                "sh",
+                "-c",
+                "/repo/bin/start.sh; stat -c '%u:%g %a %n' /repo "
+                "/repo/data.txt /srv/new/place/bin/start.sh; "
+                "readlink /repo/passwd-link; ls -a /repo",
+            ],
+            10,
+        )
         assert res.exit_code == 0, res.output
         assert "started" in res.output
         assert "10001:10001 755 /repo\n" in res.output
@@ -259,30 +280,38 @@ def test_put_directory_and_fetch_file(docker_client, base_image, tmp_path):
 @pytest.mark.docker
 def test_create_replaces_ghost_and_refuses_missing_image(docker_client, base_image):
     name = _name("ghost")
-    first = create_container(docker_client, base_image, name=name, command=["true"],
-                             labels=make_labels(kind="test", run_id=RUN))
-    second = create_container(docker_client, base_image, name=name, command=["true"],
-                              labels=make_labels(kind="test", run_id=RUN))
+    first = create_container(
+        docker_client, base_image, name=name, command=["true"], labels=make_labels(kind="test", run_id=RUN)
+    )
+    second = create_container(
+        docker_client, base_image, name=name, command=["true"], labels=make_labels(kind="test", run_id=RUN)
+    )
     with managed(second):
         assert second.id != first.id and second.name == name
         with pytest.raises(NotFound):
             docker_client.containers.get(first.id)
     with pytest.raises(ScoringError, match="not found locally"):
-        create_container(docker_client, "rgbridge-base:doesnotexist", name=_name("x"),
-                         command=["true"], labels={})
+        create_container(docker_client, "rgbridge-base:doesnotexist", name=_name("x"), command=["true"], labels={})
 
 
 @pytest.mark.docker
 def test_sweep_removes_labelled_leftovers(docker_client, base_image):
     run_a, run_b = f"{RUN}-a", f"{RUN}-b"
-    left = [create_container(docker_client, base_image, name=_name(f"sw{i}"),
-                             command=["sleep", "60"],
-                             labels=make_labels(kind="test", run_id=run_a)) for i in range(2)]
+    left = [
+        create_container(
+            docker_client,
+            base_image,
+            name=_name(f"sw{i}"),
+            command=["sleep", "60"],
+            labels=make_labels(kind="test", run_id=run_a),
+        )
+        for i in range(2)
+    ]
     left[0].start()
-    other = create_container(docker_client, base_image, name=_name("other"), command=["true"],
-                             labels=make_labels(kind="test", run_id=run_b))
-    net = docker_client.networks.create(_name("net"), internal=True,
-                                        labels=make_labels(kind="test", run_id=run_a))
+    other = create_container(
+        docker_client, base_image, name=_name("other"), command=["true"], labels=make_labels(kind="test", run_id=run_b)
+    )
+    net = docker_client.networks.create(_name("net"), internal=True, labels=make_labels(kind="test", run_id=run_a))
     with managed(other):
         young = sweep(docker_client, run_id=run_a, older_than_seconds=3600)
         assert young.total == 0

@@ -50,10 +50,21 @@ class NullScorer:
     def __call__(self, task, repo_dir, request, progress):
         from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, ScoreResult
 
-        prof = ProfileResult(profile="strict", outcome="scored", dsr=DSRResult(success=True, message="null"),
-                             pass_at_1=PassAt1.from_counts(0, 0, 0))
-        result = ScoreResult(task_id=task.id, task_hash=task.content_hash, snapshot_hash=request.snapshot_hash,
-                             lang=task.lang, port=task.port, framework=task.framework, profiles={"strict": prof})
+        prof = ProfileResult(
+            profile="strict",
+            outcome="scored",
+            dsr=DSRResult(success=True, message="null"),
+            pass_at_1=PassAt1.from_counts(0, 0, 0),
+        )
+        result = ScoreResult(
+            task_id=task.id,
+            task_hash=task.content_hash,
+            snapshot_hash=request.snapshot_hash,
+            lang=task.lang,
+            port=task.port,
+            framework=task.framework,
+            profiles={"strict": prof},
+        )
         (request.output_dir / "result.json").write_text(result.model_dump_json(), encoding="utf-8")
         return result
 
@@ -89,16 +100,22 @@ def test_another_process_reading_a_golden_file_marks_the_session_contaminated(tm
         timeline = build_timeline(rec_dir)
         assert timeline["contaminated"] is True
         assert any(i["type"] == "golden_access" and str(golden) in i["detail"] for i in timeline["incidents"])
-        proc = subprocess.run([sys.executable, "-m", "bridge.cli", "report", str(rec_dir)],
-                              capture_output=True, text=True, check=False,
-                              env={**os.environ, "COLUMNS": "200"})
+        proc = subprocess.run(
+            [sys.executable, "-m", "bridge.cli", "report", str(rec_dir)],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "COLUMNS": "200"},
+        )
         assert proc.returncode == 0, proc.stderr
         assert "CONTAMINATED" in proc.stdout and "golden files opened" in proc.stdout
     finally:
         mgr.close()
 
 
-def test_a_session_with_no_golden_reads_is_clean_and_reads_after_submit_do_not_count(tmp_path: Path, task_copy: Path) -> None:
+def test_a_session_with_no_golden_reads_is_clean_and_reads_after_submit_do_not_count(
+    tmp_path: Path, task_copy: Path
+) -> None:
     mgr = _manager(tmp_path, task_copy, "rec", scorer=NullScorer())
     try:
         status = mgr.start(TASK, tmp_path / "ws")
@@ -135,8 +152,11 @@ def test_dataset_task_watches_the_whole_upstream_folder_but_not_what_the_agent_i
     )
     try:
         status = mgr.start("GameBackend", tmp_path / "ws")
-        subprocess.run(["cat", str(task / "app" / "main.py"), str(task / "README.md"), str(task / "requirements.txt")],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            ["cat", str(task / "app" / "main.py"), str(task / "README.md"), str(task / "requirements.txt")],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         mgr.quit(status.session_id)
         paths = {e["path"] for e in contamination.evidence(Path(status.recording))}
         assert paths == {str(task / "app" / "main.py")}
@@ -149,8 +169,11 @@ def test_the_bridges_own_scoring_reads_never_count(tmp_path: Path, task_copy: Pa
     engine: B's golden files were read into memory before its watch started and its detached
     scoring process gets them through a pipe, so A's watch sees nothing and B is clean too."""
 
-    solution = {p.relative_to(task_copy / "solution"): p.read_bytes()
-                for p in (task_copy / "solution").rglob("*") if p.is_file()}
+    solution = {
+        p.relative_to(task_copy / "solution"): p.read_bytes()
+        for p in (task_copy / "solution").rglob("*")
+        if p.is_file()
+    }
     mgr_b = _manager(tmp_path, task_copy, "rec-b")  # the Docker engine, in a detached scoring process
     mgr_a = _manager(tmp_path, task_copy, "rec-a", scorer=NullScorer())
     try:
@@ -182,9 +205,13 @@ def test_other_bridge_commands_loading_the_task_do_not_count(tmp_path: Path, tas
     mgr = _manager(tmp_path, task_copy, "rec", scorer=NullScorer())
     try:
         status = mgr.start(TASK, tmp_path / "ws")
-        for argv in (["tasks", "list", "--tasks", str(task_copy.parent)],
-                     ["tasks", "show", TASK, "--tasks", str(task_copy.parent)]):
-            proc = subprocess.run([sys.executable, "-m", "bridge.cli", *argv], capture_output=True, text=True, check=False)
+        for argv in (
+            ["tasks", "list", "--tasks", str(task_copy.parent)],
+            ["tasks", "show", TASK, "--tasks", str(task_copy.parent)],
+        ):
+            proc = subprocess.run(
+                [sys.executable, "-m", "bridge.cli", *argv], capture_output=True, text=True, check=False
+            )
             assert proc.returncode == 0, proc.stderr
         mgr.quit(status.session_id)
         assert contamination.evidence(Path(status.recording)) == []
@@ -219,10 +246,25 @@ def test_get_result_over_real_mcp_stdio_reports_contamination(tmp_path: Path, ta
     from mcp import Client, StdioServerParameters, stdio_client
 
     ws, rec = tmp_path / "ws", tmp_path / "rec"
-    env = {k: v for k, v in os.environ.items() if k not in ("RGBRIDGE_WORKSPACE", "CLAUDE_PROJECT_DIR", "RGBRIDGE_TOKEN")}
-    params = StdioServerParameters(command=sys.executable, args=[
-        "-m", "bridge.cli", "serve", "--workspace", str(ws), "--recordings", str(rec), "--tasks", str(task_copy.parent)],
-        env=env, cwd=str(Path(__file__).resolve().parent.parent))
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("RGBRIDGE_WORKSPACE", "CLAUDE_PROJECT_DIR", "RGBRIDGE_TOKEN")
+    }
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "bridge.cli",
+            "serve",
+            "--workspace",
+            str(ws),
+            "--recordings",
+            str(rec),
+            "--tasks",
+            str(task_copy.parent),
+        ],
+        env=env,
+        cwd=str(Path(__file__).resolve().parent.parent),
+    )
     golden = task_copy / "tests" / "test_word_duel.py"
 
     async def go() -> tuple[dict, dict]:
@@ -246,9 +288,11 @@ def test_get_result_over_real_mcp_stdio_reports_contamination(tmp_path: Path, ta
     assert str(golden) in {e["path"] for e in dirty["contamination"]}
 
 
-def test_without_inotify_the_session_runs_and_records_the_gap(tmp_path: Path, task_copy: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_inotify_the_session_runs_and_records_the_gap(
+    tmp_path: Path, task_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Off Linux (simulated: the libc lookup fails) nothing is watched, and the recording says so."""
+
     def unsupported() -> None:
         raise contamination.Unsupported("inotify is Linux-only (platform test)")
 

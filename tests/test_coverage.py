@@ -141,20 +141,30 @@ def test_matcher_jaxrs_dollar_is_end_of_file(tmp_path: Path) -> None:
 
 
 def test_matcher_spring_and_methods_list(tmp_path: Path) -> None:
-    repo = _repo(tmp_path, {
-        "src/Ctl.java": '@PostMapping("/orders")\n',
-        "views.py": '@bp.route("/carts", methods=["PATCH"])\n',
-    })
+    repo = _repo(
+        tmp_path,
+        {
+            "src/Ctl.java": '@PostMapping("/orders")\n',
+            "views.py": '@bp.route("/carts", methods=["PATCH"])\n',
+        },
+    )
     ac = static_api_coverage("POST /orders - x\nPATCH /carts - y\n", repo)
     assert ac.implemented_apis == 2
 
 
 def test_matcher_excluded_dirs_and_suffixes(tmp_path: Path) -> None:
     route = '@app.get("/things")\n'
-    repo = _repo(tmp_path, {
-        "tests/t.py": route, "node_modules/x.js": route, "sub/venv/y.py": route, "target/Z.java": route,
-        "notes.txt": route, "UPPER.PY": route,
-    })
+    repo = _repo(
+        tmp_path,
+        {
+            "tests/t.py": route,
+            "node_modules/x.js": route,
+            "sub/venv/y.py": route,
+            "target/Z.java": route,
+            "notes.txt": route,
+            "UPPER.PY": route,
+        },
+    )
     readme = "GET /things - list\n"
     assert static_api_coverage(readme, repo).implemented_apis == 0
     (repo / "foo.egg-info").mkdir()
@@ -191,8 +201,11 @@ def test_no_endpoints_and_upstream_gate(tmp_path: Path) -> None:
 
 
 def test_legacy_micro_average() -> None:
-    rows = [{"total_apis": 100, "implemented_apis": 70}, {"total_apis": 15, "implemented_apis": 11},
-            {"total_apis": 0, "implemented_apis": 0}]
+    rows = [
+        {"total_apis": 100, "implemented_apis": 70},
+        {"total_apis": 15, "implemented_apis": 11},
+        {"total_apis": 0, "implemented_apis": 0},
+    ]
     assert legacy_micro_average(rows) == round(81 / 115, 4) == 0.7043
     assert legacy_micro_average([APICoverage(total_apis=4, implemented_apis=1, score=0.25)]) == 0.25
     assert legacy_micro_average([]) == 0.0
@@ -218,11 +231,19 @@ def test_legacy_micro_average() -> None:
         (404, '{"detail":"Not Found"}', False),  # FastAPI default
         (404, "Not Found", False),  # Starlette plain
         (404, "", False),
-        (404, '<!doctype html>\n<html lang=en>\n<title>404 Not Found</title>\n<h1>Not Found</h1>\n'
-              "<p>The requested URL was not found on the server. If you entered the URL manually please "
-              "check your spelling and try again.</p>\n", False),  # Werkzeug
-        (404, '<!DOCTYPE HTML>\n<html lang="en">\n<head><title>Error response</title></head>\n'
-              "<body><h1>Error response</h1><p>Error code: 404</p></body></html>", False),  # http.server
+        (
+            404,
+            "<!doctype html>\n<html lang=en>\n<title>404 Not Found</title>\n<h1>Not Found</h1>\n"
+            "<p>The requested URL was not found on the server. If you entered the URL manually please "
+            "check your spelling and try again.</p>\n",
+            False,
+        ),  # Werkzeug
+        (
+            404,
+            '<!DOCTYPE HTML>\n<html lang="en">\n<head><title>Error response</title></head>\n'
+            "<body><h1>Error response</h1><p>Error code: 404</p></body></html>",
+            False,
+        ),  # http.server
         (404, "<title>Page not found at /x</title>", False),  # Django debug
         (404, '{"timestamp":"2024","status":404,"error":"Not Found","path":"/x"}', False),  # Spring
         (405, '{"detail":"Method Not Allowed"}', False),
@@ -237,8 +258,10 @@ def test_classify_probe_control_catches_catch_all_404() -> None:
     body = '{"ok": false, "path": "/items/1"}'
     control = '{"ok": false, "path": "/nope"}'
     assert classify_probe(404, body, path="/items/1")[0] is True
-    assert classify_probe(404, body, path="/items/1", control_status=404, control_body=control,
-                          control_path="/nope")[0] is False
+    assert (
+        classify_probe(404, body, path="/items/1", control_status=404, control_body=control, control_path="/nope")[0]
+        is False
+    )
 
 
 def test_looks_like_default_not_found_keeps_custom_json() -> None:
@@ -304,8 +327,13 @@ def test_probe_script_and_dynamic_coverage(tmp_path: Path, local_service: str) -
     eps = extract_endpoints(readme)
     spec = tmp_path / "endpoints.json"
     spec.write_text(json.dumps(probeable_endpoints(eps) + [{"method": "FEATURE", "path": "x"}]))
-    proc = subprocess.run([sys.executable, str(PROBE_SCRIPT), str(spec), local_service],
-                          capture_output=True, text=True, timeout=60, env={"PROBE_TIMEOUT": "2"})
+    proc = subprocess.run(
+        [sys.executable, str(PROBE_SCRIPT), str(spec), local_service],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PROBE_TIMEOUT": "2"},
+    )
     assert proc.returncode == 0, proc.stderr
     probes = json.loads(proc.stdout)
     by = {(p["method"], p["path"]): p for p in probes}
@@ -334,8 +362,12 @@ def test_probe_connection_refused_counts_not_implemented(tmp_path: Path) -> None
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
     eps = [Endpoint("GET", "/health")]
-    proc = subprocess.run([sys.executable, str(PROBE_SCRIPT), json.dumps(probeable_endpoints(eps)),
-                           f"http://127.0.0.1:{port}"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, str(PROBE_SCRIPT), json.dumps(probeable_endpoints(eps)), f"http://127.0.0.1:{port}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     probes = json.loads(proc.stdout)
     assert probes[0]["status"] is None and probes[0]["error"]
     ac = dynamic_api_coverage(eps, probes)
@@ -364,5 +396,7 @@ def test_dynamic_and_static_agree_on_what_the_readme_lists(tmp_path) -> None:
     assert (static.total_apis, static.implemented_apis) == (2, 2)
     assert dynamic.total_apis == static.total_apis == 2
     assert [e.path for e in dynamic.endpoints] == [e.path for e in static.endpoints]
-    down = dynamic_api_coverage(extract_endpoints("GET /a - x\nPOST /b - y\n"), [], unreachable="service did not deploy")
+    down = dynamic_api_coverage(
+        extract_endpoints("GET /a - x\nPOST /b - y\n"), [], unreachable="service did not deploy"
+    )
     assert (down.total_apis, down.implemented_apis) == (2, 0)

@@ -27,10 +27,20 @@ def test_mint_and_verify() -> None:
     assert client_id_for("cursor\0/ws") == client_id_for("cursor\0/ws") != client_id_for("claude\0/ws")
 
 
-@pytest.mark.parametrize("presented", [
-    "", SECRET, "rgbc1", "rgbc1..", "rgbc1.a.b.c", "rgbc1.attempt-1.", "rgbc1.attempt 1.00",
-    "rgbc1.é.00", "rgbc2.attempt-1." + "0" * 32,
-])
+@pytest.mark.parametrize(
+    "presented",
+    [
+        "",
+        SECRET,
+        "rgbc1",
+        "rgbc1..",
+        "rgbc1.a.b.c",
+        "rgbc1.attempt-1.",
+        "rgbc1.attempt 1.00",
+        "rgbc1.é.00",
+        "rgbc2.attempt-1." + "0" * 32,
+    ],
+)
 def test_malformed_tokens_are_not_credentials(presented: str) -> None:
     assert verify_client_token(SECRET, presented) is None
 

@@ -46,7 +46,9 @@ def test_layer_script_checks_once_after_every_file_and_compiles_once():
 def test_sets_in_volumes_compile_bytecode_after_the_ready_mark_and_pips_verdict():
     """Bytecode off the score's critical path (issue 23): the score starts at the ready mark and
     its set is accepted at pip's verdict, printed before the bytecode is compiled."""
-    script = buildbox.install_script(["requirements.txt", "extras.txt"], mode="index", ready_mark="READY", compile_late=True)
+    script = buildbox.install_script(
+        ["requirements.txt", "extras.txt"], mode="index", ready_mark="READY", compile_late=True
+    )
     assert "--compile-bytecode" not in script
     checked = buildbox.checked_mark("READY")
     assert script.index("echo READY\n") < script.index("install --dry-run") < script.index(f"echo {checked}")
@@ -61,7 +63,9 @@ def test_uv_hard_links_from_a_cache_inside_the_environment_removed_before_it_is_
     assert script.count("--link-mode hardlink") == 2 and "/tmp/rgbridge-uv" not in script
     assert "sys.prefix)')/.rgbridge-uv-cache" in script
     removal = next(line for line in script.splitlines() if line.startswith("rm -rf") and "UV_CACHE" in line)
-    assert script.index(removal) > script.rindex("uv pip install") and script.index(removal) < script.index("echo READY")
+    assert script.index(removal) > script.rindex("uv pip install") and script.index(removal) < script.index(
+        "echo READY"
+    )
 
 
 def test_seeded_start_refuses_an_unfinished_seed_and_drops_the_mark():
@@ -200,7 +204,9 @@ def test_what_pip_rejects_is_dropped_and_built_by_pip(docker_client, base_image,
         by_pip = ensure_deps_image(docker_client, reqs, env_volume=True, defer_check=True, installer="pip", timeout=300)
         assert by_pip.pending is None and by_pip.tag == tag
         assert "RGBRIDGE_INSTALLER=pip" in by_pip.log_tail
-        code, out = _sandbox_run(docker_client, by_pip.tag, by_pip.mounts, "python -c 'import six; print(six.__version__)'")
+        code, out = _sandbox_run(
+            docker_client, by_pip.tag, by_pip.mounts, "python -c 'import six; print(six.__version__)'"
+        )
         assert "1.16.0" in out
         # Without deferral the build itself falls back to pip.
         inline = ensure_deps_image(docker_client, _nonce("six==1.16.0\n"), env_volume=True, timeout=300)
@@ -269,8 +275,12 @@ def test_a_seed_being_made_is_not_handed_out_before_it_is_full(docker_client, ba
 def test_removing_deps_images_removes_their_volumes_and_keeps_the_base(docker_client, base_image, index_needed):
     deps = ensure_deps_image(docker_client, _nonce("six==1.16.0\n"), env_volume=True, timeout=300)
     assert deps.volume is not None
-    keep = [t for i in docker_client.images.list(filters={"label": "rgbridge.owner=rgbridge"}) for t in i.tags
-            if t != deps.tag]
+    keep = [
+        t
+        for i in docker_client.images.list(filters={"label": "rgbridge.owner=rgbridge"})
+        for t in i.tags
+        if t != deps.tag
+    ]
     removed = remove_images(docker_client, kinds=["deps"], keep=keep)
     assert deps.tag in removed and deps.volume.name in removed
     assert not image_exists(docker_client, deps.tag) and not volume_exists(docker_client, deps.volume.name)
@@ -282,7 +292,9 @@ def test_rejected_note_says_what_happened():
 
 
 @pytest.mark.docker
-def test_a_score_pip_rejects_is_run_again_on_pips_set(docker_client, base_image, index_needed, monkeypatch, wrong_uv, tmp_path):
+def test_a_score_pip_rejects_is_run_again_on_pips_set(
+    docker_client, base_image, index_needed, monkeypatch, wrong_uv, tmp_path
+):
     """End to end, both profiles: the score starts on uv's set, pip rejects it, the profile is
     scored again on pip's own set and the build log says so; the result is the oracle's."""
     import shutil

@@ -49,8 +49,19 @@ def test_every_modelled_type_is_documented() -> None:
 def test_unknown_types_and_extra_fields_are_kept() -> None:
     event = parse_event({"seq": 1, "t": "2026-01-01T00:00:00Z", "mono": 0.1, "type": "from_the_future", "x": [1]})
     assert isinstance(event, OtherEvent) and event.model_extra == {"x": [1]}
-    known = parse_event({"seq": 2, "t": "2026-01-01T00:00:00Z", "mono": 0.1, "type": "file_created",
-                         "path": "a.py", "sha256": "0" * 64, "size": 1, "mode": "100644", "later": True})
+    known = parse_event(
+        {
+            "seq": 2,
+            "t": "2026-01-01T00:00:00Z",
+            "mono": 0.1,
+            "type": "file_created",
+            "path": "a.py",
+            "sha256": "0" * 64,
+            "size": 1,
+            "mode": "100644",
+            "later": True,
+        }
+    )
     assert isinstance(known, FileEvent) and known.model_extra == {"later": True}
 
 

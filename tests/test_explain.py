@@ -77,7 +77,7 @@ def test_message_line_picks_the_explaining_line() -> None:
     trace = "self = <X>\n    raise ConnectionError(e)\nrequests.exceptions.ConnectionError: refused\n"
     assert message_line(trace) == "requests.exceptions.ConnectionError: refused"
     assert message_line("self = <X>\nexpected:<200> but was:<404>") == "expected:<200> but was:<404>"
-    custom = "E       AssertionError: {\"code\": \"not_found\"}\nE       assert 404 == 400\nE        +  where 404 = x"
+    custom = 'E       AssertionError: {"code": "not_found"}\nE       assert 404 == 400\nE        +  where 404 = x'
     assert message_line(custom) == "E assert 404 == 400"
     assert message_line("E   KeyError: 'versions'") == "E KeyError: 'versions'"
     assert message_line("") == "" and message_line("a\x1b[31mred") == "a\\x1b[31mred"
@@ -162,7 +162,9 @@ def test_reference_charts(score_dir: Path, tmp_path: Path) -> None:
     ref.write_text(json.dumps(rows))
     page = write_html(score_dir, tmp_path / "r.html", reference=ref).read_text()
     assert page.count('aria-label="Pass@1"') == 1 and 'aria-label="DSR"' in page and 'aria-label="AC"' in page
-    assert "Synthetic IDE B + &lt;Model-2&gt; — Python" in page and "this run — Python</text>" in page and "41.50" in page
+    assert (
+        "Synthetic IDE B + &lt;Model-2&gt; — Python" in page and "this run — Python</text>" in page and "41.50" in page
+    )
     ref.write_text(json.dumps([{**rows[0], "dsr": 180}]))
     assert main(["report", str(score_dir), "--html", str(tmp_path / "x.html"), "--reference", str(ref)]) == 2
 
@@ -207,9 +209,21 @@ def test_panel_shows_the_failures_after_scoring() -> None:
     from bridge.sessions.models import ResultStatus, SessionStatus
 
     status = SessionStatus(
-        session_id="s1", task_id="kv-ledger", state="scored", mode="human", workspace="/w", recording="/r/s1",
-        clock_running=False, working_seconds=61, time_limit=0, files_changed=3, recorder_mode="inotify",
-        recorder_degraded=None, submission=None, scoring="done", job_id="j1",
+        session_id="s1",
+        task_id="kv-ledger",
+        state="scored",
+        mode="human",
+        workspace="/w",
+        recording="/r/s1",
+        clock_running=False,
+        working_seconds=61,
+        time_limit=0,
+        files_changed=3,
+        recorder_mode="inotify",
+        recorder_degraded=None,
+        submission=None,
+        scoring="done",
+        job_id="j1",
     )
     summary = summarize_result(flawed_result().model_dump(mode="json"))
     result = ResultStatus(session_id="s1", state="done", summary=summary)

@@ -44,7 +44,10 @@ def run(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_config_name_rules() -> None:
-    assert config_name("0219", "cursor", "claude-4.5_thinking", "python") == "repo_readme_0219_cursor_claude-4.5_thinking_Python"
+    assert (
+        config_name("0219", "cursor", "claude-4.5_thinking", "python")
+        == "repo_readme_0219_cursor_claude-4.5_thinking_Python"
+    )
     assert config_name("1216", "antigravity", "gemini3pro", "java").endswith("_Java")
     for ide, model in (("my_ide", "m"), ("cursor", "a/b"), ("", "m"), ("cursor", "x_python"), ("../x", "m")):
         with pytest.raises(BridgeError):
@@ -70,11 +73,26 @@ def test_leaderboard_rows_from_run(run: tuple[Path, Path]) -> None:
 def test_leaderboard_row_cli_for_recording(capsys: pytest.CaptureFixture[str]) -> None:
     from bridge.cli import main
 
-    assert main(["report", str(SAMPLE), "--leaderboard-row", "--ide", "vscode", "--model", "GPT-5 mini",
-                 "--link", "https://example.invalid/run"]) == 0
+    assert (
+        main(
+            [
+                "report",
+                str(SAMPLE),
+                "--leaderboard-row",
+                "--ide",
+                "vscode",
+                "--model",
+                "GPT-5 mini",
+                "--link",
+                "https://example.invalid/run",
+            ]
+        )
+        == 0
+    )
     rows = json.loads(capsys.readouterr().out)
-    assert rows == leaderboard_rows(recording_report(SAMPLE), ide="vscode", model="GPT-5 mini",
-                                    link="https://example.invalid/run")
+    assert rows == leaderboard_rows(
+        recording_report(SAMPLE), ide="vscode", model="GPT-5 mini", link="https://example.invalid/run"
+    )
     assert rows[0]["model"] == "Copilot + GPT-5 mini" and rows[0]["pass_at_1"] == 100.0 and rows[0]["org"] == "Copilot"
 
 
@@ -107,8 +125,24 @@ def test_export_cli(run: tuple[Path, Path], tmp_path: Path, capsys: pytest.Captu
     from bridge.cli import main
 
     out, _ = run
-    assert main(["export", str(out), "--layout", "repogenesis-ide", "--ide", "cursor", "--model", "m1",
-                 "-o", str(tmp_path / "x"), "--json"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                str(out),
+                "--layout",
+                "repogenesis-ide",
+                "--ide",
+                "cursor",
+                "--model",
+                "m1",
+                "-o",
+                str(tmp_path / "x"),
+                "--json",
+            ]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert list(data["folders"]) == ["repo_readme_0219_cursor_m1_Python"]
     assert main(["export", "--ide", "cursor", "--model", "m1", "-o", str(tmp_path / "y")]) == 2

@@ -21,7 +21,11 @@ ROUTE = '@app.get("/api/v1/keys/{key}/history")'
 
 
 def test_flawed_solution_names_its_failing_tests(
-    docker_client, tasks_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], chromium: str  # noqa: F811
+    docker_client,
+    tasks_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    chromium: str,  # noqa: F811
 ) -> None:
     repo = tmp_path / "flawed"
     shutil.copytree(tasks_dir / "kv-ledger" / "solution", repo)
@@ -30,8 +34,9 @@ def test_flawed_solution_names_its_failing_tests(
     assert ROUTE in source
     app.write_text(source.replace(ROUTE, '@app.get("/api/v1/keys/{key}/log")  # README: /api/v1/keys/{key}/history'))
     out = tmp_path / "out"
-    code = main(["score", str(repo), "--task", "kv-ledger", "--tasks", str(tasks_dir), "--output-dir", str(out),
-                 "--no-cache"])
+    code = main(
+        ["score", str(repo), "--task", "kv-ledger", "--tasks", str(tasks_dir), "--output-dir", str(out), "--no-cache"]
+    )
     printed = capsys.readouterr().out
     assert code == 0
     assert "kv-ledger: why not full marks" in printed

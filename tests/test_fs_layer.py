@@ -20,9 +20,15 @@ from bridge.tasks.catalog import Catalog
 
 TASK = "word-duel"
 # Files the recorder left out but upstream's copy kept, or the other way round, before the rules met.
-JUNK = {".DS_Store": b"\0\0\0\1Bud1", "game.pyc": b"\x6f\x0d\x0d\x0a", "notes.md.swp": b"vim",
-        "build/lib/app.py": b"print('built')\n", "pkg.egg-info/PKG-INFO": b"Name: x\n",
-        "sub/.DS_Store": b"x", "sub/mod.pyc": b"x"}
+JUNK = {
+    ".DS_Store": b"\0\0\0\1Bud1",
+    "game.pyc": b"\x6f\x0d\x0d\x0a",
+    "notes.md.swp": b"vim",
+    "build/lib/app.py": b"print('built')\n",
+    "pkg.egg-info/PKG-INFO": b"Name: x\n",
+    "sub/.DS_Store": b"x",
+    "sub/mod.pyc": b"x",
+}
 
 
 def _workspace(tasks_dir: Path, ws: Path) -> None:

@@ -161,8 +161,9 @@ def test_junit_nodeids_equal_collect_only_nodeids(tmp_path: Path) -> None:
     """Run real pytest: every junit testcase maps onto a `--collect-only -q` nodeid."""
     suite = tmp_path / "suite"
     (suite / "tests" / "api").mkdir(parents=True)
-    (suite / "tests" / "test_mod.py").write_text(textwrap.dedent(
-        """\
+    (suite / "tests" / "test_mod.py").write_text(
+        textwrap.dedent(
+            """\
         import pytest
         def test_plain(): pass
         @pytest.mark.parametrize("v", [1, "a.b", "x/y"])
@@ -171,17 +172,21 @@ def test_junit_nodeids_equal_collect_only_nodeids(tmp_path: Path) -> None:
             def test_m(self): pass
             class TestInner:
                 def test_n(self): pytest.skip("nope")
-        """))
+        """
+        )
+    )
     (suite / "tests" / "api" / "test_deep.py").write_text("def test_deep():\n    raise RuntimeError('boom')\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests"]
-    collect = subprocess.run(base + ["--collect-only", "-q"], cwd=suite, env=env,
-                             capture_output=True, text=True, timeout=120)
+    collect = subprocess.run(
+        base + ["--collect-only", "-q"], cwd=suite, env=env, capture_output=True, text=True, timeout=120
+    )
     collected = parse_collect_only(collect.stdout)
     assert len(collected) == 7, collect.stdout
     junit = tmp_path / "junit.xml"
-    subprocess.run(base + [f"--junitxml={junit}", "-q"], cwd=suite, env=env,
-                   capture_output=True, text=True, timeout=120)
+    subprocess.run(
+        base + [f"--junitxml={junit}", "-q"], cwd=suite, env=env, capture_output=True, text=True, timeout=120
+    )
     results = parse_junit_xml(junit.read_bytes(), known_nodeids=collected)
     assert sorted(r.nodeid for r in results) == sorted(collected)
     # the heuristic alone (no known set) agrees too for conventionally named tests

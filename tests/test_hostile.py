@@ -119,8 +119,9 @@ CASES: dict[str, Case] = {
 
 
 def _leftovers(client, run_id: str) -> list[str]:
-    found = client.containers.list(all=True, filters={"label": ["rgbridge.owner=rgbridge",
-                                                                 f"rgbridge.run_id={run_id}"]})
+    found = client.containers.list(
+        all=True, filters={"label": ["rgbridge.owner=rgbridge", f"rgbridge.run_id={run_id}"]}
+    )
     return [c.name for c in found]
 
 
@@ -142,8 +143,15 @@ def hostile(docker_client, tasks_dir: Path, tmp_path_factory):
         run_id = f"test-hostile-{name.replace('_', '-')}"
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         started = time.monotonic()
-        result = score_repo(the_task, repo, profile=case.profile, use_cache=False, output_dir=scratch / "out",
-                            run_id=run_id, client=docker_client)
+        result = score_repo(
+            the_task,
+            repo,
+            profile=case.profile,
+            use_cache=False,
+            output_dir=scratch / "out",
+            run_id=run_id,
+            client=docker_client,
+        )
         seconds = time.monotonic() - started
         rss_growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
         return Outcome(result, scratch / "out", seconds, _leftovers(docker_client, run_id), scratch, rss_growth)
@@ -318,6 +326,7 @@ def test_host_is_fine_after_all_cases(hostile, docker_client) -> None:
     with open("/proc/meminfo", encoding="ascii") as fh:
         available_kb = next(int(line.split()[1]) for line in fh if line.startswith("MemAvailable:"))
     assert available_kb > 512 * 1024
-    ours = docker_client.containers.list(all=True, filters={"label": ["rgbridge.owner=rgbridge",
-                                                                       f"rgbridge.pid={os.getpid()}"]})
+    ours = docker_client.containers.list(
+        all=True, filters={"label": ["rgbridge.owner=rgbridge", f"rgbridge.pid={os.getpid()}"]}
+    )
     assert ours == [], [c.name for c in ours]

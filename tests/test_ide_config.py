@@ -35,15 +35,25 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_write_each_ide_stdio(ide: str, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ws = tmp_path / "ws"
     tasks = tmp_path / "mytasks"
-    assert rgbridge(["ide-config", ide, "--workspace", str(ws), "--write", "--tasks", str(tasks),
-                     "--profile", "strict"]) == 0
+    assert (
+        rgbridge(["ide-config", ide, "--workspace", str(ws), "--write", "--tasks", str(tasks), "--profile", "strict"])
+        == 0
+    )
     in_home, rel, top = EXPECTED_FILES[ide]
     path = (home if in_home else ws) / rel
     doc = json.loads(path.read_text())
     entry = doc[top]["rgbridge"]
     assert entry["command"] == sys.executable and Path(entry["command"]).is_absolute()
-    assert entry["args"] == ["-m", "mcp_server", "--workspace", str(ws.absolute()), "--tasks", str(tasks.absolute()),
-                             "--profile", "strict"]
+    assert entry["args"] == [
+        "-m",
+        "mcp_server",
+        "--workspace",
+        str(ws.absolute()),
+        "--tasks",
+        str(tasks.absolute()),
+        "--profile",
+        "strict",
+    ]
     if ide in ("vscode", "claude"):
         assert entry["type"] == "stdio"
     else:
@@ -51,20 +61,44 @@ def test_write_each_ide_stdio(ide: str, home: Path, tmp_path: Path, capsys: pyte
     assert capsys.readouterr().out == ""  # --write prints nothing on stdout
 
 
-@pytest.mark.parametrize("ide,url_key,typed", [
-    ("cursor", "url", False), ("vscode", "url", True), ("claude", "url", True),
-    ("antigravity", "serverUrl", False), ("windsurf", "serverUrl", False),
-])
-def test_print_http_with_token(ide: str, url_key: str, typed: bool, home: Path, tmp_path: Path,
-                               capsys: pytest.CaptureFixture[str]) -> None:
-    assert rgbridge(["ide-config", ide, "--workspace", str(tmp_path / "ws"), "--transport", "http",
-                     "--url", "http://127.0.0.1:9999/mcp", "--token", "t" * 43]) == 0
+@pytest.mark.parametrize(
+    "ide,url_key,typed",
+    [
+        ("cursor", "url", False),
+        ("vscode", "url", True),
+        ("claude", "url", True),
+        ("antigravity", "serverUrl", False),
+        ("windsurf", "serverUrl", False),
+    ],
+)
+def test_print_http_with_token(
+    ide: str, url_key: str, typed: bool, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        rgbridge(
+            [
+                "ide-config",
+                ide,
+                "--workspace",
+                str(tmp_path / "ws"),
+                "--transport",
+                "http",
+                "--url",
+                "http://127.0.0.1:9999/mcp",
+                "--token",
+                "t" * 43,
+            ]
+        )
+        == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     top = EXPECTED_FILES[ide][2]
     entry = doc[top]["rgbridge"]
     assert entry[url_key] == "http://127.0.0.1:9999/mcp"
-    (scheme, credential), = [entry["headers"]["Authorization"].split(" ")]
-    assert scheme == "Bearer" and verify_client_token("t" * 43, credential)  # its own credential, not the server's token
+    ((scheme, credential),) = [entry["headers"]["Authorization"].split(" ")]
+    assert scheme == "Bearer" and verify_client_token(
+        "t" * 43, credential
+    )  # its own credential, not the server's token
     assert ("type" in entry) == typed and entry.get("type", "http") == "http"
     assert "command" not in entry
     assert not (tmp_path / "ws").exists()  # printing writes nothing
@@ -74,8 +108,12 @@ def test_http_token_read_from_recordings(home: Path, tmp_path: Path, capsys: pyt
     rec = tmp_path / "rec"
     rec.mkdir()
     (rec / "http-token").write_text("from-file-token-0123456789\n")
-    assert rgbridge(["ide-config", "cursor", "--workspace", str(tmp_path), "--transport", "http",
-                     "--recordings", str(rec)]) == 0
+    assert (
+        rgbridge(
+            ["ide-config", "cursor", "--workspace", str(tmp_path), "--transport", "http", "--recordings", str(rec)]
+        )
+        == 0
+    )
     entry = json.loads(capsys.readouterr().out)["mcpServers"]["rgbridge"]
     assert verify_client_token("from-file-token-0123456789", entry["headers"]["Authorization"].removeprefix("Bearer "))
     assert entry["url"] == "http://127.0.0.1:8765/mcp"
@@ -85,8 +123,10 @@ def test_merge_keeps_other_servers_and_keys(home: Path, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     path = ws / ".vscode" / "mcp.json"
     path.parent.mkdir(parents=True)
-    original = {"inputs": [{"id": "k", "type": "promptString"}],
-                "servers": {"other": {"type": "stdio", "command": "x"}, "rgbridge": {"type": "stdio", "command": "old"}}}
+    original = {
+        "inputs": [{"id": "k", "type": "promptString"}],
+        "servers": {"other": {"type": "stdio", "command": "x"}, "rgbridge": {"type": "stdio", "command": "old"}},
+    }
     path.write_text(json.dumps(original))
     assert rgbridge(["ide-config", "vscode", "--workspace", str(ws), "--write"]) == 0
     doc = json.loads(path.read_text())
@@ -110,7 +150,9 @@ def test_invalid_json_is_refused_untouched(home: Path, tmp_path: Path, capsys: p
     assert not (path.parent / "mcp_config.json.bak").exists()
 
 
-@pytest.mark.parametrize("content,match", [("[1, 2]", "not a JSON object"), ('{"mcpServers": []}', "'mcpServers' is not")])
+@pytest.mark.parametrize(
+    "content,match", [("[1, 2]", "not a JSON object"), ('{"mcpServers": []}', "'mcpServers' is not")]
+)
 def test_wrong_shapes_are_refused(tmp_path: Path, content: str, match: str) -> None:
     path = tmp_path / "mcp.json"
     path.write_text(content)
@@ -168,8 +210,11 @@ REFERENCES = {"cursor": "${env:RGBRIDGE_TOKEN}", "claude": "${RGBRIDGE_TOKEN}", 
 def files_holding(folder: Path, needle: str) -> list[Path]:
     """Files holding `needle`, or (for the server's token) any credential minted from it."""
     if needle == TOKEN:
-        return [p for p in folder.rglob("*") if p.is_file() and (needle.encode() in p.read_bytes()
-                                                                  or b"rgbc1." in p.read_bytes())]
+        return [
+            p
+            for p in folder.rglob("*")
+            if p.is_file() and (needle.encode() in p.read_bytes() or b"rgbc1." in p.read_bytes())
+        ]
     return [p for p in folder.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
 
 
@@ -177,8 +222,9 @@ def files_holding(folder: Path, needle: str) -> list[Path]:
 def test_http_write_never_puts_the_token_in_the_workspace(ide: str, home: Path, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    assert rgbridge(["ide-config", ide, "--workspace", str(ws), "--transport", "http", "--token", TOKEN,
-                     "--write"]) == 0
+    assert (
+        rgbridge(["ide-config", ide, "--workspace", str(ws), "--transport", "http", "--token", TOKEN, "--write"]) == 0
+    )
     assert files_holding(ws, TOKEN) == []
     in_home, rel, top = EXPECTED_FILES[ide]
     path = (home if in_home else ws) / rel
@@ -199,12 +245,21 @@ def test_existing_token_file_in_workspace_is_cleaned_and_private(home: Path, tmp
     ws = tmp_path / "ws"
     ws.mkdir()
     old = ws / ".mcp.json"
-    old.write_text(json.dumps({"mcpServers": {"rgbridge": {"type": "http", "url": "u",
-                                                           "headers": {"Authorization": f"Bearer {TOKEN}"}},
-                                              "other": {"command": "x"}}}))
+    old.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "rgbridge": {"type": "http", "url": "u", "headers": {"Authorization": f"Bearer {TOKEN}"}},
+                    "other": {"command": "x"},
+                }
+            }
+        )
+    )
     old.chmod(0o644)
-    assert rgbridge(["ide-config", "claude", "--workspace", str(ws), "--transport", "http", "--token", TOKEN,
-                     "--write"]) == 0
+    assert (
+        rgbridge(["ide-config", "claude", "--workspace", str(ws), "--transport", "http", "--token", TOKEN, "--write"])
+        == 0
+    )
     assert files_holding(ws, TOKEN) == []
     assert stat.S_IMODE(old.stat().st_mode) == 0o600
     backup = ws / ".mcp.json.bak"
@@ -217,17 +272,36 @@ def test_existing_home_config_mode_is_fixed(home: Path, tmp_path: Path) -> None:
     path.parent.mkdir(parents=True)
     path.write_text("{}")
     path.chmod(0o644)
-    assert rgbridge(["ide-config", "windsurf", "--workspace", str(tmp_path / "ws"), "--transport", "http",
-                     "--token", TOKEN, "--write"]) == 0
+    assert (
+        rgbridge(
+            [
+                "ide-config",
+                "windsurf",
+                "--workspace",
+                str(tmp_path / "ws"),
+                "--transport",
+                "http",
+                "--token",
+                TOKEN,
+                "--write",
+            ]
+        )
+        == 0
+    )
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
-def test_antigravity_config_inside_workspace_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_antigravity_config_inside_workspace_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     ws = tmp_path / "ws"
     monkeypatch.setenv("HOME", str(ws / "home"))  # the home config would land inside the workspace
-    assert rgbridge(["ide-config", "antigravity", "--workspace", str(ws), "--transport", "http", "--token", TOKEN,
-                     "--write"]) == 2
+    assert (
+        rgbridge(
+            ["ide-config", "antigravity", "--workspace", str(ws), "--transport", "http", "--token", TOKEN, "--write"]
+        )
+        == 2
+    )
     assert "refusing to write the bearer token" in capsys.readouterr().err
     assert not ws.exists() or files_holding(ws, TOKEN) == []
 
@@ -248,8 +322,12 @@ def test_recorded_session_never_holds_the_token(home: Path, tmp_path: Path, task
     try:
         st = mgr.start("kv-ledger", tmp_path / "ws")
         for ide in ("claude", "cursor", "vscode"):
-            assert rgbridge(["ide-config", ide, "--workspace", st.workspace, "--transport", "http",
-                             "--token", TOKEN, "--write"]) == 0
+            assert (
+                rgbridge(
+                    ["ide-config", ide, "--workspace", st.workspace, "--transport", "http", "--token", TOKEN, "--write"]
+                )
+                == 0
+            )
         mgr.quit(st.session_id)
     finally:
         mgr.close()
@@ -266,8 +344,9 @@ def printed_credential(capsys: pytest.CaptureFixture[str], ide: str = "cursor") 
     return entry["headers"]["Authorization"].removeprefix("Bearer ")
 
 
-def test_each_config_gets_its_own_stable_credential(home: Path, tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_each_config_gets_its_own_stable_credential(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     base = ["ide-config", "cursor", "--transport", "http", "--token", TOKEN]
     assert rgbridge([*base, "--workspace", str(tmp_path / "a")]) == 0
     first = printed_credential(capsys)
@@ -276,20 +355,26 @@ def test_each_config_gets_its_own_stable_credential(home: Path, tmp_path: Path,
     assert rgbridge([*base, "--workspace", str(tmp_path / "b")]) == 0
     other = printed_credential(capsys)
     assert other != first and verify_client_token(TOKEN, first) != verify_client_token(TOKEN, other)
-    assert rgbridge(["ide-config", "claude", "--transport", "http", "--token", TOKEN, "--workspace",
-                     str(tmp_path / "a")]) == 0
+    assert (
+        rgbridge(["ide-config", "claude", "--transport", "http", "--token", TOKEN, "--workspace", str(tmp_path / "a")])
+        == 0
+    )
     assert printed_credential(capsys, "claude") != first  # another IDE on the same folder is another client
     given = mint_client_credential(TOKEN, "from-run").token
-    assert rgbridge(["ide-config", "cursor", "--transport", "http", "--token", given, "--workspace",
-                     str(tmp_path / "a")]) == 0
+    assert (
+        rgbridge(["ide-config", "cursor", "--transport", "http", "--token", given, "--workspace", str(tmp_path / "a")])
+        == 0
+    )
     assert printed_credential(capsys) == given  # a credential is used as it is, never minted from
 
 
 def test_written_reference_tells_the_credential(home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    assert rgbridge(["ide-config", "claude", "--workspace", str(ws), "--transport", "http", "--token", TOKEN,
-                     "--write"]) == 0
+    assert (
+        rgbridge(["ide-config", "claude", "--workspace", str(ws), "--transport", "http", "--token", TOKEN, "--write"])
+        == 0
+    )
     err = capsys.readouterr().err
     credential = err.strip().splitlines()[-1]
     assert verify_client_token(TOKEN, credential) and "RGBRIDGE_TOKEN" in err
@@ -298,7 +383,9 @@ def test_written_reference_tells_the_credential(home: Path, tmp_path: Path, caps
 
 def test_serve_refuses_a_client_credential_as_its_token(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     credential = mint_client_credential(TOKEN).token
-    assert rgbridge(["serve", "--transport", "http", "--recordings", str(tmp_path), "--port", "1",
-                     "--token", credential]) == 2
+    assert (
+        rgbridge(["serve", "--transport", "http", "--recordings", str(tmp_path), "--port", "1", "--token", credential])
+        == 2
+    )
     assert "client credential" in capsys.readouterr().err
     assert not (tmp_path / "http-token").exists()

@@ -24,9 +24,14 @@ from bridge.scoring.sandbox.protocol import SandboxLimits
 
 
 def _run(client, image: str, script: str, *, seconds: float = 60) -> tuple[int | None, str]:
-    c = create_container(client, image, name=f"rgbridge-test-img-{time.monotonic_ns()}",
-                         command=["sh", "-c", script], labels=make_labels(kind="test"),
-                         limits=SandboxLimits())
+    c = create_container(
+        client,
+        image,
+        name=f"rgbridge-test-img-{time.monotonic_ns()}",
+        command=["sh", "-c", script],
+        labels=make_labels(kind="test"),
+        limits=SandboxLimits(),
+    )
     with managed(c):
         c.start()
         outcome = wait_with_timeout(c, seconds)
@@ -113,10 +118,13 @@ def test_base_image_is_cached_and_fast(docker_client, base_image):
 
 @pytest.mark.docker
 def test_base_image_contents(docker_client, base_image):
-    code, out = _run(docker_client, base_image,
-                     "id -u; id -g; command -v python; command -v timeout; command -v nc; "
-                     "command -v curl; stat -c '%u %n' /repo /tests /results; echo $LANG; "
-                     "python -c 'import sys; print(sys.prefix)'")
+    code, out = _run(
+        docker_client,
+        base_image,
+        "id -u; id -g; command -v python; command -v timeout; command -v nc; "
+        "command -v curl; stat -c '%u %n' /repo /tests /results; echo $LANG; "
+        "python -c 'import sys; print(sys.prefix)'",
+    )
     assert code == 0, out
     lines = out.split()
     assert lines[:2] == ["10001", "10001"]
@@ -130,9 +138,12 @@ def test_base_image_trusts_host_cas(docker_client, base_image):
     cas = host_extra_cas()
     if not cas:
         pytest.skip("the host has no extra CA certificates")
-    code, out = _run(docker_client, base_image,
-                     "ls /usr/local/share/ca-certificates/rgbridge-host/; "
-                     "grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt")
+    code, out = _run(
+        docker_client,
+        base_image,
+        "ls /usr/local/share/ca-certificates/rgbridge-host/; "
+        "grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt",
+    )
     assert code == 0, out
     for name, _ in cas:
         assert name in out
@@ -140,9 +151,12 @@ def test_base_image_trusts_host_cas(docker_client, base_image):
 
 @pytest.mark.docker
 def test_tester_image_has_pinned_tools(docker_client, tester_image):
-    code, out = _run(docker_client, tester_image,
-                     "command -v python; pytest --version; "
-                     "python -c 'import requests, httpx, pytest_timeout; print(requests.__version__)'")
+    code, out = _run(
+        docker_client,
+        tester_image,
+        "command -v python; pytest --version; "
+        "python -c 'import requests, httpx, pytest_timeout; print(requests.__version__)'",
+    )
     assert code == 0, out
     assert out.splitlines()[0] == "/opt/tester/bin/python"
     pins = dict(p.split("==") for p in TESTER_PINS)
@@ -171,8 +185,7 @@ def test_blank_requirements_return_base(docker_client, base_image):
 @pytest.mark.docker
 def test_bad_requirement_raises_with_pip_output(docker_client, base_image):
     with pytest.raises(DependencyInstallError) as info:
-        ensure_deps_image(docker_client, "this-package-does-not-exist-rgbridge==0.0.1\n",
-                                 timeout=300)
+        ensure_deps_image(docker_client, "this-package-does-not-exist-rgbridge==0.0.1\n", timeout=300)
     err = info.value
     assert "this-package-does-not-exist-rgbridge" in err.log_tail
     assert "No matching distribution" in err.log_tail or "Could not find" in err.log_tail
@@ -187,8 +200,14 @@ def test_deps_build_wall_clock_timeout(docker_client, base_image, tmp_path):
     # A requirement file that makes pip wait: a find-links dir with a package whose build
     # never finishes is complex; a RUN sleep via docker_build exercises the same kill path.
     started = time.monotonic()
-    res = docker_build(docker_client, dockerfile_body="RUN sleep 120\n", base=base_image,
-                              tag="rgbridge-deps:timeout-test", kind="deps", timeout=5)
+    res = docker_build(
+        docker_client,
+        dockerfile_body="RUN sleep 120\n",
+        base=base_image,
+        tag="rgbridge-deps:timeout-test",
+        kind="deps",
+        timeout=5,
+    )
     assert res.timed_out and not res.ok
     assert time.monotonic() - started < 60
     assert not image_exists(docker_client, "rgbridge-deps:timeout-test")
@@ -199,8 +218,7 @@ def test_deps_from_explicit_wheelhouse(docker_client, base_image, tmp_path):
     wheels = prepare_wheelhouse("six==1.16.0\n", tmp_path / "wh")
     assert any(p.name.startswith("six-1.16.0") for p in wheels.iterdir())
     _forget(docker_client, deps_image_tag(base_image, "six==1.16.0\n", (), wheels))
-    res = ensure_deps_image(docker_client, "six==1.16.0\n", wheelhouse=wheels,
-                                   timeout=300)
+    res = ensure_deps_image(docker_client, "six==1.16.0\n", wheelhouse=wheels, timeout=300)
     assert res.tag != deps_image_tag(base_image, "six==1.16.0\n")  # mode is hashed
     code, out = _run(docker_client, res.tag, "python -c 'import six; print(six.__version__)'")
     assert code == 0 and "1.16.0" in out, out
@@ -267,8 +285,7 @@ def test_build_all_reports_tags(docker_client, base_image, tester_image):
 
 
 @pytest.mark.docker
-def test_auto_mode_falls_back_to_host_wheelhouse(docker_client, base_image, monkeypatch,
-                                                 tmp_path):
+def test_auto_mode_falls_back_to_host_wheelhouse(docker_client, base_image, monkeypatch, tmp_path):
     monkeypatch.setenv("RGBRIDGE_INDEX_FROM_CONTAINERS", "0")  # as if builds had no index
     monkeypatch.setenv("RGBRIDGE_CACHE", str(tmp_path))
     monkeypatch.delenv("RGBRIDGE_WHEEL_CACHE", raising=False)
@@ -301,8 +318,7 @@ def test_host_pip_index_settings_env_wins(monkeypatch):
 
 def test_prepare_wheelhouse_failure_carries_pip_output(tmp_path):
     with pytest.raises(DependencyInstallError) as info:
-        prepare_wheelhouse("this-package-does-not-exist-rgbridge==0.0.1\n",
-                                  tmp_path / "wh", timeout=120)
+        prepare_wheelhouse("this-package-does-not-exist-rgbridge==0.0.1\n", tmp_path / "wh", timeout=120)
     assert "this-package-does-not-exist-rgbridge" in info.value.log_tail
 
 

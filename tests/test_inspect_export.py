@@ -133,9 +133,19 @@ def test_inspect_view_serves_the_log(exported: dict[str, Path], chromium: str, t
     try:
         _wait_http(f"http://127.0.0.1:{port}/", view)
         browser = subprocess.Popen(
-            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-             f"--user-data-dir={tmp_path / 'profile'}", f"--remote-debugging-port={debug_port}",
-             "--remote-debugging-address=127.0.0.1", "--window-size=1400,1000", "about:blank"],
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-extensions",
+                f"--user-data-dir={tmp_path / 'profile'}",
+                f"--remote-debugging-port={debug_port}",
+                "--remote-debugging-address=127.0.0.1",
+                "--window-size=1400,1000",
+                "about:blank",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

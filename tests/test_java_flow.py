@@ -46,8 +46,11 @@ def session_run(docker_client, tasks_dir: Path, tmp_path_factory) -> dict[str, A
                 assert any(t["id"] == TASK_ID and t["lang"] == "java" for t in tasks)
                 started = (await c.call_tool("start_task", {"task_id": TASK_ID})).structured_content
                 workspace = Path(started["workspace"])
-                seeded = sorted(p.relative_to(workspace).as_posix() for p in workspace.rglob("*")
-                                if p.is_file() and ".rgbridge" not in p.parts)
+                seeded = sorted(
+                    p.relative_to(workspace).as_posix()
+                    for p in workspace.rglob("*")
+                    if p.is_file() and ".rgbridge" not in p.parts
+                )
                 _copy_tree(tasks_dir / TASK_ID / "solution", workspace)
                 (workspace / "NOTES.md").write_text(f"run {uuid.uuid4()}\n")
                 receipt = await c.call_tool("submit_task", {})

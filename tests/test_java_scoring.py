@@ -34,11 +34,15 @@ pytestmark = pytest.mark.docker
 
 TASK_ID = "link-shortener"
 APP = Path("src/main/java/com/example/links/App.java")
-GHOST = ("<dependency><groupId>com.rgbridge.fixture</groupId><artifactId>ghost</artifactId>"
-         "<version>1.0</version></dependency>\n    <dependency>")
-HACKED_SUREFIRE = ("<version>2.22.3</version><configuration><skipTests>true</skipTests>"
-                   "<testFailureIgnore>true</testFailureIgnore><excludes><exclude>**/RedirectTest.java</exclude>"
-                   "</excludes></configuration>")
+GHOST = (
+    "<dependency><groupId>com.rgbridge.fixture</groupId><artifactId>ghost</artifactId>"
+    "<version>1.0</version></dependency>\n    <dependency>"
+)
+HACKED_SUREFIRE = (
+    "<version>2.22.3</version><configuration><skipTests>true</skipTests>"
+    "<testFailureIgnore>true</testFailureIgnore><excludes><exclude>**/RedirectTest.java</exclude>"
+    "</excludes></configuration>"
+)
 SWALLOW = """package com.example.links;
 
 import org.junit.jupiter.api.extension.ExtensionContext;
@@ -50,10 +54,12 @@ public class Swallow implements TestExecutionExceptionHandler {
     }
 }
 """
-FAKE_REPORT = ('<?xml version="1.0"?><testsuite name="com.example.links.RedirectTest" tests="3">'
-               '<testcase name="redirectsAndCountsHits" classname="com.example.links.RedirectTest"/>'
-               '<testcase name="unknownCodeIs404" classname="com.example.links.RedirectTest"/>'
-               '<testcase name="unknownPathIs404" classname="com.example.links.RedirectTest"/></testsuite>')
+FAKE_REPORT = (
+    '<?xml version="1.0"?><testsuite name="com.example.links.RedirectTest" tests="3">'
+    '<testcase name="redirectsAndCountsHits" classname="com.example.links.RedirectTest"/>'
+    '<testcase name="unknownCodeIs404" classname="com.example.links.RedirectTest"/>'
+    '<testcase name="unknownPathIs404" classname="com.example.links.RedirectTest"/></testsuite>'
+)
 
 
 def _edit(path: Path, old: str, new: str) -> None:
@@ -70,7 +76,8 @@ def _ghost_repo(root: Path) -> Path:
         jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
     (d / "ghost-1.0.pom").write_text(
         '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
-        "<groupId>com.rgbridge.fixture</groupId><artifactId>ghost</artifactId><version>1.0</version></project>\n")
+        "<groupId>com.rgbridge.fixture</groupId><artifactId>ghost</artifactId><version>1.0</version></project>\n"
+    )
     return root
 
 
@@ -101,8 +108,11 @@ def scored(docker_client, java_image, tasks_dir: Path, tmp_path_factory):
     variant("oracle")
     (base / "empty").mkdir()
     repos["empty"] = base / "empty"
-    _edit(variant("compile-error") / APP, "public static void main(String[] args) {",
-          "public static void main(String[] args) { int broken = ;")
+    _edit(
+        variant("compile-error") / APP,
+        "public static void main(String[] args) {",
+        "public static void main(String[] args) { int broken = ;",
+    )
     _edit(variant("one-failing") / APP, "ex.sendResponseHeaders(302, -1);", "ex.sendResponseHeaders(301, -1);")
     hacked = variant("one-failing-hacked")
     _edit(hacked / APP, "ex.sendResponseHeaders(302, -1);", "ex.sendResponseHeaders(301, -1);")
@@ -115,7 +125,8 @@ def scored(docker_client, java_image, tasks_dir: Path, tmp_path_factory):
     services.mkdir(parents=True)
     (services / "org.junit.jupiter.api.extension.Extension").write_text("com.example.links.Swallow\n")
     (services.parent.parent / "junit-platform.properties").write_text(
-        "junit.jupiter.extensions.autodetection.enabled=true\n")
+        "junit.jupiter.extensions.autodetection.enabled=true\n"
+    )
     (hacked / APP).with_name("Swallow.java").write_text(SWALLOW)
     (hacked / ".mvn").mkdir()
     (hacked / ".mvn" / "maven.config").write_text("-DskipTests=true -Dmaven.test.failure.ignore=true\n")
@@ -133,8 +144,16 @@ def scored(docker_client, java_image, tasks_dir: Path, tmp_path_factory):
         out = base / f"out-{name}"
         run_id = f"test-java-{name}"
         maven = MavenSources(repo_dir=maven_repo) if name == "ghost-with-repo" else None
-        result = score_repo(task, repos[name], profile="both", use_cache=False, output_dir=out, run_id=run_id,
-                            client=docker_client, maven=maven)
+        result = score_repo(
+            task,
+            repos[name],
+            profile="both",
+            use_cache=False,
+            output_dir=out,
+            run_id=run_id,
+            client=docker_client,
+            maven=maven,
+        )
         left = docker_client.containers.list(all=True, filters={"label": [f"rgbridge.run_id={run_id}"]})
         return Scored(result, out, [c.name for c in left])
 
@@ -237,8 +256,9 @@ def _bridge_gateway(client) -> str:
     return str(next(subnet.hosts()))
 
 
-def test_maven_settings_mirror_resolves_at_layer_build(docker_client, java_image, tasks_dir: Path,
-                                                       tmp_path: Path, monkeypatch) -> None:
+def test_maven_settings_mirror_resolves_at_layer_build(
+    docker_client, java_image, tasks_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
     """--maven-settings: a mirror (served on this machine) provides what Debian lacks; the online
     step runs at layer build time only, and the score is the oracle's. What it downloaded lands in
     the shared Maven cache, from which a layer for another pom then resolves with no network."""
@@ -272,14 +292,22 @@ def _mirror_then_cache(docker_client, tasks_dir: Path, tmp_path: Path) -> None:
         settings.write_text(
             "<settings><mirrors><mirror><id>test-mirror</id><mirrorOf>*</mirrorOf>"
             f"<url>http://{_bridge_gateway(docker_client)}:{server.server_address[1]}/</url>"
-            "</mirror></mirrors></settings>\n")
+            "</mirror></mirrors></settings>\n"
+        )
         task = Catalog.from_options(tasks_dir).get(TASK_ID)
         repo = tmp_path / "repo"
         shutil.copytree(task.solution_dir, repo)
         _edit(repo / "pom.xml", "<dependency>", GHOST)
-        result = score_repo(task, repo, profile="strict", use_cache=False, output_dir=tmp_path / "out",
-                            client=docker_client, maven=MavenSources(settings=settings, online=True),
-                            run_id="test-java-mirror")
+        result = score_repo(
+            task,
+            repo,
+            profile="strict",
+            use_cache=False,
+            output_dir=tmp_path / "out",
+            client=docker_client,
+            maven=MavenSources(settings=settings, online=True),
+            run_id="test-java-mirror",
+        )
     finally:
         server.shutdown()
     strict = result.profile("strict")

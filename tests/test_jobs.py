@@ -27,10 +27,21 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _result(task, snapshot_hash: str) -> ScoreResult:
-    prof = ProfileResult(profile="strict", outcome="scored", dsr=DSRResult(success=True, message="gated"),
-                         pass_at_1=PassAt1.from_counts(1, 0, 0))
-    return ScoreResult(task_id=task.id, task_hash=task.content_hash, snapshot_hash=snapshot_hash,
-                       lang=task.lang, port=task.port, framework=task.framework, profiles={"strict": prof})
+    prof = ProfileResult(
+        profile="strict",
+        outcome="scored",
+        dsr=DSRResult(success=True, message="gated"),
+        pass_at_1=PassAt1.from_counts(1, 0, 0),
+    )
+    return ScoreResult(
+        task_id=task.id,
+        task_hash=task.content_hash,
+        snapshot_hash=snapshot_hash,
+        lang=task.lang,
+        port=task.port,
+        framework=task.framework,
+        profiles={"strict": prof},
+    )
 
 
 class GatedScorer:
@@ -190,7 +201,10 @@ def test_a_process_that_ends_finishes_and_seals_the_score_it_started(tmp_path: P
     rec = tmp_path / "rec"
     proc = subprocess.run(
         [sys.executable, "-c", SLOW_SCORE, str(tasks_dir), str(rec), str(tmp_path / "ws"), "finish"],
-        capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )
     assert proc.returncode == 0, proc.stderr
@@ -216,13 +230,16 @@ def test_the_servers_lifespan_closes_the_manager_it_owns(tmp_path: Path, tasks_d
 
     results = {}
     for owns in (True, False):
-        mgr = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / f"rec-{owns}",
-                             scorer=GatedScorer())
+        mgr = SessionManager(
+            Catalog.from_options(tasks_dir), recordings_dir=tmp_path / f"rec-{owns}", scorer=GatedScorer()
+        )
         server = build_server(mgr, default_workspace=None, environ={}, owns_manager=owns)
 
         async def go(server=server, owns=owns) -> str:
             async with Client(server, mode="legacy") as c:
-                res = await c.call_tool("start_task", {"task_id": "word-duel", "workspace": str(tmp_path / f"ws-{owns}")})
+                res = await c.call_tool(
+                    "start_task", {"task_id": "word-duel", "workspace": str(tmp_path / f"ws-{owns}")}
+                )
                 assert not res.is_error, res.content
                 return res.structured_content["session_id"]
 
@@ -241,7 +258,10 @@ def test_a_process_told_not_to_finish_leaves_its_job_to_the_next_bridge(tmp_path
     started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-c", SLOW_SCORE, str(tasks_dir), str(rec), str(tmp_path / "ws"), "leave"],
-        capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )
     assert proc.returncode == 0, proc.stderr

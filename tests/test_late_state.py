@@ -69,8 +69,12 @@ def test_task_status_right_after_a_write_counts_it(tmp_path: Path, tasks_dir: Pa
 
 
 @pytest.mark.parametrize("verb", ["submit", "pause"])
-def test_no_file_event_after_the_clock_stops(tmp_path: Path, tasks_dir: Path, verb: str,
-                                             golden_leaks: GoldenLeaks) -> None:  # noqa: F811
+def test_no_file_event_after_the_clock_stops(
+    tmp_path: Path,
+    tasks_dir: Path,
+    verb: str,
+    golden_leaks: GoldenLeaks,  # noqa: F811
+) -> None:
     mgr = manager(tmp_path, tasks_dir)
     try:
         st = mgr.start("kv-ledger", tmp_path / "ws")
@@ -99,25 +103,48 @@ def test_no_file_event_after_the_clock_stops(tmp_path: Path, tasks_dir: Path, ve
 
 
 def test_a_crafted_run_report_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
-    entry = {"repo_name": "evil", "lang": "python", "outcome": "scored", "dsr": {"success": True},
-             "pass_at_1": {"passed": 1, "total": 1, "score": "1.0"}}
+    entry = {
+        "repo_name": "evil",
+        "lang": "python",
+        "outcome": "scored",
+        "dsr": {"success": True},
+        "pass_at_1": {"passed": 1, "total": 1, "score": "1.0"},
+    }
     (tmp_path / "report_x.json").write_text(json.dumps({"metadata": {}, "results": [entry]}))
-    proc = subprocess.run([sys.executable, "-m", "bridge.cli", "report", str(tmp_path)], capture_output=True,
-                          text=True, check=False, cwd=REPO_ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bridge.cli", "report", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO_ROOT,
+    )
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr, proc.stderr
     assert 'results[0].pass_at_1.score is "1.0", not a number' in proc.stderr
     # a boolean or an infinite number is no number either; a sound report still prints
     for bad in (True, "NaN"):
         entry["pass_at_1"]["score"] = bad
-        (tmp_path / "report_x.json").write_text(json.dumps({"metadata": {}, "results": [entry]}).replace('"NaN"', "NaN"))
-        proc = subprocess.run([sys.executable, "-m", "bridge.cli", "report", str(tmp_path)], capture_output=True,
-                              text=True, check=False, cwd=REPO_ROOT)
+        (tmp_path / "report_x.json").write_text(
+            json.dumps({"metadata": {}, "results": [entry]}).replace('"NaN"', "NaN")
+        )
+        proc = subprocess.run(
+            [sys.executable, "-m", "bridge.cli", "report", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=REPO_ROOT,
+        )
         assert proc.returncode != 0 and "not a number" in proc.stderr and "Traceback" not in proc.stderr
     entry["pass_at_1"]["score"] = 1.0
     (tmp_path / "report_x.json").write_text(json.dumps({"metadata": {}, "results": [entry]}))
-    proc = subprocess.run([sys.executable, "-m", "bridge.cli", "report", str(tmp_path)], capture_output=True,
-                          text=True, check=False, cwd=REPO_ROOT, env={**os.environ, "COLUMNS": "200"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "bridge.cli", "report", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO_ROOT,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "evil" in proc.stdout
 
@@ -144,9 +171,13 @@ KILLED_IN_SEAL = textwrap.dedent("""
 
 
 def test_kill_9_during_the_seal_leaves_the_clock_and_the_events_agreeing(tmp_path: Path, tasks_dir: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_IN_SEAL, str(tasks_dir), str(tmp_path / "ws"),
-                             str(tmp_path / "rec")], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
-                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_IN_SEAL, str(tasks_dir), str(tmp_path / "ws"), str(tmp_path / "rec")],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
     assert proc.stdout is not None
     rec = Path(proc.stdout.readline().strip())
     time.sleep(2.0)  # inside the seal's quiet wait

@@ -78,8 +78,16 @@ def test_export_passes_the_archive_through_and_replaces_the_folder(tmp_path):
     link.type, link.linkname = tarfile.SYMTYPE, "/usr/bin/python3"
     hard = tarfile.TarInfo("opt/venv/lib/copy.py")
     hard.type, hard.linkname = tarfile.LNKTYPE, "opt/venv/lib/mod.py"
-    fake = _FakeContainer([_dir("opt"), _dir("opt/venv"), _dir("opt/venv/lib"), _file("opt/venv/lib/mod.py", b"print(1)\n"),
-                           (link, None), (hard, None)])
+    fake = _FakeContainer(
+        [
+            _dir("opt"),
+            _dir("opt/venv"),
+            _dir("opt/venv/lib"),
+            _file("opt/venv/lib/mod.py", b"print(1)\n"),
+            (link, None),
+            (hard, None),
+        ]
+    )
     dest = tmp_path / "layer.tar"
     diff_id = export_folder_layer(fake, "/opt/venv", dest)  # type: ignore[arg-type]
     assert diff_id == "sha256:" + hashlib.sha256(dest.read_bytes()).hexdigest()
@@ -92,13 +100,16 @@ def test_export_passes_the_archive_through_and_replaces_the_folder(tmp_path):
         assert tar.extractfile("opt/venv/lib/mod.py").read() == b"print(1)\n"
 
 
-@pytest.mark.parametrize("members", [
-    [_dir("opt"), _file("etc/passwd")],
-    [_dir("opt"), _file("opt/venv/../../etc/passwd")],
-    [_dir("optx"), _file("optx/a")],
-    [_file("opt")],  # the folder is a file
-    [],  # nothing at all
-])
+@pytest.mark.parametrize(
+    "members",
+    [
+        [_dir("opt"), _file("etc/passwd")],
+        [_dir("opt"), _file("opt/venv/../../etc/passwd")],
+        [_dir("optx"), _file("optx/a")],
+        [_file("opt")],  # the folder is a file
+        [],  # nothing at all
+    ],
+)
 def test_export_refuses_members_outside_the_folder(tmp_path, members):
     with pytest.raises(LayerExportError):
         export_folder_layer(_FakeContainer(members), "/opt/venv", tmp_path / "l.tar")  # type: ignore[arg-type]
@@ -156,9 +167,13 @@ def test_layer_replaces_the_folder_so_removed_files_stay_removed(docker_client, 
         assert "RGBRIDGE_SAVED=layer" in res.log_tail, res.log_tail
         layers = docker_client.images.get(res.tag).attrs["RootFS"]["Layers"]
         assert layers[:-1] == docker_client.images.get(base).attrs["RootFS"]["Layers"]
-        after = _run(docker_client, res.tag, "ls /opt/venv/lib/python3.11/site-packages | grep -i '^setuptools-'; "
-                                             "python -c 'import six, setuptools; print(setuptools.__version__)'; "
-                                             "ls -ld /opt/venv /opt; id -un")
+        after = _run(
+            docker_client,
+            res.tag,
+            "ls /opt/venv/lib/python3.11/site-packages | grep -i '^setuptools-'; "
+            "python -c 'import six, setuptools; print(setuptools.__version__)'; "
+            "ls -ld /opt/venv /opt; id -un",
+        )
         assert "setuptools-70.0.0.dist-info" in after and before.strip() not in after
         assert "\n70.0.0\n" in after
         assert after.strip().endswith("root")  # the base's user, not the build's
@@ -200,4 +215,5 @@ def test_layer_script_keeps_pip_semantics_in_its_uv_flags():
     assert script.count("install --dry-run") == 1  # pip checks all the steps at the end
     assert script.splitlines()[2].startswith('echo "RGBRIDGE_PREFIX=')  # before anything of the agent's runs
     assert "pip install -r /tmp/rgbridge-build/requirements.txt" in buildbox.install_script(
-        ["requirements.txt"], mode="pip").replace("python -m ", "")
+        ["requirements.txt"], mode="pip"
+    ).replace("python -m ", "")

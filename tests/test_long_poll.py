@@ -122,8 +122,15 @@ class RawStdio:
     """A stdio MCP client at the JSON-RPC level: every line the server writes is kept."""
 
     def __init__(self, args: list[str]) -> None:
-        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     cwd=REPO_ROOT, text=True, bufsize=1)
+        self.proc = subprocess.Popen(
+            args,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=REPO_ROOT,
+            text=True,
+            bufsize=1,
+        )
         self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -156,15 +163,29 @@ def test_no_answer_ever_follows_a_cancelled_long_poll_over_stdio(tmp_path: Path)
     client = RawStdio([sys.executable, "-c", SERVER, str(tmp_path / "ws"), str(tmp_path / "rec"), str(gate)])
     seen: list[dict[str, Any]] = []
     try:
-        client.send({"id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw-cancel", "version": "1"}}})
+        client.send(
+            {
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw-cancel", "version": "1"},
+                },
+            }
+        )
         client.until(1, seen)
         client.send({"method": "notifications/initialized"})
         started = client.call(2, "start_task", {"task_id": "kv-ledger"}, seen)["structuredContent"]
         (Path(started["workspace"]) / "start.sh").write_text("python3 app.py\n")
         assert not client.call(3, "submit_task", {}, seen).get("isError")
-        client.send({"id": 4, "method": "tools/call", "params": {
-            "name": "get_result", "arguments": {"wait_seconds": 50}, "_meta": {"progressToken": "poll"}}})
+        client.send(
+            {
+                "id": 4,
+                "method": "tools/call",
+                "params": {"name": "get_result", "arguments": {"wait_seconds": 50}, "_meta": {"progressToken": "poll"}},
+            }
+        )
         time.sleep(1.0)
         client.send({"method": "notifications/cancelled", "params": {"requestId": 4, "reason": "timed out"}})
         cancelled_at = time.monotonic()

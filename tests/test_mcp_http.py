@@ -26,8 +26,12 @@ from bridge.cli import main as rgbridge
 from bridge.recording.store import ShadowStore
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+}
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
@@ -47,15 +51,31 @@ class HttpServer:
         self.ws, self.rec = root / "ws", root / "rec"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
-        env = {k: v for k, v in os.environ.items() if k not in ("RGBRIDGE_TOKEN", "RGBRIDGE_WORKSPACE", "CLAUDE_PROJECT_DIR")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("RGBRIDGE_TOKEN", "RGBRIDGE_WORKSPACE", "CLAUDE_PROJECT_DIR")
+        }
         if token:
             env["RGBRIDGE_TOKEN"] = token
         self.stderr_path = root / "server.stderr"
         self._stderr = self.stderr_path.open("a")
         self.proc = subprocess.Popen(
-            [*serve_command(), "--transport", "http", "--port", str(self.port), "--workspace", str(self.ws),
-             "--recordings", str(self.rec)],
-            stdout=subprocess.DEVNULL, stderr=self._stderr, env=env, cwd=REPO_ROOT,
+            [
+                *serve_command(),
+                "--transport",
+                "http",
+                "--port",
+                str(self.port),
+                "--workspace",
+                str(self.ws),
+                "--recordings",
+                str(self.rec),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
+            env=env,
+            cwd=REPO_ROOT,
         )
         try:
             deadline = time.monotonic() + 30
@@ -121,8 +141,9 @@ def test_dns_rebinding_is_rejected(server: HttpServer) -> None:
     assert post(server, {**server.auth(), "Origin": f"http://localhost:{server.port}"}).status_code == 200
 
 
-def test_non_loopback_bind_needs_allow_remote_and_token(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_non_loopback_bind_needs_allow_remote_and_token(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("RGBRIDGE_TOKEN", raising=False)
     base = ["serve", "--transport", "http", "--recordings", str(tmp_path), "--host", "0.0.0.0"]
     assert rgbridge(base) == 2
@@ -160,7 +181,9 @@ def test_session_tools_over_http(server: HttpServer, mode: str) -> None:
 def test_full_flow_over_http(docker_client, server: HttpServer, tasks_dir: Path, tmp_path: Path) -> None:
     async def go() -> dict[str, Any]:
         async with http_client(server) as c:
-            started = (await c.call_tool("start_task", {"task_id": "kv-ledger", "workspace": "flow"})).structured_content
+            started = (
+                await c.call_tool("start_task", {"task_id": "kv-ledger", "workspace": "flow"})
+            ).structured_content
             workspace = Path(started["workspace"])
             for path in (tasks_dir / "kv-ledger" / "solution").iterdir():
                 if path.is_file():
@@ -170,8 +193,9 @@ def test_full_flow_over_http(docker_client, server: HttpServer, tasks_dir: Path,
             assert not receipt.is_error, receipt.content
             status: dict[str, Any] = {}
             for _ in range(40):
-                status = (await c.call_tool("get_result", {"session_id": started["session_id"], "wait_seconds": 50})
-                          ).structured_content
+                status = (
+                    await c.call_tool("get_result", {"session_id": started["session_id"], "wait_seconds": 50})
+                ).structured_content
                 if status["state"] in ("done", "failed"):
                     break
             return {"status": status, "expected": expected, "rec_dir": Path(started["recording"])}
@@ -193,20 +217,33 @@ def test_full_flow_over_http(docker_client, server: HttpServer, tasks_dir: Path,
 def test_sessions_belong_to_the_client_that_started_them(server: HttpServer) -> None:
     """Issue 8, opening 6: client B (same token, its own MCP session) can neither reach client A's
     session by passing no session id nor by naming it; A's session is untouched."""
+
     async def go() -> None:
         async with http_client(server) as a, http_client(server) as b, http_client(server, "auto") as m:
             started = await a.call_tool("start_task", {"task_id": "library-api", "workspace": "owned-a"})
             assert not started.is_error, started.content
             sid = started.structured_content["session_id"]
             # B, no session id: not A's session
-            for tool, args in (("task_status", {}), ("add_note", {"text": "B was here"}), ("pause_task", {}),
-                               ("quit_task", {}), ("get_result", {}), ("submit_task", {})):
+            for tool, args in (
+                ("task_status", {}),
+                ("add_note", {"text": "B was here"}),
+                ("pause_task", {}),
+                ("quit_task", {}),
+                ("get_result", {}),
+                ("submit_task", {}),
+            ):
                 res = await b.call_tool(tool, args)
                 assert res.is_error and "no active session" in res.content[0].text, (tool, res.content)
             # B (and a 2026-era client without connection identity), naming A's session
             for other in (b, m):
-                for tool, args in (("task_status", {}), ("add_note", {"text": "B was here"}), ("pause_task", {}),
-                                   ("quit_task", {}), ("get_result", {}), ("submit_task", {})):
+                for tool, args in (
+                    ("task_status", {}),
+                    ("add_note", {"text": "B was here"}),
+                    ("pause_task", {}),
+                    ("quit_task", {}),
+                    ("get_result", {}),
+                    ("submit_task", {}),
+                ):
                     res = await other.call_tool(tool, {**args, "session_id": sid})
                     assert res.is_error and "belongs to another MCP client" in res.content[0].text, (tool, res.content)
             no_id = await m.call_tool("task_status", {})
@@ -215,8 +252,9 @@ def test_sessions_belong_to_the_client_that_started_them(server: HttpServer) -> 
             mine = (await a.call_tool("task_status", {})).structured_content
             assert mine["session_id"] == sid and mine["state"] == "active" and mine["clock_running"]
             # B's own session is B's current one; A's calls without id still mean A's
-            b_started = (await b.call_tool("start_task", {"task_id": "link-shortener", "workspace": "owned-b"})
-                         ).structured_content
+            b_started = (
+                await b.call_tool("start_task", {"task_id": "link-shortener", "workspace": "owned-b"})
+            ).structured_content
             assert (await b.call_tool("task_status", {})).structured_content["session_id"] == b_started["session_id"]
             assert (await a.call_tool("task_status", {})).structured_content["session_id"] == sid
             assert (await a.call_tool("quit_task", {})).structured_content["session_id"] == sid
@@ -230,6 +268,7 @@ def test_sessions_belong_to_the_client_that_started_them(server: HttpServer) -> 
 def test_reconnecting_client_adopts_its_released_session(server: HttpServer) -> None:
     """When A's connection closes (IDE restart, expired MCP session), the next client naming A's
     session adopts it; from then on it is that client's, and others are refused again."""
+
     async def go() -> None:
         async with http_client(server) as a:
             started = await a.call_tool("start_task", {"task_id": "word-duel", "workspace": "adopt-a"})
@@ -257,8 +296,13 @@ def credential_client(server: HttpServer, token: str, mode: str) -> Client:
     return Client(streamable_http_client(server.url, http_client=http), mode=mode)
 
 
-SESSION_CALLS = (("task_status", {}), ("add_note", {"text": "mine"}), ("pause_task", {}), ("resume_task", {}),
-                 ("get_result", {}))
+SESSION_CALLS = (
+    ("task_status", {}),
+    ("add_note", {"text": "mine"}),
+    ("pause_task", {}),
+    ("resume_task", {}),
+    ("get_result", {}),
+)
 
 
 def test_a_client_credential_owns_its_sessions_in_both_protocol_eras(server: HttpServer) -> None:
@@ -312,15 +356,25 @@ def test_raw_stateless_posts_with_a_credential(server: HttpServer) -> None:
 
     cred = mint_client_credential(server.token).token
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {cred}", "MCP-Protocol-Version": "2026-07-28"}
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "raw-stateless", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {}}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-stateless", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
 
     def call(rid: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
-                "params": {"name": name, "arguments": arguments, "_meta": meta}}
-        res = requests.post(server.url, data=json.dumps(body),
-                            headers={**headers, "Mcp-Method": "tools/call", "Mcp-Name": name}, timeout=30)
+        body = {
+            "jsonrpc": "2.0",
+            "id": rid,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments, "_meta": meta},
+        }
+        res = requests.post(
+            server.url,
+            data=json.dumps(body),
+            headers={**headers, "Mcp-Method": "tools/call", "Mcp-Name": name},
+            timeout=30,
+        )
         assert res.status_code == 200, res.text
         assert "mcp-session-id" not in {k.lower() for k in res.headers}
         text = res.text
@@ -347,15 +401,30 @@ def test_forged_or_foreign_credentials_are_rejected(server: HttpServer) -> None:
     assert post(server, {"Authorization": f"Bearer {good}"}).status_code == 200
 
 
-def test_the_config_ide_config_prints_works_for_a_stateless_client(server: HttpServer, tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str],
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_config_ide_config_prints_works_for_a_stateless_client(
+    server: HttpServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The issue's path end to end: `rgbridge ide-config claude --transport http` against this
     server's recordings folder, its headers used as they are by a 2026-07-28 client."""
     monkeypatch.delenv("RGBRIDGE_TOKEN", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert rgbridge(["ide-config", "claude", "--workspace", str(server.ws / "from-config"), "--transport", "http",
-                     "--url", server.url, "--recordings", str(server.rec)]) == 0
+    assert (
+        rgbridge(
+            [
+                "ide-config",
+                "claude",
+                "--workspace",
+                str(server.ws / "from-config"),
+                "--transport",
+                "http",
+                "--url",
+                server.url,
+                "--recordings",
+                str(server.rec),
+            ]
+        )
+        == 0
+    )
     entry = json.loads(capsys.readouterr().out)["mcpServers"]["rgbridge"]
     assert entry["type"] == "http" and entry["url"] == server.url
 

@@ -29,14 +29,20 @@ def serve_command() -> list[str]:
 
 
 def server_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("RGBRIDGE_WORKSPACE", "CLAUDE_PROJECT_DIR", "RGBRIDGE_TOKEN")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("RGBRIDGE_WORKSPACE", "CLAUDE_PROJECT_DIR", "RGBRIDGE_TOKEN")
+    }
     return env
 
 
 def stdio_params(ws: Path, rec: Path, *extra: str) -> StdioServerParameters:
     cmd = serve_command()
-    return StdioServerParameters(command=cmd[0], args=[*cmd[1:], "--workspace", str(ws), "--recordings", str(rec), *extra],
-                                 env=server_env(), cwd=str(REPO_ROOT))
+    return StdioServerParameters(
+        command=cmd[0],
+        args=[*cmd[1:], "--workspace", str(ws), "--recordings", str(rec), *extra],
+        env=server_env(),
+        cwd=str(REPO_ROOT),
+    )
 
 
 def events_bytes(rec_dir: Path) -> bytes:
@@ -53,8 +59,11 @@ def error_text(result) -> str:
 
 
 def tree_files(root: Path, skip: tuple[str, ...] = (".rgbridge",)) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and not any(part in skip for part in p.relative_to(root).parts)}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not any(part in skip for part in p.relative_to(root).parts)
+    }
 
 
 def submitted_tree(rec_dir: Path, out: Path) -> dict[str, bytes]:
@@ -68,14 +77,34 @@ def test_stdout_carries_only_protocol(tmp_path: Path) -> None:
     """Raw JSON lines as an IDE on 2025-06-18 writes them; every stdout line must be JSON-RPC."""
     cmd = serve_command() + ["--workspace", str(tmp_path / "ws"), "--recordings", str(tmp_path / "rec")]
     messages = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw-ide", "version": "0"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw-ide", "version": "0"},
+            },
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "start_task", "arguments": {"task_id": "nope"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "start_task", "arguments": {"task_id": "nope"}},
+        },
     ]
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=server_env(), cwd=REPO_ROOT)
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=server_env(),
+        cwd=REPO_ROOT,
+    )
     killer = threading.Timer(60, proc.kill)  # a hung server fails the test instead of hanging it
     killer.start()
     parsed: list[dict[str, Any]] = []
@@ -118,14 +147,20 @@ def test_bad_inputs_over_stdio(tmp_path: Path) -> None:
                 assert "no active session" in error_text(await c.call_tool("submit_task", {}))
                 assert "unknown task" in error_text(await c.call_tool("start_task", {"task_id": "no-such-task"}))
                 for bad in ("../outside", "link", "link/x", str(outside)):
-                    assert "outside" in error_text(await c.call_tool("start_task", {"task_id": "kv-ledger", "workspace": bad}))
+                    assert "outside" in error_text(
+                        await c.call_tool("start_task", {"task_id": "kv-ledger", "workspace": bad})
+                    )
                 started = await c.call_tool("start_task", {"task_id": "kv-ledger", "workspace": "inner"})
                 sid = started.structured_content["session_id"]
                 rec_dir = Path(started.structured_content["recording"])
                 before = events_bytes(rec_dir)
-                assert "outside" in error_text(await c.call_tool("start_task", {"task_id": "kv-ledger", "workspace": "../x"}))
+                assert "outside" in error_text(
+                    await c.call_tool("start_task", {"task_id": "kv-ledger", "workspace": "../x"})
+                )
                 assert "unknown session" in error_text(await c.call_tool("get_result", {"session_id": "bogus"}))
-                assert (await c.call_tool("quit_task", {"reason": "bad-input test"})).structured_content["state"] == "quit"
+                assert (await c.call_tool("quit_task", {"reason": "bad-input test"})).structured_content[
+                    "state"
+                ] == "quit"
                 assert "already quit" in error_text(await c.call_tool("submit_task", {}))
                 after = events_bytes(rec_dir)
                 assert after.startswith(before) and len(after) > len(before)  # append-only, nothing lost
@@ -167,8 +202,9 @@ def test_full_flow_over_stdio(docker_client, tmp_path: Path, tasks_dir: Path) ->
                 rec_dir = Path(started["recording"])
                 status: dict[str, Any] = {}
                 for _ in range(40):
-                    status = (await c.call_tool("get_result", {"wait_seconds": 50},
-                                                progress_callback=on_progress)).structured_content
+                    status = (
+                        await c.call_tool("get_result", {"wait_seconds": 50}, progress_callback=on_progress)
+                    ).structured_content
                     if status["state"] in ("done", "failed"):
                         break
                 before = events_bytes(rec_dir)

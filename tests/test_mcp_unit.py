@@ -28,8 +28,18 @@ from mcp_server.workspace import find_root, resolve_workspace
 
 CANARY = "CANARY-7f3e9b1c-golden-do-not-leak"
 SOLUTION_CANARY = "CANARY-5d21aa04-solution-do-not-leak"
-TOOLS = {"list_tasks", "get_task", "start_task", "task_status", "pause_task", "resume_task", "add_note",
-         "submit_task", "get_result", "quit_task"}
+TOOLS = {
+    "list_tasks",
+    "get_task",
+    "start_task",
+    "task_status",
+    "pause_task",
+    "resume_task",
+    "add_note",
+    "submit_task",
+    "get_result",
+    "quit_task",
+}
 READ_ONLY = {"list_tasks", "get_task", "task_status", "get_result"}
 MODES = ["auto", "legacy"]
 
@@ -47,9 +57,12 @@ def fake_scorer(task, repo_dir: Path, request: ScoreRequest, progress) -> FakeRe
     ok = (repo_dir / "start.sh").is_file()
     golden = "".join(p.read_text() for p in sorted(task.tests_dir.glob("test_*.py")))
     profiles = {
-        name: {"outcome": "scored" if ok else "deploy_failed", "dsr": {"success": ok},
-               "pass_at_1": {"passed": 2 if ok else 0, "total": 2, "score": 1.0 if ok else 0.0},
-               "api_coverage": {"score": 1.0 if ok else 0.0}}
+        name: {
+            "outcome": "scored" if ok else "deploy_failed",
+            "dsr": {"success": ok},
+            "pass_at_1": {"passed": 2 if ok else 0, "total": 2, "score": 1.0 if ok else 0.0},
+            "api_coverage": {"score": 1.0 if ok else 0.0},
+        }
         for name in (["strict", "compat"] if request.profile == "both" else [request.profile])
     }
     result = FakeResult(profiles=profiles, tests=[{"id": "test_canary", "source": golden}])
@@ -145,9 +158,13 @@ def test_flow_logs_every_call_and_records_client(env, mode: str, canary_tasks: P
 
     async def go() -> str:
         async with client(server, mode) as c:
+
             def keep(result) -> Any:
-                outputs.append(json.dumps(result.structured_content) + "".join(getattr(x, "text", "") for x in result.content))
+                outputs.append(
+                    json.dumps(result.structured_content) + "".join(getattr(x, "text", "") for x in result.content)
+                )
                 return result
+
             keep(await c.call_tool("list_tasks", {}))
             spec = keep(await c.call_tool("get_task", {"task_id": "kv-ledger"})).structured_content
             assert spec["port"] == 8090 and "0.0.0.0" in spec["rules"] and spec["readme"].startswith("#")
@@ -179,7 +196,9 @@ def test_flow_logs_every_call_and_records_client(env, mode: str, canary_tasks: P
                 outputs.append(contents[0].text)
             prompt = await c.get_prompt("solve_task", {"task_id": "kv-ledger"})
             text = prompt.messages[0].content.text
-            assert all(word in text for word in ("submit_task", "get_result", "0.0.0.0", "start.sh", "requirements.txt"))
+            assert all(
+                word in text for word in ("submit_task", "get_result", "0.0.0.0", "start.sh", "requirements.txt")
+            )
             outputs.append(text)
             return sid
 
@@ -187,8 +206,18 @@ def test_flow_logs_every_call_and_records_client(env, mode: str, canary_tasks: P
     recording = recordings / sid
     calls = mcp_calls(recording)
     names = [c["tool"] for c in calls]
-    assert names == ["start_task", "add_note", "pause_task", "resume_task", "task_status", "get_result",
-                     "submit_task", "submit_task", "get_result", "task_status"]
+    assert names == [
+        "start_task",
+        "add_note",
+        "pause_task",
+        "resume_task",
+        "task_status",
+        "get_result",
+        "submit_task",
+        "submit_task",
+        "get_result",
+        "task_status",
+    ]
     assert [c["ok"] for c in calls] == [True] * 7 + [False, True, False]
     assert "already submitted" in calls[7]["error"]
     record = json.loads((recording / "session.json").read_text())
@@ -220,7 +249,9 @@ def test_errors_are_tool_errors(env, mode: str, tmp_path: Path) -> None:
                 text = error_text(await c.call_tool("start_task", {"task_id": "kv-ledger", "workspace": bad}))
                 assert "outside" in text, (bad, text)
                 assert "Traceback" not in text
-            text = error_text(await c.call_tool("start_task", {"task_id": "kv-ledger", "workspace": "${workspaceFolder}"}))
+            text = error_text(
+                await c.call_tool("start_task", {"task_id": "kv-ledger", "workspace": "${workspaceFolder}"})
+            )
             assert "unexpanded" in text
             assert "unknown session" in error_text(await c.call_tool("task_status", {"session_id": "zzz"}))
             ok = await c.call_tool("start_task", {"task_id": "kv-ledger", "workspace": "sub/ws"})
@@ -285,7 +316,10 @@ def test_sessions_outside_root_are_not_reachable(env, tmp_path: Path, canary_tas
 def test_workspace_root_order(tmp_path: Path) -> None:
     explicit = tmp_path / "a"
     assert find_root(explicit, {"CLAUDE_PROJECT_DIR": str(tmp_path / "c")}).source == "--workspace"
-    assert find_root(None, {"RGBRIDGE_WORKSPACE": str(tmp_path / "b"), "CLAUDE_PROJECT_DIR": "x"}).source == "RGBRIDGE_WORKSPACE"
+    assert (
+        find_root(None, {"RGBRIDGE_WORKSPACE": str(tmp_path / "b"), "CLAUDE_PROJECT_DIR": "x"}).source
+        == "RGBRIDGE_WORKSPACE"
+    )
     assert find_root(None, {"CLAUDE_PROJECT_DIR": str(tmp_path / "c")}).path == tmp_path / "c"
     # An unexpanded IDE variable is ignored, not used as a folder named "${workspaceFolder}".
     fallback = find_root("${workspaceFolder}", {"CLAUDE_PROJECT_DIR": str(tmp_path / "c")})
@@ -329,9 +363,12 @@ def test_claude_project_dir_is_a_root(tmp_path: Path, canary_tasks: Path) -> Non
         manager.close()
 
 
-def test_no_stdout_from_building_the_server(env, capfd: pytest.CaptureFixture[str], canary_tasks: Path, tmp_path: Path) -> None:
-    manager = SessionManager(Catalog.from_options(canary_tasks, None), recordings_dir=tmp_path / "rec2",
-                             scorer=fake_scorer)
+def test_no_stdout_from_building_the_server(
+    env, capfd: pytest.CaptureFixture[str], canary_tasks: Path, tmp_path: Path
+) -> None:
+    manager = SessionManager(
+        Catalog.from_options(canary_tasks, None), recordings_dir=tmp_path / "rec2", scorer=fake_scorer
+    )
     try:
         capfd.readouterr()
         build_server(manager, default_workspace=tmp_path / "w")

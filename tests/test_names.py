@@ -70,14 +70,18 @@ def test_non_utf8_names_round_trip_through_every_recording_verb(tmp_path: Path, 
         assert (Path(os.fsdecode(os.path.join(os.fsencode(out), RAW_FILE)))).read_bytes() == b"hello\n"
         assert set(os.listdir(os.fsencode(out))) == {b"README.md", RAW_FILE, RAW_DIR}
     # The CLI's JSON output keeps the bytes as escapes instead of crashing or emitting bad UTF-8.
-    proc = subprocess.run([sys.executable, "-m", "bridge.cli", "timeline", str(rec), "--json"],
-                          capture_output=True, check=False,
-                          env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "bridge.cli", "timeline", str(rec), "--json"],
+        capture_output=True,
+        check=False,
+        env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+    )
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
     assert os.fsdecode(RAW_FILE) in json.dumps(json.loads(proc.stdout.decode("utf-8")), ensure_ascii=False)
 
 
 # ----------------------------------------------------------------------------- unpack
+
 
 def _archive(path: Path, names: list[str]) -> Path:
     with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as tar:
@@ -92,21 +96,29 @@ def _archive(path: Path, names: list[str]) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("names", "message"), [
-    (["r/" + "n" * 300], "longer than 255 bytes"),
-    (["r/" + "/".join(["d" * 200] * 20) + "/f"], r"longer than \d+ bytes"),
-    (["r/a", "r/a/b"], "both a file and a folder"),
-    (["r/a/b", "r/a"], "both a file and a folder"),
-    (["r/x/", "r/x/y", "r/x/y/z"], "both a file and a folder"),
-])
-def test_unpack_refuses_long_and_conflicting_names_with_a_clear_error(tmp_path: Path, names: list[str],
-                                                                       message: str) -> None:
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (["r/" + "n" * 300], "longer than 255 bytes"),
+        (["r/" + "/".join(["d" * 200] * 20) + "/f"], r"longer than \d+ bytes"),
+        (["r/a", "r/a/b"], "both a file and a folder"),
+        (["r/a/b", "r/a"], "both a file and a folder"),
+        (["r/x/", "r/x/y", "r/x/y/z"], "both a file and a folder"),
+    ],
+)
+def test_unpack_refuses_long_and_conflicting_names_with_a_clear_error(
+    tmp_path: Path, names: list[str], message: str
+) -> None:
     archive = _archive(tmp_path / "a.tar.gz", names)
     with pytest.raises(RecordingError, match=message):
         unpack_recording(archive, tmp_path / "out")
     assert not (tmp_path / "out").exists()  # nothing half-written
-    proc = subprocess.run([sys.executable, "-m", "bridge.cli", "recordings", "unpack", str(archive),
-                           "-o", str(tmp_path / "out")], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bridge.cli", "recordings", "unpack", str(archive), "-o", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and re.search(message, proc.stderr)
 
 
@@ -116,12 +128,17 @@ def test_unpack_into_an_existing_destination_is_a_clear_error(tmp_path: Path) ->
     (tmp_path / "busy" / "x").write_text("x")
     (tmp_path / "file").write_text("x")
     for dest in ("busy", "file"):
-        proc = subprocess.run([sys.executable, "-m", "bridge.cli", "recordings", "unpack", str(archive),
-                               "-o", str(tmp_path / dest)], capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "bridge.cli", "recordings", "unpack", str(archive), "-o", str(tmp_path / dest)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert proc.returncode == 2 and "Traceback" not in proc.stderr and "new or empty" in proc.stderr
 
 
 # ----------------------------------------------------------------------------- replay
+
 
 def _with_event(tmp_path: Path, path: str) -> tuple[Path, int]:
     """The sample recording plus one crafted file event (content of an existing blob) at `path`."""
@@ -136,18 +153,35 @@ def _with_event(tmp_path: Path, path: str) -> tuple[Path, int]:
     return rec, seq
 
 
-@pytest.mark.parametrize(("path", "message"), [
-    ("app.py/inner.py", "both a file and a folder"),  # app.py is a file at that moment
-    ("n" * 300, "longer than 255 bytes"),
-    ("/".join(["d" * 200] * 20), r"longer than \d+ bytes"),
-    ("../escape.py", "'..' in path refused"),  # every event path goes through the one validator
-])
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("app.py/inner.py", "both a file and a folder"),  # app.py is a file at that moment
+        ("n" * 300, "longer than 255 bytes"),
+        ("/".join(["d" * 200] * 20), r"longer than \d+ bytes"),
+        ("../escape.py", "'..' in path refused"),  # every event path goes through the one validator
+    ],
+)
 def test_replay_refuses_long_and_conflicting_names_with_a_clear_error(tmp_path: Path, path: str, message: str) -> None:
     rec, seq = _with_event(tmp_path, path)
     with pytest.raises(RecordingError, match=message):
         replay(rec, f"event:{seq}", tmp_path / "out")
-    proc = subprocess.run([sys.executable, "-m", "bridge.cli", "replay", str(rec), "--at", f"event:{seq}",
-                           "--out", str(tmp_path / "out2")], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bridge.cli",
+            "replay",
+            str(rec),
+            "--at",
+            f"event:{seq}",
+            "--out",
+            str(tmp_path / "out2"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and re.search(message, proc.stderr)
 
 
@@ -156,6 +190,20 @@ def test_replay_into_an_existing_destination_is_a_clear_error(tmp_path: Path) ->
     (tmp_path / "busy" / "x").write_text("x")
     (tmp_path / "file").write_text("x")
     for dest, message in (("busy", "not empty"), ("file", "not a directory")):
-        proc = subprocess.run([sys.executable, "-m", "bridge.cli", "replay", str(SAMPLE), "--at", "submission",
-                               "--out", str(tmp_path / dest)], capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bridge.cli",
+                "replay",
+                str(SAMPLE),
+                "--at",
+                "submission",
+                "--out",
+                str(tmp_path / dest),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert proc.returncode == 2 and "Traceback" not in proc.stderr and re.search(message, proc.stderr)

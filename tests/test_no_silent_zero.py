@@ -35,7 +35,15 @@ def test_evaluate_on_unknown_names_fails_with_a_suggestion(tmp_path: Path, capsy
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("report_*.json"))
     (preds / "WordDuel").rmdir()
     (preds / "word-duel").mkdir()
-    args = ["evaluate", "--predictions-dir", str(preds), "--repo-names", "wordduel", "--output-dir", str(tmp_path / "o")]
+    args = [
+        "evaluate",
+        "--predictions-dir",
+        str(preds),
+        "--repo-names",
+        "wordduel",
+        "--output-dir",
+        str(tmp_path / "o"),
+    ]
     assert main(args) == 2
     assert "unknown task 'wordduel'; did you mean 'word-duel'?" in " ".join(capsys.readouterr().err.split())
 
@@ -77,7 +85,11 @@ def test_serve_on_a_busy_port_says_so_first(tmp_path: Path) -> None:
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "bridge.cli", "serve", "--transport", "http", "--port", str(port)],
-            capture_output=True, text=True, timeout=60, env=env, check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            check=False,
         )
     finally:
         busy.close()

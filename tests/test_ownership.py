@@ -38,7 +38,10 @@ HOLDER = textwrap.dedent(
 def _holder(tmp_path: Path, tasks_dir: Path) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(tasks_dir), str(tmp_path / "rec"), str(tmp_path / "ws")],
-        stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )
     assert proc.stdout is not None
     sid = proc.stdout.readline().strip()

@@ -53,8 +53,9 @@ def test_wheel_installs_finds_its_tasks_and_runs_the_demo(docker_client) -> None
     checkout; the script fails if anything appears in the install folder."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHON"] = sys.executable
-    proc = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "wheel_smoke.sh")], env=env,
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        ["bash", str(REPO_ROOT / "scripts" / "wheel_smoke.sh")], env=env, capture_output=True, text=True, timeout=900
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "PASS: Pass@1 = 1.0 in every profile" in proc.stdout
     assert "wheel smoke: ok" in proc.stdout

@@ -255,9 +255,22 @@ def test_polls_after_the_seal_are_only_a_warning(rec: Path) -> None:
     """A client polling get_result after scoring appends mcp_call records to a sealed log."""
     last = json.loads((rec / "events.jsonl").read_text().splitlines()[-1])
     with open(rec / "events.jsonl", "a") as fh:
-        fh.write(json.dumps({"seq": last["seq"] + 1, "t": "2099-01-01T00:00:00.000000Z", "mono": 0,
-                             "type": "mcp_call", "tool": "get_result", "arguments": {}, "ok": True,
-                             "error": None}, separators=(",", ":")) + "\n")
+        fh.write(
+            json.dumps(
+                {
+                    "seq": last["seq"] + 1,
+                    "t": "2099-01-01T00:00:00.000000Z",
+                    "mono": 0,
+                    "type": "mcp_call",
+                    "tool": "get_result",
+                    "arguments": {},
+                    "ok": True,
+                    "error": None,
+                },
+                separators=(",", ":"),
+            )
+            + "\n"
+        )
     report = verify_recording(rec)
     assert report.ok, report.problems
     assert any("appended after sealing" in w and "mcp_call" in w for w in report.warnings)

@@ -63,16 +63,43 @@ def test_panel_keys_prompts_and_notes(tmux: str, tmp_path: Path) -> None:
     socket = f"rgbridge-test-{uuid.uuid4().hex[:8]}"
     command = " ".join(
         shlex.quote(x)
-        for x in [sys.executable, "-m", "bridge.cli", "session", "start", "--human", "--task", "kv-ledger",
-                  "--workspace", str(ws), "--recordings", str(rec)]
+        for x in [
+            sys.executable,
+            "-m",
+            "bridge.cli",
+            "session",
+            "start",
+            "--human",
+            "--task",
+            "kv-ledger",
+            "--workspace",
+            str(ws),
+            "--recordings",
+            str(rec),
+        ]
     )
     script = tmp_path / "run.sh"
     script.write_text(
         f"cd {shlex.quote(str(REPO))}\nunset COLUMNS LINES\nexport PYTHONPATH={shlex.quote(str(REPO))} TERM=xterm-256color\n"
         f"{command}\necho EXIT=$?\nsleep 30\n"
     )
-    subprocess.run([tmux, "-L", socket, "new-session", "-d", "-s", "panel", "-x", "110", "-y", "40",
-                    f"sh {shlex.quote(str(script))}"], check=True)
+    subprocess.run(
+        [
+            tmux,
+            "-L",
+            socket,
+            "new-session",
+            "-d",
+            "-s",
+            "panel",
+            "-x",
+            "110",
+            "-y",
+            "40",
+            f"sh {shlex.quote(str(script))}",
+        ],
+        check=True,
+    )
     pane = Pane(tmux, socket, "panel")
     try:
         first = pane.wait_for(lambda s: "[q] quit" in s, "the key hints")
@@ -114,4 +141,7 @@ def test_panel_keys_prompts_and_notes(tmux: str, tmp_path: Path) -> None:
     events = [json.loads(line) for line in next(rec.glob("*/events.jsonl")).read_text().splitlines()]
     assert [e["text"] for e in events if e["type"] == "note"] == ["fixed [b]the[/b] history route"]
     assert [e["type"] for e in events if e["type"] in ("clock_start", "clock_stop")][:3] == [
-        "clock_start", "clock_stop", "clock_start"]
+        "clock_start",
+        "clock_stop",
+        "clock_start",
+    ]

@@ -27,8 +27,17 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TASK_DIR = FIXTURES / "parity" / "mini-task"
 N = 5  # golden tests of the mini task
 
-CASES = ("oracle", "alive_no_port", "conftest_forces_pass", "conftest_skips_all", "golden_skip",
-         "extra_agent_tests", "pytest_exit_dead_service", "stray_passed_text", "daemonise")
+CASES = (
+    "oracle",
+    "alive_no_port",
+    "conftest_forces_pass",
+    "conftest_skips_all",
+    "golden_skip",
+    "extra_agent_tests",
+    "pytest_exit_dead_service",
+    "stray_passed_text",
+    "daemonise",
+)
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +52,18 @@ def parity(docker_client, tmp_path_factory):
         if name != "oracle":
             shutil.copytree(FIXTURES / "parity" / name, repo, dirs_exist_ok=True)
         run_id = f"test-parity-{name.replace('_', '-')}"
-        result = score_repo(task, repo, profile="both", use_cache=False, output_dir=base / name / "out",
-                            run_id=run_id, client=docker_client)
-        left = docker_client.containers.list(all=True, filters={"label": ["rgbridge.owner=rgbridge",
-                                                                          f"rgbridge.run_id={run_id}"]})
+        result = score_repo(
+            task,
+            repo,
+            profile="both",
+            use_cache=False,
+            output_dir=base / name / "out",
+            run_id=run_id,
+            client=docker_client,
+        )
+        left = docker_client.containers.list(
+            all=True, filters={"label": ["rgbridge.owner=rgbridge", f"rgbridge.run_id={run_id}"]}
+        )
         return result, [c.name for c in left]
 
     pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="parity-score")

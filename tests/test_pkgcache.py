@@ -56,9 +56,23 @@ def test_equivalent_requirement_files_normalise_alike():
     assert reqfile.normalise("# only comments\n\n") == ""
 
 
-@pytest.mark.parametrize("line", ["./evil", "/abs/evil", "-e .", "-e ./evil", "--editable=./evil",
-                                  "-r other.txt", "-c constraints.txt", "evil.tar.gz", "sub/dir",
-                                  "pkg @ file:///tmp/evil", "file:///tmp/evil", "~/evil"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "./evil",
+        "/abs/evil",
+        "-e .",
+        "-e ./evil",
+        "--editable=./evil",
+        "-r other.txt",
+        "-c constraints.txt",
+        "evil.tar.gz",
+        "sub/dir",
+        "pkg @ file:///tmp/evil",
+        "file:///tmp/evil",
+        "~/evil",
+    ],
+)
 def test_local_paths_are_refused_everywhere(line):
     assert reqfile.local_path_reason(line) is not None
     assert reqfile.host_fetch_reason(line) is not None
@@ -66,9 +80,16 @@ def test_local_paths_are_refused_everywhere(line):
         check_requirements(f"six==1.16.0\n{line}\n")
 
 
-@pytest.mark.parametrize("line", ["git+https://example.invalid/x.git", "pkg @ https://example.invalid/p.whl",
-                                  "-e git+https://example.invalid/x.git#egg=x", "--index-url http://127.0.0.1:9/",
-                                  "six==1.16.0 --install-option=--x"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "git+https://example.invalid/x.git",
+        "pkg @ https://example.invalid/p.whl",
+        "-e git+https://example.invalid/x.git#egg=x",
+        "--index-url http://127.0.0.1:9/",
+        "six==1.16.0 --install-option=--x",
+    ],
+)
 def test_host_fetch_accepts_named_requirements_only(line):
     assert reqfile.local_path_reason(line) is None  # fine inside a container build
     assert reqfile.host_fetch_reason(line) is not None
@@ -76,8 +97,16 @@ def test_host_fetch_accepts_named_requirements_only(line):
         prepare_wheelhouse(f"{line}\n", Path("/nonexistent-never-used"))
 
 
-@pytest.mark.parametrize("line", ["six==1.16.0", "Django>=4,<5", "numpy ; python_version > '3.8'",
-                                  "requests[socks]==2.32.3", "six==1.16.0 --hash=sha256:" + "0" * 64])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "six==1.16.0",
+        "Django>=4,<5",
+        "numpy ; python_version > '3.8'",
+        "requests[socks]==2.32.3",
+        "six==1.16.0 --hash=sha256:" + "0" * 64,
+    ],
+)
 def test_named_requirements_may_be_fetched_on_the_host(line):
     assert reqfile.host_fetch_reason(line) is None
 
@@ -107,9 +136,11 @@ def test_cache_refuses_non_wheels_and_wrong_hashes(tmp_path):
     _wheel(dl, "ok-1.0-py3-none-any.whl", b"ok")
     _wheel(dl, "swapped-1.0-py3-none-any.whl", b"tampered after listing")
     (dl / "link-1.0-py3-none-any.whl").symlink_to(dl / "ok-1.0-py3-none-any.whl")
-    expected = {"ok-1.0-py3-none-any.whl": hashlib.sha256(b"ok").hexdigest(),
-                "swapped-1.0-py3-none-any.whl": hashlib.sha256(b"original").hexdigest(),
-                "link-1.0-py3-none-any.whl": hashlib.sha256(b"ok").hexdigest()}
+    expected = {
+        "ok-1.0-py3-none-any.whl": hashlib.sha256(b"ok").hexdigest(),
+        "swapped-1.0-py3-none-any.whl": hashlib.sha256(b"original").hexdigest(),
+        "link-1.0-py3-none-any.whl": hashlib.sha256(b"ok").hexdigest(),
+    }
     assert cache.import_dir(dl, expected=expected) == 1
     assert [e.name for e in cache.entries()] == ["ok-1.0-py3-none-any.whl"]
 
@@ -211,10 +242,15 @@ def test_layers_fill_then_reuse_the_cache_and_refetch_corrupt_entries(docker_cli
         assert pkgcache.sha256_file(again[0]) == again[0].parent.name
         from bridge.scoring.sandbox.containers import create_container, managed, read_logs, wait_with_timeout
         from bridge.scoring.sandbox.protocol import SandboxLimits
-        c = create_container(docker_client, third.tag, name=f"rgbridge-test-cache-{time.time_ns()}",
-                             command=["sh", "-c", ("python -c 'import six; print(six.__version__)'; "
-                                                   "ls /tmp/rgbridge-build 2>&1")],
-                             labels={"rgbridge.kind": "test"}, limits=SandboxLimits())
+
+        c = create_container(
+            docker_client,
+            third.tag,
+            name=f"rgbridge-test-cache-{time.time_ns()}",
+            command=["sh", "-c", ("python -c 'import six; print(six.__version__)'; ls /tmp/rgbridge-build 2>&1")],
+            labels={"rgbridge.kind": "test"},
+            limits=SandboxLimits(),
+        )
         with managed(c):
             c.start()
             wait_with_timeout(c, 60)
@@ -247,8 +283,9 @@ setup(name="evil", version="1.0")
 
 @pytest.mark.docker
 @pytest.mark.parametrize("spelling", ["relative", "absolute"])
-def test_wheelhouse_mode_never_builds_the_agents_folder_on_the_host(docker_client, private_cache, monkeypatch,
-                                                                     tmp_path, tasks_dir, spelling):
+def test_wheelhouse_mode_never_builds_the_agents_folder_on_the_host(
+    docker_client, private_cache, monkeypatch, tmp_path, tasks_dir, spelling
+):
     """Issue 8, opening 2: requirements.txt naming a local folder made the host's pip build it
     (the agent's setup.py ran on the host as root). Now: build_failed with the reason, no marker."""
     monkeypatch.setenv("RGBRIDGE_INDEX_FROM_CONTAINERS", "0")  # the host-side wheelhouse fallback
@@ -262,8 +299,15 @@ def test_wheelhouse_mode_never_builds_the_agents_folder_on_the_host(docker_clien
     reqs = (repo / "requirements.txt").read_text() if (repo / "requirements.txt").is_file() else ""
     (repo / "requirements.txt").write_text(reqs + f"{line}\n")
     monkeypatch.chdir(repo)  # where a host pip would resolve ./evil
-    result = score_repo(task, repo, profile="both", use_cache=False, output_dir=tmp_path / "out",
-                        run_id=f"test-evil-req-{spelling}", client=docker_client)
+    result = score_repo(
+        task,
+        repo,
+        profile="both",
+        use_cache=False,
+        output_dir=tmp_path / "out",
+        run_id=f"test-evil-req-{spelling}",
+        client=docker_client,
+    )
     assert not marker.exists()
     for name in ("strict", "compat"):
         p = result.profile(name)
@@ -311,7 +355,8 @@ def test_maven_cache_serving_marks_a_version_used(tmp_path, monkeypatch):
     root = mavencache.cache_root()
     folder = _artifact(root, "org/example/lib/1.0", 10, 1000)
     server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), lambda *a, **k: mavencache._ReadOnly(*a, directory=str(root), **k))
+        ("127.0.0.1", 0), lambda *a, **k: mavencache._ReadOnly(*a, directory=str(root), **k)
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/org/example/lib/1.0/lib-1.0.jar"
@@ -332,9 +377,14 @@ def test_uv_installs_exactly_what_pip_would(docker_client, private_cache, monkey
     from bridge.scoring.sandbox.protocol import SandboxLimits
 
     def freeze(tag: str) -> str:
-        c = create_container(docker_client, tag, name=f"rgbridge-test-freeze-{time.time_ns()}",
-                             command=["python", "-m", "pip", "freeze", "--all"],
-                             labels={"rgbridge.kind": "test"}, limits=SandboxLimits())
+        c = create_container(
+            docker_client,
+            tag,
+            name=f"rgbridge-test-freeze-{time.time_ns()}",
+            command=["python", "-m", "pip", "freeze", "--all"],
+            labels={"rgbridge.kind": "test"},
+            limits=SandboxLimits(),
+        )
         with managed(c):
             c.start()
             wait_with_timeout(c, 120)
@@ -368,14 +418,14 @@ def test_wheelhouse_mode_uses_and_fills_the_cache(docker_client, private_cache, 
     try:
         lines: list[str] = []
         reqs = _nonce_reqs("six==1.16.0\n")
-        first = ensure_deps_image(docker_client, reqs, extra_packages=["six==1.16.0"], timeout=300,
-                                         progress=lines.append)
+        first = ensure_deps_image(
+            docker_client, reqs, extra_packages=["six==1.16.0"], timeout=300, progress=lines.append
+        )
         tags += [first.tag, deps_image_tag(ensure_base_image(docker_client), reqs)]
         assert list((private_cache / "wheels").glob("*/six-1.16.0-py2.py3-none-any.whl"))
         assert "Looking in links" in first.log_tail  # --no-index install from the wheelhouse
         lines.clear()
-        second = ensure_deps_image(docker_client, _nonce_reqs("six==1.16.0\n"), timeout=300,
-                                          progress=lines.append)
+        second = ensure_deps_image(docker_client, _nonce_reqs("six==1.16.0\n"), timeout=300, progress=lines.append)
         tags.append(second.tag)
         host_log = "\n".join(lines)
         assert "wheel-views/" in host_log and "Downloading six" not in host_log, host_log[-2000:]

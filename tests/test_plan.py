@@ -75,8 +75,13 @@ def test_deploy_only_and_java_plans() -> None:
 
 
 def test_cli_prints_the_plan() -> None:
-    out = subprocess.run([sys.executable, "-m", "bridge.cli", "plan", "kv-ledger", "--profile", "compat"],
-                         capture_output=True, text=True, cwd=REPO_ROOT, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "bridge.cli", "plan", "kv-ledger", "--profile", "compat"],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        check=True,
+    ).stdout
     assert ScoringPlan.model_validate_json(out) == plan_for(TASKS.get("kv-ledger"), "compat")
 
 
@@ -99,8 +104,16 @@ class FakeSandbox:
     def start(self) -> None:
         self.journal.append(("start", self.spec.kind))
 
-    def exec(self, argv: Sequence[str], timeout: float, *, max_output: int = 1_000_000, user: str | None = None,
-             workdir: str | None = None, env: dict[str, str] | None = None) -> ExecOutcome:
+    def exec(
+        self,
+        argv: Sequence[str],
+        timeout: float,
+        *,
+        max_output: int = 1_000_000,
+        user: str | None = None,
+        workdir: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecOutcome:
         self.journal.append(("exec", self.spec.kind, argv[-1] if argv[0] == "cat" else argv[1], timeout))
         for key, output in self.script.items():
             if key in " ".join(argv):
@@ -163,29 +176,52 @@ def _repo(tmp_path: Path) -> Path:
 
 def test_compat_runs_its_plan_through_the_protocol(tmp_path, no_image_builds) -> None:
     task = TASKS.get("kv-ledger")
-    log = ">>>>> DSR_START\nDSR_RESULT=true\nDSR_MESSAGE=ok\n>>>>> DSR_END\n>>>>> TEST_START\n3 passed, 1 failed\n" \
-          "TEST_EXIT_CODE=1\n>>>>> TEST_END\n"
+    log = (
+        ">>>>> DSR_START\nDSR_RESULT=true\nDSR_MESSAGE=ok\n>>>>> DSR_END\n>>>>> TEST_START\n3 passed, 1 failed\n"
+        "TEST_EXIT_CODE=1\n>>>>> TEST_END\n"
+    )
     runtime = FakeRuntime({"stdout": log})
     ctx = ScoreContext(run_id="fake-run", runtime=runtime)
-    result = run_one_profile(None, task, _repo(tmp_path), "compat", ctx=ctx, logs=LogSink(tmp_path / "logs"),  # type: ignore[arg-type]
-                             progress=lambda _m: None)
+    result = run_one_profile(
+        None,
+        task,
+        _repo(tmp_path),
+        "compat",
+        ctx=ctx,
+        logs=LogSink(tmp_path / "logs"),  # type: ignore[arg-type]
+        progress=lambda _m: None,
+    )
     assert result.outcome == "scored" and result.dsr.success
     assert (result.pass_at_1.passed, result.pass_at_1.total) == (3, 4)
     plan = plan_for(task, "compat")
     (spec,) = runtime.specs
     assert spec.command == plan.sandbox("compat").command and spec.env == plan.sandbox("compat").env
     assert spec.image == "fake:deps" and spec.run_id == "fake-run" and spec.kind == "compat"
-    assert runtime.journal == [("copy_in", "compat", "/repo", 10001), ("copy_in", "compat", "/opt/rgbridge", 0),
-                               ("start", "compat"), ("wait", "compat", 900), ("remove", "compat")]
+    assert runtime.journal == [
+        ("copy_in", "compat", "/repo", 10001),
+        ("copy_in", "compat", "/opt/rgbridge", 0),
+        ("start", "compat"),
+        ("wait", "compat", 900),
+        ("remove", "compat"),
+    ]
 
 
 def test_strict_practice_check_runs_its_plan_through_the_protocol(tmp_path, no_image_builds) -> None:
     task = TASKS.get("kv-ledger")
-    runtime = FakeRuntime({"rgbridge-service/entry": "./start.sh\n",
-                           "wait_ready.py": '{"ready": true, "status": 200, "seconds": 0.4}\n'})
+    runtime = FakeRuntime(
+        {"rgbridge-service/entry": "./start.sh\n", "wait_ready.py": '{"ready": true, "status": 200, "seconds": 0.4}\n'}
+    )
     ctx = ScoreContext(run_id="fake-run", runtime=runtime)
-    result = run_one_profile(None, task, _repo(tmp_path), "strict", ctx=ctx, logs=LogSink(tmp_path / "logs"),  # type: ignore[arg-type]
-                             progress=lambda _m: None, deploy_only=True)
+    result = run_one_profile(
+        None,
+        task,
+        _repo(tmp_path),
+        "strict",
+        ctx=ctx,
+        logs=LogSink(tmp_path / "logs"),  # type: ignore[arg-type]
+        progress=lambda _m: None,
+        deploy_only=True,
+    )
     assert result.outcome == "scored" and result.dsr.success and result.dsr.time_to_ready == 0.4
     service, tester = runtime.specs
     assert tester.share_network_of is not None and tester.share_network_of.spec is service  # type: ignore[attr-defined]

@@ -65,7 +65,9 @@ def test_practice_check_deploys_without_tests(docker_client, tmp_path: Path, tas
             if path.is_file():
                 text = path.read_text(errors="replace")
                 assert not any(name in text for name in golden_names)
-        stored = [json.loads(p.read_text())["deployed"] for p in sorted((rec / "results").glob("practice-*/practice.json"))]
+        stored = [
+            json.loads(p.read_text())["deployed"] for p in sorted((rec / "results").glob("practice-*/practice.json"))
+        ]
         assert stored == [False, True]
         assert mgr.status(sid).state == "active"  # a practice check is not a submission
     finally:

@@ -34,8 +34,19 @@ pytestmark = pytest.mark.docker
 
 ORACLE, EMPTY = "kv-ledger", "library-api"
 #: fields that legitimately differ between two scorings of the same inputs
-VOLATILE = {"elapsed_seconds", "total_elapsed_seconds", "created_at", "timestamp", "run_id", "workers",
-            "backend", "resumed", "duration", "time", "time_to_ready"}
+VOLATILE = {
+    "elapsed_seconds",
+    "total_elapsed_seconds",
+    "created_at",
+    "timestamp",
+    "run_id",
+    "workers",
+    "backend",
+    "resumed",
+    "duration",
+    "time",
+    "time_to_ready",
+}
 
 
 def _strip_logs(logs: dict[str, str]) -> dict[str, str]:
@@ -55,8 +66,11 @@ def _require_ray() -> None:
 
 def _strip(data: Any) -> Any:
     if isinstance(data, dict):
-        return {k: (_strip_logs(v) if k == "logs" and isinstance(v, dict) else _strip(v))
-                for k, v in data.items() if k not in VOLATILE}
+        return {
+            k: (_strip_logs(v) if k == "logs" and isinstance(v, dict) else _strip(v))
+            for k, v in data.items()
+            if k not in VOLATILE
+        }
     if isinstance(data, list):
         return [_strip(v) for v in data]
     return data
@@ -135,11 +149,21 @@ def local_report(catalog: Catalog, preds: Path, tmp_path_factory, docker_client)
     return path
 
 
-def test_ray_report_equals_local(backend, catalog: Catalog, preds: Path, local_report: Path, tmp_path: Path,
-                                 docker_client) -> None:
+def test_ray_report_equals_local(
+    backend, catalog: Catalog, preds: Path, local_report: Path, tmp_path: Path, docker_client
+) -> None:
     seen: list[str] = []
-    path, writer, _ = evaluate(catalog, preds, output_dir=tmp_path, profile="both", workers=4, use_cache=False,
-                               backend=backend, run_id="raycmp", progress=lambda _t, m: seen.append(m))
+    path, writer, _ = evaluate(
+        catalog,
+        preds,
+        output_dir=tmp_path,
+        profile="both",
+        workers=4,
+        use_cache=False,
+        backend=backend,
+        run_id="raycmp",
+        progress=lambda _t, m: seen.append(m),
+    )
     local, remote = _comparable(local_report), _comparable(path)
     assert remote == local
     entries = {e["repo_name"]: e for e in writer.results}
@@ -157,8 +181,9 @@ def test_ray_report_equals_local(backend, catalog: Catalog, preds: Path, local_r
     assert _leftovers(docker_client, "raycmp-") == []
 
 
-def test_node_killed_mid_run_still_complete(cluster, backend, catalog: Catalog, preds: Path, local_report: Path,
-                                            tmp_path: Path, docker_client) -> None:
+def test_node_killed_mid_run_still_complete(
+    cluster, backend, catalog: Catalog, preds: Path, local_report: Path, tmp_path: Path, docker_client
+) -> None:
     import ray
 
     before = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
@@ -173,9 +198,17 @@ def test_node_killed_mid_run_still_complete(cluster, backend, catalog: Catalog, 
     box: dict[str, Any] = {}
 
     def run() -> None:
-        box["path"], box["writer"], _ = evaluate(catalog, preds, output_dir=tmp_path, profile="both", workers=4,
-                                                 use_cache=False, backend=backend, run_id="raykill",
-                                                 progress=on_progress)
+        box["path"], box["writer"], _ = evaluate(
+            catalog,
+            preds,
+            output_dir=tmp_path,
+            profile="both",
+            workers=4,
+            use_cache=False,
+            backend=backend,
+            run_id="raykill",
+            progress=on_progress,
+        )
 
     backend.timings.clear()
     thread = threading.Thread(target=run)
@@ -199,8 +232,9 @@ def test_node_killed_mid_run_still_complete(cluster, backend, catalog: Catalog, 
     assert _leftovers(docker_client, "raykill-") == []
 
 
-def test_retries_exhausted_is_infra_error_then_resume(cluster, backend, catalog: Catalog, preds: Path,
-                                                       local_report: Path, tmp_path: Path) -> None:
+def test_retries_exhausted_is_infra_error_then_resume(
+    cluster, backend, catalog: Catalog, preds: Path, local_report: Path, tmp_path: Path
+) -> None:
     import ray
 
     from bridge.scoring.run.ray_backend import RayBackend
@@ -214,8 +248,16 @@ def test_retries_exhausted_is_infra_error_then_resume(cluster, backend, catalog:
 
     def run() -> None:
         box["path"], _, _ = evaluate(
-            catalog, preds, output_dir=tmp_path, profile="both", workers=4, use_cache=False, backend=no_retry,
-            run_id="raynoretry", progress=lambda _t, m: hit.set() if f"/{victim[:6]}] started" in m else None)
+            catalog,
+            preds,
+            output_dir=tmp_path,
+            profile="both",
+            workers=4,
+            use_cache=False,
+            backend=no_retry,
+            run_id="raynoretry",
+            progress=lambda _t, m: hit.set() if f"/{victim[:6]}] started" in m else None,
+        )
 
     thread = threading.Thread(target=run)
     thread.start()
@@ -225,27 +267,48 @@ def test_retries_exhausted_is_infra_error_then_resume(cluster, backend, catalog:
     thread.join(timeout=900)
     no_retry.close()
     report = json.loads(box["path"].read_text(encoding="utf-8"))
-    failed = [(e["repo_name"], name, p) for e in report["results"]
-              for name, p in e["rgbridge"]["profiles"].items() if p["outcome"] == "infra_error"]
+    failed = [
+        (e["repo_name"], name, p)
+        for e in report["results"]
+        for name, p in e["rgbridge"]["profiles"].items()
+        if p["outcome"] == "infra_error"
+    ]
     assert len(failed) == 1  # the job on the dead node, and only it
     _repo, _profile, prof = failed[0]
     assert prof["error"].startswith("RuntimeError: ray (0 retries): "), prof
     assert re.search(r"died|dead|crash|unavailable|lost", prof["error"], re.IGNORECASE), prof["error"]
     # --resume re-runs exactly that repo (infra errors are not the agent's fault) into a full report
-    path, _, plan = evaluate(catalog, preds, output_dir=tmp_path, profile="both", resume=True, use_cache=False,
-                             backend=backend, run_id="raynoretry2")
+    path, _, plan = evaluate(
+        catalog,
+        preds,
+        output_dir=tmp_path,
+        profile="both",
+        resume=True,
+        use_cache=False,
+        backend=backend,
+        run_id="raynoretry2",
+    )
     assert [t.id for t, _ in plan.todo] == [failed[0][0]]
     assert _comparable(path) == _comparable(local_report)
 
 
-def test_resume_half_local_half_ray(backend, catalog: Catalog, preds: Path, local_report: Path,
-                                    tmp_path: Path) -> None:
-    first, _, _ = evaluate(catalog, preds, output_dir=tmp_path, profile="both", only=[ORACLE], use_cache=False,
-                           run_id="half-local")
+def test_resume_half_local_half_ray(backend, catalog: Catalog, preds: Path, local_report: Path, tmp_path: Path) -> None:
+    first, _, _ = evaluate(
+        catalog, preds, output_dir=tmp_path, profile="both", only=[ORACLE], use_cache=False, run_id="half-local"
+    )
     assert [e["repo_name"] for e in json.loads(first.read_text())["results"]] == [ORACLE]
     seen: list[str] = []
-    path, _, plan = evaluate(catalog, preds, output_dir=tmp_path, profile="both", resume=True, use_cache=False,
-                             backend=backend, run_id="half-ray", progress=lambda t, _m: seen.append(t))
+    path, _, plan = evaluate(
+        catalog,
+        preds,
+        output_dir=tmp_path,
+        profile="both",
+        resume=True,
+        use_cache=False,
+        backend=backend,
+        run_id="half-ray",
+        progress=lambda t, _m: seen.append(t),
+    )
     assert [t.id for t, _ in plan.todo] == [EMPTY] and set(seen) == {EMPTY}  # only the rest ran on Ray
     report = json.loads(path.read_text(encoding="utf-8"))
     assert report["metadata"]["resumed"] == [ORACLE]
@@ -262,8 +325,7 @@ def _assert_only_finished_repos_recorded(folder: Path) -> None:
         assert len(outcomes) == 2 and "infra_error" not in outcomes, entry["repo_name"]
 
 
-def test_cancel_stops_jobs_and_sweeps(backend, catalog: Catalog, preds: Path, tmp_path: Path,
-                                      docker_client) -> None:
+def test_cancel_stops_jobs_and_sweeps(backend, catalog: Catalog, preds: Path, tmp_path: Path, docker_client) -> None:
     from bridge.scoring.run.ray_backend import RayBackend
 
     mine = RayBackend()  # same cluster (already joined); cancelling it leaves the shared one usable
@@ -272,8 +334,17 @@ def test_cancel_stops_jobs_and_sweeps(backend, catalog: Catalog, preds: Path, tm
 
     def run() -> None:
         try:
-            evaluate(catalog, preds, output_dir=tmp_path, profile="both", workers=4, use_cache=False, backend=mine,
-                     run_id="raycancel", progress=lambda _t, m: started.set() if "] started" in m else None)
+            evaluate(
+                catalog,
+                preds,
+                output_dir=tmp_path,
+                profile="both",
+                workers=4,
+                use_cache=False,
+                backend=mine,
+                run_id="raycancel",
+                progress=lambda _t, m: started.set() if "] started" in m else None,
+            )
         except BaseException as exc:  # noqa: BLE001 - the test inspects it
             box["exc"] = exc
 
@@ -292,8 +363,16 @@ def test_cancel_stops_jobs_and_sweeps(backend, catalog: Catalog, preds: Path, tm
         time.sleep(2)
     assert _leftovers(docker_client, "raycancel-") == []
     # the run picks up where it stopped on --resume
-    path, _, _ = evaluate(catalog, preds, output_dir=tmp_path, profile="both", resume=True, use_cache=False,
-                          backend=backend, run_id="raycancel2")
+    path, _, _ = evaluate(
+        catalog,
+        preds,
+        output_dir=tmp_path,
+        profile="both",
+        resume=True,
+        use_cache=False,
+        backend=backend,
+        run_id="raycancel2",
+    )
     assert sorted(e["repo_name"] for e in json.loads(path.read_text())["results"]) == sorted([ORACLE, EMPTY])
 
 
@@ -349,13 +428,34 @@ def test_curve_and_rescore_cli_on_ray(cluster, backend, tmp_path: Path, capsys: 
     shutil.copytree(SAMPLE, rec)
     stored = json.loads(next((rec / "results").glob("submission-*/result.json")).read_text())["profiles"]["strict"]
     capsys.readouterr()
-    assert main(["curve", str(rec), "--points", "2", "--profile", "strict", "--no-cache", "--backend", "ray",
-                 "--ray-address", cluster.address, "--json"]) == 0
+    assert (
+        main(
+            [
+                "curve",
+                str(rec),
+                "--points",
+                "2",
+                "--profile",
+                "strict",
+                "--no-cache",
+                "--backend",
+                "ray",
+                "--ray-address",
+                cluster.address,
+                "--json",
+            ]
+        )
+        == 0
+    )
     curve = json.loads(capsys.readouterr().out)
     assert curve["points"][-1]["pass_at_1"] == stored["pass_at_1"]["score"] and curve["points"][-1]["dsr"] is True
     assert curve["points"][0]["pass_at_1"] < curve["points"][-1]["pass_at_1"]
-    assert main(["rescore", str(rec), "--profile", "strict", "--backend", "ray", "--ray-address", cluster.address,
-                 "--json"]) == 0
+    assert (
+        main(
+            ["rescore", str(rec), "--profile", "strict", "--backend", "ray", "--ray-address", cluster.address, "--json"]
+        )
+        == 0
+    )
     rescored = json.loads(capsys.readouterr().out)
     prof = rescored["profiles"]["strict"]
     assert prof["pass_at_1"] == stored["pass_at_1"] and prof["outcome"] == stored["outcome"]
@@ -367,13 +467,28 @@ def test_cli_ray_address_needs_the_ray_backend(capsys: pytest.CaptureFixture[str
     from bridge.cli import main
 
     (tmp_path / "preds").mkdir()
-    assert main(["evaluate", "--predictions-dir", str(tmp_path / "preds"), "--backend", "local",
-                 "--ray-address", "127.0.0.1:1", "--output-dir", str(tmp_path / "out")]) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                "--predictions-dir",
+                str(tmp_path / "preds"),
+                "--backend",
+                "local",
+                "--ray-address",
+                "127.0.0.1:1",
+                "--output-dir",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 2
+    )
     assert "--ray-address only applies" in capsys.readouterr().err
 
 
-def test_ctrl_c_on_the_cli_cancels_then_resume_completes(cluster, catalog: Catalog, preds: Path, tmp_path: Path,
-                                                         docker_client) -> None:
+def test_ctrl_c_on_the_cli_cancels_then_resume_completes(
+    cluster, catalog: Catalog, preds: Path, tmp_path: Path, docker_client
+) -> None:
     import signal
     import subprocess
     import sys
@@ -382,10 +497,25 @@ def test_ctrl_c_on_the_cli_cancels_then_resume_completes(cluster, catalog: Catal
     # a result cache of its own: every job must really run (the driver's cache would answer)
     env = {**os.environ, **cluster.auth_env(), "PYTHONPATH": str(repo_root), "RGBRIDGE_CACHE": str(tmp_path / "c")}
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "bridge.cli", "evaluate", "--predictions-dir", str(preds), "--backend", "ray",
-           "--ray-address", cluster.address, "--output-dir", str(out), "--workers", "4"]
-    proc = subprocess.Popen([*cmd, "--run-id", "raysigint"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "bridge.cli",
+        "evaluate",
+        "--predictions-dir",
+        str(preds),
+        "--backend",
+        "ray",
+        "--ray-address",
+        cluster.address,
+        "--output-dir",
+        str(out),
+        "--workers",
+        "4",
+    ]
+    proc = subprocess.Popen(
+        [*cmd, "--run-id", "raysigint"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 300
     while not _leftovers(docker_client, "raysigint-") and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.5)  # wait until a job's containers run on some node
@@ -398,8 +528,14 @@ def test_ctrl_c_on_the_cli_cancels_then_resume_completes(cluster, catalog: Catal
     while _leftovers(docker_client, "raysigint-") and time.monotonic() < deadline:
         time.sleep(1)
     assert _leftovers(docker_client, "raysigint-") == []  # cancelled jobs' containers swept
-    done = subprocess.run([*cmd, "--resume", "--run-id", "raysigint2", "--json"], env=env, capture_output=True,
-                          text=True, timeout=900, check=False)
+    done = subprocess.run(
+        [*cmd, "--resume", "--run-id", "raysigint2", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert sorted(e["repo_name"] for e in report["results"]) == sorted([ORACLE, EMPTY])

@@ -250,7 +250,9 @@ def test_event_storm_nothing_missed(tmp_path: Path) -> None:
         s = r.rec.seal(quiet_seconds=0.5, tag="refs/rgbridge/submission")
         disk = scan(r.ws)
         assert s.stable
-        assert {p: (e.sha256, e.mode) for p, e in s.manifest.items()} == {p: (e.sha256, e.mode) for p, e in disk.items()}
+        assert {p: (e.sha256, e.mode) for p, e in s.manifest.items()} == {
+            p: (e.sha256, e.mode) for p, e in disk.items()
+        }
         assert s.tree_hash == tree_hash(r.ws) == r.store.tree_hash_of(s.commit)
         assert r.store.resolve("refs/rgbridge/submission") == s.commit
         out = tmp_path / "replay"

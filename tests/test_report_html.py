@@ -124,9 +124,21 @@ def chromium() -> str:
 
 
 def _run(chromium: str, profile: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                           "--disable-extensions", f"--user-data-dir={profile}", *args],
-                          capture_output=True, timeout=120, check=False)
+    return subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-extensions",
+            f"--user-data-dir={profile}",
+            *args,
+        ],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def decode_png(data: bytes) -> tuple[int, int, list[bytes]]:

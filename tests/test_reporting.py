@@ -61,14 +61,33 @@ def codex_dicts() -> list[dict]:
     out = []
     for task, port, fw, ok, p, f, e, impl, tot in CODEX:
         total = p + f + e
-        out.append({
-            "repo_name": task, "lang": "python", "port": port, "framework": fw, "exit_code": 0,
-            "dsr": {"success": ok, "message": "Service started successfully" if ok else "Service failed to start within 15s"},
-            "pass_at_1": {"passed": p, "failed": f, "errors": e, "skipped": 0, "total": total,
-                          "score": round(p / total, 4) if total else 0.0},
-            "api_coverage": {"total_apis": tot, "implemented_apis": impl, "score": round(impl / tot, 4) if tot else 0.0},
-            "elapsed_seconds": 40.0,
-        })
+        out.append(
+            {
+                "repo_name": task,
+                "lang": "python",
+                "port": port,
+                "framework": fw,
+                "exit_code": 0,
+                "dsr": {
+                    "success": ok,
+                    "message": "Service started successfully" if ok else "Service failed to start within 15s",
+                },
+                "pass_at_1": {
+                    "passed": p,
+                    "failed": f,
+                    "errors": e,
+                    "skipped": 0,
+                    "total": total,
+                    "score": round(p / total, 4) if total else 0.0,
+                },
+                "api_coverage": {
+                    "total_apis": tot,
+                    "implemented_apis": impl,
+                    "score": round(impl / tot, 4) if tot else 0.0,
+                },
+                "elapsed_seconds": 40.0,
+            }
+        )
     return out
 
 
@@ -95,15 +114,26 @@ def test_codex_run_strict_view_counts_zero_totals() -> None:
 
 
 def test_summarize_upstream_empty() -> None:
-    assert summarize_upstream([]) == {"total_repos": 0, "evaluated": 0, "avg_pass_at_1": 0.0,
-                                      "avg_api_coverage": 0.0, "deployment_success_rate": 0.0}
+    assert summarize_upstream([]) == {
+        "total_repos": 0,
+        "evaluated": 0,
+        "avg_pass_at_1": 0.0,
+        "avg_api_coverage": 0.0,
+        "deployment_success_rate": 0.0,
+    }
 
 
 def test_summarize_upstream_missing_ac_key_and_java() -> None:
     rows = codex_dicts()[:2]
     del rows[0]["api_coverage"]
-    rows.append({"repo_name": "j", "lang": "java", "dsr": {"success": False},
-                 "pass_at_1": {"passed": 1, "total": 4, "score": 0.25}})
+    rows.append(
+        {
+            "repo_name": "j",
+            "lang": "java",
+            "dsr": {"success": False},
+            "pass_at_1": {"passed": 1, "total": 4, "score": 0.25},
+        }
+    )
     s = summarize_upstream(rows)
     assert s["ac_by_lang"] == {"python": 1.0, "java": 0.0}
     assert s["pass_at_1_by_lang"] == {"python": 0.4444, "java": 0.25}
@@ -121,9 +151,19 @@ def test_infer_outcome_from_upstream_fields() -> None:
 
 def test_strict_excludes_infra_errors() -> None:
     rows = [
-        {"lang": "python", "outcome": "scored", "dsr": {"success": True},
-         "pass_at_1": {"passed": 3, "total": 4}, "dynamic_api_coverage": {"total_apis": 2, "score": 0.5}},
-        {"lang": "python", "outcome": "build_failed", "dsr": {"success": False}, "pass_at_1": {"passed": 0, "total": 0}},
+        {
+            "lang": "python",
+            "outcome": "scored",
+            "dsr": {"success": True},
+            "pass_at_1": {"passed": 3, "total": 4},
+            "dynamic_api_coverage": {"total_apis": 2, "score": 0.5},
+        },
+        {
+            "lang": "python",
+            "outcome": "build_failed",
+            "dsr": {"success": False},
+            "pass_at_1": {"passed": 0, "total": 0},
+        },
         {"lang": "python", "outcome": "infra_error", "dsr": {"success": False}, "pass_at_1": {"passed": 0, "total": 0}},
     ]
     s = summarize_strict(rows)
@@ -136,27 +176,55 @@ def test_strict_excludes_infra_errors() -> None:
 # ----------------------------------------------------------------------------- ScoreResult shapes
 
 
-def make_score(task: str, *, compat_passed: int = 2, strict_passed: int = 1, total: int = 4,
-               compat_outcome: str = "scored", strict_outcome: str = "scored") -> ScoreResult:
+def make_score(
+    task: str,
+    *,
+    compat_passed: int = 2,
+    strict_passed: int = 1,
+    total: int = 4,
+    compat_outcome: str = "scored",
+    strict_outcome: str = "scored",
+) -> ScoreResult:
     def prof(name: str, passed: int, outcome: str) -> ProfileResult:
         return ProfileResult(
-            profile=name, outcome=outcome, dsr=DSRResult(success=True, message="Service started successfully"),
+            profile=name,
+            outcome=outcome,
+            dsr=DSRResult(success=True, message="Service started successfully"),
             pass_at_1=PassAt1.from_counts(passed, total - passed, 0),
             api_coverage=APICoverage(total_apis=2, implemented_apis=2, score=1.0),
             dynamic_api_coverage=APICoverage(total_apis=2, implemented_apis=1, score=0.5) if name == "strict" else None,
-            exit_code=0, elapsed_seconds=1.5,
+            exit_code=0,
+            elapsed_seconds=1.5,
         )
 
-    return ScoreResult(task_id=task, task_hash="t" * 8, snapshot_hash="s" * 8, lang="python", port=8000,
-                       framework="fastapi", profiles={"compat": prof("compat", compat_passed, compat_outcome),
-                                                      "strict": prof("strict", strict_passed, strict_outcome)})
+    return ScoreResult(
+        task_id=task,
+        task_hash="t" * 8,
+        snapshot_hash="s" * 8,
+        lang="python",
+        port=8000,
+        framework="fastapi",
+        profiles={
+            "compat": prof("compat", compat_passed, compat_outcome),
+            "strict": prof("strict", strict_passed, strict_outcome),
+        },
+    )
 
 
 def test_to_upstream_dict_exact_shape() -> None:
     r = make_score("notes-api")
     d = r.to_upstream_dict("compat")
-    assert list(d) == ["repo_name", "lang", "port", "framework", "exit_code", "dsr", "pass_at_1",
-                       "api_coverage", "elapsed_seconds"]
+    assert list(d) == [
+        "repo_name",
+        "lang",
+        "port",
+        "framework",
+        "exit_code",
+        "dsr",
+        "pass_at_1",
+        "api_coverage",
+        "elapsed_seconds",
+    ]
     assert d["dsr"] == {"success": True, "message": "Service started successfully"}
     assert d["pass_at_1"] == {"passed": 2, "failed": 2, "errors": 0, "skipped": 0, "total": 4, "score": 0.5}
     assert d["api_coverage"] == {"total_apis": 2, "implemented_apis": 2, "score": 1.0}
@@ -287,8 +355,21 @@ def test_render_table_side_by_side() -> None:
     console = Console(record=True, width=220)
     render_table(entries, console)
     text = console.export_text()
-    for needle in ("Repo", "Profile", "strict", "compat", "alpha", "2/4 (0.50)", "1/4 (0.25)", "1/2 (0.50)", "timeout",
-                   "eve", "FAIL", "0/2 (0.00)", "deploy_failed"):
+    for needle in (
+        "Repo",
+        "Profile",
+        "strict",
+        "compat",
+        "alpha",
+        "2/4 (0.50)",
+        "1/4 (0.25)",
+        "1/2 (0.50)",
+        "timeout",
+        "eve",
+        "FAIL",
+        "0/2 (0.00)",
+        "deploy_failed",
+    ):
         assert needle in text, needle
 
 
@@ -320,10 +401,13 @@ def test_table_never_reads_repo_names_as_markup() -> None:
 
     from bridge.reports.table import render_table
 
-    entry = {"repo_name": "repo[/x]", "lang": "python",
-             "pass_at_1": {"score": 0.0, "passed": 0, "total": 2},
-             "api_coverage": {"score": 0.0, "implemented_apis": 0, "total_apis": 2},
-             "dsr": {"success": False}}
+    entry = {
+        "repo_name": "repo[/x]",
+        "lang": "python",
+        "pass_at_1": {"score": 0.0, "passed": 0, "total": 2},
+        "api_coverage": {"score": 0.0, "implemented_apis": 0, "total_apis": 2},
+        "dsr": {"success": False},
+    }
     buf = io.StringIO()
     render_table([entry], console=Console(file=buf, width=120))
     assert "repo[/x]" in buf.getvalue()

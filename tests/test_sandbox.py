@@ -24,8 +24,14 @@ def base_image(docker_client) -> str:
 
 
 def _spec(image: str, what: str, command: list[str], **kw) -> SandboxSpec:
-    return SandboxSpec(image=image, name=f"rgbridge-t-{RUN}-{what}-{secrets.token_hex(2)}", command=command,
-                       kind="test", run_id=RUN, **kw)
+    return SandboxSpec(
+        image=image,
+        name=f"rgbridge-t-{RUN}-{what}-{secrets.token_hex(2)}",
+        command=command,
+        kind="test",
+        run_id=RUN,
+        **kw,
+    )
 
 
 def _ours(client) -> list:
@@ -55,8 +61,9 @@ def test_docker_sandbox_round_trip_and_cleanup(docker_client, base_image, tmp_pa
         assert slow.timed_out and time.monotonic() - started < 15
         assert "sleep 100" not in box.exec(["ps", "-eo", "args"], 10).output
         # output is capped to head + tail
-        flood = box.exec(["sh", "-c", "echo START; head -c 500000 /dev/zero | tr '\\0' x; echo; echo END"], 20,
-                         max_output=2000)
+        flood = box.exec(
+            ["sh", "-c", "echo START; head -c 500000 /dev/zero | tr '\\0' x; echo; echo END"], 20, max_output=2000
+        )
         assert flood.output.startswith("START") and flood.output.rstrip().endswith("END")
         assert "bytes truncated" in flood.output and len(flood.output) < 2200
         # copy out: regular files only, size-capped
@@ -84,10 +91,17 @@ def test_docker_sandbox_wait_logs_attach_and_shared_loopback(docker_client, base
             _spec(base_image, "tst", ["sleep", "300"], share_network_of=service, limits=SandboxLimits(pids_limit=64))
         ) as tester:
             tester.start()
-            probe = tester.exec(["python3", "-c", "import time,urllib.request as u\n"
-                                 "for _ in range(50):\n"
-                                 "    try: print(u.urlopen('http://127.0.0.1:18765/').status); break\n"
-                                 "    except OSError: time.sleep(0.2)"], 30)
+            probe = tester.exec(
+                [
+                    "python3",
+                    "-c",
+                    "import time,urllib.request as u\n"
+                    "for _ in range(50):\n"
+                    "    try: print(u.urlopen('http://127.0.0.1:18765/').status); break\n"
+                    "    except OSError: time.sleep(0.2)",
+                ],
+                30,
+            )
             assert probe.output.strip() == "200"
             outside = tester.exec(["python3", "-c", "import socket; socket.create_connection(('1.1.1.1', 53), 3)"], 10)
             assert outside.exit_code != 0  # the pair has no network beyond the shared loopback

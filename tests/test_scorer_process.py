@@ -22,8 +22,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def tree(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.parts}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def test_the_golden_archive_holds_what_scoring_reads_and_unpacks_to_it(tmp_path: Path, tasks_dir: Path) -> None:

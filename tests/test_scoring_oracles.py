@@ -27,8 +27,9 @@ BAD_REQUIREMENT = "this is not a requirement ==== !!!\n"
 
 
 def _leftovers(client, run_id: str) -> list[str]:
-    found = client.containers.list(all=True, filters={"label": ["rgbridge.owner=rgbridge",
-                                                                 f"rgbridge.run_id={run_id}"]})
+    found = client.containers.list(
+        all=True, filters={"label": ["rgbridge.owner=rgbridge", f"rgbridge.run_id={run_id}"]}
+    )
     return [c.name for c in found]
 
 
@@ -54,16 +55,18 @@ def scored(docker_client, catalog: Catalog, tmp_path_factory):
     shutil.copytree(catalog.get("kv-ledger").solution_dir, broken_reqs)
     (broken_reqs / "requirements.txt").write_text(BAD_REQUIREMENT, encoding="utf-8")
 
-    jobs: dict[str, tuple[Task, Path]] = {tid: (catalog.get(tid), catalog.get(tid).solution_dir)
-                                          for tid in ORACLE_TASKS}
+    jobs: dict[str, tuple[Task, Path]] = {
+        tid: (catalog.get(tid), catalog.get(tid).solution_dir) for tid in ORACLE_TASKS
+    }
     jobs["empty"] = (catalog.get("kv-ledger"), empty)
     jobs["bad-requirements"] = (catalog.get("kv-ledger"), broken_reqs)
 
     def run(name: str, task: Task, repo: Path) -> Scored:
         out = base / f"out-{name}"
         run_id = f"test-oracles-{name}"
-        result = score_repo(task, repo, profile="both", use_cache=False, output_dir=out, run_id=run_id,
-                            client=docker_client)
+        result = score_repo(
+            task, repo, profile="both", use_cache=False, output_dir=out, run_id=run_id, client=docker_client
+        )
         return Scored(result, out, _leftovers(docker_client, run_id))
 
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="oracle-score")
@@ -94,7 +97,8 @@ def test_oracle_strict_details(scored, task_id: str) -> None:
     # Dynamic AC probes every README endpoint against the running service.
     assert strict.dynamic_api_coverage is not None
     assert strict.dynamic_api_coverage.score == 1.0, [
-        (e.method, e.path, e.status, e.evidence) for e in strict.dynamic_api_coverage.endpoints if not e.implemented]
+        (e.method, e.path, e.status, e.evidence) for e in strict.dynamic_api_coverage.endpoints if not e.implemented
+    ]
     # One result per collected golden item, all passed; the denominator is the collected count.
     collect_log = (s.out / strict.logs["collect"]).read_text(encoding="utf-8")
     collected = [ln for ln in collect_log.splitlines() if "::" in ln and not ln[0].isspace()]

@@ -28,16 +28,21 @@ TIMEOUT = 600
 
 
 def server_env(tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("RGBRIDGE_WORKSPACE", "CLAUDE_PROJECT_DIR", "RGBRIDGE_TOKEN")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("RGBRIDGE_WORKSPACE", "CLAUDE_PROJECT_DIR", "RGBRIDGE_TOKEN")
+    }
     env["TMPDIR"] = str(tmp)  # the server's (and its scoring process's) temp folder: checked for leaks
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     return env
 
 
 def params(ws: Path, rec: Path, tmp: Path) -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable,
-                                 args=["-m", "mcp_server", "--workspace", str(ws), "--recordings", str(rec)],
-                                 env=server_env(tmp), cwd=str(REPO_ROOT))
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mcp_server", "--workspace", str(ws), "--recordings", str(rec)],
+        env=server_env(tmp),
+        cwd=str(REPO_ROOT),
+    )
 
 
 def pids_with(*needles: str) -> list[int]:
@@ -90,7 +95,10 @@ def assert_oracle_scored(record: dict[str, Any], folder: Path) -> None:
     assert [e["tool"] for e in events if e["type"] == "mcp_call"][:2] == ["start_task", "submit_task"]
     # the clock stopped after the last file event, and the recording verifies
     types = [e["type"] for e in events]
-    assert "file_created" not in types[types.index("clock_stop"):] and "file_modified" not in types[types.index("clock_stop"):]
+    assert (
+        "file_created" not in types[types.index("clock_stop") :]
+        and "file_modified" not in types[types.index("clock_stop") :]
+    )
     from bridge.recording.verify import verify_recording
 
     report = verify_recording(folder)
@@ -148,15 +156,23 @@ def run_signalled(tmp_path: Path, leaks: GoldenLeaks, signals: list[signal.Signa
     assert "signal" in timing, "the server was never signalled"
     record, folder = sealed_score(rec, leaks, time.monotonic() + TIMEOUT)
     seconds = time.monotonic() - timing["signal"]
-    print(f"{'+'.join(s.name for s in signals)}: server exit {timing['exited'] - timing['signal']:.2f}s, "
-          f"sealed score {seconds:.1f}s after the signal")
+    print(
+        f"{'+'.join(s.name for s in signals)}: server exit {timing['exited'] - timing['signal']:.2f}s, "
+        f"sealed score {seconds:.1f}s after the signal"
+    )
     return record, folder, seconds
 
 
-@pytest.mark.parametrize("signals", [[signal.SIGINT, signal.SIGTERM], [signal.SIGHUP], [signal.SIGKILL]],
-                         ids=["claude-code-int-term", "hup", "kill"])
+@pytest.mark.parametrize(
+    "signals",
+    [[signal.SIGINT, signal.SIGTERM], [signal.SIGHUP], [signal.SIGKILL]],
+    ids=["claude-code-int-term", "hup", "kill"],
+)
 def test_a_submitted_score_is_sealed_after_the_server_is_signalled(
-    tmp_path: Path, golden_leaks: GoldenLeaks, docker_client, signals  # noqa: F811
+    tmp_path: Path,
+    golden_leaks: GoldenLeaks,  # noqa: F811
+    docker_client,
+    signals,  # noqa: F811
 ) -> None:
     record, folder, _ = run_signalled(tmp_path, golden_leaks, signals)
     assert_oracle_scored(record, folder)
@@ -166,7 +182,9 @@ def test_a_submitted_score_is_sealed_after_the_server_is_signalled(
 
 
 def test_a_killed_scoring_process_is_resumed_by_the_next_server_start(
-    tmp_path: Path, golden_leaks: GoldenLeaks, docker_client  # noqa: F811
+    tmp_path: Path,
+    golden_leaks: GoldenLeaks,  # noqa: F811
+    docker_client,
 ) -> None:
     ws, rec, tmp = tmp_path / "ws", tmp_path / "rec", tmp_path / "tmp"
     ws.mkdir()
@@ -206,7 +224,9 @@ def test_a_killed_scoring_process_is_resumed_by_the_next_server_start(
 
 
 def test_a_server_still_up_relaunches_a_scoring_process_that_died(
-    tmp_path: Path, golden_leaks: GoldenLeaks, docker_client  # noqa: F811
+    tmp_path: Path,
+    golden_leaks: GoldenLeaks,  # noqa: F811
+    docker_client,
 ) -> None:
     from bridge.sessions.manager import SessionManager
     from bridge.sessions.settings import SessionSettings

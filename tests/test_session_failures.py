@@ -49,9 +49,9 @@ def mgr(tmp_path: Path, tasks_dir: Path):
 
 
 @pytest.mark.parametrize("where", ["seal", "save"])
-def test_failed_store_write_leaves_session_open_and_retry_works(mgr: SessionManager, tmp_path: Path,
-                                                                 tasks_dir: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                 where: str) -> None:
+def test_failed_store_write_leaves_session_open_and_retry_works(
+    mgr: SessionManager, tmp_path: Path, tasks_dir: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
     sid = mgr.start("kv-ledger", tmp_path / "ws").session_id
     write_solution(tasks_dir / "kv-ledger", tmp_path / "ws")
     session = mgr.sessions[sid]
@@ -86,8 +86,9 @@ def test_failed_store_write_leaves_session_open_and_retry_works(mgr: SessionMana
     assert "submit_failed" in types and types.count("submit") == 1
 
 
-def test_failed_submit_over_mcp_is_a_clear_error_and_visible(tmp_path: Path, tasks_dir: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_submit_over_mcp_is_a_clear_error_and_visible(
+    tmp_path: Path, tasks_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     manager = SessionManager(
         Catalog.from_options(tasks_dir),
         recordings_dir=tmp_path / "rec",
@@ -178,8 +179,14 @@ KILL_SCRIPT = textwrap.dedent("""
 def test_kill_9_during_seal_leaves_clock_consistent(tmp_path: Path, tasks_dir: Path, delay: float) -> None:
     rec, ws = tmp_path / "rec", tmp_path / "ws"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(tasks_dir), str(rec), str(ws), "1.0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILL_SCRIPT, str(tasks_dir), str(rec), str(ws), "1.0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+    )
     sid = proc.stdout.readline().strip()
     assert sid, proc.stderr.read()
     time.sleep(delay)  # the seal waits ~1 s of quiet: kill before, during and around it
@@ -218,8 +225,9 @@ def test_kill_9_during_seal_leaves_clock_consistent(tmp_path: Path, tasks_dir: P
         manager.close()
 
 
-def test_time_limit_submit_refused_by_the_disk_retries_calmly(tmp_path: Path, tasks_dir: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_time_limit_submit_refused_by_the_disk_retries_calmly(
+    tmp_path: Path, tasks_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Past the time limit a failing submit is retried every few seconds, not in a tight loop."""
     import shutil
 

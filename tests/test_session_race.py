@@ -29,10 +29,10 @@ def flipper(parent: Path, name: str, outside: Path, stop: threading.Event) -> th
     def run() -> None:
         while not stop.is_set():
             try:
-                if real.is_symlink():           # symlink phase over: the directory comes back
+                if real.is_symlink():  # symlink phase over: the directory comes back
                     os.unlink(real)
                     os.rename(link, real)
-                else:                           # the directory moves aside, a symlink takes its name
+                else:  # the directory moves aside, a symlink takes its name
                     os.rename(real, link)
                     os.symlink(outside, real)
             except OSError:
@@ -112,8 +112,7 @@ def test_manager_start_rechecks_within_root(tmp_path: Path, tasks_dir: Path) -> 
     root.mkdir()
     outside.mkdir()
     (root / "escape").symlink_to(outside)
-    manager = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec",
-                             scorer=CountingScorer())
+    manager = SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec", scorer=CountingScorer())
     try:
         with pytest.raises(PathError, match="outside"):
             manager.start("kv-ledger", root / "escape", within=root)

@@ -34,8 +34,14 @@ def tasks_copy(tmp_path: Path, tasks_dir: Path) -> Path:
 
 def rgbridge(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    return subprocess.run([sys.executable, "-m", "bridge.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "bridge.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=REPO_ROOT,
+    )
 
 
 def start_and_leave(tasks: Path, rec: Path, workspace: Path, **kw) -> SessionStatus:
@@ -73,16 +79,16 @@ def test_forged_marker_does_not_reattach_or_submit(tmp_path: Path, tasks_copy: P
     forged.update(workspace=str(task_dir), session_id="20250101T000000Z-kv-ledger-abcdef", owner=None)
     (fake / "session.json").write_text(json.dumps(forged))
     # 1. the old format: an absolute recording path
-    (ws / ".rgbridge" / "session.json").write_text(json.dumps({"session_id": forged["session_id"],
-                                                               "recording": str(fake)}))
+    (ws / ".rgbridge" / "session.json").write_text(
+        json.dumps({"session_id": forged["session_id"], "recording": str(fake)})
+    )
     # 2. a real recording (in the recordings folder) whose workspace is the task folder
     planted = rec / forged["session_id"]
     planted.mkdir()
     (planted / "session.json").write_text(json.dumps(forged))
     before = {p.relative_to(task_dir) for p in task_dir.rglob("*")}
 
-    proc = rgbridge("submit", "--workspace", str(ws), "--recordings", str(rec), "--tasks", str(tasks_copy),
-                    "--no-wait")
+    proc = rgbridge("submit", "--workspace", str(ws), "--recordings", str(rec), "--tasks", str(tasks_copy), "--no-wait")
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert "no session recorded" in proc.stderr
     assert not list(ws.rglob("store")), "a store was created inside the workspace"
@@ -101,12 +107,15 @@ def test_forged_marker_does_not_reattach_or_submit(tmp_path: Path, tasks_copy: P
         mgr2.close()
 
 
-@pytest.mark.parametrize("marker", [
-    {"session_id": "../ws/fake"},
-    {"session_id": "20250101T000000Z-kv-ledger-abcdef/../../x"},
-    {"session_id": 7},
-    ["not", "an", "object"],
-])
+@pytest.mark.parametrize(
+    "marker",
+    [
+        {"session_id": "../ws/fake"},
+        {"session_id": "20250101T000000Z-kv-ledger-abcdef/../../x"},
+        {"session_id": 7},
+        ["not", "an", "object"],
+    ],
+)
 def test_malformed_marker_ids_are_ignored(tmp_path: Path, marker: object) -> None:
     meta = tmp_path / "ws" / ".rgbridge"
     meta.mkdir(parents=True)
@@ -151,7 +160,8 @@ def test_attach_refuses_recorded_workspace_inside_the_task(tmp_path: Path, tasks
 
 
 def test_cli_submit_attaches_only_the_named_session_and_reports_progress(
-        tmp_path: Path, tasks_copy: Path, capsys: pytest.CaptureFixture[str], docker_client) -> None:
+    tmp_path: Path, tasks_copy: Path, capsys: pytest.CaptureFixture[str], docker_client
+) -> None:
     """Opening 8(d): `rgbridge submit --workspace A` with no live server re-attaches A only (B's
     recording is not touched) and waits for scoring, printing progress, with no fixed cap. The
     score comes from the detached scoring process (bridge/sessions/scorer.py): the real engine."""
@@ -172,8 +182,9 @@ def test_cli_submit_attaches_only_the_named_session_and_reports_progress(
     b_events = (Path(b.recording) / "events.jsonl").read_bytes()
     b_record = (Path(b.recording) / "session.json").read_bytes()
     (tmp_path / "a" / "app.py").write_text(f"print({time.time_ns()})\n")  # a snapshot no cache knows
-    code = cli(["submit", "--workspace", str(tmp_path / "a"), "--recordings", str(rec), "--tasks", str(tasks_copy),
-                "--json"])
+    code = cli(
+        ["submit", "--workspace", str(tmp_path / "a"), "--recordings", str(rec), "--tasks", str(tasks_copy), "--json"]
+    )
     out = capsys.readouterr()
     assert code == 0, out.err
     assert json.loads(out.out)["state"] == "done"
@@ -184,15 +195,27 @@ def test_cli_submit_attaches_only_the_named_session_and_reports_progress(
     assert not (Path(b.recording) / "owner.pid").exists()
 
 
-def test_cli_submit_timeout_is_explicit(tmp_path: Path, tasks_copy: Path, capsys: pytest.CaptureFixture[str],
-                                        docker_client) -> None:
+def test_cli_submit_timeout_is_explicit(
+    tmp_path: Path, tasks_copy: Path, capsys: pytest.CaptureFixture[str], docker_client
+) -> None:
     from bridge.cli import main as cli
 
     rec = tmp_path / "rec"
     a = start_and_leave(tasks_copy, rec, tmp_path / "a")
     (tmp_path / "a" / "app.py").write_text(f"print({time.time_ns()})\n")  # real scoring takes seconds
-    code = cli(["submit", "--workspace", str(tmp_path / "a"), "--recordings", str(rec), "--tasks", str(tasks_copy),
-                "--timeout", "1"])
+    code = cli(
+        [
+            "submit",
+            "--workspace",
+            str(tmp_path / "a"),
+            "--recordings",
+            str(rec),
+            "--tasks",
+            str(tasks_copy),
+            "--timeout",
+            "1",
+        ]
+    )
     assert code != 0
     assert "--timeout" in capsys.readouterr().err
     assert load_record(Path(a.recording)).state == "submitted"

@@ -49,11 +49,12 @@ PLUGIN_DIR = Path(__file__).resolve().parent.parent / "bridge" / "scoring" / "as
 
 
 def test_addopts_filter_keeps_suite_meaning_and_drops_what_strict_owns() -> None:
-    kept, dropped = filter_addopts("-q -v --tb=short --strict-markers -n auto --dist load --cov=app --cov-report "
-                                   "term --cov-fail-under=80 --html=r.html --self-contained-html -x --maxfail 3 "
-                                   "--junitxml=j.xml -p no:warnings --timeout=30 -m 'not slow' -c other.ini")
-    assert kept == ["-q", "-v", "--tb=short", "--strict-markers", "-p", "no:warnings", "--timeout=30", "-m",
-                    "not slow"]
+    kept, dropped = filter_addopts(
+        "-q -v --tb=short --strict-markers -n auto --dist load --cov=app --cov-report "
+        "term --cov-fail-under=80 --html=r.html --self-contained-html -x --maxfail 3 "
+        "--junitxml=j.xml -p no:warnings --timeout=30 -m 'not slow' -c other.ini"
+    )
+    assert kept == ["-q", "-v", "--tb=short", "--strict-markers", "-p", "no:warnings", "--timeout=30", "-m", "not slow"]
     assert "-n" in dropped and "--cov=app" in dropped and "-x" in dropped and "--junitxml=j.xml" in dropped
     assert filter_addopts("-n4 --cov")[0] == []
 
@@ -77,15 +78,19 @@ def test_suite_timing_bounds_the_whole_run() -> None:
 
 def test_static_ids_and_white_box_detection() -> None:
     ids = static_test_ids(FIXTURES / "broken_tests" / "tests")
-    assert ids["tests/test_broken_import.py"] == ["tests/test_broken_import.py::test_never_runs_a",
-                                                  "tests/test_broken_import.py::test_never_runs_b"]
+    assert ids["tests/test_broken_import.py"] == [
+        "tests/test_broken_import.py::test_never_runs_a",
+        "tests/test_broken_import.py::test_never_runs_b",
+    ]
     assert static_test_ids(FIXTURES / "runner_class" / "tests")["tests/test_runner.py"] == []
     assert agent_imports(FIXTURES / "white_box" / "tests") == ["app"]
     assert agent_imports(FIXTURES / "root_ini" / "tests") == []  # `from conftest import` ships with the suite
     task = load_task(FIXTURES / "white_box")
     assert task.white_box
     assert white_box_denominator(task, ["tests/test_core.py::test_add"]) == [
-        "tests/test_core.py::test_add", "tests/test_core.py::test_version"]
+        "tests/test_core.py::test_add",
+        "tests/test_core.py::test_version",
+    ]
 
 
 def test_quirk_detection_labels() -> None:
@@ -113,8 +118,10 @@ def test_quirk_detection_labels() -> None:
 def test_item_outcome_from_phases() -> None:
     ok = {"outcome": "passed"}
     assert pytest_results.item_outcome({"setup": ok, "call": ok, "teardown": ok})[0] == "passed"
-    assert pytest_results.item_outcome({"setup": {"outcome": "skipped", "message": "down"}, "teardown": ok})[:2] == \
-        ("skipped", "down")
+    assert pytest_results.item_outcome({"setup": {"outcome": "skipped", "message": "down"}, "teardown": ok})[:2] == (
+        "skipped",
+        "down",
+    )
     assert pytest_results.item_outcome({"setup": {"outcome": "failed"}, "teardown": ok})[0] == "error"
     assert pytest_results.item_outcome({"setup": ok, "call": {"outcome": "failed"}, "teardown": ok})[0] == "failed"
     assert pytest_results.item_outcome({"setup": ok, "call": ok, "teardown": {"outcome": "failed"}})[0] == "error"
@@ -138,8 +145,20 @@ def _run_suite(suite: Path, report: Path, *args: str, budget: str = "") -> pytes
     if budget:
         env["RGBRIDGE_SUITE_BUDGET"] = budget
     ini = suite / "tests" / "pytest.ini"
-    cmd = [sys.executable, "-m", "pytest", "tests", "--rootdir", str(suite), "-p", "no:cacheprovider",
-           "-p", "rgbridge_pytest_report", *pinned_ini_options(ini if ini.exists() else None), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "tests",
+        "--rootdir",
+        str(suite),
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "rgbridge_pytest_report",
+        *pinned_ini_options(ini if ini.exists() else None),
+        *args,
+    ]
     if ini.exists():
         cmd[4:4] = ["-c", str(ini)]
     subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True, timeout=120, check=False)
@@ -151,18 +170,25 @@ def _run_suite(suite: Path, report: Path, *args: str, budget: str = "") -> pytes
 def test_plugin_records_collection_whatever_the_verbosity(tmp_path: Path) -> None:
     """Issue 9: `addopts = -q` plus our `-q` gave `tests/test_x.py: 2` lines and an empty
     denominator; the plugin's record does not depend on the terminal format."""
-    report = _run_plugin(tmp_path, {
-        "tests/pytest.ini": "[pytest]\naddopts = -q\n",
-        "tests/test_x.py": "def test_a():\n    pass\n\ndef test_b():\n    assert False\n",
-    }, "--collect-only", "-q")
+    report = _run_plugin(
+        tmp_path,
+        {
+            "tests/pytest.ini": "[pytest]\naddopts = -q\n",
+            "tests/test_x.py": "def test_a():\n    pass\n\ndef test_b():\n    assert False\n",
+        },
+        "--collect-only",
+        "-q",
+    )
     assert report.collected == ["tests/test_x.py::test_a", "tests/test_x.py::test_b"]
     legacy = pytest_results.parse_collect_only("tests/test_x.py: 2\n")
     assert legacy == []  # what the old text parser made of the same suite
 
 
 def test_plugin_records_outcomes_and_a_session_exit(tmp_path: Path) -> None:
-    report = _run_plugin(tmp_path, {
-        "tests/conftest.py": """
+    report = _run_plugin(
+        tmp_path,
+        {
+            "tests/conftest.py": """
             import pytest
 
             @pytest.fixture(autouse=True)
@@ -170,9 +196,10 @@ def test_plugin_records_outcomes_and_a_session_exit(tmp_path: Path) -> None:
                 if request.node.name == "test_c":
                     pytest.exit("service down")
         """,
-        "tests/test_x.py": "def test_a():\n    pass\n\ndef test_b():\n    assert False\n\ndef test_c():\n    pass\n"
-                           "\ndef test_d():\n    pass\n",
-    })
+            "tests/test_x.py": "def test_a():\n    pass\n\ndef test_b():\n    assert False\n\ndef test_c():\n    pass\n"
+            "\ndef test_d():\n    pass\n",
+        },
+    )
     results = {r.nodeid: r.outcome for r in pytest_results.results_from_plugin(report)}
     assert results["tests/test_x.py::test_a"] == "passed" and results["tests/test_x.py::test_b"] == "failed"
     assert report.exit_reason and "service down" in report.exit_reason
@@ -181,10 +208,14 @@ def test_plugin_records_outcomes_and_a_session_exit(tmp_path: Path) -> None:
 
 
 def test_plugin_suite_deadline_stops_starting_items(tmp_path: Path) -> None:
-    report = _run_plugin(tmp_path, {
-        "tests/test_x.py": "import time\n\n" + "".join(
-            f"def test_{i}():\n    time.sleep(0.4)\n\n" for i in range(10)),
-    }, budget="1")
+    report = _run_plugin(
+        tmp_path,
+        {
+            "tests/test_x.py": "import time\n\n"
+            + "".join(f"def test_{i}():\n    time.sleep(0.4)\n\n" for i in range(10)),
+        },
+        budget="1",
+    )
     assert report.deadline_hit
     assert len(report.collected) == 10 and 1 <= len(report.tests) < 10
 
@@ -193,25 +224,35 @@ def test_deadline_stop_is_not_blamed_on_the_suite(tmp_path: Path) -> None:
     """Real TaskManagement run (all-404 control): pytest reports strict's own deadline stop as an
     interruption, and the result said "the suite ended the session early" as if the suite had
     called pytest.exit(). Only the deadline note belongs there."""
-    report = _run_plugin(tmp_path / "deadline", {
-        "tests/test_x.py": "import time\n\n" + "".join(
-            f"def test_{i}():\n    time.sleep(0.4)\n\n" for i in range(10)),
-    }, budget="1")
+    report = _run_plugin(
+        tmp_path / "deadline",
+        {
+            "tests/test_x.py": "import time\n\n"
+            + "".join(f"def test_{i}():\n    time.sleep(0.4)\n\n" for i in range(10)),
+        },
+        budget="1",
+    )
     assert report.deadline_hit and report.exit_reason and pytest_results.DEADLINE_STOP_REASON in report.exit_reason
     notes = pytest_results.session_notes(report, 1)
     assert notes == ["suite deadline (1s) reached; items not started count as not passed"]
-    exited = _run_plugin(tmp_path / "exit", {
-        "tests/conftest.py": """
+    exited = _run_plugin(
+        tmp_path / "exit",
+        {
+            "tests/conftest.py": """
             import pytest
 
             @pytest.fixture(autouse=True)
             def gate():
                 pytest.exit("service down")
         """,
-        "tests/test_x.py": "def test_a():\n    pass\n",
-    }, budget="60")
+            "tests/test_x.py": "def test_a():\n    pass\n",
+        },
+        budget="60",
+    )
     assert not exited.deadline_hit
-    assert [n for n in pytest_results.session_notes(exited, 60) if "ended the session early" in n and "service down" in n]
+    assert [
+        n for n in pytest_results.session_notes(exited, 60) if "ended the session early" in n and "service down" in n
+    ]
 
 
 def test_staged_suite_reads_the_task_readme_beside_its_tests(tmp_path: Path) -> None:
@@ -225,8 +266,10 @@ def test_staged_suite_reads_the_task_readme_beside_its_tests(tmp_path: Path) -> 
     assert (staged / "README.md").read_bytes() == task.readme_path.read_bytes()
     report = _run_suite(staged, tmp_path / "report.json")
     results = {r.nodeid: r.outcome for r in pytest_results.results_from_plugin(report)}
-    assert results == {"tests/test_readme_contract.py::test_readme_present_and_sections": "passed",
-                       "tests/test_readme_contract.py::test_readme_schemas_are_json": "passed"}
+    assert results == {
+        "tests/test_readme_contract.py::test_readme_present_and_sections": "passed",
+        "tests/test_readme_contract.py::test_readme_schemas_are_json": "passed",
+    }
 
 
 # ----------------------------------------------------------------------------- real Docker, both profiles
@@ -274,9 +317,15 @@ def quirks(docker_client, tmp_path_factory):
     def run(case: str) -> ScoreResult:
         quirk, kind = CASES[case]
         task = load_task(FIXTURES / quirk)
-        return score_repo(task, repo_for(quirk, kind), profile="both", use_cache=False,
-                          output_dir=base / "out" / case, run_id=f"test-quirk-{case.replace('_', '-')}",
-                          client=docker_client)
+        return score_repo(
+            task,
+            repo_for(quirk, kind),
+            profile="both",
+            use_cache=False,
+            output_dir=base / "out" / case,
+            run_id=f"test-quirk-{case.replace('_', '-')}",
+            client=docker_client,
+        )
 
     pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="quirk-score")
     # runner_class_again must see the cached task error of runner_class: it runs after it
@@ -295,8 +344,6 @@ def _both(quirks, case: str) -> tuple[ProfileResult, ProfileResult]:
 
 def _counts(p: ProfileResult) -> tuple[int, int]:
     return p.pass_at_1.passed, p.pass_at_1.total
-
-
 
 
 @pytest.mark.docker

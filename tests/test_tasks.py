@@ -73,13 +73,13 @@ def test_good_manifest(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("mutation", "expected"),
     [
-        (lambda t: t.replace('port = 5055', 'port = 70000'), "field 'port'"),
-        (lambda t: t.replace('port = 5055', 'port = "eighty"'), "field 'port'"),
-        (lambda t: t.replace('port = 5055\n', ''), "field 'port' is required"),
+        (lambda t: t.replace("port = 5055", "port = 70000"), "field 'port'"),
+        (lambda t: t.replace("port = 5055", 'port = "eighty"'), "field 'port'"),
+        (lambda t: t.replace("port = 5055\n", ""), "field 'port' is required"),
         (lambda t: t.replace('lang = "python"', 'lang = "cobol"'), "field 'lang'"),
         (lambda t: t.replace('id = "demo"', 'id = "../evil"'), "field 'id'"),
         (lambda t: "bogus = 1\n" + t, "unknown field 'bogus'"),
-        (lambda t: t.replace('startup = 10', 'startup = -1'), "field 'timeouts.startup'"),
+        (lambda t: t.replace("startup = 10", "startup = -1"), "field 'timeouts.startup'"),
         (lambda t: t.replace('title = "Demo"', 'title = "Demo'), "invalid TOML"),
     ],
 )
@@ -127,7 +127,9 @@ def test_catalog_keeps_good_tasks_and_reports_broken(tmp_path: Path) -> None:
     make_task(tmp_path)
     broken = tmp_path / "broken"
     shutil.copytree(tmp_path / "demo", broken)
-    (broken / "task.toml").write_text(GOOD_TOML.replace('id = "demo"', 'id = "broken"').replace("port = 5055", "port = 0"))
+    (broken / "task.toml").write_text(
+        GOOD_TOML.replace('id = "demo"', 'id = "broken"').replace("port = 5055", "port = 0")
+    )
     catalog = Catalog.from_options(tmp_path)
     assert list(catalog.tasks) == ["demo"]
     assert len(catalog.errors) == 1 and "field 'port'" in catalog.errors[0]
@@ -142,6 +144,7 @@ def test_catalog_keeps_good_tasks_and_reports_broken(tmp_path: Path) -> None:
 def dataset(tmp_path: Path) -> Path:
     """A small tree in the RepoGenesis layout, written here (no upstream files are copied)."""
     root = tmp_path / "RepoGenesis"
+
     def py_task(name: str, *, variant: bool = False, extras: tuple[str, ...] = ()) -> None:
         d = root / "repo" / name
         (d / "tests").mkdir(parents=True)
@@ -153,6 +156,7 @@ def dataset(tmp_path: Path) -> Path:
             v = root / "repo_readme_verified_python_no_t" / name
             v.mkdir(parents=True)
             (v / "README.md").write_text(f"# {name} (no tests variant)\n")
+
     py_task("SimpleFastPyAPI", variant=True)
     py_task("GameBackend", extras=("pytest.ini", "requirements.txt"))
     py_task("Tic-Tac-Toe")
@@ -224,16 +228,28 @@ def test_cli_tasks_list_never_truncates_ids_in_80_columns(dataset: Path) -> None
         (d.parent / "README.md").write_text(f"# {name}\n")
     env = {**os.environ, "COLUMNS": "80"}
     for args in (("--dataset", str(dataset)), ("--dataset", str(dataset), "--tasks", str(TASKS_DIR))):
-        out = subprocess.run([sys.executable, "-m", "bridge.cli", "tasks", "list", *args], capture_output=True,
-                             text=True, timeout=60, env=env, check=False)
+        out = subprocess.run(
+            [sys.executable, "-m", "bridge.cli", "tasks", "list", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            check=False,
+        )
         lines = out.stdout.splitlines()
         assert all(len(line) <= 80 for line in lines), out.stdout
         for name in (*long_ids, "SimpleFastPyAPI", "javalin-task-manager"):
             assert any(line.split() and line.split()[0] == name for line in lines), (name, out.stdout)
         assert "…" not in out.stdout
     # --dataset alone serves only the checkout (intended, and said so); --tasks adds the shipped ones
-    only = subprocess.run([sys.executable, "-m", "bridge.cli", "tasks", "list", "--dataset", str(dataset)],
-                          capture_output=True, text=True, timeout=60, env=env, check=False)
+    only = subprocess.run(
+        [sys.executable, "-m", "bridge.cli", "tasks", "list", "--dataset", str(dataset)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
     assert "kv-ledger" not in only.stdout and "add --tasks DIR to serve both" in only.stdout
     both = json.loads(rgbridge("tasks", "list", "--dataset", str(dataset), "--tasks", str(TASKS_DIR), "--json").stdout)
     assert {"kv-ledger", "SimpleFastPyAPI"} <= {t["id"] for t in both["tasks"]}
@@ -248,8 +264,9 @@ def test_dataset_declares_white_box_and_flags_uncollectable_suites(dataset: Path
     rbac = dataset / "repo" / "simple-rbac-service" / "tests"
     rbac.mkdir(parents=True)
     (rbac.parent / "README.md").write_text("# rbac\n")
-    (rbac / "test_rbac.py").write_text("class Checker:\n    def __init__(self):\n        pass\n\n"
-                                       "    def test_a(self):\n        pass\n")
+    (rbac / "test_rbac.py").write_text(
+        "class Checker:\n    def __init__(self):\n        pass\n\n    def test_a(self):\n        pass\n"
+    )
     catalog = Catalog.from_options(dataset_dir=dataset)
     assert catalog.get("Blog").white_box and not catalog.get("Tic-Tac-Toe").white_box
     assert [w.split(":")[0] for w in catalog.warnings] == ["simple-rbac-service"]
@@ -269,11 +286,13 @@ def test_cli_show_never_prints_tests_or_solution(tasks_dir: Path) -> None:
         out = rgbridge("tasks", "show", task_id, "--json")
         assert out.returncode == 0, out.stderr
         data = json.loads(out.stdout)
-        golden = (tasks_dir / task_id / "tests")
+        golden = tasks_dir / task_id / "tests"
         for test_file in golden.rglob("*.py"):
             body = test_file.read_text()
             # A distinctive line of every golden file must not appear in the output.
-            lines = [ln.strip() for ln in body.splitlines() if len(ln.strip()) > 40 and ln.strip() not in data["readme"]]
+            lines = [
+                ln.strip() for ln in body.splitlines() if len(ln.strip()) > 40 and ln.strip() not in data["readme"]
+            ]
             for line in lines[:5]:
                 assert line not in out.stdout
         assert "solution" not in json.dumps(data.get("seed_files"))
@@ -286,8 +305,13 @@ def test_version() -> None:
 
 def test_cli_error_text_is_never_rich_markup() -> None:
     """Issue 8: `rgbridge tasks show '[/x]'` crashed with a rich MarkupError instead of an error line."""
-    out = subprocess.run([sys.executable, "-m", "bridge.cli", "tasks", "show", "[/x]"], capture_output=True,
-                         text=True, timeout=60, check=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "bridge.cli", "tasks", "show", "[/x]"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert out.returncode == 2, out.stderr
     assert "MarkupError" not in out.stderr and "Traceback" not in out.stderr
     assert "unknown task '[/x]'" in out.stderr

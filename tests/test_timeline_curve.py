@@ -23,7 +23,10 @@ def test_timeline_content() -> None:
     assert len(tl["clock"]["spans"]) == 2 and len(tl["clock"]["pauses"]) == 1
     assert 2.5 < tl["clock"]["pauses"][0]["seconds"] < 10
     d = tl["duration"]
-    assert d["working_seconds"] < d["wall_seconds"] and abs(d["paused_seconds"] - tl["clock"]["pauses"][0]["seconds"]) < 0.01
+    assert (
+        d["working_seconds"] < d["wall_seconds"]
+        and abs(d["paused_seconds"] - tl["clock"]["pauses"][0]["seconds"]) < 0.01
+    )
     f = tl["files"]
     assert (f["created"], f["modified"], f["deleted"], f["moved"]) == (4, 1, 1, 1)
     assert sum(b["total"] for b in tl["histogram"]["buckets"]) == f["events"] == 7

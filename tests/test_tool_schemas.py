@@ -62,7 +62,10 @@ def test_optional_means_not_required() -> None:
     by_tool = {v.tool: v for v in mcp_verbs(practice=True)}
     start = input_schema(by_tool["start_task"])
     assert start["required"] == ["task_id"]
-    assert start["properties"]["workspace"] == {"type": "string", "description": start["properties"]["workspace"]["description"]}
+    assert start["properties"]["workspace"] == {
+        "type": "string",
+        "description": start["properties"]["workspace"]["description"],
+    }
     assert start["properties"]["mode"]["enum"] == ["agent", "human"]
     assert "default 'agent'" in start["properties"]["mode"]["description"]
     status = input_schema(by_tool["task_status"])
@@ -75,22 +78,35 @@ def test_optional_means_not_required() -> None:
 
 def test_the_rules_reject_what_the_old_schemas_published() -> None:
     """The shapes the SDK generated before (pydantic's own schemas) break the rules."""
-    old_input = {"type": "object", "title": "task_statusArguments", "properties": {
-        "session_id": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None, "title": "Session Id"}}}
+    old_input = {
+        "type": "object",
+        "title": "task_statusArguments",
+        "properties": {
+            "session_id": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None, "title": "Session Id"}
+        },
+    }
     problems = violations(old_input, output=False)
     assert any("'title'" in p for p in problems) and any("union" in p for p in problems)
     assert any("'default'" in p for p in problems) and any("description" in p for p in problems)
     assert violations({"type": "object", "properties": {}, "additionalProperties": False}, output=False)
-    assert violations({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
-                       "properties": {}}, output=False)
+    assert violations(
+        {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "properties": {}}, output=False
+    )
     assert violations({"type": "object"}, output=False)  # an object without properties
-    assert violations({"type": "object", "properties": {"x": {"type": ["string", "null"], "description": "x"}}},
-                      output=False)
-    old_output = {"$defs": {"S": {"type": "object", "properties": {"a": {"type": "string"}}}},
-                  "type": "object", "properties": {"s": {"$ref": "#/$defs/S"}}}
+    assert violations(
+        {"type": "object", "properties": {"x": {"type": ["string", "null"], "description": "x"}}}, output=False
+    )
+    old_output = {
+        "$defs": {"S": {"type": "object", "properties": {"a": {"type": "string"}}}},
+        "type": "object",
+        "properties": {"s": {"$ref": "#/$defs/S"}},
+    }
     assert any("'$defs'" in p for p in violations(old_output, output=True))
     inlined = output_schema(old_output)
-    assert inlined == {"type": "object", "properties": {"s": {"type": "object", "properties": {"a": {"type": "string"}}}}}
+    assert inlined == {
+        "type": "object",
+        "properties": {"s": {"type": "object", "properties": {"a": {"type": "string"}}}},
+    }
     assert violations(inlined, output=True) == []
     # the one union an output may hold is a nullable value; an input none at all
     nullable = {"type": "object", "properties": {"j": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}
@@ -111,10 +127,20 @@ def test_annotations_say_what_each_tool_does(server, mode: str) -> None:
         if a.read_only_hint:
             assert a.idempotent_hint and not a.destructive_hint, name
     assert {n for n, t in tools.items() if t.annotations.read_only_hint} == {
-        "list_tasks", "get_task", "task_status", "get_result"}
+        "list_tasks",
+        "get_task",
+        "task_status",
+        "get_result",
+    }
     assert {n for n, t in tools.items() if t.annotations.destructive_hint} == {"quit_task"}
     assert {n for n, t in tools.items() if t.annotations.idempotent_hint} == {
-        "list_tasks", "get_task", "task_status", "get_result", "pause_task", "resume_task"}
+        "list_tasks",
+        "get_task",
+        "task_status",
+        "get_result",
+        "pause_task",
+        "resume_task",
+    }
 
 
 def error_of(result: Any) -> str:
@@ -127,6 +153,7 @@ def test_arguments_are_validated_as_strictly_as_before(server, mode: str) -> Non
     """Without `additionalProperties: false` in the schema, unknown arguments are still refused,
     and mistyped, missing and out-of-enum ones as before; an explicit null session_id still means
     "none given"."""
+
     async def go() -> None:
         async with Client(server, mode=mode) as c:
             unknown = error_of(await c.call_tool("get_task", {"task_id": "kv-ledger", "bogus": 1}))

@@ -31,16 +31,31 @@ def _evil_archive(tmp_path: Path, marker: Path) -> Path:
     loose = sorted(p for p in (store / "objects").glob("??/*") if p.parent.name not in ("pack", "info"))
     assert loose, "sample store has loose objects"
     # A dummy pack holding one unrelated object, marked as a promisor pack.
-    other = subprocess.run(["git", "hash-object", "-w", "--stdin"], input=b"dummy\n", capture_output=True,
-                           env={"GIT_DIR": str(tmp_path / "scratch.git"), "PATH": "/usr/bin:/bin"}, check=False)
+    other = subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"],
+        input=b"dummy\n",
+        capture_output=True,
+        env={"GIT_DIR": str(tmp_path / "scratch.git"), "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
     if other.returncode != 0:
         subprocess.run(["git", "init", "-q", "--bare", str(tmp_path / "scratch.git")], check=True)
-        other = subprocess.run(["git", "hash-object", "-w", "--stdin"], input=b"dummy\n", capture_output=True,
-                               env={"GIT_DIR": str(tmp_path / "scratch.git"), "PATH": "/usr/bin:/bin"}, check=True)
+        other = subprocess.run(
+            ["git", "hash-object", "-w", "--stdin"],
+            input=b"dummy\n",
+            capture_output=True,
+            env={"GIT_DIR": str(tmp_path / "scratch.git"), "PATH": "/usr/bin:/bin"},
+            check=True,
+        )
     pack_dir = store / "objects" / "pack"
     pack_dir.mkdir(parents=True, exist_ok=True)
-    base = subprocess.run(["git", "pack-objects", str(pack_dir / "pack")], input=other.stdout, capture_output=True,
-                          env={"GIT_DIR": str(tmp_path / "scratch.git"), "PATH": "/usr/bin:/bin"}, check=True)
+    base = subprocess.run(
+        ["git", "pack-objects", str(pack_dir / "pack")],
+        input=other.stdout,
+        capture_output=True,
+        env={"GIT_DIR": str(tmp_path / "scratch.git"), "PATH": "/usr/bin:/bin"},
+        check=True,
+    )
     name = base.stdout.decode().strip()
     (pack_dir / f"pack-{name}.promisor").write_text("")
     # Every referenced object is gone from the store: reading any of them goes to the "remote".
@@ -48,8 +63,10 @@ def _evil_archive(tmp_path: Path, marker: Path) -> Path:
         p.unlink()
     cmd = f"ext::sh -c touch% {marker}"
     with (store / "config").open("a") as f:
-        f.write('[core]\n\trepositoryformatversion = 1\n[extensions]\n\tpartialclone = origin\n'
-                f'[remote "origin"]\n\turl = {cmd}\n\tpromisor = true\n[protocol]\n\tallow = always\n')
+        f.write(
+            "[core]\n\trepositoryformatversion = 1\n[extensions]\n\tpartialclone = origin\n"
+            f'[remote "origin"]\n\turl = {cmd}\n\tpromisor = true\n[protocol]\n\tallow = always\n'
+        )
     return pack_recording(rec, tmp_path / "evil.tar.gz")
 
 

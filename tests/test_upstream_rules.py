@@ -51,8 +51,10 @@ def test_dsr_no_markers() -> None:
     assert d.success is False and d.message == "No DSR markers found in container output"
 
 
-@pytest.mark.parametrize("value,expected", [("true", True), ("TRUE", True), ("1", True), ("Yes", True),
-                                            ("false", False), ("0", False), ("", False)])
+@pytest.mark.parametrize(
+    "value,expected",
+    [("true", True), ("TRUE", True), ("1", True), ("Yes", True), ("false", False), ("0", False), ("", False)],
+)
 def test_dsr_result_values(value: str, expected: bool) -> None:
     d = parse_dsr(_log(dsr=f"DSR_RESULT={value}\nDSR_MESSAGE=hi there"))
     assert d.success is expected and d.message == "hi there"
@@ -191,7 +193,9 @@ def _write(root: Path, rel: str, text: str) -> None:
     p.write_text(textwrap.dedent(text))
 
 
-def _run_entrypoint(repo: Path, tmp: Path, port: int, startup: int = 10, test_timeout: int = 60) -> tuple[str, str, int]:
+def _run_entrypoint(
+    repo: Path, tmp: Path, port: int, startup: int = 10, test_timeout: int = 60
+) -> tuple[str, str, int]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.update(
         REPO_LANG="python",
@@ -203,8 +207,12 @@ def _run_entrypoint(repo: Path, tmp: Path, port: int, startup: int = 10, test_ti
         JSON_REPORT_FILE=str(tmp / "pytest_report.json"),
     )
     proc = subprocess.Popen(
-        ["bash", str(ENTRYPOINT)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
+        ["bash", str(ENTRYPOINT)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     try:
         out, err = proc.communicate(timeout=120)
@@ -220,12 +228,19 @@ def _run_entrypoint(repo: Path, tmp: Path, port: int, startup: int = 10, test_ti
 def test_entrypoint_start_sh_service_and_tests(tmp_path: Path) -> None:
     port = _free_port()
     repo = tmp_path / "repo"
-    _write(repo, "start.sh", """\
+    _write(
+        repo,
+        "start.sh",
+        """\
         #!/bin/bash
         (sleep 1.5; echo "service-stdout-marker") &
         exec python3 -m http.server "$SERVICE_PORT" --bind 127.0.0.1
-        """)
-    _write(repo, "tests/test_svc.py", """\
+        """,
+    )
+    _write(
+        repo,
+        "tests/test_svc.py",
+        """\
         import os, time, urllib.request
         URL = "http://127.0.0.1:%s/" % os.environ["SERVICE_PORT"]
         def test_root():
@@ -234,7 +249,8 @@ def test_entrypoint_start_sh_service_and_tests(tmp_path: Path) -> None:
             time.sleep(2.5)
         def test_fails():
             assert False, "expected failure"
-        """)
+        """,
+    )
     out, err, rc = _run_entrypoint(repo, tmp_path, port)
     log = up.combine_container_log(out, err)
     dsr, p = grade_upstream_log(log, "python")
@@ -301,11 +317,15 @@ def test_entrypoint_find_fallback_depth_three(tmp_path: Path) -> None:
 def test_entrypoint_python_fallback_app_py(tmp_path: Path) -> None:
     port = _free_port()
     repo = tmp_path / "repo"
-    _write(repo, "app.py", """\
+    _write(
+        repo,
+        "app.py",
+        """\
         import http.server, os
         http.server.HTTPServer(("127.0.0.1", int(os.environ["SERVICE_PORT"])),
                                http.server.SimpleHTTPRequestHandler).serve_forever()
-        """)
+        """,
+    )
     _write(repo, "main.py", "raise SystemExit(5)\n")  # app.py comes first
     out, _, _ = _run_entrypoint(repo, tmp_path, port, startup=10, test_timeout=20)
     assert "Launching service: python app.py" in out
@@ -319,16 +339,32 @@ def test_log_digest_grades_like_the_full_log() -> None:
     from bridge.scoring.upstream import LogDigest, grade_upstream_log
 
     rng = random.Random(7)
-    pieces = [">>>>> DSR_START", "DSR_RESULT=true", "DSR_MESSAGE=ok", ">>>>> DSR_END", ">>>>> TEST_START",
-              ">>>>> TEST_END", "3 passed", "2 failed, 1 error", "got 500 errors", "hello", "", "TIMEOUT",
-              "12 passed in 3s", "  ", "TEST_EXIT_CODE=0", "x >>>>> TEST_START y", " DSR_RESULT=yes"]
+    pieces = [
+        ">>>>> DSR_START",
+        "DSR_RESULT=true",
+        "DSR_MESSAGE=ok",
+        ">>>>> DSR_END",
+        ">>>>> TEST_START",
+        ">>>>> TEST_END",
+        "3 passed",
+        "2 failed, 1 error",
+        "got 500 errors",
+        "hello",
+        "",
+        "TIMEOUT",
+        "12 passed in 3s",
+        "  ",
+        "TEST_EXIT_CODE=0",
+        "x >>>>> TEST_START y",
+        " DSR_RESULT=yes",
+    ]
     for _ in range(5000):
         log = "\n".join(rng.choice(pieces) for _ in range(rng.randint(0, 14))) + rng.choice(["", "\n"])
         digest = LogDigest()
         pos = 0
         while pos < len(log):
             step = rng.randint(1, 40)
-            digest.feed(log[pos:pos + step].encode())
+            digest.feed(log[pos : pos + step].encode())
             pos += step
         assert grade_upstream_log(digest.text(), "python") == grade_upstream_log(log, "python"), log
     flood = LogDigest()

@@ -79,11 +79,15 @@ def _open(manager: SessionManager, tmp_path: Path) -> str:
 def test_start_without_a_session_id_and_logged_without_one(manager: SessionManager, tmp_path: Path) -> None:
     _open(manager, tmp_path)
     assert START.logged_arguments(None, {"task_id": "kv-ledger"}) == {
-        "task_id": "kv-ledger", "workspace": None, "mode": "agent"}
+        "task_id": "kv-ledger",
+        "workspace": None,
+        "mode": "agent",
+    }
 
 
 def test_submit_signal_comes_from_the_context_and_a_second_submit_names_the_job(
-        manager: SessionManager, tmp_path: Path) -> None:
+    manager: SessionManager, tmp_path: Path
+) -> None:
     sid = _open(manager, tmp_path)
     receipt = VERBS["submit"].invoke(manager, sid, context=CallContext(signal="cli"))
     assert isinstance(receipt, SubmitResult) and receipt.job_id in receipt.next_step
@@ -93,7 +97,8 @@ def test_submit_signal_comes_from_the_context_and_a_second_submit_names_the_job(
 
 
 def test_result_long_poll_reports_progress_then_answers(
-        manager: SessionManager, tmp_path: Path, scorer: GatedScorer) -> None:
+    manager: SessionManager, tmp_path: Path, scorer: GatedScorer
+) -> None:
     sid = _open(manager, tmp_path)
     early = VERBS["result"].invoke(manager, sid)
     assert isinstance(early, TaskResult) and early.state == "not_submitted" and "submit_task" in early.next_step

@@ -74,8 +74,9 @@ def _recording(verb, calls: list):
     return replace(verb, call=call)
 
 
-def test_cli_verbs_go_through_the_table(tmp_path: Path, tasks_dir: Path, monkeypatch: pytest.MonkeyPatch,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_verbs_go_through_the_table(
+    tmp_path: Path, tasks_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`rgbridge session start` (and its panel) and `rgbridge submit` dispatch through the verb
     table, as the MCP tools do: the verbs' own checks and answers apply to the CLI too."""
     import os
@@ -98,8 +99,24 @@ def test_cli_verbs_go_through_the_table(tmp_path: Path, tasks_dir: Path, monkeyp
     rec, ws = tmp_path / "rec", tmp_path / "ws"
     (ws).mkdir()
     (ws / "notes.txt").write_text("already here\n")
-    assert cli(["session", "start", "--task", "kv-ledger", "--workspace", str(ws), "--recordings", str(rec),
-                "--tasks", str(tasks_dir), "--allow-nonempty"]) == 0
+    assert (
+        cli(
+            [
+                "session",
+                "start",
+                "--task",
+                "kv-ledger",
+                "--workspace",
+                str(ws),
+                "--recordings",
+                str(rec),
+                "--tasks",
+                str(tasks_dir),
+                "--allow-nonempty",
+            ]
+        )
+        == 0
+    )
     assert calls[0][:3] == ("start", "cli", True) and calls[0][3]["task_id"] == "kv-ledger"
     assert ("quit", "cli", False, {"reason": "quit from the session panel"}) in calls
     assert any(c[0] == "status" for c in calls)

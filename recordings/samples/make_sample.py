@@ -38,6 +38,7 @@ def partial_app(full: str) -> str:
     end = full.index("class RequestHandler")
     return full[:start] + full[end:]
 
+
 def main() -> int:
     solution = ROOT / "tasks" / "kv-ledger" / "solution"
     full = (solution / "app.py").read_text(encoding="utf-8")
@@ -69,7 +70,7 @@ def main() -> int:
     mgr.pause(sid)
     time.sleep(3.0)
     mgr.resume(sid)
-    mgr.note(sid, "adding <history> & counters — \"done\" soon")
+    mgr.note(sid, 'adding <history> & counters — "done" soon')
     mgr.log_call(sid, "submit_task", {"session_id": "nope"}, ok=False, error="unknown session 'nope'")
 
     # step 3: the full service; the scratch file goes away

@@ -31,26 +31,54 @@ def write_files(files: dict[str, str], workspace: Path, first_id: int) -> None:
         target = workspace / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
-        emit({"type": "assistant", "message": {"model": "scripted-mcp-sdk", "content": [
-            {"type": "tool_use", "id": f"c{i}", "name": "Write", "input": {"file_path": rel}}]}})
-        emit({"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": f"c{i}", "content": "ok"}]}})
+        emit(
+            {
+                "type": "assistant",
+                "message": {
+                    "model": "scripted-mcp-sdk",
+                    "content": [{"type": "tool_use", "id": f"c{i}", "name": "Write", "input": {"file_path": rel}}],
+                },
+            }
+        )
+        emit(
+            {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": f"c{i}", "content": "ok"}]}}
+        )
 
 
 async def main(mode: str, payload: Path, config: Path, workspace: Path) -> None:
     files = json.loads(payload.read_text())
     entry = json.loads(config.read_text())["mcpServers"]["rgbridge"]
-    params = StdioServerParameters(command=entry["command"], args=entry["args"], env=entry.get("env"), cwd=str(workspace))
+    params = StdioServerParameters(
+        command=entry["command"], args=entry["args"], env=entry.get("env"), cwd=str(workspace)
+    )
     emit({"type": "system", "subtype": "init", "model": "scripted-mcp-sdk"})
     if mode == "hang":  # the files first: what the time limit submits must not wait for the server
         write_files(files, workspace, 2)
     async with Client(stdio_client(params), mode="legacy") as client:
         tools = await client.list_tools()
-        emit({"type": "assistant", "message": {"model": "scripted-mcp-sdk", "content": [
-            {"type": "text", "text": f"{len(tools.tools)} tools"},
-            {"type": "tool_use", "id": "c1", "name": "mcp__rgbridge__task_status", "input": {}}]}})
+        emit(
+            {
+                "type": "assistant",
+                "message": {
+                    "model": "scripted-mcp-sdk",
+                    "content": [
+                        {"type": "text", "text": f"{len(tools.tools)} tools"},
+                        {"type": "tool_use", "id": "c1", "name": "mcp__rgbridge__task_status", "input": {}},
+                    ],
+                },
+            }
+        )
         status = await client.call_tool("task_status", {})
-        emit({"type": "user", "message": {"content": [
-            {"type": "tool_result", "tool_use_id": "c1", "content": json.dumps(status.structured_content)}]}})
+        emit(
+            {
+                "type": "user",
+                "message": {
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "c1", "content": json.dumps(status.structured_content)}
+                    ]
+                },
+            }
+        )
         if mode == "solve-by-task":
             files, mode = files[status.structured_content["task_id"]], "solve"
         if mode != "hang":
@@ -66,13 +94,41 @@ async def main(mode: str, payload: Path, config: Path, workspace: Path) -> None:
                     time.sleep(0.2)
             first.write_text("")
         if mode == "solve":
-            emit({"type": "assistant", "message": {"model": "scripted-mcp-sdk", "content": [
-                {"type": "tool_use", "id": "cs", "name": "mcp__rgbridge__submit_task", "input": {}}]}})
+            emit(
+                {
+                    "type": "assistant",
+                    "message": {
+                        "model": "scripted-mcp-sdk",
+                        "content": [
+                            {"type": "tool_use", "id": "cs", "name": "mcp__rgbridge__submit_task", "input": {}}
+                        ],
+                    },
+                }
+            )
             result = await client.call_tool("submit_task", {})
-            emit({"type": "user", "message": {"content": [
-                {"type": "tool_result", "tool_use_id": "cs", "content": json.dumps(result.structured_content)}]}})
-    emit({"type": "result", "subtype": "success", "result": "done", "total_cost_usd": 0.0,
-          "usage": {"input_tokens": 10, "output_tokens": 5}})
+            emit(
+                {
+                    "type": "user",
+                    "message": {
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": "cs",
+                                "content": json.dumps(result.structured_content),
+                            }
+                        ]
+                    },
+                }
+            )
+    emit(
+        {
+            "type": "result",
+            "subtype": "success",
+            "result": "done",
+            "total_cost_usd": 0.0,
+            "usage": {"input_tokens": 10, "output_tokens": 5},
+        }
+    )
 
 
 if __name__ == "__main__":
