@@ -253,3 +253,35 @@ def test_sets_other_builds_are_making_count_as_whole_sets(tmp_path):
     report = _evict(None, tmp_path, inv, Budget(150, "test"), 100, None, "test")  # type: ignore[arg-type]
     assert report.short == 50  # 10 kept + 90 still to come + 100 for the new set = 200, against 150
     assert report.evicted == []
+
+
+def test_room_is_made_for_a_large_set_not_the_median_one(tmp_path, monkeypatch):
+    """Sets differ in size (more packages, bytecode): reserving the median let a run of larger
+    sets end over budget + one set at N=60 (bench/scale.py: 1.89 GB against 1.82 GB + 45 MB).
+    The room made is the 90th percentile of the kept sets' sizes; the "smaller than one set"
+    error still compares the budget with a typical (median) set."""
+    from bridge.scoring.images import budget as budget_mod
+    from bridge.scoring.images.budget import Budget, set_estimate
+    from bridge.scoring.images.inventory import Inventory, KeptItem
+
+    sizes = [40, 41, 42, 43, 44, 45, 46, 47, 48, 90]
+    inv = Inventory(
+        items=[KeptItem(kind="python-set", name=f"rgbridge-env-{i}", bytes=b, last_used=i) for i, b in enumerate(sizes)]
+    )
+    assert set_estimate(inv, "python-set") == 44  # the median (44.5, rounded down)
+    assert set_estimate(inv, "python-set", quantile=0.9) == 90
+    asked: list[int] = []
+
+    def fake_evict(_client, _books, _inv, budget, need, _progress, _reason):
+        asked.append(need)
+        return budget_mod.RoomReport(budget, 0, 0, [])
+
+    monkeypatch.setattr(budget_mod, "books_dir", lambda _c: tmp_path)
+    monkeypatch.setattr(budget_mod, "kept_inventory", lambda _c: inv)
+    monkeypatch.setattr(budget_mod, "resolve_budget", lambda _c, _kept: Budget(1000, "test"))
+    monkeypatch.setattr(budget_mod, "_evict", fake_evict)
+    budget_mod.make_room(None)  # type: ignore[arg-type]
+    assert asked == [90]
+    monkeypatch.setattr(budget_mod, "resolve_budget", lambda _c, _kept: Budget(60, "test"))
+    budget_mod.make_room(None)  # type: ignore[arg-type]
+    assert asked == [90, 60]  # never more room than the whole budget: a 60-byte budget still holds a typical set
