@@ -69,14 +69,22 @@ def requirement_sets(n: int, seed: int = 23) -> list[list[str]]:
     return out
 
 
-def make_tree(base: Path, n: int) -> tuple[Path, Path]:
+def warmup_sets() -> list[list[str]]:
+    """Sets that together hold every pin of POOL with every oracle: pin k of each package in set k."""
+    width = max(len(pins) for pins in POOL.values())
+    return [[f"{name}=={pins[k % len(pins)]}" for name, pins in sorted(POOL.items())] for k in range(width)]
+
+
+def make_tree(base: Path, n: int, plan: list[tuple[str, list[str]]] | None = None) -> tuple[Path, Path]:
+    """n predictions in turn from ORACLES with requirement_sets(n), or the (oracle, extra pins) of plan."""
     from bridge.tasks.catalog import Catalog
 
     shipped = Catalog.from_options(ROOT / "tasks")
     tasks_dir, preds = base / "tasks", base / "predictions"
     rng = random.Random(5)
-    for i, extra in enumerate(requirement_sets(n)):
-        tid = ORACLES[i % len(ORACLES)]
+    if plan is None:
+        plan = [(ORACLES[i % len(ORACLES)], extra) for i, extra in enumerate(requirement_sets(n))]
+    for i, (tid, extra) in enumerate(plan):
         src = shipped.get(tid).root
         new_id = f"{tid}-s{i:03d}"
         shutil.copytree(src, tasks_dir / new_id)
@@ -211,8 +219,12 @@ def main(argv: list[str] | None = None) -> int:
     say(f"{args.n} predictions with distinct requirement sets in {preds}")
     try:
         if not args.no_warmup:  # every wheel in the package cache before the measured runs
-            say("warm-up run (fills the package cache; not measured)")
-            one_run(tasks_dir, preds, base / "out-warmup", args.workers, None)
+            # every oracle with every pin of POOL (len(ORACLES) x 3 repos), not the N measured
+            # repos again: the same wheels cached, in a fraction of the time
+            plan = [(tid, extra) for tid in ORACLES for extra in warmup_sets()]
+            warm_tasks, warm_preds = make_tree(base / "warmup", len(plan), plan)
+            say(f"warm-up run over {len(plan)} repos holding every pin (fills the package cache; not measured)")
+            one_run(warm_tasks, warm_preds, base / "out-warmup", args.workers, None)
             prune(client, max_bytes=0)
         say("run 1: no budget")
         free = one_run(tasks_dir, preds, base / "out-free", args.workers, None)
