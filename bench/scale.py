@@ -8,7 +8,8 @@ turn), each under a task id of its own, each with a distinct requirements set: t
 requirements plus a different combination of common pure-Python packages at different pins,
 written in a shuffled order (all resolvable from the package cache or the index). They are
 scored with `evaluate` (both profiles, `--workers 2`, no result cache) twice on never-seen sets
-(after an unmeasured warm-up run that fills the package cache, its sets then removed): once
+(after an unmeasured warm-up run over 9 repos that hold every pin of the pool with every
+oracle, which fills the package cache, its sets then removed): once
 with no budget, then (after the first run's sets are removed) under a budget of about a
 third of the first run's disk high-water mark.
 
