@@ -20,7 +20,7 @@ On the shipped `library-api` oracle (fastapi, real dependencies):
       nothing hits the cache) with 1 and with 2 workers.
 
 Prints medians and the targets: (c) >= 5x faster than (d) with identical scores; (b) < 1 s;
-(a1) <= 2x (c, both profiles); (a0) >= 2x faster than (d); identical scores in (a0) (a1) (c) (d);
+(a1) <= 1.5x (c, both profiles; issue 23); (a0) >= 2x faster than (d); identical scores in (a0) (a1) (c) (d);
 2 workers >= 1.6x the throughput of 1; peak RSS of this process < 200 MB. The upstream base
 image (python:3.10-slim) cannot be pulled here, so (d) starts FROM our base image, which already
 has curl/procps/netcat: upstream's apt-get step is left out, which only flatters (d).
@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         figures.update({"a1_over_c_both": a1_over_c, "d_over_a0": d_over_a0, "cold_scores_identical": cold_identical})
         say(
-            f"(a1) cached packages / (c) one-file change (both) = {a1_over_c:.2f}x (target <= 2x); "
+            f"(a1) cached packages / (c) one-file change (both) = {a1_over_c:.2f}x (target <= 1.5x); "
             f"(d) upstream-style / (a0) empty cache = {d_over_a0:.2f}x (target >= 2x); "
             f"scores identical in every case: {cold_identical}"
         )
@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
             "(b) cached < 1 s": figures["b_cached_both_s"] < 1.0,
             "(c) >= 5x faster than (d)": ratio >= 5.0,
             "(c)/(d) identical scores": identical,
-            "(a1) cached packages <= 2x (c) both": a1_over_c <= 2.0,
+            "(a1) cached packages <= 1.5x (c) both": a1_over_c <= 1.5,
             "(a0) empty cache >= 2x faster than (d)": d_over_a0 >= 2.0,
             "(a)/(c)/(d) identical scores": cold_identical,
             "peak RSS < 200 MB": rss_mb < 200,
