@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 
 from bridge.errors import ScoringError
-from bridge.scoring.result import PassAt1, TestCaseResult
+from bridge.scoring.result import PassAt1, TestCaseResult, TestOutcome
 
 #: JUnit files larger than this are refused (a golden suite's report is kilobytes).
 MAX_JUNIT_BYTES = 20 * 1024 * 1024
@@ -52,6 +52,32 @@ def safe_root(xml_bytes: bytes) -> ET.Element:
         return ET.fromstring(xml_bytes)
     except ET.ParseError as exc:
         raise JUnitError(f"JUnit report is not well-formed XML: {exc}") from None
+
+
+#: a `<testcase>`'s child element and the outcome it means, in the order they are looked for
+_JUNIT_OUTCOMES: tuple[tuple[str, TestOutcome], ...] = (
+    ("error", "error"),
+    ("failure", "failed"),
+    ("skipped", "skipped"),
+)
+
+
+def junit_case(case: ET.Element, nodeid: str) -> TestCaseResult:
+    """One `<testcase>` of a JUnit report (pytest's or Surefire's) under ``nodeid``: an `<error>`
+    child -> error, `<failure>` -> failed, `<skipped>` -> skipped, none -> passed; its message
+    capped, an unreadable time read as 0."""
+    outcome: TestOutcome = "passed"
+    message = ""
+    for tag, kind in _JUNIT_OUTCOMES:
+        child = case.find(tag)
+        if child is not None:
+            outcome, message = kind, child.get("message") or (child.text or "")
+            break
+    try:
+        duration = float(case.get("time", "0") or 0)
+    except ValueError:
+        duration = 0.0
+    return TestCaseResult(nodeid=nodeid, outcome=outcome, duration=duration, message=message[:MAX_MESSAGE_CHARS])
 
 
 def merge_results(collected_nodeids: Iterable[str], results: Iterable[TestCaseResult]) -> list[TestCaseResult]:

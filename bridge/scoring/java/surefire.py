@@ -12,10 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from bridge.scoring.grading import JUnitError, safe_root
+from bridge.scoring.grading import JUnitError, junit_case, safe_root
 from bridge.scoring.result import TestCaseResult
 
-MAX_MESSAGE_CHARS = 2000
 _INVOCATION = re.compile(r"^\[\d+\]\s*|\s*[\[(].*$")
 
 
@@ -35,23 +34,5 @@ def parse_reports(reports: Iterable[bytes]) -> tuple[list[TestCaseResult], list[
             continue
         for case in root.iter("testcase"):
             classname = case.get("classname", "").split("$", 1)[0]
-            outcome = "passed"
-            message = ""
-            for tag, kind in (("error", "error"), ("failure", "failed"), ("skipped", "skipped")):
-                child = case.find(tag)
-                if child is not None:
-                    outcome, message = kind, child.get("message") or (child.text or "")
-                    break
-            try:
-                duration = float(case.get("time", "0") or 0)
-            except ValueError:
-                duration = 0.0
-            results.append(
-                TestCaseResult(
-                    nodeid=f"{classname}::{_method(case.get('name', ''))}",
-                    outcome=outcome,
-                    duration=duration,
-                    message=message[:MAX_MESSAGE_CHARS],
-                )
-            )
+            results.append(junit_case(case, f"{classname}::{_method(case.get('name', ''))}"))
     return results, errors

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.scoring.grading import MAX_MESSAGE_CHARS, SEVERITY, normalize_nodeid, safe_root
-from bridge.scoring.result import TestCaseResult, TestOutcome
+from bridge.scoring.grading import MAX_MESSAGE_CHARS, SEVERITY, junit_case, normalize_nodeid, safe_root
+from bridge.scoring.result import TestCaseResult
 
 
 def _candidates(classname: str, name: str) -> list[str]:
@@ -79,22 +79,7 @@ def parse_junit_xml(xml_bytes: bytes | str, known_nodeids: Iterable[str] | None 
     results: list[TestCaseResult] = []
     for case in root.iter("testcase"):
         nodeid = nodeid_from_junit(case.get("classname", ""), case.get("name", ""), case.get("file"), known)
-        outcome: TestOutcome = "passed"
-        message = ""
-        kinds: tuple[tuple[str, TestOutcome], ...] = (("error", "error"), ("failure", "failed"), ("skipped", "skipped"))
-        for tag, kind in kinds:
-            child = case.find(tag)
-            if child is not None:
-                outcome = kind
-                message = child.get("message") or (child.text or "")
-                break
-        try:
-            duration = float(case.get("time", "0") or 0)
-        except ValueError:
-            duration = 0.0
-        results.append(
-            TestCaseResult(nodeid=nodeid, outcome=outcome, duration=duration, message=message[:MAX_MESSAGE_CHARS])
-        )
+        results.append(junit_case(case, nodeid))
     return results
 
 
