@@ -35,6 +35,23 @@ def docker_client():
 
 
 @pytest.fixture(scope="session")
+def base_image(docker_client) -> str:
+    """The scoring base image, built once (debootstrap + docker import) when the engine lacks it."""
+    from bridge.scoring.images.base import ensure_base_image
+
+    return ensure_base_image(docker_client)
+
+
+@pytest.fixture()
+def index_needed(docker_client) -> None:
+    """Skips a test whose containers must reach the package index when they cannot."""
+    from bridge.scoring.images.wheelhouse import index_reachable_from_containers
+
+    if not index_reachable_from_containers(docker_client):
+        pytest.skip("containers cannot reach the package index here")
+
+
+@pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT
 

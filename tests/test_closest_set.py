@@ -16,7 +16,6 @@ from bridge.scoring.images.build import image_exists
 from bridge.scoring.images.deps import deps_scope, ensure_deps_image
 from bridge.scoring.images.env_volume import remove_volume
 from bridge.scoring.images.store import DepSet, DepsImage
-from bridge.scoring.images.wheelhouse import index_reachable_from_containers
 from bridge.scoring.sandbox.docker_sandbox import DockerRuntime
 from bridge.scoring.sandbox.protocol import SandboxSpec
 
@@ -49,17 +48,6 @@ def test_delta_check_resolves_each_file_in_turn_before_the_ready_mark():
 
 
 # ---------------------------------------------------------------- real engine
-
-
-@pytest.fixture(scope="module")
-def base_image(docker_client) -> str:
-    return ensure_base_image(docker_client)
-
-
-@pytest.fixture()
-def index_needed(docker_client):
-    if not index_reachable_from_containers(docker_client):
-        pytest.skip("containers cannot reach the package index here")
 
 
 @pytest.fixture()

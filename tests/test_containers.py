@@ -12,7 +12,6 @@ import pytest
 from docker.errors import NotFound
 
 from bridge.errors import ScoringError
-from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.run.sweep import sweep
 from bridge.scoring.sandbox.archives import UnsafeArchiveError, build_directory_tar
 from bridge.scoring.sandbox.capture import HeadTail, strip_ansi
@@ -33,11 +32,6 @@ RUN = f"test-{secrets.token_hex(3)}"
 
 def _name(what: str) -> str:
     return f"rgbridge-t-{RUN}-{what}-{secrets.token_hex(2)}"
-
-
-@pytest.fixture(scope="session")
-def base_image(docker_client) -> str:
-    return ensure_base_image(docker_client)
 
 
 def _make(client, image, what, command, **kw):

@@ -15,7 +15,6 @@ import pytest
 from bridge.errors import ScoringError
 from bridge.scoring.images import buildbox
 from bridge.scoring.images import env_volume as env_mod
-from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.images.build import image_exists
 from bridge.scoring.images.deps import REJECTED_NOTE, ensure_deps_image
 from bridge.scoring.images.env_volume import (
@@ -26,7 +25,6 @@ from bridge.scoring.images.env_volume import (
     volume_exists,
 )
 from bridge.scoring.images.inventory import list_images, remove_images
-from bridge.scoring.images.wheelhouse import index_reachable_from_containers
 from bridge.scoring.sandbox.docker_sandbox import DockerRuntime
 from bridge.scoring.sandbox.protocol import SandboxSpec
 
@@ -79,17 +77,6 @@ def test_seeded_start_refuses_an_unfinished_seed_and_drops_the_mark():
 
 def _nonce(reqs: str) -> str:
     return f"{reqs}six>=0.0.{time.time_ns()}\n"
-
-
-@pytest.fixture(scope="module")
-def base_image(docker_client) -> str:
-    return ensure_base_image(docker_client)
-
-
-@pytest.fixture()
-def index_needed(docker_client):
-    if not index_reachable_from_containers(docker_client):
-        pytest.skip("containers cannot reach the package index here")
 
 
 def _untag(client: docker.DockerClient, tag: str) -> None:

@@ -44,11 +44,6 @@ def _forget(client, tag: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def base_image(docker_client) -> str:
-    return ensure_base_image(docker_client)
-
-
-@pytest.fixture(scope="session")
 def tester_image(docker_client, base_image) -> str:
     return ensure_tester_image(docker_client)
 

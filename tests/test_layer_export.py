@@ -20,7 +20,6 @@ from bridge.scoring.images.build import image_exists
 from bridge.scoring.images.buildbox import env_prefix, installed_pins
 from bridge.scoring.images.deps import ensure_deps_image
 from bridge.scoring.images.layer_export import LayerExportError, export_folder_layer, valid_prefix
-from bridge.scoring.images.wheelhouse import index_reachable_from_containers
 
 
 def test_valid_prefix():
@@ -148,12 +147,6 @@ def _run(client, tag: str, script: str) -> str:
 def _forget(client, tag: str) -> None:
     if image_exists(client, tag):
         client.images.remove(tag, force=True)
-
-
-@pytest.fixture()
-def index_needed(docker_client):
-    if not index_reachable_from_containers(docker_client):
-        pytest.skip("containers cannot reach the package index here")
 
 
 @pytest.mark.docker

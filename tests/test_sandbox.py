@@ -9,18 +9,12 @@ import time
 
 import pytest
 
-from bridge.scoring.images.base import ensure_base_image
 from bridge.scoring.sandbox.archives import UnsafeArchiveError
 from bridge.scoring.sandbox.docker_client import LABEL_RUN
 from bridge.scoring.sandbox.docker_sandbox import DockerRuntime, DockerSandbox
 from bridge.scoring.sandbox.protocol import Sandbox, SandboxLimits, SandboxSpec
 
 RUN = f"test-sbx-{secrets.token_hex(3)}"
-
-
-@pytest.fixture(scope="session")
-def base_image(docker_client) -> str:
-    return ensure_base_image(docker_client)
 
 
 def _spec(image: str, what: str, command: list[str], **kw) -> SandboxSpec:
