@@ -15,14 +15,13 @@ import pytest
 from bridge.errors import ScoringError
 from bridge.scoring.images import buildbox
 from bridge.scoring.images import env_volume as env_mod
-from bridge.scoring.images.build import image_exists
+from bridge.scoring.images.build import image_exists, volume_exists
 from bridge.scoring.images.deps import REJECTED_NOTE, ensure_deps_image
 from bridge.scoring.images.env_volume import (
     SEED_MARK,
     seed_volume,
     seeded_start,
     venv_path,
-    volume_exists,
 )
 from bridge.scoring.images.inventory import list_images, remove_images
 from bridge.scoring.sandbox.docker_sandbox import DockerRuntime

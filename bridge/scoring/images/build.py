@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
-from docker.errors import DockerException, ImageNotFound
+from docker.errors import DockerException, ImageNotFound, NotFound
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
@@ -72,6 +72,14 @@ def image_exists(client: docker.DockerClient, tag: str) -> bool:
         client.images.get(tag)
         return True
     except ImageNotFound:
+        return False
+
+
+def volume_exists(client: docker.DockerClient, name: str) -> bool:
+    try:
+        client.volumes.get(name)
+        return True
+    except NotFound:
         return False
 
 

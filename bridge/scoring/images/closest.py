@@ -34,7 +34,7 @@ from pathlib import Path
 
 import docker
 
-from bridge.scoring.images.build import image_exists
+from bridge.scoring.images.build import image_exists, volume_exists
 from bridge.scoring.images.buildbox import BUILD_DIR, CACHE_DIR, TOOLS_DIR
 from bridge.scoring.images.store import DepSet
 from bridge.scoring.images.usage import books_dir
@@ -132,7 +132,7 @@ def find_closest(client: docker.DockerClient, want: DepSet, *, missing: list[str
             ranked.append((n, rec))
     ranked.sort(key=lambda item: item[0])
     for _n, rec in ranked:
-        if not image_exists(client, rec.tag) or not _volume_exists(client, rec.volume):
+        if not image_exists(client, rec.tag) or not volume_exists(client, rec.volume):
             forget(client, rec.volume)  # evicted or removed since
             continue
         if mode == "always":
@@ -144,14 +144,6 @@ def find_closest(client: docker.DockerClient, want: DepSet, *, missing: list[str
             missing[:] = lacking
         return rec if lacking else None
     return None
-
-
-def _volume_exists(client: docker.DockerClient, name: str) -> bool:
-    try:
-        client.volumes.get(name)
-        return True
-    except docker.errors.NotFound:
-        return False
 
 
 def merged_pins(base: list[str], added: list[str]) -> list[str]:

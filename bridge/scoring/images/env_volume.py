@@ -27,7 +27,7 @@ import requests
 from docker.errors import APIError, DockerException, NotFound
 from docker.models.containers import Container
 
-from bridge.scoring.images.build import LOG_TAIL_CHARS, Background, BuildResult, say
+from bridge.scoring.images.build import LOG_TAIL_CHARS, Background, BuildResult, say, volume_exists
 from bridge.scoring.images.buildbox import (
     BUILD_DIR,
     UV_REJECTED,
@@ -74,14 +74,6 @@ def venv_path(client: docker.DockerClient, image: str) -> str | None:
 
 def volume_for(tag: str, path: str) -> EnvVolume:
     return EnvVolume(name=VOLUME_PREFIX + tag.rpartition(":")[2], path=path)
-
-
-def volume_exists(client: docker.DockerClient, name: str) -> bool:
-    try:
-        client.volumes.get(name)
-        return True
-    except NotFound:
-        return False
 
 
 def remove_volume(client: docker.DockerClient, name: str) -> bool:

@@ -12,14 +12,13 @@ from collections.abc import Callable
 import docker
 from docker.errors import DockerException
 
-from bridge.scoring.images.build import image_exists
+from bridge.scoring.images.build import image_exists, volume_exists
 from bridge.scoring.images.closest import find_closest, merged_pins, remember
 from bridge.scoring.images.env_volume import (
     PendingCheck,
     build_in_volume,
     mark_complete,
     remove_volume,
-    volume_exists,
     volume_for,
 )
 from bridge.scoring.images.store import DepSet, DepsImage, EnvVolume, InstallSource, raise_unless_ok
