@@ -51,6 +51,21 @@ def test_sets_in_volumes_compile_bytecode_after_the_ready_mark_and_pips_verdict(
     assert script.index("echo READY\n") < script.index("install --dry-run") < script.index(f"echo {checked}")
     assert script.index(f"echo {checked}") < script.index("compileall.compile_dir")
     assert "compileall" not in buildbox.install_script(["requirements.txt"], mode="index", ready_mark="READY")
+    assert "trap 'go=1'" not in script  # without hold_compile, nothing waits for a signal
+
+
+def test_a_held_compile_waits_for_the_go_signal_after_the_verdict():
+    script = buildbox.install_script(
+        ["requirements.txt"], mode="index", ready_mark="READY", compile_late=True, hold_compile=True
+    )
+    signal = buildbox.GO_SIGNAL.removeprefix("SIG")
+    trap = script.index(f"trap 'go=1' {signal}")
+    hold = next(line for line in script.splitlines() if line.startswith('while [ "$go" = 0 ]'))
+    # the handler is set before anything is printed (the host signals after the verdict's mark)
+    assert trap < script.index("RGBRIDGE_PREFIX") < script.index("echo READY\n")
+    assert script.index(f"echo {buildbox.checked_mark('READY')}") < script.index(hold)
+    assert script.index(hold) < script.index("compileall.compile_dir")
+    assert f"-lt {buildbox.HOLD_LIMIT}" in hold
 
 
 def test_uv_hard_links_from_a_cache_inside_the_environment_removed_before_it_is_ready():
@@ -168,6 +183,37 @@ def test_deferred_check_holds_the_set_until_pip_accepts(docker_client, base_imag
     finally:
         deps.confirm()
         _untag(docker_client, other[0].tag if other else "rgbridge-deps:none")
+        env_mod.remove_volume(docker_client, deps.volume.name)
+
+
+@pytest.mark.docker
+def test_a_deferred_sets_bytecode_waits_for_the_end_of_its_score(docker_client, base_image, index_needed):
+    """The whole environment's bytecode (seconds of CPU) is compiled only once the score it was
+    deferred beside is over (``confirm``), not while that score runs (issue 23)."""
+    reqs = _nonce("six==1.16.0\n")
+    deps = ensure_deps_image(docker_client, reqs, env_volume=True, defer_check=True, timeout=300)
+    assert deps.volume is not None and deps.pending is not None
+    pyc = "/opt/venv/lib/python3.11/site-packages/__pycache__/six.cpython-311.pyc"
+    try:
+        builds = docker_client.containers.list(all=True, filters={"volume": deps.volume.name})
+        assert len(builds) == 1
+        deadline = time.monotonic() + 120
+        while b"RGBRIDGE_PHASE checked" not in builds[0].logs() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(2.0)  # the verdict is out: before this change the bytecode was compiled now
+        builds[0].reload()
+        assert builds[0].status == "running"  # held, not finished
+        code, out = _sandbox_run(docker_client, deps.tag, deps.mounts, f"ls {pyc} 2>&1; python -c 'import six'")
+        assert "No such file" in out
+        assert deps.confirm() is True
+        assert env_mod.wait_for_compiles(120)
+        code, out = _sandbox_run(docker_client, deps.tag, deps.mounts, f"ls {pyc}")
+        assert code == 0 and pyc in out
+        assert not docker_client.containers.list(all=True, filters={"id": builds[0].id})  # removed
+    finally:
+        deps.confirm()
+        env_mod.wait_for_compiles(120)
+        _untag(docker_client, deps.tag if deps.tag != base_image else "rgbridge-deps:none")
         env_mod.remove_volume(docker_client, deps.volume.name)
 
 

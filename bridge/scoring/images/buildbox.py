@@ -35,6 +35,9 @@ OUTBOX_DIR = "/run/rgbridge/outbox"  # a wheelhouse (no-network builds)
 TOOLS_DIR = "/run/rgbridge/tools"  # the uv binary
 #: exit status of a build whose uv install pip does not accept (the host rebuilds it with pip)
 UV_REJECTED = 3
+#: what a ``hold_compile`` build waits for before compiling bytecode, and for how long at most
+GO_SIGNAL = "SIGUSR1"
+HOLD_LIMIT = 900
 _PREFIX_MARK = "RGBRIDGE_PREFIX="
 _PIN = re.compile(r"^ \+ ([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
 _PIP_INSTALLED = re.compile(r"^Successfully installed (.+)$")
@@ -79,6 +82,7 @@ def install_script(
     ready_mark: str = "",
     check: bool = True,
     compile_late: bool = False,
+    hold_compile: bool = False,
     verify: Sequence[str] = (),
 ) -> str:
     """The shell script of a layer build. ``mode``:
@@ -103,13 +107,22 @@ def install_script(
     bytecode (on a loaded machine tens of seconds, docs/measurements.md). What a score imports
     before its file is written is compiled in memory; each ``.pyc`` appears whole (written to a
     temporary name and renamed, as ``py_compile`` does).
+
+    ``hold_compile`` (with ``compile_late`` and a ready mark): after pip's verdict the bytecode
+    waits for ``GO_SIGNAL`` (the host sends it when the score beside it is over,
+    ``env_volume.PendingCheck``) or ``HOLD_LIMIT`` seconds. Compiling a whole environment is
+    several CPU-seconds; on a busy machine it otherwise competes with the very score it was
+    taken off the path of (docs/measurements.md).
     """
     reqs = [f"{BUILD_DIR}/{name}" for name in files]
     # The build files never reach the layer, whatever way the script ends.
     scratch = "/tmp/rgbridge-pip /tmp/rgbridge-report.json"
+    hold = compile_late and hold_compile and bool(ready_mark)
     lines = [
         "set -u",
         f"trap 'rm -rf {BUILD_DIR} {scratch}' EXIT",
+        # set before anything is printed: the host signals only after the verdict's mark
+        *([f"go=0; trap 'go=1' {GO_SIGNAL.removeprefix('SIG')}"] if hold else []),
         'echo "'
         + _PREFIX_MARK
         + '$(python -c \'import sys; print(sys.prefix if sys.prefix != sys.base_prefix else "")\')"',
@@ -171,6 +184,12 @@ def install_script(
     if compile_late:  # what uv's --compile-bytecode does: every module of the environment's site-packages
         if ready_mark:
             lines.append(f"echo {checked_mark(ready_mark)}")
+        if hold:
+            # `wait` returns as soon as the trapped signal arrives; a signal between the test
+            # and `wait` costs one more second at most
+            lines.append(
+                f'while [ "$go" = 0 ] && [ "$SECONDS" -lt {HOLD_LIMIT} ]; do sleep 1 & wait $! 2>/dev/null; done'
+            )
         lines += [
             "python -c 'import compileall, sysconfig; "
             'compileall.compile_dir(sysconfig.get_paths()["purelib"], quiet=1, workers=0)\' >/dev/null',
@@ -273,6 +292,7 @@ def start_build_container(
     mounts: Sequence[docker.types.Mount] = (),
     command: list[str] | None = None,
     compile_late: bool = False,
+    hold_compile: bool = False,
     verify: Sequence[str] = (),
 ) -> tuple[Container, str]:
     """Create and start one build container FROM ``base`` running ``install_script`` over
@@ -294,7 +314,12 @@ def start_build_container(
         pip_env = {} if mode == "local" else host_pip_index_settings()
         (files_dir / "pip.env").write_text(_shell_env(pip_env), encoding="utf-8")
         script = install_script(
-            list(requirement_files), mode=mode, ready_mark=ready_mark, compile_late=compile_late, verify=verify
+            list(requirement_files),
+            mode=mode,
+            ready_mark=ready_mark,
+            compile_late=compile_late,
+            hold_compile=hold_compile,
+            verify=verify,
         )
         (files_dir / "build.sh").write_text(script, encoding="utf-8")
         # --mount style binds: unlike -v ones they are not recorded as VOLUMEs by a commit.

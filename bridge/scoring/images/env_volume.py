@@ -30,6 +30,7 @@ from docker.models.containers import Container
 from bridge.scoring.images.build import LOG_TAIL_CHARS, Background, BuildResult, say, volume_exists
 from bridge.scoring.images.buildbox import (
     BUILD_DIR,
+    GO_SIGNAL,
     UV_REJECTED,
     checked_mark,
     effective_mode,
@@ -183,9 +184,10 @@ def _delta_reason(log: str) -> str:
 
 class PendingCheck:
     """pip's acceptance check of a uv install, still running in the build container after the
-    environment became final. ``wait`` gives pip's verdict as soon as the build prints it
-    (``buildbox.checked_mark``); the bytecode compiled after it is left to finish beside the
-    score, and the container is removed when it ends (``wait_for_compiles``)."""
+    environment became final. ``wait`` (called once the score is over) gives pip's verdict as
+    soon as the build prints it (``buildbox.checked_mark``), then lets the build compile the
+    set's bytecode (held until then: ``buildbox.install_script``'s ``hold_compile``), which
+    finishes in the background; the container is removed when it ends (``wait_for_compiles``)."""
 
     def __init__(self, container: Container, deadline: float, checked: str = "", notes: str = "") -> None:
         self._container = container
@@ -209,6 +211,8 @@ class PendingCheck:
             if self._checked and wait_ready(self._container, self._checked, remaining):
                 log = read_logs(self._container)
                 self._weigh(CHECK_CPU_SHARES)
+                with contextlib.suppress(DockerException, requests.RequestException):
+                    self._container.kill(signal=GO_SIGNAL)  # the held bytecode compile starts
                 _reap(self._container, self._deadline)
                 reaped = True
                 return True, self._notes + log[-LOG_TAIL_CHARS:]
@@ -307,7 +311,8 @@ def build_in_volume(
                 *delta_mounts,
             ],
             command=["bash", "-c", seeded_start(volume.path, CLOSEST_DIR if delta_mounts else _SEED)],
-            compile_late=True,  # bytecode while the score runs (buildbox.install_script)
+            compile_late=True,  # bytecode after the score (buildbox.install_script)
+            hold_compile=source.defer_check,  # until PendingCheck.wait says the score is over
             verify=delta_check([f"{BUILD_DIR}/{name}" for name in want.files], _SEED) if delta_mounts else (),
         )
         if delta_mounts and start_from is not None:
