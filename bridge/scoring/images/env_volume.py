@@ -163,6 +163,8 @@ def remove_env_volumes(client: docker.DockerClient, *, keep_tags: set[str] | Non
 #: the CPU weight of a check left running beside a score (Docker's default weight is 1024)
 CHECK_CPU_SHARES = 64
 DEFAULT_CPU_SHARES = 1024
+#: how long a held bytecode compile may run once its score is over before its container goes
+COMPILE_ALLOWANCE = 300.0
 #: exit status of a build whose seed volume lacks its mark
 SEED_INCOMPLETE = 4
 
@@ -213,7 +215,8 @@ class PendingCheck:
                 self._weigh(CHECK_CPU_SHARES)
                 with contextlib.suppress(DockerException, requests.RequestException):
                     self._container.kill(signal=GO_SIGNAL)  # the held bytecode compile starts
-                _reap(self._container, self._deadline)
+                # the compile starts now, however long the score took: it gets its own time
+                _reap(self._container, max(self._deadline, time.monotonic() + COMPILE_ALLOWANCE))
                 reaped = True
                 return True, self._notes + log[-LOG_TAIL_CHARS:]
             outcome = wait_with_timeout(self._container, max(5.0, self._deadline - time.monotonic()))
