@@ -16,7 +16,7 @@ from bridge.errors import ScoringError
 from bridge.scoring.images import buildbox
 from bridge.scoring.images import env_volume as env_mod
 from bridge.scoring.images.build import image_exists, volume_exists
-from bridge.scoring.images.deps import REJECTED_NOTE, ensure_deps_image
+from bridge.scoring.images.deps import REJECTED_NOTE, deps_image_tag, ensure_deps_image
 from bridge.scoring.images.env_volume import (
     SEED_MARK,
     seed_volume,
@@ -197,9 +197,7 @@ def test_a_deferred_sets_bytecode_waits_for_the_end_of_its_score(docker_client, 
     try:
         builds = docker_client.containers.list(all=True, filters={"volume": deps.volume.name})
         assert len(builds) == 1
-        deadline = time.monotonic() + 120
-        while b"RGBRIDGE_PHASE checked" not in builds[0].logs() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        assert buildbox.wait_ready(builds[0], "RGBRIDGE_PHASE checked", 120)
         time.sleep(2.0)  # the verdict is out: before this change the bytecode was compiled now
         builds[0].reload()
         assert builds[0].status == "running"  # held, not finished
@@ -213,7 +211,7 @@ def test_a_deferred_sets_bytecode_waits_for_the_end_of_its_score(docker_client, 
     finally:
         deps.confirm()
         env_mod.wait_for_compiles(120)
-        _untag(docker_client, deps.tag if deps.tag != base_image else "rgbridge-deps:none")
+        _untag(docker_client, deps_image_tag(base_image, reqs, in_volume=True))  # the accepted set's tag
         env_mod.remove_volume(docker_client, deps.volume.name)
 
 

@@ -314,7 +314,7 @@ def build_in_volume(
                 *delta_mounts,
             ],
             command=["bash", "-c", seeded_start(volume.path, CLOSEST_DIR if delta_mounts else _SEED)],
-            compile_late=True,  # bytecode after the score (buildbox.install_script)
+            compile_late=True,  # bytecode after the ready mark and pip's verdict (buildbox.install_script)
             hold_compile=source.defer_check,  # until PendingCheck.wait says the score is over
             verify=delta_check([f"{BUILD_DIR}/{name}" for name in want.files], _SEED) if delta_mounts else (),
         )
