@@ -7,8 +7,9 @@ On the shipped `library-api` oracle (fastapi, real dependencies):
   (a) cold scores, both profiles, of a never-seen requirements set (the oracle's requirements.txt
       plus a line that changes its key but not what gets installed, so no dependency layer and
       no result exists for it): (a0) with an empty package cache (a fresh folder as
-      RGBRIDGE_WHEEL_CACHE: every wheel is downloaded), then (a1) with the packages already in
-      that cache (another never-seen set);
+      RGBRIDGE_WHEEL_CACHE: every wheel is downloaded; RGBRIDGE_CLOSEST_SET=never, so no set an
+      earlier run left on disk is copied instead), then (a1) with the packages already in that
+      cache (another never-seen set, default settings); each case says how its sets were made;
   (b) re-score of an unchanged snapshot (result-cache hit), both profiles;
   (c) re-score after a one-file change (deps image cached, result-cache miss): compat alone —
       the like-for-like comparison with (d) — and both profiles;
@@ -48,6 +49,7 @@ from docker.errors import APIError, ImageNotFound
 
 from bridge.scoring import coverage, upstream
 from bridge.scoring.images.base import ensure_base_image
+from bridge.scoring.images.closest import ENV as CLOSEST_ENV
 from bridge.scoring.images.deps import deps_image_tag, wait_for_cache_fills
 from bridge.scoring.images.env_volume import remove_volume, volume_for, wait_for_compiles
 from bridge.scoring.images.host import host_pip_index_settings
@@ -104,6 +106,24 @@ def remove_deps_images(client: docker.DockerClient, task: Task, repo: Path) -> l
         if remove_volume(client, volume_for(tag, "/opt/venv").name):
             removed.append(volume_for(tag, "/opt/venv").name)
     return removed
+
+
+def _restore(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+def set_paths(out: Path) -> str:
+    """How each profile's dependency set was made, from its build log: ``from scratch`` or
+    ``closest`` (started from the closest set on disk, ``images/closest.py``)."""
+    found = []
+    for log in sorted((out / "logs").glob("*/build.log")):
+        text = log.read_text(encoding="utf-8", errors="replace")
+        closest = "started from the closest set" in text and "built from scratch" not in text
+        found.append(f"{log.parent.name}: {'closest' if closest else 'from scratch'}")
+    return ", ".join(found) or "no build log"
 
 
 def summarise(dsr: DSRResult, p1: PassAt1) -> tuple[bool, int, int, float]:
@@ -260,32 +280,41 @@ def main(argv: list[str] | None = None) -> int:
         made: list[str] = []  # requirement files whose sets the cold cases built
         reqs_path = repo / "requirements.txt"
         original_reqs = reqs_path.read_text(encoding="utf-8")
-        saved_cache = os.environ.get("RGBRIDGE_WHEEL_CACHE")
+        cold_paths: dict[str, list[str]] = {"a0": [], "a1": []}
+        saved = {name: os.environ.get(name) for name in ("RGBRIDGE_WHEEL_CACHE", CLOSEST_ENV)}
         for i in range(args.cold_reps):
             os.environ["RGBRIDGE_WHEEL_CACHE"] = str(work / f"wheels-{i}")  # empty: a fresh machine
             try:
                 for case, label in (("a0", "nothing cached"), ("a1", "packages cached")):
+                    # (a0) is a fresh machine's build: every wheel downloaded, none of the sets an
+                    # earlier run left on disk copied instead (which would also leave the cache
+                    # without them, so (a1) would not have its packages cached either)
+                    if case == "a0":
+                        os.environ[CLOSEST_ENV] = "never"
+                    else:
+                        _restore(CLOSEST_ENV, saved[CLOSEST_ENV])
                     # A never-seen set: same packages, a new key (a floor every version meets).
                     reqs_path.write_text(
                         original_reqs + f"fastapi>=0.0.{uuid.uuid4().int % 10**12}\n", encoding="utf-8"
                     )
-                    secs, res = timed_score(task, repo, work / f"{case}-{i}", profile="both", use_cache=False)
+                    out = work / f"{case}-{i}"
+                    secs, res = timed_score(task, repo, out, profile="both", use_cache=False)
                     cold[case].append(secs)
+                    paths = set_paths(out)
+                    cold_paths[case].append(paths)
                     pair = (summarise_profile(res.profile("strict")), summarise_profile(res.profile("compat")))
                     cold_scores.append(pair)
                     say(
                         f"({case}) cold score, never-seen requirements, {label} (both): {secs:.2f}s "
-                        f"strict={pair[0]} compat={pair[1]}"
+                        f"strict={pair[0]} compat={pair[1]} [sets {paths}]"
                     )
                     made.append(reqs_path.read_text(encoding="utf-8"))
                     wait_for_cache_fills()  # the host fills the cache after a score: (a1) starts with it full
                     # bytecode still being compiled into the set (after its score) is not the next case's
                     wait_for_compiles()
             finally:
-                if saved_cache is None:
-                    os.environ.pop("RGBRIDGE_WHEEL_CACHE", None)
-                else:
-                    os.environ["RGBRIDGE_WHEEL_CACHE"] = saved_cache
+                for name, value in saved.items():
+                    _restore(name, value)
         # The sets made above are removed only now: each key is new anyway (never seen), and on a
         # file system mounted with online discard (this machine's) deleting a set slows the next
         # second or two of I/O, which would be charged to the following case, not to scoring.
@@ -295,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         reqs_path.write_text(original_reqs, encoding="utf-8")
         figures["a0_cold_empty_cache_both_s"] = median(cold["a0"])
         figures["a1_cold_cached_packages_both_s"] = median(cold["a1"])
+        figures["a_set_paths"] = cold_paths
 
         timed_score(task, repo, work / "b-prime", profile="both", use_cache=True)  # fill the cache
         cached = [timed_score(task, repo, work / f"b{i}", profile="both", use_cache=True)[0] for i in range(args.reps)]

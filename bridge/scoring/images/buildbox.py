@@ -22,7 +22,9 @@ import requests
 from docker.errors import DockerException
 from docker.models.containers import Container
 
+from bridge.errors import ScoringError
 from bridge.scoring.images.build import say
+from bridge.scoring.images.buildnet import build_network
 from bridge.scoring.images.host import host_pip_index_settings
 from bridge.scoring.images.wheelhouse import uv_tool
 from bridge.scoring.sandbox.docker_client import make_labels
@@ -329,21 +331,34 @@ def start_build_container(
         tools = uv_tool() if mode == "index" else None
         if tools is not None:
             all_mounts.append(docker.types.Mount(TOOLS_DIR, str(tools), type="bind", read_only=True))
-        container = create_container(
-            client,
-            base,
-            name=f"rgbridge-{kind}-build-{secrets.token_hex(5)}",
-            command=command or ["bash", f"{BUILD_DIR}/build.sh"],
-            labels=make_labels(kind=f"{kind}-build"),
-            limits=SandboxLimits(user="0:0", pids_limit=1024, nano_cpus=2_000_000_000),
-            network_mode="none" if mode == "local" else "bridge",
-            mounts=all_mounts,
-        )
-        try:
-            put_directory(container, files_dir, BUILD_DIR, uid=0, gid=0)
-            container.start()
-        except BaseException:
-            with contextlib.suppress(DockerException, requests.RequestException):
-                remove_container(container)
-            raise
-    return container, ready_mark
+        # No network in local mode; else the shared build namespace (``buildnet.py``) or, should
+        # joining it fail (its holder removed meanwhile), a namespace of the build's own.
+        networks = ["none"] if mode == "local" else list(dict.fromkeys([build_network(client, base), "bridge"]))
+        for network in networks:
+            last = network == networks[-1]
+            try:
+                container = create_container(
+                    client,
+                    base,
+                    name=f"rgbridge-{kind}-build-{secrets.token_hex(5)}",
+                    command=command or ["bash", f"{BUILD_DIR}/build.sh"],
+                    labels=make_labels(kind=f"{kind}-build"),
+                    limits=SandboxLimits(user="0:0", pids_limit=1024, nano_cpus=2_000_000_000),
+                    network_mode=network,
+                    mounts=all_mounts,
+                )
+            except ScoringError:
+                if last:
+                    raise
+                continue
+            try:
+                put_directory(container, files_dir, BUILD_DIR, uid=0, gid=0)
+                container.start()
+            except BaseException as exc:
+                with contextlib.suppress(DockerException, requests.RequestException):
+                    remove_container(container)
+                if last or not isinstance(exc, DockerException):
+                    raise
+                continue
+            return container, ready_mark
+    raise AssertionError("unreachable: the last network mode raises or returns")

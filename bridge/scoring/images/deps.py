@@ -8,7 +8,7 @@ import dataclasses
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -94,6 +94,7 @@ def ensure_deps_image(
     env_volume: bool = False,
     defer_check: bool = False,
     installer: str | None = None,
+    before_build: Callable[[], None] | None = None,
 ) -> DepsImage:
     """An image with ``requirements`` (then ``extra_packages``) installed in the active venv.
 
@@ -112,6 +113,9 @@ def ensure_deps_image(
     ``defer_check`` too, a uv install returns as soon as it is final, pip's check still running:
     the caller scores with it, then calls ``DepsImage.confirm()`` (a rejection means scoring
     again with ``installer="pip"``).
+
+    ``before_build`` is called when the set is not on disk, before it is built (the scoring
+    context's turn, ``workdir.SetTurns``).
     """
     base = base or ensure_base_image(client, progress=progress)
     reqs = reqfile.normalise(requirements)
@@ -137,6 +141,7 @@ def ensure_deps_image(
         timeout=timeout,
         defer_check=defer_check,
         installer=installer,
+        before_build=before_build,
     )
 
 
@@ -150,9 +155,10 @@ def ensure(
     timeout: float = 600,
     defer_check: bool = False,
     installer: str | None = None,
+    before_build: Callable[[], None] | None = None,
 ) -> DepsImage:
-    """The one flow over any store: the set ready on disk, else built under its lock after
-    room was made for it in the disk budget."""
+    """The one flow over any store: the set ready on disk, else (after ``before_build``) built
+    under its lock after room was made for it in the disk budget."""
     # In use from here on (an eviction under way finishes first, so ``ready`` then sees the
     # truth); kept until this profile's score ends (usage.holding), never evicted meanwhile.
     kept_as = store.books_name(want.tag)
@@ -160,6 +166,8 @@ def ensure(
     found = store.ready(want.tag)
     if found is not None:
         return found
+    if before_build is not None:
+        before_build()
     started = time.monotonic()
     with ExitStack() as lock:
         lock.enter_context(build_lock(want.tag))

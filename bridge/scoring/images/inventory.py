@@ -20,6 +20,7 @@ import docker
 from docker.errors import APIError, DockerException, NotFound
 from docker.models.images import Image
 
+from bridge.scoring.images.buildnet import remove_holder
 from bridge.scoring.images.env_volume import remove_env_volumes
 from bridge.scoring.sandbox.docker_client import LABEL_KIND, owner_filter
 
@@ -68,6 +69,7 @@ def remove_images(
     Children go first (deps/tester before base). Images in use by a container are skipped.
     """
     order = {"deps": 0, "deps-build": 0, "tester": 1, "tester-build": 1, "base": 2}
+    remove_holder(client)  # it keeps an image in use; the next build makes it again
     images = client.images.list(all=True, filters={"label": owner_filter()})
     images.sort(key=lambda i: order.get((i.labels or {}).get(LABEL_KIND, ""), 0))
     removed: list[str] = []

@@ -83,18 +83,21 @@ def run_compat(run: ProfileRun) -> ProfileResult:
 
     def build(installer: str | None) -> DepsImage:
         progress("compat: building the image")
-        return ensure_deps_image(
-            client,
-            requirements,
-            extra_packages=extras,
-            wheelhouse=ctx.wheelhouse,
-            base=base,
-            timeout=task.manifest.timeouts.build,
-            progress=ctx.image_progress,
-            env_volume=True,
-            defer_check=True,
-            installer=installer,
-        )
+        try:
+            return ensure_deps_image(
+                client,
+                requirements,
+                extra_packages=extras,
+                wheelhouse=ctx.wheelhouse,
+                base=base,
+                timeout=task.manifest.timeouts.build,
+                progress=ctx.image_progress,
+                env_volume=True,
+                defer_check=True,
+                installer=installer,
+            )
+        finally:
+            ctx.turns.done("compat")  # its set is ready (or will not be): strict's build may start
 
     def build_failed(exc: DependencyInstallError) -> ProfileResult:
         return run.finish(

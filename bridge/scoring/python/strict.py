@@ -81,6 +81,7 @@ def run_strict(run: ProfileRun) -> ProfileResult:
             env_volume=True,
             defer_check=True,
             installer=installer,
+            before_build=lambda: run.ctx.turns.wait("strict"),
         )
 
     # The score runs while pip checks uv's install; a rejection scores again on pip's own set.

@@ -41,7 +41,7 @@ from bridge.scoring.result import DSRResult, InfraReason, ProfileResult
 from bridge.scoring.run.backend import ScoringJob
 from bridge.scoring.run.profile_run import ProfileRun
 from bridge.scoring.run.sweep import sweep
-from bridge.scoring.run.workdir import LogSink, ScoreContext
+from bridge.scoring.run.workdir import LogSink, ScoreContext, SetTurns
 from bridge.scoring.sandbox.docker_client import get_client
 from bridge.scoring.sandbox.protocol import SandboxLimits
 from bridge.scoring.types import PROFILES, Profile, ProgressFn
@@ -217,7 +217,13 @@ def infra_result(profile: str, exc: BaseException, logs: LogSink, started: float
     )
 
 
-def node_context(run_id: str, *, wheelhouse: Path | None = None, progress: ProgressFn | None = None) -> ScoreContext:
+def node_context(
+    run_id: str,
+    *,
+    wheelhouse: Path | None = None,
+    progress: ProgressFn | None = None,
+    turns: SetTurns | None = None,
+) -> ScoreContext:
     """The scoring context of this process: containers carry its pid and host, so a process
     that dies leaves containers `sweep_stale` can recognise as orphans on that host."""
     return ScoreContext(
@@ -225,6 +231,7 @@ def node_context(run_id: str, *, wheelhouse: Path | None = None, progress: Progr
         wheelhouse=wheelhouse,
         image_progress=progress,
         extra_labels={LABEL_PID: str(os.getpid()), "rgbridge.host": os.uname().nodename},
+        turns=turns or SetTurns(),
     )
 
 
@@ -281,20 +288,24 @@ class LocalBackend:
             LiveRuns.add(run_id)
         try:
             with tempfile.TemporaryDirectory(prefix="rgbridge-work-") as scratch:
+                turns = SetTurns([job.profile for job in jobs])
 
                 def one(job: ScoringJob) -> ProfileResult:
-                    ctx = node_context(job.run_id, wheelhouse=job.wheelhouse, progress=job.progress)
-                    return run_profile(
-                        client,
-                        job.task,
-                        job.snapshot,
-                        job.profile,
-                        ctx=ctx,
-                        log_dir=job.log_dir,
-                        scratch=Path(scratch),
-                        maven=job.maven,
-                        progress=job.progress,
-                    )
+                    ctx = node_context(job.run_id, wheelhouse=job.wheelhouse, progress=job.progress, turns=turns)
+                    try:
+                        return run_profile(
+                            client,
+                            job.task,
+                            job.snapshot,
+                            job.profile,
+                            ctx=ctx,
+                            log_dir=job.log_dir,
+                            scratch=Path(scratch),
+                            maven=job.maven,
+                            progress=job.progress,
+                        )
+                    finally:
+                        turns.done(job.profile)  # whatever happened, no profile waits for it now
 
                 with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="rgbridge-profile") as pool:
                     return {job.profile: result for job, result in zip(jobs, pool.map(one, jobs), strict=True)}

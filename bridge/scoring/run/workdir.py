@@ -1,11 +1,13 @@
-"""What both profiles share: the scoring context, log files with size caps, repo staging."""
+"""What both profiles share: the scoring context (with the order in which the profiles of one
+score build their sets), log files with size caps, repo staging."""
 
 from __future__ import annotations
 
 import os
 import secrets
 import shutil
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +24,33 @@ from bridge.scoring.types import ProgressFn
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 LOG_CAP_BYTES = 2_000_000
+#: the longest a profile waits for the first profile's dependency set before building its own
+TURN_LIMIT = 3.0
+
+
+class SetTurns:
+    """The order in which the profiles of one score build never-seen dependency sets.
+
+    A score ends with its last profile, and compat's one container (install check, deploy,
+    tests, in turn) runs longer than strict's, so compat's set is the one on the path. Two
+    builds at once on a small machine slow each other (docs/measurements.md): strict's build
+    waits until compat's set is ready (a set already on disk never waits), or ``limit``
+    seconds at most, should compat's build be a long one (packages to download)."""
+
+    def __init__(self, profiles: Sequence[str] = (), *, limit: float | None = None) -> None:
+        self.first = "compat" if {"compat", "strict"} <= set(profiles) else None
+        self.limit = TURN_LIMIT if limit is None else limit
+        self._done = threading.Event()
+
+    def wait(self, profile: str) -> None:
+        """Called before ``profile`` builds a set: its turn, once the first profile's set is ready."""
+        if self.first is not None and profile != self.first:
+            self._done.wait(self.limit)
+
+    def done(self, profile: str) -> None:
+        """``profile``'s set is ready, or it will build none (its build failed, it ended)."""
+        if profile == self.first:
+            self._done.set()
 
 
 @dataclass
@@ -34,6 +63,8 @@ class ScoreContext:
     runtime: SandboxRuntime | None = None
     extra_labels: dict[str, str] = field(default_factory=dict)
     token: str = field(default_factory=lambda: secrets.token_hex(3))
+    # shared by the profiles of one score run in this process (``LocalBackend``)
+    turns: SetTurns = field(default_factory=SetTurns)
 
     def sandboxes(self, client: docker.DockerClient) -> SandboxRuntime:
         """The runtime the profile's sandboxes are created by."""

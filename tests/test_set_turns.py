@@ -1,0 +1,93 @@
+"""The profiles of one score take turns building never-seen dependency sets (workdir.SetTurns):
+compat's set first, strict's once it is ready (bounded), a set on disk never waits. Unit tests,
+then a real score of both profiles on a never-seen set (real engine and index)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from bridge.scoring.run import workdir
+from bridge.scoring.run.workdir import SetTurns
+
+
+def _waited(turns: SetTurns, profile: str) -> float:
+    started = time.monotonic()
+    turns.wait(profile)
+    return time.monotonic() - started
+
+
+def test_compat_goes_first_only_when_both_profiles_score() -> None:
+    assert SetTurns(["strict", "compat"]).first == "compat"
+    assert SetTurns(["compat"]).first is None
+    assert SetTurns(["strict"]).first is None
+    assert SetTurns().first is None
+    assert _waited(SetTurns(["strict"], limit=5), "strict") < 0.5
+
+
+def test_strict_waits_for_compats_set_and_compat_never_waits() -> None:
+    turns = SetTurns(["strict", "compat"], limit=10)
+    assert _waited(turns, "compat") < 0.5
+    timer = threading.Timer(0.5, turns.done, args=("compat",))
+    timer.start()
+    took = _waited(turns, "strict")
+    assert 0.4 < took < 5
+    assert _waited(turns, "strict") < 0.1  # its turn came: a rebuild does not wait again
+
+
+def test_the_wait_is_bounded_and_only_the_first_profile_releases_it(monkeypatch) -> None:
+    monkeypatch.setattr(workdir, "TURN_LIMIT", 0.3)
+    turns = SetTurns(["compat", "strict"])
+    turns.done("strict")  # not the first profile: releases nothing
+    took = _waited(turns, "strict")
+    assert 0.25 < took < 2
+
+
+def _phase_times(log: Path, phase: str) -> list[float]:
+    text = log.read_text(encoding="utf-8")
+    return [float(m) for m in re.findall(rf"^RGBRIDGE_PHASE {phase} ([0-9.]+)$", text, flags=re.M)]
+
+
+def test_stricts_build_starts_once_compats_set_is_installed(
+    docker_client, base_image, index_needed, tasks_dir, tmp_path, monkeypatch
+) -> None:
+    import shutil
+
+    from bridge.scoring.images.deps import deps_image_tag
+    from bridge.scoring.images.env_volume import remove_volume, volume_for, wait_for_compiles
+    from bridge.scoring.python.compat import TEST_TOOLS, requirement_lines
+    from bridge.scoring.run.engine import score_repo
+    from bridge.tasks.catalog import Catalog
+
+    monkeypatch.setattr(workdir, "TURN_LIMIT", 300.0)  # a slow first download must not end the wait
+    monkeypatch.setenv("RGBRIDGE_CLOSEST_SET", "never")
+    task = Catalog.from_options(tasks_dir).get("library-api")
+    repo = tmp_path / "repo"
+    shutil.copytree(task.solution_dir, repo)
+    reqs = (repo / "requirements.txt").read_text(encoding="utf-8") + f"fastapi>=0.0.{uuid.uuid4().int % 10**12}\n"
+    (repo / "requirements.txt").write_text(reqs, encoding="utf-8")
+    extras = [*requirement_lines((task.tests_dir / "requirements.txt").read_text(encoding="utf-8")), *TEST_TOOLS]
+    tags = [deps_image_tag(base_image, reqs, in_volume=True), deps_image_tag(base_image, reqs, extras, in_volume=True)]
+    try:
+        result = score_repo(
+            task, repo, profile="both", use_cache=False, output_dir=tmp_path / "out", client=docker_client
+        )
+        assert result.profile("compat").pass_at_1.score == 1.0
+        assert result.profile("strict").pass_at_1.score == 1.0
+        logs = tmp_path / "out" / "logs"
+        compat_installed = _phase_times(logs / "compat" / "build.log", "installed")
+        strict_start = _phase_times(logs / "strict" / "build.log", "start")
+        assert len(compat_installed) == 2 and len(strict_start) == 1, "both sets were built"
+        # strict's build container started after compat's last file was installed
+        assert strict_start[0] > compat_installed[-1]
+    finally:
+        wait_for_compiles()
+        for tag in tags:
+            try:
+                docker_client.images.remove(tag)
+            except Exception:  # noqa: BLE001 - not made (a failed score): nothing to remove
+                pass
+            remove_volume(docker_client, volume_for(tag, "/opt/venv").name)
