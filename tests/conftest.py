@@ -71,3 +71,36 @@ def wrong_uv(tmp_path) -> Path:
     fake.write_text("#!/bin/sh\npython -m pip install -q --progress-bar off six==1.15.0 && echo ' + six==1.15.0'\n")
     fake.chmod(0o755)
     return tools
+
+
+@pytest.fixture()
+def score_sets(docker_client):
+    """``add(base, requirements, task)``: the dependency sets a score of a repo with these
+    requirements makes on ``base`` (strict's, compat's) are removed after the test, tags and
+    volumes, once their bytecode is compiled."""
+    from docker.errors import ImageNotFound
+
+    from bridge.scoring.images.deps import deps_image_tag
+    from bridge.scoring.images.env_volume import remove_volume, volume_for, wait_for_compiles
+    from bridge.scoring.python.compat import TEST_TOOLS, requirement_lines
+
+    made: list[str] = []
+
+    def add(base: str, requirements: str, task) -> None:
+        golden = task.tests_dir / "requirements.txt"
+        extras = [*requirement_lines(golden.read_text(encoding="utf-8")), *TEST_TOOLS] if golden.is_file() else []
+        made.extend(
+            [
+                deps_image_tag(base, requirements, in_volume=True),
+                deps_image_tag(base, requirements, extras or list(TEST_TOOLS), in_volume=True),
+            ]
+        )
+
+    yield add
+    wait_for_compiles()
+    for tag in made:
+        try:
+            docker_client.images.remove(tag)  # by name: a set's tag sits on its base image
+        except ImageNotFound:
+            pass
+        remove_volume(docker_client, volume_for(tag, "/opt/venv").name)

@@ -323,7 +323,7 @@ def test_rejected_note_says_what_happened():
 
 @pytest.mark.docker
 def test_a_score_pip_rejects_is_run_again_on_pips_set(
-    docker_client, base_image, index_needed, monkeypatch, wrong_uv, tmp_path
+    docker_client, base_image, index_needed, monkeypatch, wrong_uv, tmp_path, score_sets
 ):
     """End to end, both profiles: the score starts on uv's set, pip rejects it, the profile is
     scored again on pip's own set and the build log says so; the result is the oracle's."""
@@ -337,6 +337,7 @@ def test_a_score_pip_rejects_is_run_again_on_pips_set(
     repo = tmp_path / "repo"
     shutil.copytree(task.solution_dir, repo)
     (repo / "requirements.txt").write_text(_nonce((repo / "requirements.txt").read_text()))
+    score_sets(base_image, (repo / "requirements.txt").read_text(), task)
     progress: list[str] = []
     result = score_repo(
         task, repo, profile="both", use_cache=False, output_dir=tmp_path / "out", progress=progress.append

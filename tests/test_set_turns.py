@@ -52,13 +52,10 @@ def _phase_times(log: Path, phase: str) -> list[float]:
 
 
 def test_stricts_build_starts_once_compats_set_is_installed(
-    docker_client, base_image, index_needed, tasks_dir, tmp_path, monkeypatch
+    docker_client, base_image, index_needed, tasks_dir, tmp_path, monkeypatch, score_sets
 ) -> None:
     import shutil
 
-    from bridge.scoring.images.deps import deps_image_tag
-    from bridge.scoring.images.env_volume import remove_volume, volume_for, wait_for_compiles
-    from bridge.scoring.python.compat import TEST_TOOLS, requirement_lines
     from bridge.scoring.run.engine import score_repo
     from bridge.tasks.catalog import Catalog
 
@@ -69,25 +66,13 @@ def test_stricts_build_starts_once_compats_set_is_installed(
     shutil.copytree(task.solution_dir, repo)
     reqs = (repo / "requirements.txt").read_text(encoding="utf-8") + f"fastapi>=0.0.{uuid.uuid4().int % 10**12}\n"
     (repo / "requirements.txt").write_text(reqs, encoding="utf-8")
-    extras = [*requirement_lines((task.tests_dir / "requirements.txt").read_text(encoding="utf-8")), *TEST_TOOLS]
-    tags = [deps_image_tag(base_image, reqs, in_volume=True), deps_image_tag(base_image, reqs, extras, in_volume=True)]
-    try:
-        result = score_repo(
-            task, repo, profile="both", use_cache=False, output_dir=tmp_path / "out", client=docker_client
-        )
-        assert result.profile("compat").pass_at_1.score == 1.0
-        assert result.profile("strict").pass_at_1.score == 1.0
-        logs = tmp_path / "out" / "logs"
-        compat_installed = _phase_times(logs / "compat" / "build.log", "installed")
-        strict_start = _phase_times(logs / "strict" / "build.log", "start")
-        assert len(compat_installed) == 2 and len(strict_start) == 1, "both sets were built"
-        # strict's build container started after compat's last file was installed
-        assert strict_start[0] > compat_installed[-1]
-    finally:
-        wait_for_compiles()
-        for tag in tags:
-            try:
-                docker_client.images.remove(tag)
-            except Exception:  # noqa: BLE001 - not made (a failed score): nothing to remove
-                pass
-            remove_volume(docker_client, volume_for(tag, "/opt/venv").name)
+    score_sets(base_image, reqs, task)
+    result = score_repo(task, repo, profile="both", use_cache=False, output_dir=tmp_path / "out", client=docker_client)
+    assert result.profile("compat").pass_at_1.score == 1.0
+    assert result.profile("strict").pass_at_1.score == 1.0
+    logs = tmp_path / "out" / "logs"
+    compat_installed = _phase_times(logs / "compat" / "build.log", "installed")
+    strict_start = _phase_times(logs / "strict" / "build.log", "start")
+    assert len(compat_installed) == 2 and len(strict_start) == 1, "both sets were built"
+    # strict's build container started after compat's last file was installed
+    assert strict_start[0] > compat_installed[-1]

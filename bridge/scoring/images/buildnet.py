@@ -32,7 +32,7 @@ def _running(client: docker.DockerClient) -> str | None:
     """The holder's id when it is running."""
     try:
         holder = client.containers.get(HOLDER_NAME)
-    except (NotFound, requests.RequestException):
+    except (DockerException, requests.RequestException):
         return None
     return str(holder.id) if holder.status == "running" else None
 
@@ -67,6 +67,8 @@ def build_network(client: docker.DockerClient, image: str) -> str:
                 network_mode="bridge",
             )
             try:
+                if holder.name != HOLDER_NAME:  # the name was taken meanwhile: never a second holder
+                    raise ScoringError(f"{HOLDER_NAME} is taken")
                 holder.start()
             except BaseException:
                 with contextlib.suppress(DockerException, requests.RequestException):
