@@ -53,7 +53,7 @@ from bridge.scoring.images.closest import ENV as CLOSEST_ENV
 from bridge.scoring.images.deps import deps_image_tag, wait_for_cache_fills
 from bridge.scoring.images.env_volume import remove_volume, volume_for, wait_for_compiles
 from bridge.scoring.images.host import host_pip_index_settings
-from bridge.scoring.python.compat import TEST_TOOLS, requirement_lines
+from bridge.scoring.python.compat import compat_extras
 from bridge.scoring.result import DSRResult, PassAt1
 from bridge.scoring.run.engine import score_repo
 from bridge.scoring.run.evaluate import evaluate
@@ -91,13 +91,11 @@ def remove_deps_images(client: docker.DockerClient, task: Task, repo: Path) -> l
     """Drop the strict and compat dependency sets of this repo's requirements (tags and volumes)."""
     base = ensure_base_image(client)
     reqs = requirements_of(repo)
-    extras: list[str] = []
-    golden_reqs = task.tests_dir / "requirements.txt"
-    if golden_reqs.is_file():
-        extras.extend(requirement_lines(golden_reqs.read_text(encoding="utf-8")))
-    extras.extend(TEST_TOOLS)
     removed = []
-    for tag in (deps_image_tag(base, reqs, in_volume=True), deps_image_tag(base, reqs, extras, in_volume=True)):
+    for tag in (
+        deps_image_tag(base, reqs, in_volume=True),
+        deps_image_tag(base, reqs, compat_extras(task, repo), in_volume=True),
+    ):
         try:
             client.images.remove(tag)  # by name: a set's tag sits on the base image
             removed.append(tag)

@@ -75,24 +75,24 @@ def wrong_uv(tmp_path) -> Path:
 
 @pytest.fixture()
 def score_sets(docker_client):
-    """``add(base, requirements, task)``: the dependency sets a score of a repo with these
-    requirements makes on ``base`` (strict's, compat's) are removed after the test, tags and
-    volumes, once their bytecode is compiled."""
+    """``add(base, repo, task)``: the dependency sets a score of ``repo`` makes on ``base``
+    (strict's, compat's) are removed after the test, tags and volumes, once their bytecode is
+    compiled."""
     from docker.errors import ImageNotFound
 
     from bridge.scoring.images.deps import deps_image_tag
     from bridge.scoring.images.env_volume import remove_volume, volume_for, wait_for_compiles
-    from bridge.scoring.python.compat import TEST_TOOLS, requirement_lines
+    from bridge.scoring.python.compat import compat_extras
+    from bridge.scoring.run.workdir import requirements_of
 
     made: list[str] = []
 
-    def add(base: str, requirements: str, task) -> None:
-        golden = task.tests_dir / "requirements.txt"
-        extras = [*requirement_lines(golden.read_text(encoding="utf-8")), *TEST_TOOLS] if golden.is_file() else []
+    def add(base: str, repo: Path, task) -> None:
+        reqs = requirements_of(repo)
         made.extend(
             [
-                deps_image_tag(base, requirements, in_volume=True),
-                deps_image_tag(base, requirements, extras or list(TEST_TOOLS), in_volume=True),
+                deps_image_tag(base, reqs, in_volume=True),
+                deps_image_tag(base, reqs, compat_extras(task, repo), in_volume=True),
             ]
         )
 

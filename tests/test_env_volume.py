@@ -337,7 +337,7 @@ def test_a_score_pip_rejects_is_run_again_on_pips_set(
     repo = tmp_path / "repo"
     shutil.copytree(task.solution_dir, repo)
     (repo / "requirements.txt").write_text(_nonce((repo / "requirements.txt").read_text()))
-    score_sets(base_image, (repo / "requirements.txt").read_text(), task)
+    score_sets(base_image, repo, task)
     progress: list[str] = []
     result = score_repo(
         task, repo, profile="both", use_cache=False, output_dir=tmp_path / "out", progress=progress.append

@@ -66,7 +66,7 @@ def test_stricts_build_starts_once_compats_set_is_installed(
     shutil.copytree(task.solution_dir, repo)
     reqs = (repo / "requirements.txt").read_text(encoding="utf-8") + f"fastapi>=0.0.{uuid.uuid4().int % 10**12}\n"
     (repo / "requirements.txt").write_text(reqs, encoding="utf-8")
-    score_sets(base_image, reqs, task)
+    score_sets(base_image, repo, task)
     result = score_repo(task, repo, profile="both", use_cache=False, output_dir=tmp_path / "out", client=docker_client)
     assert result.profile("compat").pass_at_1.score == 1.0
     assert result.profile("strict").pass_at_1.score == 1.0

@@ -67,10 +67,9 @@ def requirement_lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
-def run_compat(run: ProfileRun) -> ProfileResult:
-    """Upstream's one container over the run's repo copy (static AC taken before the merge)."""
-    client, task, repo_dir, ctx, progress = run.client, run.task, run.repo_dir, run.ctx, run.progress
-    requirements = requirements_of(repo_dir)
+def compat_extras(task: Task, repo_dir: Path) -> list[str]:
+    """What upstream's container installs after the repo's requirements, in order: its fallback
+    packages when the repo has no requirements.txt, the golden tests' requirements, the test tools."""
     extras: list[str] = []
     if not (repo_dir / "requirements.txt").is_file():
         extras.extend(FALLBACK_PACKAGES)
@@ -78,6 +77,14 @@ def run_compat(run: ProfileRun) -> ProfileResult:
     if golden_reqs.is_file():
         extras.extend(requirement_lines(golden_reqs.read_text(encoding="utf-8", errors="replace")))
     extras.extend(TEST_TOOLS)
+    return extras
+
+
+def run_compat(run: ProfileRun) -> ProfileResult:
+    """Upstream's one container over the run's repo copy (static AC taken before the merge)."""
+    client, task, repo_dir, ctx, progress = run.client, run.task, run.repo_dir, run.ctx, run.progress
+    requirements = requirements_of(repo_dir)
+    extras = compat_extras(task, repo_dir)
 
     base = compat_base_image(client, ctx.image_progress)
 
