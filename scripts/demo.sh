@@ -3,6 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RGBRIDGE_SKIP_CHROMIUM=1 bash scripts/setup.sh
-PY="${PYTHON:-python3}"
+PY=.venv/bin/python  # made by scripts/setup.sh
 "$PY" -m bridge.cli images build
 exec "$PY" demo/run_demo.py "$@"

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-PY="${PYTHON:-python3}"
+PY=.venv/bin/python  # made by scripts/setup.sh
 if "$PY" -c "from bridge.scoring.sandbox.docker_client import engine_available as e; import sys; sys.exit(0 if e()[0] else 1)"; then
   "$PY" -m bridge.cli images build
 fi
