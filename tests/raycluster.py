@@ -9,6 +9,7 @@ every Ray process of the machine); `kill_node()` SIGKILLs one node's whole proce
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -50,6 +51,8 @@ class LocalCluster:
     head_cpus: int = 1
     worker_cpus: int = 1
     docker_slots: int = 1
+    #: more custom resources every node offers (agent runs: {"agent": 1})
+    resources: dict[str, float] = field(default_factory=dict)
     address: str = ""
     procs: list[subprocess.Popen] = field(default_factory=list)
     temp_dir: str = ""
@@ -83,15 +86,16 @@ class LocalCluster:
             "--block",
             "--disable-usage-stats",
             "--object-store-memory=200000000",
-            f'--resources={{"docker": {self.docker_slots}}}',
+            "--resources=" + json.dumps({"docker": self.docker_slots, **self.resources}),
             f"--dashboard-agent-listen-port={agent}",
             f"--metrics-export-port={metrics}",
             f"--runtime-env-agent-port={runtime_env}",
             f"--dashboard-agent-grpc-port={agent_grpc}",
         ]
 
-    def _spawn(self, args: list[str], name: str) -> subprocess.Popen:
+    def _spawn(self, args: list[str], name: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
         env = dict(os.environ)
+        env.update(extra_env or {})
         env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.pop("RAY_ADDRESS", None)
         env.update(self.auth_env())
@@ -125,7 +129,10 @@ class LocalCluster:
             raise
         return self
 
-    def add_worker(self, *, timeout: float = 300.0, name: str | None = None) -> subprocess.Popen:
+    def add_worker(
+        self, *, timeout: float = 300.0, name: str | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.Popen:
+        """One more worker node; `env` is added to its environment (its Ray workers inherit it)."""
         name = name or f"worker{len(self.procs)}"
         args = [
             f"--address={self.address}",
@@ -133,7 +140,7 @@ class LocalCluster:
             f"--num-cpus={self.worker_cpus}",
             *self._node_args(),
         ]
-        proc = self._spawn(args, name)
+        proc = self._spawn(args, name, env)
         self.procs.append(proc)
         self._wait_started(proc, name, timeout)
         return proc

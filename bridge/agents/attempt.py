@@ -87,6 +87,7 @@ class Live:
     ended: float | None = None
     workspace: Path | None = None
     stream: Path | None = None
+    node: str = ""  # the Ray node running it (--backend ray)
 
 
 def attempt_key(task_id: str, attempt: int) -> str:

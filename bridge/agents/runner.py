@@ -29,6 +29,7 @@ from bridge.locations import cache_dir, data_home
 from bridge.release import exact_version
 from bridge.scoring.run.reporting import RunWriter, bad_number, new_run_id
 from bridge.tasks.catalog import Catalog
+from bridge.tasks.model import Task
 
 RUN_FILE = "run.json"
 
@@ -50,6 +51,8 @@ class RunOptions(BaseModel):
     run_id: str
     recordings: str
     server_args: list[str] = Field(default_factory=list)
+    backend: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
 
 
 def server_env() -> dict[str, str]:
@@ -126,8 +129,15 @@ def execute(
     for key, entry in done.items():
         writer.record(entry, key=key)
     stop = threading.Event()
+    make: Callable[[RunSettings, Task, int, threading.Event], Attempt] = Attempt
+    workers = options.workers
+    if options.backend == "ray":  # one attempt = one Ray task on a node (bridge/agents/ray_runs.py)
+        from bridge.agents.ray_runs import RayAttempts
+
+        cluster = RayAttempts(options, settings, settings_for)  # every node checked first
+        make, workers = cluster.attempt, cluster.workers()
     attempts = {
-        attempt_key(t, k): Attempt(settings, catalog.get(t), k, stop)
+        attempt_key(t, k): make(settings, catalog.get(t), k, stop)
         for t in options.tasks
         for k in range(1, options.attempts + 1)
     }
@@ -165,7 +175,7 @@ def execute(
         if on_event:
             on_event(attempt.key, "scored")
 
-    pool = ThreadPoolExecutor(max_workers=options.workers, thread_name_prefix="rgbridge-run")
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rgbridge-run")
     futures: set[Future[None]] = {pool.submit(task_attempts, queue) for queue in todo.values()}
     try:
         while futures:
@@ -187,6 +197,7 @@ def execute(
         "attempts": options.attempts,
         "time_limit_seconds": options.time_limit,
         "workers": options.workers,
+        "backend": options.backend,
         "profile": options.profile,
         "tasks": options.tasks,
         "bridge_version": exact_version(),

@@ -62,6 +62,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     doctor = subparsers.add_parser("doctor", help="check the environment before long runs, with fixes")
     doctor.add_argument("--path", type=Path, metavar="DIR", help="check free space here (default: engine data root)")
     doctor.add_argument("--no-index", action="store_true", help="skip the package-index probe (a container)")
+    doctor.add_argument(
+        "--ray-address",
+        metavar="HOST:PORT",
+        help="check every node of this Ray cluster that offers 'agent' (engine, agent CLIs and versions, sandbox, keys)",
+    )
+    doctor.add_argument("--agent", metavar="NAME", help="with --ray-address: the agent whose CLI every node needs")
+    doctor.add_argument("--agent-bin", metavar="PATH", help="with --ray-address: the agent's binary on the nodes")
     add_disk_budget_option(doctor)
     add_json_option(doctor)
     doctor.set_defaults(handler=cmd_doctor)
@@ -156,7 +163,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from bridge.scoring.images.budget import apply_budget_option
 
     apply_budget_option(args.disk_budget)
-    checks = run_checks(path=args.path, index=not args.no_index)
+    if args.ray_address:  # the nodes that run agents, each named (bridge/agents/ray_runs.py)
+        from bridge.agents.ray_checks import cluster_checks
+
+        checks = cluster_checks(args.ray_address, args.agent, args.agent_bin)
+    else:
+        checks = run_checks(path=args.path, index=not args.no_index)
     failed = any(not c.ok and c.severity == "error" for c in checks)
     if args.json:
         print_json({"ok": not failed, "checks": [c.as_dict() for c in checks]})

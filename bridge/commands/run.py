@@ -51,6 +51,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--run-id", metavar="ID", help="the run's id (default: the time)")
     p.add_argument("--resume", action="store_true", help="finish a stopped run in OUT (scored attempts are kept)")
+    p.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        help="where attempts run: here (local, the default) or on a Ray cluster's nodes offering 'agent'",
+    )
+    p.add_argument("--ray-address", metavar="HOST:PORT", help="the Ray cluster (default: $RAY_ADDRESS, else auto)")
     p.add_argument("--show-prompt", action="store_true", help="print the prompt of the first task and exit")
     add_disk_budget_option(p)
     add_preflight_option(p)
@@ -91,8 +97,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     previous = load_options(out) if (args.resume and out is not None) else None
     if args.resume and previous is None:
         raise BridgeError(f"--resume: {out} holds no run (no run.json)")
-    if previous is not None:
-        options = previous
+    if previous is not None:  # --resume goes on with the backend given now, else the run's own
+        options = previous.model_copy(
+            update={
+                "backend": args.backend or previous.backend,
+                "ray_address": args.ray_address or previous.ray_address,
+            }
+        )
     else:
         if not args.agent:
             raise BridgeError("--agent is required (choose from " + ", ".join(sorted(ADAPTERS)) + ")")
@@ -118,9 +129,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             run_id=run_id,
             recordings=str(_abs(args.recordings) or out / "recordings"),
             server_args=server_args,
+            backend=args.backend or "local",
+            ray_address=args.ray_address,
         )
     assert out is not None
-    apply_run_options(args, java=any(catalog.get(t).lang == "java" for t in options.tasks))
+    java = any(catalog.get(t).lang == "java" for t in options.tasks)
+    apply_run_options(args, java=java, local=options.backend == "local")  # Ray: every node checked instead
     err = stderr_console()
     live: Live | None = None
     if err.is_terminal:
@@ -129,7 +143,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     def progress(attempts: dict[str, Attempt], done: dict[str, dict[str, Any]]) -> None:
         if live is not None:
-            live.update(_table(attempts))
+            live.update(_table(attempts, node=options.backend == "ray"))
 
     def on_event(key: str, what: str) -> None:
         if live is None:
@@ -155,15 +169,18 @@ def _load(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _table(attempts: dict[str, Attempt]) -> Table:
+def _table(attempts: dict[str, Attempt], *, node: bool = False) -> Table:
     table = Table(title="rgbridge run")
-    for col in ("attempt", "state", "elapsed", "tool calls", "files"):
+    for col in ("attempt", "state", *(("node",) if node else ()), "elapsed", "tool calls", "files"):
         table.add_column(col)
     now = time.monotonic()
     for key, a in attempts.items():
         live = a.live
         elapsed = "" if live.started is None else f"{(live.ended or now) - live.started:.0f}s"
-        table.add_row(Text(key), Text(live.state), elapsed, str(_tool_calls(live.stream)), str(_files(live.workspace)))
+        where = (Text(live.node),) if node else ()
+        table.add_row(
+            Text(key), Text(live.state), *where, elapsed, str(_tool_calls(live.stream)), str(_files(live.workspace))
+        )
     return table
 
 

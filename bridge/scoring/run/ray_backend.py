@@ -64,6 +64,26 @@ def import_ray() -> Any:
     return ray
 
 
+def connect(address: str | None) -> Any:
+    """Ray, joined to the cluster at `address` (else $RAY_ADDRESS, else `auto`) unless this
+    process already is; the scoring backend and agent runs (bridge/agents/ray_runs.py) share it."""
+    ray = import_ray()
+    if not ray.is_initialized():
+        try:
+            ray.init(
+                address=address or os.environ.get("RAY_ADDRESS") or "auto",
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+                configure_logging=False,
+            )
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ScoringError(
+                f"cannot reach a Ray cluster at {address or 'auto'}: {exc} "
+                "(start one with `ray start --head`, see the README)"
+            ) from exc
+    return ray
+
+
 # ----------------------------------------------------------------------------- packing by content
 
 
@@ -252,23 +272,10 @@ class RayBackend:
         max_retries: int = DEFAULT_MAX_RETRIES,
         no_docker_grace: float = NO_DOCKER_GRACE_SECONDS,
     ) -> None:
-        ray = import_ray()
+        ray = connect(address)
         self._ray = ray
         self.max_retries = max_retries
         self.no_docker_grace = no_docker_grace
-        if not ray.is_initialized():
-            try:
-                ray.init(
-                    address=address or os.environ.get("RAY_ADDRESS") or "auto",
-                    log_to_driver=False,
-                    logging_level=logging.WARNING,
-                    configure_logging=False,
-                )
-            except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise ScoringError(
-                    f"cannot reach a Ray cluster at {address or 'auto'}: {exc} "
-                    "(start one with `ray start --head`, see the README)"
-                ) from exc
         if self.docker_slots() < 1:
             raise ScoringError(
                 "no node of the Ray cluster offers the 'docker' resource: start each node that "
