@@ -51,8 +51,10 @@ class LocalCluster:
     head_cpus: int = 1
     worker_cpus: int = 1
     docker_slots: int = 1
-    #: more custom resources every node offers (agent runs: {"agent": 1})
+    #: more custom resources each worker node offers (agent runs: {"agent": 1}); the head has none
     resources: dict[str, float] = field(default_factory=dict)
+    #: added to every node's environment (its Ray workers inherit it)
+    env: dict[str, str] = field(default_factory=dict)
     address: str = ""
     procs: list[subprocess.Popen] = field(default_factory=list)
     temp_dir: str = ""
@@ -78,7 +80,7 @@ class LocalCluster:
                 else:
                     os.environ[k] = v
 
-    def _node_args(self) -> list[str]:
+    def _node_args(self, *, head: bool = False) -> list[str]:
         # Each node gets its own agent ports: the defaults are fixed numbers that a second node
         # (or another cluster) on the same machine would collide with.
         agent, metrics, runtime_env, agent_grpc = free_ports(4)
@@ -86,7 +88,7 @@ class LocalCluster:
             "--block",
             "--disable-usage-stats",
             "--object-store-memory=200000000",
-            "--resources=" + json.dumps({"docker": self.docker_slots, **self.resources}),
+            "--resources=" + json.dumps({"docker": self.docker_slots, **({} if head else self.resources)}),
             f"--dashboard-agent-listen-port={agent}",
             f"--metrics-export-port={metrics}",
             f"--runtime-env-agent-port={runtime_env}",
@@ -95,6 +97,7 @@ class LocalCluster:
 
     def _spawn(self, args: list[str], name: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
         env = dict(os.environ)
+        env.update(self.env)
         env.update(extra_env or {})
         env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.pop("RAY_ADDRESS", None)
@@ -117,7 +120,7 @@ class LocalCluster:
             f"--num-cpus={self.head_cpus}",
             f"--temp-dir={self.temp_dir}",
             "--include-dashboard=false",
-            *self._node_args(),
+            *self._node_args(head=True),
         ]
         try:
             self.procs.append(self._spawn(head, "head"))

@@ -164,6 +164,7 @@ def attempt_on_node(options: RunOptions, settings_for: SettingsFor, meta: dict[s
                 crash.append(exc)
 
         thread = threading.Thread(target=body, name=f"rgbridge-attempt-{key}", daemon=True)
+        run_started = time.monotonic()
         thread.start()
         last = ""
         while thread.is_alive():
@@ -173,7 +174,7 @@ def attempt_on_node(options: RunOptions, settings_for: SettingsFor, meta: dict[s
                 say(last)
         if crash:
             raise crash[0]
-        attempt_seconds = time.monotonic() - began
+        attempt_seconds = time.monotonic() - run_started
         recordings = pack_recordings(attempt.rec_dir, root)
         folder, left_out = pack_folder(attempt.dir) if attempt.dir.is_dir() else (b"", [])
         return {
@@ -250,8 +251,6 @@ class RayAttempts:
         self._lock = threading.Lock()
         self._watched: dict[str, RemoteAttempt] = {}
         self._poller: threading.Thread | None = None
-        #: per attempt that came back: node, driver seconds (submit to unpacked), node seconds
-        self.timings: list[dict[str, Any]] = []
 
     def agent_slots(self) -> int:
         return int(self._ray.cluster_resources().get(AGENT_RESOURCE, 0) or 0)
@@ -354,19 +353,18 @@ class RayAttempts:
                 )
             skipped = unpack_folder(out["folder"], attempt.dir)
         seconds = round(time.monotonic() - submitted, 3)
-        facts = {"node": node, "left_out": out["left_out"], "refused_members": skipped, "seconds": seconds}
+        # Where it ran and what it cost: `driver_seconds` (submitted to unpacked here) minus
+        # `attempt_seconds` (Attempt.run on the node) is the Ray backend's own overhead.
+        facts = {
+            "node": node,
+            "driver_seconds": seconds,
+            "node_seconds": out.get("node_seconds"),
+            "attempt_seconds": out.get("attempt_seconds"),
+            "left_out": out["left_out"],
+            "refused_members": skipped,
+        }
         if attempt.dir.is_dir():
             write_json_atomic(attempt.dir / "ray.json", facts)
-        with self._lock:
-            self.timings.append(
-                {
-                    "key": attempt.key,
-                    "node": node,
-                    "driver_seconds": seconds,
-                    "node_seconds": out.get("node_seconds"),
-                    "attempt_seconds": out.get("attempt_seconds"),
-                }
-            )
         attempt.live.ended = time.monotonic()
         if "stopped" in out:
             attempt.live.state = "stopped"

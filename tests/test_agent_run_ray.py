@@ -1,0 +1,298 @@
+"""`rgbridge run --backend ray` on a real multi-node Ray cluster started on this machine.
+
+A head (no `agent` resource) and two worker nodes, each offering one `agent` and one `docker`
+unit, run as separate `ray start --block` processes (tests/raycluster.py); the API keys are in
+the nodes' environment only. The `command` adapter's scripted agent (tests/agents/mcp_sdk_agent.py)
+runs two tasks × 2 attempts. Proves: the report equals the same run's with `--backend local`
+(scores, counts, configuration; times and session ids aside) and the attempts ran on both
+workers; a node whose CLI version differs is refused by the pre-flight, naming it, before any
+attempt starts (and `rgbridge doctor --ray-address` names it too); Ctrl-C cancels the attempt in
+flight (its processes gone) and `--resume` completes with no attempt scored twice; a worker
+killed in the middle of an attempt has it re-run from scratch on the other worker, scored once.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_agent_run import agent_cmd, events, no_secret_on_disk, payload, recordings_of, report_of
+
+from bridge.cli import main as rgbridge
+
+pytestmark = pytest.mark.docker
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SECRET = "sk-test-ray-node-only-5e0a"
+TASKS = ("kv-ledger", "word-duel")
+#: what legitimately differs between two runs of the same plan
+VOLATILE = {
+    "wall_seconds",
+    "agent_seconds",
+    "scoring_seconds",
+    "overhead_seconds",
+    "session_id",
+    "timestamp",
+    "created_at",
+    "total_elapsed_seconds",
+    "elapsed_seconds",
+    "duration",
+    "time",
+    "time_to_ready",
+    "backend",
+    "workers",
+}
+
+
+def _require_ray() -> None:
+    if importlib.util.find_spec("ray") is None:
+        if os.environ.get("RGBRIDGE_REQUIRE_RAY", "") not in ("", "0", "false", "no"):
+            pytest.fail("Ray required (RGBRIDGE_REQUIRE_RAY=1) but not installed: pip install '.[ray]'")
+        pytest.skip("Ray is not installed (extra 'ray')")
+
+
+@pytest.fixture(scope="module")
+def cluster(docker_client):
+    _require_ray()
+    from raycluster import LocalCluster
+
+    local = LocalCluster(
+        workers=2, resources={"agent": 1}, env={"ANTHROPIC_API_KEY": SECRET, "OPENAI_API_KEY": SECRET}
+    ).start()
+    try:
+        with local.driver_env():
+            import ray
+
+            ray.init(address=local.address, log_to_driver=False, logging_level="WARNING")
+            try:
+                yield local
+            finally:
+                ray.shutdown()
+    finally:
+        local.stop()
+
+
+@pytest.fixture()
+def no_driver_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys live on the nodes only: the driver has none to pass or to leak."""
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "RGBRIDGE_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _strip(data: Any, out: Path) -> Any:
+    if isinstance(data, dict):
+        return {k: _strip(v, out) for k, v in data.items() if k not in VOLATILE}
+    if isinstance(data, list):
+        return [_strip(v, out) for v in data]
+    if isinstance(data, str):
+        text = data.replace(str(out), "OUT")
+        return re.sub(r"/\d{8}T\d{6}Z-[\w.-]+-[0-9a-f]{6}$", "/SESSION", text)  # a recording's session id
+    return data
+
+
+def comparable(out: Path) -> dict[str, Any]:
+    return _strip(report_of(out), out)
+
+
+def _args(
+    out: Path, run_id: str, cmd: str, *extra: str, tasks: tuple[str, ...] = TASKS, attempts: int = 2
+) -> list[str]:
+    return [
+        "run",
+        "--agent",
+        "command",
+        "--agent-cmd",
+        cmd,
+        "--tasks",
+        *tasks,
+        "--attempts",
+        str(attempts),
+        "--workers",
+        "2",
+        "--time-limit",
+        "120",
+        "--output-dir",
+        str(out),
+        "--run-id",
+        run_id,
+        *extra,
+    ]
+
+
+def _payloads(tmp_path: Path) -> Path:
+    files = {t: json.loads(payload(tmp_path, t).read_text()) for t in TASKS}
+    combined = tmp_path / "payloads.json"
+    combined.write_text(json.dumps(files))
+    return combined
+
+
+def _ray_facts(out: Path) -> dict[str, dict[str, Any]]:
+    return {
+        p.parent.parent.name + "." + p.parent.name: json.loads(p.read_text())
+        for p in out.glob("attempts/*/a*/ray.json")
+    }
+
+
+def _agents_of(marker: Path) -> list[int]:
+    """PIDs of scripted agents whose command line names `marker` (this test's payload)."""
+    found = subprocess.run(["pgrep", "-f", f"mcp_sdk_agent.py .* {marker}"], capture_output=True, text=True)
+    return [int(p) for p in found.stdout.split()]
+
+
+def _wait(what: str, check: Any, timeout: float, proc: subprocess.Popen[str] | None = None) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the run ended before {what}: {proc.stdout.read() if proc.stdout else ''}")
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_ray_report_equals_local_and_spreads(cluster, tmp_path: Path, no_driver_keys: None, monkeypatch) -> None:
+    cmd = agent_cmd("solve-by-task", _payloads(tmp_path))
+    remote, local = tmp_path / "ray", tmp_path / "local"
+    started = time.monotonic()
+    assert rgbridge(_args(remote, "cmp", cmd, "--backend", "ray", "--ray-address", cluster.address)) == 0
+    ray_wall = time.monotonic() - started
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):  # the local run's machine has the keys itself
+        monkeypatch.setenv(name, SECRET)
+    started = time.monotonic()
+    assert rgbridge(_args(local, "cmp", cmd)) == 0
+    local_wall = time.monotonic() - started
+    assert comparable(remote) == comparable(local)
+    report = report_of(remote)
+    assert report["metadata"]["backend"] == "ray"
+    assert report["summary"]["avg_pass_at_1"] == 1.0 and report["strict_summary"]["avg_pass_at_1"] == 1.0
+    # every attempt came back into the run folder, each on a worker; both workers were used
+    facts = _ray_facts(remote)
+    assert sorted(facts) == sorted(f"{t}.a{k}" for t in TASKS for k in (1, 2))
+    assert len({f["node"] for f in facts.values()}) == 2, facts
+    for row in report["results"]:
+        rec = Path(row["run"]["recording"])
+        assert rec.is_relative_to(remote / "recordings") and (rec / "agent" / "trajectory.json").is_file()
+        assert Path(row["run"]["trajectory"]).is_file() and Path(row["run"]["trajectory"]).is_relative_to(remote)
+    recs = recordings_of(remote)
+    assert len(recs) == 4
+    for rec in recs:
+        assert sum(1 for e in events(rec) if e["type"] == "score") == 1
+        assert rgbridge(["recordings", "verify", str(rec)]) == 0
+    no_secret_on_disk(remote)
+    overheads = [round(f["driver_seconds"] - f["attempt_seconds"], 2) for f in facts.values()]
+    print(f"\nray overhead per attempt (s): {overheads}; wall ray {ray_wall:.1f}s, local {local_wall:.1f}s")
+
+
+def test_cli_version_mismatch_refused_before_any_attempt(cluster, tmp_path: Path, capsys) -> None:
+    import ray
+    from agent_clis import agent_cli
+
+    agent_cli("claude")  # the driver's and the two workers' Claude Code (the wheel's)
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "claude").write_text("#!/bin/sh\necho '9.9.9 (Claude Code)'\n")
+    (shim / "claude").chmod(0o755)
+    before = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+    odd = cluster.add_worker(name="odd", env={"PATH": f"{shim}{os.pathsep}{os.environ['PATH']}"})
+    try:
+        odd_id = _wait(
+            "the odd node", lambda: [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] not in before], 120
+        )[0]
+        out = tmp_path / "out"
+        code = rgbridge(
+            ["run", "--agent", "claude-code", "--tasks", "kv-ledger", "--output-dir", str(out), "--run-id", "odd"]
+            + ["--backend", "ray", "--ray-address", cluster.address, "--model-base-url", "http://127.0.0.1:9"]
+        )
+        err = " ".join(capsys.readouterr().err.split())
+        assert code == 2, err
+        assert "claude-code versions differ" in err and "9.9.9" in err and f"/{odd_id[:6]}" in err, err
+        assert not (out / "attempts").exists() and not (out / "recordings").exists()  # no attempt started
+        assert rgbridge(["doctor", "--ray-address", cluster.address, "--agent", "claude-code"]) == 1
+        text = " ".join(capsys.readouterr().out.split())
+        assert "FAIL" in text and "versions differ" in text and odd_id[:6] in text, text
+        assert SECRET not in text  # keys by name only
+    finally:
+        cluster.kill_node(odd)
+
+
+def test_ctrl_c_cancels_then_resume_completes(cluster, tmp_path: Path, no_driver_keys: None) -> None:
+    pay, out = payload(tmp_path, "kv-ledger"), tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **cluster.auth_env()}
+    cmd = [sys.executable, "-m", "bridge.cli", *_args(out, "rayint", agent_cmd("hang", pay), tasks=("kv-ledger",))]
+    cmd += ["--backend", "ray", "--ray-address", cluster.address]
+    cmd[cmd.index("--time-limit") + 1] = "25"
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first = out / "intermediate" / "rayint" / "kv-ledger.a1.json"
+    try:
+        _wait("the first attempt scored", first.exists, 400, proc)
+        _wait("the second attempt's agent", lambda: _agents_of(pay), 200, proc)
+        first_bytes = first.read_bytes()
+        proc.send_signal(signal.SIGINT)  # Ctrl-C while the second agent works on a node
+        output, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, output
+    assert not (out / "intermediate" / "rayint" / "kv-ledger.a2.json").exists()
+    _wait("the cancelled agent's processes to end", lambda: not _agents_of(pay), 60)
+    assert rgbridge(["run", "--resume", "--output-dir", str(out)]) == 0
+    report = report_of(out)
+    assert sorted(r["attempt"] for r in report["results"]) == [1, 2]
+    assert report["metadata"]["resumed"] == ["kv-ledger.a1"] and report["metadata"]["backend"] == "ray"
+    assert first.read_bytes() == first_bytes  # the scored attempt was kept, not redone
+    recs = recordings_of(out)
+    assert len(recs) == 2 and all(sum(1 for e in events(r) if e["type"] == "score") == 1 for r in recs)
+
+
+def _node_proc(cluster, pid: int) -> subprocess.Popen[bytes]:
+    """The `ray start` process (its process group is the node) that `pid` runs under."""
+    nodes = {p.pid: p for p in cluster.procs}
+    while pid > 1:
+        pgid = os.getpgid(pid)
+        if pgid in nodes:
+            return nodes[pgid]
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    raise AssertionError("the agent runs under no node of the cluster")
+
+
+def test_worker_killed_mid_attempt_is_rerun_elsewhere(cluster, tmp_path: Path, no_driver_keys: None) -> None:
+    import threading
+
+    import ray
+
+    pay, out = payload(tmp_path, "kv-ledger"), tmp_path / "out"
+    args = _args(out, "raykill", agent_cmd("hang", pay), "--backend", "ray", tasks=("kv-ledger",), attempts=1)
+    args[args.index("--time-limit") + 1] = "30"
+    box: dict[str, int] = {}
+    thread = threading.Thread(target=lambda: box.setdefault("code", rgbridge(args)))
+    thread.start()
+    try:
+        (agent,) = _wait("the agent on a node", lambda: _agents_of(pay), 300)
+        victim = _node_proc(cluster, agent)
+        time.sleep(2)
+        cluster.kill_node(victim)  # the whole node: raylet, its workers (the agent's own group survives it)
+        _wait("the killed attempt's agent to be reaped", lambda: agent not in _agents_of(pay), 60)
+    finally:
+        thread.join(timeout=900)
+    assert not thread.is_alive() and box.get("code") == 0
+    report = report_of(out)
+    (row,) = report["results"]
+    assert row["outcome"] != "infra_error" and row["rgbridge"]["profiles"]["strict"]["pass_at_1"]["score"] == 1.0
+    assert row["run"]["submitted_by"] == "time_limit"
+    alive = {n["NodeID"][:6] for n in ray.nodes() if n["Alive"]}
+    (facts,) = _ray_facts(out).values()
+    assert facts["node"].split("/")[-1] in alive  # re-run on a node still alive, not the killed one
+    assert [p.name for p in (out / "intermediate" / "raykill").glob("*.json")] == ["kv-ledger.a1.json"]
+    (rec,) = recordings_of(out)
+    assert sum(1 for e in events(rec) if e["type"] == "score") == 1
