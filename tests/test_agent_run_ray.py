@@ -223,6 +223,7 @@ def test_cli_version_mismatch_refused_before_any_attempt(cluster, tmp_path: Path
         assert SECRET not in text  # keys by name only
     finally:
         cluster.kill_node(odd)
+    _wait("the odd node marked dead", lambda: not [n for n in ray.nodes() if n["Alive"] and n["NodeID"] == odd_id], 120)
 
 
 def test_ctrl_c_cancels_then_resume_completes(cluster, tmp_path: Path, no_driver_keys: None) -> None:

@@ -127,24 +127,29 @@ def gather_facts(
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     remote = ray.remote(node_facts)
-    refs: dict[Any, str] = {}
+    refs: dict[Any, tuple[str, str]] = {}
     for node in agent_nodes(ray):
         strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
         ref = remote.options(num_cpus=0, max_retries=0, scheduling_strategy=strategy).remote(
             agents, agent_bin, agent_cmd, sandbox
         )
-        refs[ref] = f"{node.get('NodeManagerAddress', '?')}/{node['NodeID'][:6]}"
+        refs[ref] = (node["NodeID"], f"{node.get('NodeManagerAddress', '?')}/{node['NodeID'][:6]}")
     ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout) if refs else ([], [])
     out: list[dict[str, Any]] = []
-    for ref, label in refs.items():
+    failed: dict[str, dict[str, Any]] = {}
+    for ref, (node_id, label) in refs.items():
         if ref not in ready:
             ray.cancel(ref, force=True)
-            out.append({"node": label, "unreachable": f"did not answer in {timeout:.0f}s"})
+            failed[node_id] = {"node": label, "unreachable": f"did not answer in {timeout:.0f}s"}
             continue
         try:
             out.append(ray.get(ref))
         except ray.exceptions.RayError as exc:
-            out.append({"node": label, "unreachable": first_line(exc)})
+            failed[node_id] = {"node": label, "unreachable": first_line(exc)}
+    if failed:  # a node that left the cluster meanwhile takes no attempt: said, not refused
+        alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+        for node_id, fact in failed.items():
+            out.append(fact if node_id in alive else {"node": fact["node"], "gone": fact["unreachable"]})
     return sorted(out, key=lambda f: str(f["node"]))
 
 
@@ -160,6 +165,9 @@ def facts_checks(
         node = f["node"]
         if "unreachable" in f:
             checks.append(Check(f"node {node}", False, f["unreachable"], "see the node's Ray logs"))
+            continue
+        if "gone" in f:
+            checks.append(Check(f"node {node}", True, f"left the cluster: {f['gone']}", "", "warning"))
             continue
         engine = f["engine"]
         checks.append(Check(f"{node} engine", engine["ok"], engine["detail"], "" if engine["ok"] else _ENGINE_FIX))
@@ -190,7 +198,7 @@ def facts_checks(
                 "" if box["ok"] else "install bubblewrap (and allow user namespaces) or run with --sandbox docker",
             )
         )
-    answered = [f for f in facts if "unreachable" not in f]
+    answered = [f for f in facts if "unreachable" not in f and "gone" not in f]
     for name in agents:
         checks.extend(_version_check(name, answered, driver_version if required else None, level))
     bridges = {str(f["bridge_version"]) for f in answered}
