@@ -289,7 +289,8 @@ def test_worker_killed_mid_attempt_is_rerun_elsewhere(cluster, tmp_path: Path, n
     assert not thread.is_alive() and box.get("code") == 0
     report = report_of(out)
     (row,) = report["results"]
-    assert row["outcome"] != "infra_error" and row["rgbridge"]["profiles"]["strict"]["pass_at_1"]["score"] == 1.0
+    assert row["outcome"] != "infra_error", row
+    assert row["rgbridge"]["profiles"]["strict"]["pass_at_1"]["score"] == 1.0
     assert row["run"]["submitted_by"] == "time_limit"
     alive = {n["NodeID"][:6] for n in ray.nodes() if n["Alive"]}
     (facts,) = _ray_facts(out).values()

@@ -396,6 +396,10 @@ class RayAttempts:
     def _poll(self) -> None:
         """Node states into the live rows while attempts are in flight (then the thread ends)."""
         while True:
+            if not self._ray.is_initialized():  # a call now would start a Ray instance of its own
+                with self._lock:
+                    self._poller = None
+                return
             try:
                 items = self._ray.get(self._box.drain.remote(), timeout=10)
             except Exception:  # noqa: BLE001 - progress is best effort
