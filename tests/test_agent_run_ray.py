@@ -295,6 +295,8 @@ def test_worker_killed_mid_attempt_is_rerun_elsewhere(cluster, tmp_path: Path, n
     alive = {n["NodeID"][:6] for n in ray.nodes() if n["Alive"]}
     (facts,) = _ray_facts(out).values()
     assert facts["node"].split("/")[-1] in alive  # re-run on a node still alive, not the killed one
+    (lost,) = facts["lost_executions"]  # one execution lost with its node, then the one scored
+    assert lost.split(":")[0].split("/")[-1] not in alive, lost
     assert [p.name for p in (out / "intermediate" / "raykill").glob("*.json")] == ["kv-ledger.a1.json"]
     (rec,) = recordings_of(out)
     assert sum(1 for e in events(rec) if e["type"] == "score") == 1

@@ -10,9 +10,9 @@ the recording against its seal, unpacks the attempt folder into the run folder a
 folder's paths in place of the node's in the entry. Only the driver writes the run folder (the
 runner's RunWriter records what `RemoteAttempt.run` returns), so the report is a local run's.
 
-Node loss: Ray runs the task again (`max_retries`) from scratch on another node; every execution
-has a folder of its own and nothing of a dead one reaches the run folder, so no attempt is scored
-twice. After the retries the attempt is an `infra_error` row with Ray's reason (`--resume` runs
+Node loss: the driver runs the task again (up to MAX_RETRIES times) from scratch once the lost
+node is declared dead; every execution has a folder of its own and nothing of a lost one reaches
+the run folder, so no attempt is scored twice. After the retries the attempt is an `infra_error` row with Ray's reason (`--resume` runs
 it again). A reaper (bridge/agents/reaper.py) beside each execution ends the attempt's processes
 when its Ray worker dies: the agent has a process group of its own and would outlive it.
 
@@ -274,21 +274,41 @@ class RayAttempts:
             "task_hash": attempt.task.content_hash,
             "agent_version": self.settings.agent_version,
         }
-        attempt.live.state, attempt.live.node = "queued", ""
         submitted = time.monotonic()
-        ref = self._remote.options(
-            resources={AGENT_RESOURCE: 1}, num_cpus=0, max_retries=MAX_RETRIES, retry_exceptions=False
-        ).remote(self.options, self._settings_for, meta, self._box)
-        self._watch(attempt)
-        try:
-            out = self._wait(ref, attempt)
-        except ray.exceptions.RayError as exc:
-            return self._infra(attempt, exc)
-        except _NoAgentNode as exc:
-            return self._infra(attempt, exc)
-        finally:
-            self._unwatch(attempt)
-        return self._arrive(attempt, out, submitted)
+        lost: list[str] = []
+        while True:
+            attempt.live.state, attempt.live.node = ("queued", "") if not lost else ("retrying", attempt.live.node)
+            # Retried here, not by Ray: a retry Ray schedules at once may land on the dying node
+            # before it is declared dead and spend every retry there.
+            ref = self._remote.options(resources={AGENT_RESOURCE: 1}, num_cpus=0, max_retries=0).remote(
+                self.options, self._settings_for, meta, self._box
+            )
+            self._watch(attempt)
+            try:
+                out = self._wait(ref, attempt)
+                break
+            except ray.exceptions.RayTaskError as exc:  # the task itself failed: a retry would too
+                return self._infra(attempt, exc, tries=len(lost))
+            except ray.exceptions.RayError as exc:  # the worker or its node died: from scratch elsewhere
+                lost.append(f"{attempt.live.node or '?'}: {type(exc).__name__}: {first_line(exc)}")
+                if len(lost) > MAX_RETRIES:
+                    return self._infra(attempt, exc, tries=MAX_RETRIES)
+                self._await_declared_dead(attempt.live.node)
+            except _NoAgentNode as exc:
+                return self._infra(attempt, exc, tries=len(lost))
+            finally:
+                self._unwatch(attempt)
+        return self._arrive(attempt, out, submitted, lost)
+
+    def _await_declared_dead(self, node: str, timeout: float = 90.0) -> None:
+        """Until the cluster marks the node of a lost execution dead (a worker that died on a
+        live node: until the timeout), so the next execution is not offered to it."""
+        prefix = node.rsplit("/", 1)[-1]
+        deadline = time.monotonic() + timeout
+        while prefix and time.monotonic() < deadline:
+            if not [n for n in self._ray.nodes() if n.get("Alive") and str(n["NodeID"]).startswith(prefix)]:
+                return
+            time.sleep(1.0)
 
     def _wait(self, ref: Any, attempt: RemoteAttempt) -> dict[str, Any]:
         ray = self._ray
@@ -315,12 +335,10 @@ class RayAttempts:
                 else:
                     no_agent_since = None
 
-    def _infra(self, attempt: RemoteAttempt, exc: BaseException, node: str = "") -> dict[str, Any]:
+    def _infra(self, attempt: RemoteAttempt, exc: BaseException, node: str = "", tries: int = 0) -> dict[str, Any]:
         """The attempt could not be run on the cluster: an infra_error row (not the agent's)."""
         attempt.live.state = "infra_error"
-        error = (
-            f"node {node}: {exc}" if node else f"ray ({MAX_RETRIES} retries): {type(exc).__name__}: {first_line(exc)}"
-        )
+        error = f"node {node}: {exc}" if node else f"ray ({tries} retries): {type(exc).__name__}: {first_line(exc)}"
         return {
             "repo_name": attempt.task.id,
             "lang": attempt.task.lang,
@@ -335,7 +353,7 @@ class RayAttempts:
             "attempt": attempt.number,
         }
 
-    def _arrive(self, attempt: RemoteAttempt, out: dict[str, Any], submitted: float) -> dict[str, Any]:
+    def _arrive(self, attempt: RemoteAttempt, out: dict[str, Any], submitted: float, lost: list[str]) -> dict[str, Any]:
         node = str(out.get("node", "?"))
         attempt.live.node = node
         if "setup_error" in out:
@@ -362,6 +380,7 @@ class RayAttempts:
             "attempt_seconds": out.get("attempt_seconds"),
             "left_out": out["left_out"],
             "refused_members": skipped,
+            "lost_executions": lost,  # executions lost with their worker or node before this one
         }
         if attempt.dir.is_dir():
             write_json_atomic(attempt.dir / "ray.json", facts)

@@ -1,0 +1,102 @@
+"""What an attempt run on a Ray node sends back (bridge/agents/ray_transfer.py), without a cluster:
+recordings round-trip sealed and are refused when their archive or content was altered on the
+way; an attempt folder keeps the agent's stream under the cap, and an agent's link out of its
+workspace is dropped on the driver instead of being written there."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from bridge.agents.ray_runs import rebase
+from bridge.agents.ray_transfer import pack_folder, pack_recordings, receive_recording, unpack_folder
+from bridge.errors import BridgeError
+from bridge.recording.verify import verify_recording
+
+SAMPLE = Path(__file__).resolve().parent.parent / "recordings" / "samples" / "kv-ledger-sample"
+
+
+@pytest.fixture()
+def node_recs(tmp_path: Path) -> Path:
+    recs = tmp_path / "node" / "recordings" / "run" / "kv-ledger" / "a1"
+    shutil.copytree(SAMPLE, recs / SAMPLE.name)
+    return recs
+
+
+def test_recording_round_trip_is_verified(node_recs: Path, tmp_path: Path) -> None:
+    (packed,) = pack_recordings(node_recs, tmp_path / "node")
+    assert packed["sid"] == SAMPLE.name and packed["seal"]
+    driver = tmp_path / "driver" / "a1"
+    receive_recording(driver, packed)
+    assert verify_recording(driver / SAMPLE.name).ok
+    assert (driver / SAMPLE.name / "events.jsonl").read_bytes() == (SAMPLE / "events.jsonl").read_bytes()
+
+
+def test_damaged_or_altered_recordings_are_refused(node_recs: Path, tmp_path: Path) -> None:
+    (packed,) = pack_recordings(node_recs, tmp_path / "node")
+    flipped = bytearray(packed["archive"])
+    flipped[len(flipped) // 2] ^= 0xFF
+    with pytest.raises(BridgeError, match="archive hash differs"):
+        receive_recording(tmp_path / "d1", {**packed, "archive": bytes(flipped)})
+    with pytest.raises(BridgeError, match="refused"):
+        receive_recording(tmp_path / "d2", {**packed, "sid": "../escape"})
+    # altered on the node after its seal: the archive's own hash matches, the seal does not
+    events = node_recs / SAMPLE.name / "events.jsonl"
+    events.write_text(events.read_text().replace("adding", "removing"))
+    (altered,) = pack_recordings(node_recs, tmp_path / "node")
+    with pytest.raises(BridgeError, match="failed verification on arrival"):
+        receive_recording(tmp_path / "d3", altered)
+    assert not (tmp_path / "d3" / SAMPLE.name).exists()  # nothing altered is left in the run folder
+
+
+def test_attempt_folder_cap_links_and_special_files(tmp_path: Path) -> None:
+    folder = tmp_path / "a1"
+    for sub in ("agent", "workspace/pkg", "home", "tmp"):
+        (folder / sub).mkdir(parents=True)
+    (folder / "agent" / "stream.jsonl").write_bytes(b"x" * 300)
+    (folder / "state.json").write_text("{}")
+    (folder / "workspace" / "pkg" / "app.py").write_bytes(b"y" * 300)
+    (folder / "tmp" / "big.bin").write_bytes(b"z" * 600)
+    os.symlink("/etc/passwd", folder / "workspace" / "passwd")  # the agent's link out of its workspace
+    os.symlink("pkg/app.py", folder / "workspace" / "inside")
+    os.mkfifo(folder / "workspace" / "pipe")
+    data, left_out = pack_folder(folder, cap=700)
+    assert sorted(left_out) == ["tmp/big.bin", "workspace/pipe"]  # the agent's stream first, tmp last
+    dest = tmp_path / "driver" / "a1"
+    skipped = unpack_folder(data, dest)
+    assert skipped == ["workspace/passwd"]
+    assert not (dest / "workspace" / "passwd").exists() and not (dest / "workspace" / "passwd").is_symlink()
+    assert (dest / "workspace" / "inside").read_bytes() == b"y" * 300
+    assert (dest / "agent" / "stream.jsonl").stat().st_size == 300 and (dest / "state.json").is_file()
+
+
+def test_unpack_drops_escaping_members(tmp_path: Path) -> None:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name in ("../outside.txt", "/abs.txt", "ok.txt"):
+            info = tarfile.TarInfo(name)
+            info.size = 2
+            tar.addfile(info, io.BytesIO(b"hi"))
+    skipped = unpack_folder(buf.getvalue(), tmp_path / "dest")
+    assert skipped == ["../outside.txt"]
+    assert not (tmp_path / "outside.txt").exists() and (tmp_path / "dest" / "ok.txt").is_file()
+    assert (tmp_path / "dest" / "abs.txt").is_file()  # an absolute name lands inside, made relative
+
+
+def test_rebase_moves_only_node_paths() -> None:
+    entry = {
+        "run": {"recording": "/tmp/n/recordings/r/t/a1/s", "trajectory": "/tmp/n/out/attempts/t/a1/agent/t.json"},
+        "errors": ["/tmp/n/outside", "/tmp/n/out"],
+        "score": 1.0,
+    }
+    moved = rebase(entry, {"/tmp/n/out": "/runs/x", "/tmp/n/recordings": "/runs/x/recordings"})
+    assert moved["run"] == {
+        "recording": "/runs/x/recordings/r/t/a1/s",
+        "trajectory": "/runs/x/attempts/t/a1/agent/t.json",
+    }
+    assert moved["errors"] == ["/tmp/n/outside", "/runs/x"] and moved["score"] == 1.0
