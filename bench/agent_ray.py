@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+# bench/ray.py is named like the `ray` package: drop this folder from the path so `import ray` finds Ray.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -60,6 +62,12 @@ def _attempts(out: Path) -> list[dict[str, Any]]:
     for f in facts:
         f["overhead_seconds"] = round(f["driver_seconds"] - f["attempt_seconds"], 3)
     return facts
+
+
+def _not_scored(out: Path) -> list[str]:
+    (report,) = out.glob("report_*.json")
+    rows = json.loads(report.read_text())["results"]
+    return [f"{r['repo_name']}.a{r['attempt']}: {r.get('error')}" for r in rows if r.get("outcome") == "infra_error"]
 
 
 def main() -> int:
@@ -97,6 +105,7 @@ def main() -> int:
                             "overhead_seconds": [f["overhead_seconds"] for f in facts],
                             "overhead_median": statistics.median(f["overhead_seconds"] for f in facts),
                             "attempt_seconds": [f["attempt_seconds"] for f in facts],
+                            "not_scored": _not_scored(out),
                         }
                 finally:
                     ray.shutdown()

@@ -61,7 +61,7 @@ def _require_ray() -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(docker_client):
+def cluster(docker_client, request):
     _require_ray()
     from raycluster import LocalCluster
 
@@ -78,7 +78,7 @@ def cluster(docker_client):
             finally:
                 ray.shutdown()
     finally:
-        local.stop()
+        local.stop(keep_logs=request.session.testsfailed > 0)  # the nodes' logs say why
 
 
 @pytest.fixture()
@@ -238,6 +238,7 @@ def test_ctrl_c_cancels_then_resume_completes(cluster, tmp_path: Path, no_driver
         _wait("the first attempt scored", first.exists, 400, proc)
         _wait("the second attempt's agent", lambda: _agents_of(pay), 200, proc)
         first_bytes = first.read_bytes()
+        assert json.loads(first_bytes).get("outcome") != "infra_error", first_bytes
         proc.send_signal(signal.SIGINT)  # Ctrl-C while the second agent works on a node
         output, _ = proc.communicate(timeout=90)
     finally:
@@ -254,6 +255,41 @@ def test_ctrl_c_cancels_then_resume_completes(cluster, tmp_path: Path, no_driver
     assert first.read_bytes() == first_bytes  # the scored attempt was kept, not redone
     recs = recordings_of(out)
     assert len(recs) == 2 and all(sum(1 for e in events(r) if e["type"] == "score") == 1 for r in recs)
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+def test_real_cli_on_ray(agent: str, cluster, tmp_path: Path, no_driver_keys: None, monkeypatch) -> None:
+    """The real CLI (its PyPI wheel on every node) against the scripted model on loopback."""
+    from agent_clis import agent_cli
+    from scripted_model import ScriptedModel
+    from test_agent_run_clis import CLI_BINARY, by_task_policy
+
+    agent_cli(CLI_BINARY[agent])
+    for var in ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "CODEX_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    out = tmp_path / "out"
+    with ScriptedModel(by_task_policy()) as model:
+        base = model.base_url if agent == "claude-code" else model.openai_base_url
+        code = rgbridge(
+            ["run", "--agent", agent, "--tasks", *TASKS, "--attempts", "2", "--time-limit", "300"]
+            + ["--model", "scripted-model", "--model-base-url", base, "--output-dir", str(out)]
+            + ["--run-id", f"{agent}-ray", "--backend", "ray", "--ray-address", cluster.address]
+        )
+        assert not model.errors, model.errors
+    assert code == 0
+    report = report_of(out)
+    rows = report["results"]
+    assert sorted((r["repo_name"], r["attempt"]) for r in rows) == [(t, k) for t in TASKS for k in (1, 2)]
+    for row in rows:
+        assert row["agent"]["name"] == agent and row["agent"]["version"] not in ("", "unknown")
+        assert row["agent"]["model"] == "scripted-model" and row["run"]["submitted_by"] == "agent"
+        for profile in ("compat", "strict"):
+            p1 = row["rgbridge"]["profiles"][profile]["pass_at_1"]
+            assert p1["total"] > 0 and p1["passed"] == p1["total"], (row["repo_name"], profile, p1)
+    assert len({f["node"] for f in _ray_facts(out).values()}) == 2
+    for rec in recordings_of(out):
+        assert sum(1 for e in events(rec) if e["type"] == "score") == 1
+    no_secret_on_disk(out)  # the key lived in the nodes' environment only
 
 
 def _node_proc(cluster, pid: int) -> subprocess.Popen[bytes]:

@@ -269,5 +269,10 @@ def failed(checks: list[Check]) -> list[Check]:
 
 
 def first_line(exc: BaseException) -> str:
+    """A short reason: the first line of the message (of the task's own exception, for a Ray
+    task that raised: a RayTaskError's own first line only names the task and its process)."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException) and cause is not exc:
+        return f"{type(cause).__name__}: {first_line(cause)}"
     lines = [line for line in str(exc).strip().splitlines() if line.strip()]
     return lines[0][:300] if lines else type(exc).__name__
