@@ -27,8 +27,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -47,6 +45,7 @@ from bridge.agents.ray_checks import (
     gather_facts,
 )
 from bridge.agents.ray_transfer import pack_folder, pack_recordings, receive_recording, unpack_folder
+from bridge.agents.reaper import start_reaper, stop_reaper
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.scoring.run.ray_backend import ProgressBox, connect, node_label
@@ -88,27 +87,6 @@ def _node_base() -> Path:
     return base
 
 
-def _start_reaper(root: Path) -> subprocess.Popen[bytes] | None:
-    try:
-        return subprocess.Popen(  # noqa: S603 - our own module, no shell
-            [sys.executable, "-m", "bridge.agents.reaper", str(os.getpid()), str(root)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,  # outlives this worker: that is its job
-        )
-    except OSError:
-        return None
-
-
-def _stop_reaper(reaper: subprocess.Popen[bytes] | None) -> None:
-    if reaper is None:
-        return
-    reaper.terminate()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        reaper.wait(timeout=5)
-
-
 def _sweep_stale() -> None:
     with contextlib.suppress(Exception):  # best effort, as the scoring jobs do
         from bridge.scoring.run.runner import sweep_stale
@@ -130,7 +108,7 @@ def attempt_on_node(options: RunOptions, settings_for: SettingsFor, meta: dict[s
 
     say("starting")
     root = Path(tempfile.mkdtemp(prefix=f"{str(meta['run_id'])[:40]}-", dir=_node_base())).resolve()
-    reaper = _start_reaper(root)
+    reaper = start_reaper(root)
     try:
         _sweep_stale()
         try:
@@ -189,7 +167,7 @@ def attempt_on_node(options: RunOptions, settings_for: SettingsFor, meta: dict[s
         }
     finally:
         shutil.rmtree(root, ignore_errors=True)
-        _stop_reaper(reaper)
+        stop_reaper(reaper)
 
 
 # ----------------------------------------------------------------------------- driver side

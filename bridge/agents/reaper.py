@@ -17,8 +17,10 @@ import contextlib
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 POLL_SECONDS = 0.5
 
@@ -81,6 +83,29 @@ def reap(root: str) -> int:
 
         sweep_stale(get_client())
     return killed
+
+
+def start_reaper(root: Path) -> subprocess.Popen[bytes] | None:
+    """A reaper for the attempt in `root`, watching this process (the Ray worker)."""
+    try:
+        return subprocess.Popen(  # noqa: S603 - this module, no shell
+            [sys.executable, "-m", "bridge.agents.reaper", str(os.getpid()), str(root)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # outlives this worker: that is its job
+        )
+    except OSError:
+        return None
+
+
+def stop_reaper(reaper: subprocess.Popen[bytes] | None) -> None:
+    """The attempt ended in its worker (which removed `root`): the reaper is not needed."""
+    if reaper is None:
+        return
+    reaper.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        reaper.wait(timeout=5)
 
 
 def main(argv: list[str]) -> int:

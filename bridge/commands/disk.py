@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bridge.agents.registry import ADAPTERS
 from bridge.commands.common import add_json_option, console, print_json, stderr_console
 
 BUDGET_HELP = (
@@ -67,7 +68,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="HOST:PORT",
         help="check every node of this Ray cluster that offers 'agent' (engine, agent CLIs and versions, sandbox, keys)",
     )
-    doctor.add_argument("--agent", metavar="NAME", help="with --ray-address: the agent whose CLI every node needs")
+    doctor.add_argument(
+        "--agent", choices=sorted(ADAPTERS), help="with --ray-address: the agent whose CLI every node needs"
+    )
     doctor.add_argument("--agent-bin", metavar="PATH", help="with --ray-address: the agent's binary on the nodes")
     add_disk_budget_option(doctor)
     add_json_option(doctor)
