@@ -260,9 +260,10 @@ def test_ctrl_c_cancels_then_resume_completes(cluster, tmp_path: Path, no_driver
 @pytest.mark.parametrize("agent", ["claude-code", "codex"])
 def test_real_cli_on_ray(agent: str, cluster, tmp_path: Path, no_driver_keys: None, monkeypatch) -> None:
     """The real CLI (its PyPI wheel on every node) against the scripted model on loopback."""
-    from agent_clis import agent_cli
-    from scripted_model import ScriptedModel
-    from test_agent_run_clis import CLI_BINARY, by_task_policy
+    # the same module objects as the policy's (test_agent_run_clis imports them as `tests.…`)
+    from tests.agent_clis import agent_cli
+    from tests.scripted_model import ScriptedModel
+    from tests.test_agent_run_clis import CLI_BINARY, by_task_policy
 
     agent_cli(CLI_BINARY[agent])
     for var in ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "CODEX_HOME"):
