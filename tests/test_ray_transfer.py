@@ -100,3 +100,24 @@ def test_rebase_moves_only_node_paths() -> None:
         "trajectory": "/runs/x/attempts/t/a1/agent/t.json",
     }
     assert moved["errors"] == ["/tmp/n/outside", "/runs/x"] and moved["score"] == 1.0
+
+
+def test_files_vanishing_while_packing_are_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scoring job's clean-up removing its temporary folder from TMPDIR while the folder is
+    packed (seen with the Codex CLI on a node) must not fail the attempt."""
+    folder = tmp_path / "a1"
+    (folder / "tmp" / "rgbridge-scoring-x").mkdir(parents=True)
+    (folder / "tmp" / "rgbridge-scoring-x" / "log.txt").write_text("scoring")
+    (folder / "agent").mkdir()
+    (folder / "agent" / "stream.jsonl").write_text("{}\n")
+    real_walk = os.walk
+
+    def walk_then_clean(top, *args, **kwargs):
+        yield from real_walk(top, *args, **kwargs)
+        shutil.rmtree(folder / "tmp" / "rgbridge-scoring-x")  # listed, then gone before it is read
+
+    monkeypatch.setattr(os, "walk", walk_then_clean)
+    data, left_out = pack_folder(folder)
+    assert any(rel.startswith("tmp/rgbridge-scoring-x") for rel in left_out), left_out
+    unpack_folder(data, tmp_path / "driver")
+    assert (tmp_path / "driver" / "agent" / "stream.jsonl").read_text() == "{}\n"

@@ -9,6 +9,7 @@ with the `data` filter (the agent's files are untrusted: a link out of the folde
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -38,13 +39,15 @@ def _rank(rel: str) -> int:
 def pack_folder(folder: Path, cap: int = MAX_FOLDER_BYTES) -> tuple[bytes, list[str]]:
     """An attempt folder as an uncompressed tar (relative paths; folders, regular files and
     links as links, never followed); files that would pass `cap` bytes in all are left out and
-    named (the agent's stream and state come first, then workspace, HOME, TMPDIR)."""
+    named (the agent's stream and state come first, then workspace, HOME, TMPDIR). The agent is
+    gone, but a scoring job's clean-up may still remove its temporary files from TMPDIR: what
+    vanishes while packing is left out, never an error."""
     items: list[tuple[str, os.stat_result]] = []
     for dirpath, dirnames, filenames in os.walk(folder):  # does not descend into links
         base = Path(dirpath)
         for name in sorted(dirnames + filenames):
-            path = base / name
-            items.append((path.relative_to(folder).as_posix(), path.lstat()))
+            with contextlib.suppress(OSError):
+                items.append(((base / name).relative_to(folder).as_posix(), (base / name).lstat()))
     left_out: list[str] = []
     chosen: set[str] = set()
     total = 0
@@ -61,17 +64,23 @@ def pack_folder(folder: Path, cap: int = MAX_FOLDER_BYTES) -> tuple[bytes, list[
             left_out.append(rel)  # fifos, sockets, devices: nothing to copy
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for rel, _st in sorted(items):
+        for rel, st in sorted(items):
             if rel not in chosen:
                 continue
             path = folder / rel
-            info = tar.gettarinfo(str(path), arcname=rel)
+            try:
+                info = tar.gettarinfo(str(path), arcname=rel)
+                data = b""
+                if info.isreg():
+                    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                    with os.fdopen(fd, "rb") as fh:
+                        data = fh.read(st.st_size)  # as counted against the cap
+            except OSError:
+                left_out.append(rel)
+                continue
             info.uid = info.gid = 0
             info.uname = info.gname = ""
             if info.isreg():
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-                with os.fdopen(fd, "rb") as fh:
-                    data = fh.read(cap + 1)
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
             else:
