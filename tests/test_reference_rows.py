@@ -274,6 +274,33 @@ def test_unknown_board_names_the_boards() -> None:
         load_reference(BOARDS, "verified_docker")
 
 
+def test_run_rows_read_the_report_defensively() -> None:
+    from bridge.reports.reference import run_rows
+
+    strict_only = {
+        "metadata": {"agent": "codex"},
+        "summary": {"total_repos": 1},  # no compat rows: no per-language compat means
+        "strict_summary": {
+            "by_lang": {"python": {"avg_pass_at_1": 0.5, "avg_api_coverage": None, "deployment_success_rate": 1.0}}
+        },
+        "results": [{"lang": "python", "agent": {"model": "m"}}],
+    }
+    (row,) = run_rows(strict_only)
+    assert (row.category, row.model, row.pass_at_1, row.ac, row.dsr) == (
+        "this run (strict)",
+        "codex + m",
+        50.0,
+        None,
+        100.0,
+    )
+    hostile = {
+        "summary": {"pass_at_1_by_lang": {"java": 7.0}, "ac_by_lang": {"java": "x"}, "dsr_by_lang": {"java": 0.25}},
+        "results": [{"lang": "java"}, "not a row"],
+    }
+    (row,) = run_rows(hostile)
+    assert (row.model, row.pass_at_1, row.ac, row.dsr) == ("this run", None, None, 25.0)
+
+
 # ----------------------------------------------------------------------------- the terminal
 
 

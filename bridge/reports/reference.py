@@ -139,18 +139,27 @@ def run_rows(report: Mapping[str, Any]) -> list[LeaderboardRow]:
     summary, percent); agent failures are not in the summary (bridge/scoring/run/reporting.py)."""
     system, model = run_label(report)
     summary = _mapping(report.get("summary"))
+    by_lang = _mapping(_mapping(report.get("strict_summary")).get("by_lang"))
     langs = {str(r.get("lang")) for r in report.get("results") or [] if isinstance(r, Mapping)}
     rows = []
     for lang, language in (("python", "Python"), ("java", "Java")):
         if lang not in langs:
             continue
+        category = THIS_RUN
+        if isinstance(summary.get("pass_at_1_by_lang"), Mapping):
+            raw = [_mapping(summary.get(f"{k}_by_lang")).get(lang) for k in ("pass_at_1", "ac", "dsr")]
+        else:  # a strict-only run has no compat summary: its strict means, said so
+            strict = _mapping(by_lang.get(lang))
+            raw = [strict.get(k) for k in ("avg_pass_at_1", "avg_api_coverage", "deployment_success_rate")]
+            category = f"{THIS_RUN} (strict)"
         values = {
-            key: round(100 * float(_mapping(summary.get(f"{src}_by_lang")).get(lang) or 0.0), 2)
-            for key, src in (("pass_at_1", "pass_at_1"), ("ac", "ac"), ("dsr", "dsr"))
+            # a report is a file on disk: a mean that is no fraction is shown as N/A, never drawn
+            key: round(100 * float(v), 2) if isinstance(v, (int, float)) and 0.0 <= v <= 1.0 else None
+            for key, v in zip(("pass_at_1", "ac", "dsr"), raw, strict=True)
         }
         rows.append(
             LeaderboardRow.model_validate(
-                {"model": f"{system} + {model}" if model else system, "category": THIS_RUN, "language": language}
+                {"model": f"{system} + {model}" if model else system, "category": category, "language": language}
                 | values
             )
         )
