@@ -380,6 +380,7 @@ def test_html_names_whose_row_and_every_attempt(tmp_path: Path) -> None:
     assert "Pass@2 compat" in who["Pass@k"] and "Pass@1 compat" in who["Pass@k"]
     assert who["cost"] == "$0.2489" and "cache write 300" in who["tokens"]
     assert who["attempts run"] == "4 (3 scored, 1 agent error(s), not in the means)"
+    assert who["errored attempts"] == "kv-ledger.a2 (rate_limit)"
     assert who["configuration hash"] == "c0ffee00deadbeef"
     # every attempt: outcome or error class, times, tokens, cost, its recording page
     attempts = {cells[0]: cells for _, cells in page.tables["attempts"][1:]}
@@ -433,6 +434,12 @@ def test_errored_attempts_are_not_in_the_means(tmp_path: Path) -> None:
     # Pass@2 over tasks with two scored attempts: evil-task only (kv-ledger has one)
     assert "compat Pass@2 0.0000" in python
     assert "(4 attempts, 2 per task" in lines[0]
+    # an errored attempt the metadata lists without a row is listed too
+    report["metadata"]["errored_attempts"] = ["kv-ledger.a2", "word-duel.a1"]
+    (errored,) = [ln for ln in leaderboard_lines(report) if "ERRORED" in ln]
+    assert errored.endswith(
+        "(2; agent failures, not scored, not in the means): kv-ledger.a2 (rate_limit), word-duel.a1"
+    )
 
 
 def test_older_run_folder_still_renders(tmp_path: Path) -> None:

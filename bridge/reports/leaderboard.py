@@ -43,6 +43,17 @@ def is_unconfined(meta: Mapping[str, Any], results: Sequence[Mapping[str, Any]] 
     return False
 
 
+def errored_attempts(meta: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) -> list[str]:
+    """`<task>.a<k> (class)` of every attempt the agent failed: its rows, and the keys the run's
+    metadata lists (`errored_attempts`) that have no row."""
+    named = {attempt_key(r): f"{attempt_key(r)} ({agent_error_class(r)})" for r in results if agent_error_class(r)}
+    listed = meta.get("errored_attempts")
+    for key in listed if isinstance(listed, list) else []:
+        if isinstance(key, str) and key[:200] not in named:
+            named[key[:200]] = key[:200]
+    return [named[k] for k in sorted(named)]
+
+
 def _solved(entry: Mapping[str, Any], profile: str) -> bool:
     prof = ((entry.get("rgbridge") or {}).get("profiles") or {}).get(profile) or {}
     return bool(solved({profile: prof.get("pass_at_1") or {}}, profile))
@@ -68,7 +79,7 @@ def leaderboard_lines(report: Mapping[str, Any]) -> list[str]:
     raw_agent = meta.get("agent")
     agent = _mapping(raw_agent) or ({"name": raw_agent} if isinstance(raw_agent, str) else {})
     every = [r for r in report.get("results") or [] if isinstance(r, Mapping)]
-    errored = [r for r in every if agent_error_class(r) is not None]
+    errored = errored_attempts(meta, every)
     results = [r for r in every if agent_error_class(r) is None]  # the means are over scored attempts
     models = sorted({str(_mapping(r.get("agent")).get("model") or "") for r in results} - {""})
     raw_attempts = meta.get("attempts")
@@ -99,8 +110,9 @@ def leaderboard_lines(report: Mapping[str, Any]) -> list[str]:
                     text += f" | {profile} Pass@{attempts} {ks[lang]:.4f}"
         lines.append(text)
     if errored:
-        keys = ", ".join(f"{attempt_key(r)} ({agent_error_class(r)})" for r in sorted(errored, key=attempt_key))
-        lines.append(f"  ERRORED attempts ({len(errored)}; agent failures, not scored, not in the means): {keys}")
+        lines.append(
+            f"  ERRORED attempts ({len(errored)}; agent failures, not scored, not in the means): {', '.join(errored)}"
+        )
     dirty = sorted(f"{r.get('repo_name')}.a{r.get('attempt')}" for r in results if r.get("contaminated"))
     if dirty:
         lines.append(f"  CONTAMINATED attempts ({len(dirty)}; golden files opened): {', '.join(dirty)}")

@@ -2,7 +2,7 @@
 run's row among the rows of a leaderboard `results.json` (the RepoGenesis repository's
 `leaderboard/data/results.json`, or any file in its row schema), in the terminal and in the HTML.
 
-Upstream's file has had two shapes (docs/upstream.md §4.1):
+Upstream's file has had two shapes:
 - a list of rows (or `{"results": [rows]}`), the shape `report --leaderboard-row` writes;
 - a dict of boards, each a list of rows: `{"verified": [...], "full": [...],
   "verified_no_docker": [...]}` (the published leaderboard's tabs; its page reads

@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bridge.reports.leaderboard import agent_error_class, attempt_key, is_unconfined, pass_at_k_by_lang
+from bridge.reports.leaderboard import (
+    agent_error_class,
+    attempt_key,
+    errored_attempts,
+    is_unconfined,
+    pass_at_k_by_lang,
+)
 from bridge.reports.markup import e, num, table
 from bridge.scoring.run.reporting import LANGS
 
@@ -148,6 +154,9 @@ def whose_row_html(report: Mapping[str, Any]) -> str:
         ],
         ["bridge version", e(config.get("bridge_version") or md.get("bridge_version") or "?")],
     ]
+    listed = errored_attempts(md, results)
+    if listed:
+        rows.insert(9, ["errored attempts", f"<span class='fail'>{e(', '.join(listed))}</span>"])
     if config.get("hash"):
         rows.append(["configuration hash", f"<code>{e(str(config.get('hash'))[:16])}</code>"])
     banner = ""
