@@ -301,6 +301,18 @@ def test_run_rows_read_the_report_defensively() -> None:
     assert (row.model, row.pass_at_1, row.ac, row.dsr) == ("this run", None, None, 25.0)
 
 
+def test_ranked_on_the_languages_of_the_run() -> None:
+    from bridge.reports.reference import LeaderboardRow, paper_rows
+
+    def row(model: str, lang: str, p1: float) -> LeaderboardRow:
+        return LeaderboardRow(model=model, category="IDE", language=lang, pass_at_1=p1, ac=1.0, dsr=1.0)
+
+    ref = [row("X + m", "Python", 10.0), row("X + m", "Java", 40.0), row("Y + m", "Python", 20.0)]
+    python_run = {"summary": {"pass_at_1_by_lang": {"python": 0.15}}, "results": [{"lang": "python"}]}
+    # a Python-only run is compared on Python: Y (20) above the run (15) above X (10), whatever X's Java
+    assert [(r.system, r.ours) for r in paper_rows(python_run, ref)] == [("Y", False), ("this run", True), ("X", False)]
+
+
 # ----------------------------------------------------------------------------- the terminal
 
 

@@ -16,7 +16,8 @@ one-line error naming it, every string is escaped on the page and printed as tex
 
 The paper's tables put one system per line with Pass@1, AC and DSR per language side by side;
 `paper_rows` pivots the per-language rows into that shape and `reference_table` /
-`reference_html` print it with the run's own line among them (ranked by Pass@1).
+`reference_html` print it with the run's own line among them, ranked by Pass@1 over the
+languages the run has.
 """
 
 from __future__ import annotations
@@ -180,9 +181,9 @@ class PaperRow:
     ours: bool
     cells: dict[str, tuple[float | None, float | None, float | None]] = field(default_factory=dict)
 
-    def rank_key(self) -> float:
-        """Mean Pass@1 over the languages it has (the published page sorts by Pass@1)."""
-        values = [c[0] for c in self.cells.values() if c[0] is not None]
+    def rank_key(self, languages: frozenset[str]) -> float:
+        """Mean Pass@1 over `languages` (the published page sorts by Pass@1)."""
+        values = [c[0] for lang, c in self.cells.items() if lang in languages and c[0] is not None]
         return sum(values) / len(values) if values else -1.0
 
 
@@ -201,7 +202,10 @@ def paper_rows(report: Mapping[str, Any], reference: Sequence[LeaderboardRow]) -
             lines[key] = PaperRow(row.category, system, model, row.board, ours)
         language = row.language.capitalize() if row.language.lower() in ("python", "java") else row.language
         lines[key].cells[language] = (row.pass_at_1, row.ac, row.dsr)
-    return sorted(lines.values(), key=lambda p: (-p.rank_key(), not p.ours, p.system, p.model))
+    # ranked on the languages the run has, so that a Python-only run is compared on Python
+    run_langs = frozenset(lang for p in lines.values() if p.ours for lang in p.cells)
+    ranked = run_langs or frozenset(lang for p in lines.values() for lang in p.cells)
+    return sorted(lines.values(), key=lambda p: (-p.rank_key(ranked), not p.ours, p.system, p.model))
 
 
 def _languages(rows: Sequence[PaperRow]) -> list[str]:
