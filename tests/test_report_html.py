@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -59,15 +60,24 @@ class _Tags(HTMLParser):
         self.tags.append((tag, attrs))
 
 
-def _no_active_content(page: str) -> None:
-    """No scripts, no event handlers, nothing loaded from elsewhere (checked on parsed tags)."""
+#: the only links a page may hold: an agent run's attempt pages written beside it (bridge/reports/html.py)
+ATTEMPT_LINK = re.compile(r"^[A-Za-z0-9_.%\-]+_attempts/[A-Za-z0-9_.%\-]+\.html$")
+
+
+def _no_active_content(page: str, *, attempt_links: bool = False) -> None:
+    """No scripts, no event handlers, nothing loaded from elsewhere (checked on parsed tags); with
+    `attempt_links`, links to the attempt pages beside it, nothing else."""
     parser = _Tags()
     parser.feed(page)
     names = {t for t, _ in parser.tags}
-    assert not names & {"script", "img", "iframe", "object", "embed", "link", "a", "form", "input"}, names
+    banned = {"script", "img", "iframe", "object", "embed", "link", "form", "input"}
+    assert not names & (banned if attempt_links else banned | {"a"}), names
     for tag, attrs in parser.tags:
         for key, value in attrs:
             assert not key.startswith("on"), (tag, key)
+            if attempt_links and tag == "a" and key == "href":
+                assert value and ATTEMPT_LINK.match(value), value
+                continue
             assert key not in ("src", "href", "xlink:href", "action"), (tag, key, value)
     assert "@import" not in page and "url(" not in page
 
