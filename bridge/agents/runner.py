@@ -5,15 +5,32 @@ scored, `report_<run_id>.json` with both profiles, agent name, version and model
 `run.json` holds the plan (pydantic, the boundary a resume reads back); `--resume` with the same
 output folder and run id keeps every scored attempt (it is never scored twice), finishes the
 ones whose agent had ended, and redoes the ones cut before their agent ended.
+
+Before any agent starts (`preflight`): the adapter's model key must be in the environment unless
+`--model-base-url` names another endpoint, the CLI must print its version (and match
+`--agent-version`), and `config.json` pins the run's configuration (`run_config`: CLI version,
+model, prompt template hash, time limit, attempts, sandbox, bridge version; its hash); a resume
+whose configuration changed is refused with what differs.
+
+An attempt the agent's CLI failed (`agent_error`: bridge/agents/failures.py) is kept aside
+(`a<k>.agent-error-<n>` beside the attempt and its recording), retried after a backoff up to
+`retries` times, never counted in the means, and listed in the report's `errored_attempts`;
+`EXIT_AGENT_ERRORS` is `rgbridge run`'s exit code when some remain. `max_cost` stops starting
+attempts once the run's reported cost reaches it (attempts in flight finish).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
+import shutil
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,15 +39,20 @@ from pydantic import BaseModel, Field
 from bridge.agents.adapter import SERVER_ENV_ALLOW, AgentError, base_env
 from bridge.agents.attempt import Attempt, RunSettings, Stopped, attempt_key
 from bridge.agents.command import words
+from bridge.agents.prompt import PromptTemplate, load_template
 from bridge.agents.registry import adapter as find_adapter
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.locations import cache_dir, data_home
 from bridge.release import exact_version
-from bridge.scoring.run.reporting import RunWriter, bad_number, new_run_id
+from bridge.scoring.run.reporting import RunWriter, bad_number, cost_metadata, new_run_id
 from bridge.tasks.catalog import Catalog
 
 RUN_FILE = "run.json"
+CONFIG_FILE = "config.json"
+#: `rgbridge run`'s exit code when attempts remain `agent_error` after their retries (without
+#: --allow-errors); 2 is a refusal or an error of the bridge, 130 a Ctrl-C
+EXIT_AGENT_ERRORS = 3
 
 
 class RunOptions(BaseModel):
@@ -50,6 +72,14 @@ class RunOptions(BaseModel):
     run_id: str
     recordings: str
     server_args: list[str] = Field(default_factory=list)
+    # issue 31: honest, reproducible, priced rows
+    retries: int = Field(2, ge=0)
+    retry_backoff: list[float] = Field(default_factory=lambda: [5.0, 20.0])
+    allow_errors: bool = False
+    prompt: Literal["bridge", "upstream", "file"] = "bridge"
+    prompt_file: str | None = None
+    agent_version: str | None = None
+    max_cost: float | None = Field(None, gt=0)
 
 
 def server_env() -> dict[str, str]:
@@ -118,9 +148,22 @@ def execute(
     on_event: Callable[[str, str], None] | None = None,
 ) -> tuple[Path, list[dict[str, Any]]]:
     """Run (or finish) the plan; the report path and its rows. KeyboardInterrupt stops every agent."""
+    check_key(options)
+    template = load_template(
+        options.prompt,
+        prompt_file=Path(options.prompt_file) if options.prompt_file else None,
+        tasks=[catalog.get(t) for t in options.tasks],
+    )
     output_dir.mkdir(parents=True, exist_ok=True)
     settings = settings_for(options, catalog, output_dir)
+    check_cli(options, settings)
+    config = run_config(options, settings, template)
+    check_config(output_dir / CONFIG_FILE, config, resume=resume)
+    settings = replace(settings, prompt=template, run_config=config)
+    if on_event:
+        on_event("run", f"configuration {config['hash'][:16]} ({config_line(config)})")
     write_json_atomic(output_dir / RUN_FILE, options.model_dump(mode="json"))
+    write_json_atomic(output_dir / CONFIG_FILE, config)
     writer = RunWriter(output_dir, options.run_id)
     done = previous_entries(writer) if resume else {}
     for key, entry in done.items():
@@ -143,6 +186,7 @@ def execute(
             todo.setdefault(a.task.id, []).append(a)
     started = time.monotonic()
     failures: dict[str, str] = {}
+    budget = Budget(options.max_cost, sum(entry_cost(e) for e in done.values()))
 
     def task_attempts(queue: list[Attempt]) -> None:
         for attempt in queue:
@@ -150,20 +194,48 @@ def execute(
                 one(attempt)
 
     def one(attempt: Attempt) -> None:
-        try:
-            entry = attempt.run()
-        except Stopped:
-            attempt.live.state = "stopped"
-            return
-        except BridgeError as exc:
-            attempt.live.state = "failed"
-            failures[attempt.key] = str(exc)
+        retried: list[dict[str, Any]] = []
+        while True:
+            if not budget.allows():
+                attempt.live.state = "not started (cost cap)"
+                budget.skipped.append(attempt.key)
+                return
+            try:
+                entry = attempt.run()
+            except Stopped:
+                attempt.live.state = "stopped"
+                return
+            except BridgeError as exc:
+                attempt.live.state = "failed"
+                failures[attempt.key] = str(exc)
+                if on_event:
+                    on_event(attempt.key, f"failed: {exc}")
+                return
+            budget.spend(entry_cost(entry))
+            error = entry.get("agent_error") if entry.get("outcome") == "agent_error" else None
+            if not isinstance(error, dict) or len(retried) >= options.retries or stop.is_set():
+                break
+            retried.append(set_aside(attempt, entry, len(retried) + 1))
+            delay = backoff(options.retry_backoff, len(retried))
             if on_event:
-                on_event(attempt.key, f"failed: {exc}")
-            return
+                on_event(
+                    attempt.key,
+                    f"agent_error ({error.get('class')}): retry {len(retried)} of {options.retries} in {delay:g}s",
+                )
+            attempt.live.state = f"retry in {delay:g}s ({error.get('class')})"
+            if stop.wait(delay):
+                break
+            fresh = Attempt(settings, attempt.task, attempt.number, stop)
+            attempts[attempt.key] = fresh
+            attempt = fresh
+        entry["run"] = {**(entry.get("run") or {}), "retries": len(retried), "retried": retried}
+        if entry.get("outcome") == "agent_error" and isinstance(entry.get("agent_error"), dict):
+            entry["agent_error"]["retries"] = len(retried)
         writer.record(entry, key=attempt.key)
         if on_event:
-            on_event(attempt.key, "scored")
+            outcome = entry.get("outcome")
+            what = f"agent_error ({entry['agent_error'].get('class')})" if outcome == "agent_error" else "scored"
+            on_event(attempt.key, what)
 
     pool = ThreadPoolExecutor(max_workers=options.workers, thread_name_prefix="rgbridge-run")
     futures: set[Future[None]] = {pool.submit(task_attempts, queue) for queue in todo.values()}
@@ -182,6 +254,7 @@ def execute(
         raise
     pool.shutdown(wait=True)
     rows = writer.results
+    reported = sorted({str((r.get("agent") or {}).get("model")) for r in rows if (r.get("agent") or {}).get("model")})
     meta = {
         "agent": {"name": settings.adapter.name, "version": settings.agent_version, "model": options.model},
         "attempts": options.attempts,
@@ -194,7 +267,18 @@ def execute(
         "resumed": sorted(done),
         "failed_attempts": failures,
         "predictions_dir": str(output_dir / "attempts"),
+        "config": {
+            **{k: config[k] for k in CONFIG_METADATA},
+            "model": ", ".join(reported) or options.model,
+            "model_requested": options.model,
+        },
+        "retries": options.retries,
+        **cost_metadata(rows),
     }
+    if options.max_cost is not None:
+        meta["max_cost_usd"] = options.max_cost
+        meta["cut_by_cost_cap"] = bool(budget.skipped)
+        meta["not_started"] = sorted(budget.skipped)
     return writer.finalize(meta), rows
 
 
@@ -214,10 +298,200 @@ def previous_entries(writer: RunWriter) -> dict[str, dict[str, Any]]:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(data, dict) and not bad_number(data) and data.get("outcome") != "infra_error":
+        # neither an engine's fault nor the agent CLI's failure is a result: resume runs them again
+        if (
+            isinstance(data, dict)
+            and not bad_number(data)
+            and data.get("outcome") not in ("infra_error", "agent_error")
+        ):
             out[path.stem] = data
     return out
 
 
 def default_run_id() -> str:
     return new_run_id()
+
+
+# ----------------------------------------------------------------------------- before any agent
+
+
+def check_key(options: RunOptions) -> None:
+    """The adapter's model key is in the environment, or `--model-base-url` names an endpoint of
+    the user's (which may take another key or none). Checked before anything is written."""
+    agent = find_adapter(options.agent)
+    if agent.key_env and not options.model_base_url and not any(os.environ.get(k) for k in agent.key_env):
+        raise AgentError(
+            f"agent {agent.name}: no model key in the environment (set {' or '.join(agent.key_env)}, or give "
+            "--model-base-url for an endpoint of your own); no agent was started"
+        )
+
+
+def check_cli(options: RunOptions, settings: RunSettings) -> None:
+    """The CLI is there and prints its version (the row records it), the one `--agent-version` asks for."""
+    agent, version = settings.adapter, settings.agent_version
+    if agent.name == "command":
+        if not (shutil.which(settings.binary) or os.access(settings.binary, os.X_OK)):
+            raise AgentError(f"--agent-cmd: {settings.binary!r} is not an executable on PATH; no agent was started")
+    elif version == "unknown":
+        raise AgentError(
+            f"agent {agent.name}: `{settings.binary} {' '.join(agent.version_args)}` printed no version: the CLI "
+            f"cannot run here ({agent.installed_by}); no agent was started"
+        )
+    if options.agent_version and not version_matches(options.agent_version, version):
+        raise AgentError(
+            f"--agent-version {options.agent_version}: {settings.binary} is version {version!r}; "
+            "install that version or pass its binary with --agent-bin"
+        )
+
+
+_VERSION = re.compile(r"\d+(?:\.\d+)+(?:[-+.][0-9A-Za-z.]+)?")
+
+
+def version_matches(wanted: str, line: str) -> bool:
+    """`2.1.332` matches the line `2.1.332 (Claude Code)` and `codex-cli 2.1.332`; never a prefix
+    (`2.1` is not `2.1.332`)."""
+    wanted = wanted.strip()
+    return bool(wanted) and (wanted == line.strip() or wanted in _VERSION.findall(line))
+
+
+#: the run configuration's fields that go into report metadata `config` (bridge/scoring/run/reporting.py)
+CONFIG_METADATA = (
+    "hash",
+    "cli_version",
+    "prompt",
+    "prompt_hash",
+    "time_limit_seconds",
+    "attempts",
+    "sandbox",
+    "bridge_version",
+)
+
+
+def run_config(options: RunOptions, settings: RunSettings, template: PromptTemplate) -> dict[str, Any]:
+    """What makes this run's rows what they are, and its hash (sha256 of the canonical JSON):
+    the agent and its CLI's exact version, the model asked for, the prompt template, the time
+    limit, attempts, tasks, profile, what an unsubmitted end does, the sandbox and the bridge.
+    Not the run id, folders, workers, retries or the cost cap (they change no row's score)."""
+    fields: dict[str, Any] = {
+        "agent": options.agent,
+        "cli_version": settings.agent_version,
+        "agent_cmd": options.agent_cmd if options.agent == "command" else None,
+        "model": options.model,
+        "prompt": options.prompt,
+        "prompt_hash": template.digest,
+        "time_limit_seconds": options.time_limit,
+        "attempts": options.attempts,
+        "tasks": list(options.tasks),
+        "profile": options.profile,
+        "on_exit": options.on_exit,
+        # `sandbox` joins RunOptions with the run sandbox (issue 30); "none" until it does
+        "sandbox": str(getattr(options, "sandbox", "none")),
+        "bridge_version": exact_version(),
+    }
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return {"hash": digest, **fields}
+
+
+def config_line(config: dict[str, Any]) -> str:
+    return (
+        f"{config['agent']} {config['cli_version']}, model {config['model'] or 'default'}, prompt {config['prompt']} "
+        f"{str(config['prompt_hash'])[:12]}, time limit {config['time_limit_seconds']:g}s, "
+        f"{config['attempts']} attempt(s), sandbox {config['sandbox']}, bridge {config['bridge_version']}"
+    )
+
+
+def check_config(path: Path, config: dict[str, Any], *, resume: bool) -> None:
+    """A resumed run keeps the configuration it started with: the same CLI version, prompt, time
+    limit... (its rows would not be one row otherwise)."""
+    if not resume or not path.is_file():
+        return
+    try:
+        before = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise BridgeError(f"{path}: unreadable; the run's configuration cannot be compared") from None
+    if not isinstance(before, dict) or before.get("hash") == config["hash"]:
+        return
+    changed = [
+        f"{k}: {before.get(k)!r} -> {config.get(k)!r}"
+        for k in sorted(set(before) | set(config))
+        if k != "hash" and before.get(k) != config.get(k)
+    ]
+    raise BridgeError(
+        "--resume: the run's configuration changed since it started ("
+        + "; ".join(changed or ["hash"])
+        + "); its rows would not be comparable. Start a new run (another --output-dir) instead"
+    )
+
+
+# ----------------------------------------------------------------------------- retries and cost
+
+
+def backoff(delays: list[float], retry: int) -> float:
+    """The wait before retry `retry` (1-based): the listed delays, the last one repeated."""
+    return max(0.0, float(delays[min(retry, len(delays)) - 1])) if delays else 0.0
+
+
+def set_aside(attempt: Attempt, entry: dict[str, Any], number: int) -> dict[str, Any]:
+    """The failed try's attempt folder and recording move to `a<k>.agent-error-<n>` (kept, as
+    `.interrupted-` folders are); what it was, cost and where it went, for the final row."""
+    moved: dict[str, str] = {}
+    for name, path in (("attempt", attempt.dir), ("recording", attempt.rec_dir)):
+        if path.exists():
+            target = path.with_name(f"{path.name}.agent-error-{number}")
+            path.rename(target)
+            moved[name] = str(target)
+    run = entry.get("run") or {}
+    error = entry.get("agent_error") or {}
+    return {
+        "class": error.get("class"),
+        "message": error.get("message"),
+        "cost_usd": run.get("cost_usd"),
+        "tokens": run.get("tokens"),
+        "agent_seconds": run.get("agent_seconds"),
+        **moved,
+    }
+
+
+def entry_cost(entry: dict[str, Any]) -> float:
+    """What a row's tries cost as the CLI reported it (the final try and the retried ones)."""
+    run = entry.get("run") or {}
+    total = 0.0
+    for cost in [run.get("cost_usd"), *[(r or {}).get("cost_usd") for r in run.get("retried") or []]]:
+        if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
+            total += float(cost)
+    return total
+
+
+class Budget:
+    """`--max-cost`: the run's spending so far; no attempt starts once it is reached."""
+
+    def __init__(self, cap: float | None, spent: float = 0.0) -> None:
+        self.cap = cap
+        self.spent = spent
+        self.skipped: list[str] = []
+        self._lock = threading.Lock()
+
+    def spend(self, usd: float) -> None:
+        with self._lock:
+            self.spent += usd
+
+    def allows(self) -> bool:
+        with self._lock:
+            return self.cap is None or self.spent < self.cap
+
+
+def preview_config(options: RunOptions, catalog: Catalog) -> dict[str, Any]:
+    """The configuration (and its hash) a run with these options would have (`--show-config`):
+    the same checks as a run, and no agent started."""
+    import tempfile
+
+    check_key(options)
+    template = load_template(
+        options.prompt,
+        prompt_file=Path(options.prompt_file) if options.prompt_file else None,
+        tasks=[catalog.get(t) for t in options.tasks],
+    )
+    with tempfile.TemporaryDirectory(prefix="rgbridge-config-") as scratch:
+        settings = settings_for(options, catalog, Path(scratch))
+    check_cli(options, settings)
+    return run_config(options, settings, template)

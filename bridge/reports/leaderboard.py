@@ -1,13 +1,14 @@
 """The leaderboard line of an agent run's report (`rgbridge report OUT` after `rgbridge run`):
 agent and model, then per language Pass@1 / AC / DSR under both profiles, Pass@k when the run
-made several attempts per task, and the contaminated attempts counted and flagged."""
+made several attempts per task, the contaminated attempts counted and flagged, and the attempts
+whose agent CLI failed (`agent_error`: in no mean, Pass@k included) listed with their class."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from bridge.scoring.run.reporting import LANGS, profile_rows, summarize_strict, summarize_upstream
+from bridge.scoring.run.reporting import LANGS, is_agent_error, profile_rows, summarize_strict, summarize_upstream
 from bridge.sessions.attempts import pass_at_k, solved
 
 
@@ -22,7 +23,7 @@ def pass_at_k_by_lang(results: list[Mapping[str, Any]], profile: str, k: int) ->
     for lang in LANGS:
         groups: dict[str, list[bool]] = {}
         for e in results:
-            if e.get("lang") == lang:
+            if e.get("lang") == lang and not is_agent_error(e):
                 groups.setdefault(str(e.get("repo_name")), []).append(_solved(e, profile))
         values = [pass_at_k(len(v), sum(v), k) for v in groups.values() if len(v) >= k]
         if values:
@@ -69,4 +70,11 @@ def leaderboard_lines(report: Mapping[str, Any]) -> list[str]:
     dirty = sorted(f"{r.get('repo_name')}.a{r.get('attempt')}" for r in results if r.get("contaminated"))
     if dirty:
         lines.append(f"  CONTAMINATED attempts ({len(dirty)}; golden files opened): {', '.join(dirty)}")
+    errored = sorted(
+        f"{r.get('repo_name')}.a{r.get('attempt')} ({_mapping(r.get('agent_error')).get('class', '?')})"
+        for r in results
+        if is_agent_error(r)
+    )
+    if errored:
+        lines.append(f"  ERRORED attempts ({len(errored)}; the agent CLI failed, in no mean): {', '.join(errored)}")
     return lines

@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bridge.scoring.run.reporting import LANGS, infer_outcome, profile_rows, summarize_strict, summarize_upstream
+from bridge.scoring.run.reporting import (
+    LANGS,
+    infer_outcome,
+    is_agent_error,
+    profile_rows,
+    summarize_strict,
+    summarize_upstream,
+)
 
 
 def _fmt_pass(p: Mapping[str, Any] | None) -> str:
@@ -73,6 +80,9 @@ def render_table(results: Sequence[Mapping[str, Any]], console: Any = None) -> A
     )
     if st["infra_errors"]:  # not the agent's: excluded from the means, re-run by --resume
         table.caption += f" ({', '.join(f'{k} {v}' for k, v in sorted(st['infra_errors_by_reason'].items()))})"
+    errored = sum(1 for e in results if is_agent_error(e))
+    if errored:  # the agent CLI failed (auth, rate limit, crash...): in no mean, re-run by --resume
+        table.caption += f"  agent errors {errored}"
     dirty = sorted(str(e.get("repo_name", "?")) for e in results if e.get("contaminated"))
     if dirty:  # golden files opened while the session was open (bridge/sessions/contamination.py)
         table.caption += f"\ncontaminated (golden files opened during the session): {', '.join(dirty)}"
