@@ -28,7 +28,7 @@ from typing import Any, Literal, cast
 
 from bridge.agents.adapter import Adapter, AttemptSetup, McpServer
 from bridge.agents.events import ParsedRun, read_stream
-from bridge.agents.failures import Failure, classify_attempt
+from bridge.agents.failures import Failure
 from bridge.agents.process import Ended, run_agent
 from bridge.agents.prompt import PromptTemplate, bridge_template
 from bridge.agents.trajectory import to_atif
@@ -258,7 +258,7 @@ class Attempt:
             scoring_started = time.monotonic()
             if live and mgr.status(sid).state in ("active", "paused"):
                 self._keep_trajectory(mgr, sid, parsed, how, state)
-                failure = self._failure(parsed, how, state)
+                failure = parsed.attempt_failure(how, state.get("exit_code"), self.dir / "agent" / "stderr.log")
                 if failure is not None:  # the CLI failed, the agent did not: nothing is scored
                     mgr.quit(sid, f"agent_error ({failure.cls}): {failure.message}")
                     self._save(phase="agent_error", agent_error=failure.as_dict(0))
@@ -339,24 +339,6 @@ class Attempt:
             status = mgr.result(sid, wait_seconds=SCORE_POLL_SECONDS)
             if status.state in ("done", "failed"):
                 return status
-
-    def _failure(self, parsed: ParsedRun, how: str, state: dict[str, Any]) -> Failure | None:
-        """The CLI's own failure (its adapter read it from the stream), else its exit and stderr."""
-        try:
-            with open(self.dir / "agent" / "stderr.log", "rb") as fh:
-                fh.seek(max(0, fh.seek(0, 2) - 16384))
-                stderr = fh.read().decode("utf-8", errors="replace")
-        except OSError:
-            stderr = ""
-        code = state.get("exit_code")
-        return classify_attempt(
-            parsed.failure,
-            answered=parsed.answered,
-            errors=parsed.errors,
-            how=how,
-            exit_code=code if isinstance(code, int) else None,
-            stderr=stderr,
-        )
 
     def _entry(
         self,

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bridge.agents.failures import Failure
+from bridge.agents.failures import Failure, classify_attempt
 
 MAX_STREAM_BYTES = 64 * 1024 * 1024
 MAX_LINE_BYTES = 4 * 1024 * 1024
@@ -107,6 +107,24 @@ class ParsedRun:
     answered: bool = False
     #: the CLI said it failed for a reason that is not the agent's work (bridge/agents/failures.py)
     failure: Failure | None = None
+
+    def attempt_failure(self, how: str, exit_code: object, stderr: Path) -> Failure | None:
+        """The attempt's failure: what the CLI reported (its adapter read it from the stream), else
+        what its exit and the tail of its stderr say (bridge/agents/failures.py)."""
+        try:
+            with open(stderr, "rb") as fh:
+                fh.seek(max(0, fh.seek(0, 2) - 16384))
+                tail = fh.read().decode("utf-8", errors="replace")
+        except OSError:
+            tail = ""
+        return classify_attempt(
+            self.failure,
+            answered=self.answered,
+            errors=self.errors,
+            how=how,
+            exit_code=exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
+            stderr=tail,
+        )
 
     def token_split(self) -> dict[str, int | None]:
         """Input (not from the cache), output, cache read and cache write tokens, as the CLI

@@ -21,11 +21,8 @@ attempts once the run's reported cost reaches it (attempts in flight finish).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -39,8 +36,11 @@ from pydantic import BaseModel, Field
 from bridge.agents.adapter import SERVER_ENV_ALLOW, AgentError, base_env
 from bridge.agents.attempt import Attempt, RunSettings, Stopped, attempt_key
 from bridge.agents.command import words
-from bridge.agents.prompt import PromptTemplate, load_template
+from bridge.agents.preflight import check_cli, check_key
+from bridge.agents.prompt import load_template
 from bridge.agents.registry import adapter as find_adapter
+from bridge.agents.retries import Budget, backoff, entry_cost, set_aside
+from bridge.agents.runconfig import CONFIG_FILE, CONFIG_METADATA, check_config, config_line, run_config
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.locations import cache_dir, data_home
@@ -49,7 +49,6 @@ from bridge.scoring.run.reporting import RunWriter, bad_number, cost_metadata, n
 from bridge.tasks.catalog import Catalog
 
 RUN_FILE = "run.json"
-CONFIG_FILE = "config.json"
 #: `rgbridge run`'s exit code when attempts remain `agent_error` after their retries (without
 #: --allow-errors); 2 is a refusal or an error of the bridge, 130 a Ctrl-C
 EXIT_AGENT_ERRORS = 3
@@ -288,7 +287,6 @@ def _keyed(writer: RunWriter) -> list[dict[str, Any]]:
 
 def previous_entries(writer: RunWriter) -> dict[str, dict[str, Any]]:
     """Scored attempts of this run folder (`intermediate/<run_id>/<task>.a<k>.json`)."""
-    import json
 
     out: dict[str, dict[str, Any]] = {}
     if not writer.intermediate_dir.is_dir():
@@ -310,174 +308,6 @@ def previous_entries(writer: RunWriter) -> dict[str, dict[str, Any]]:
 
 def default_run_id() -> str:
     return new_run_id()
-
-
-# ----------------------------------------------------------------------------- before any agent
-
-
-def check_key(options: RunOptions) -> None:
-    """The adapter's model key is in the environment, or `--model-base-url` names an endpoint of
-    the user's (which may take another key or none). Checked before anything is written."""
-    agent = find_adapter(options.agent)
-    if agent.key_env and not options.model_base_url and not any(os.environ.get(k) for k in agent.key_env):
-        raise AgentError(
-            f"agent {agent.name}: no model key in the environment (set {' or '.join(agent.key_env)}, or give "
-            "--model-base-url for an endpoint of your own); no agent was started"
-        )
-
-
-def check_cli(options: RunOptions, settings: RunSettings) -> None:
-    """The CLI is there and prints its version (the row records it), the one `--agent-version` asks for."""
-    agent, version = settings.adapter, settings.agent_version
-    if agent.name == "command":
-        if not (shutil.which(settings.binary) or os.access(settings.binary, os.X_OK)):
-            raise AgentError(f"--agent-cmd: {settings.binary!r} is not an executable on PATH; no agent was started")
-    elif version == "unknown":
-        raise AgentError(
-            f"agent {agent.name}: `{settings.binary} {' '.join(agent.version_args)}` printed no version: the CLI "
-            f"cannot run here ({agent.installed_by}); no agent was started"
-        )
-    if options.agent_version and not version_matches(options.agent_version, version):
-        raise AgentError(
-            f"--agent-version {options.agent_version}: {settings.binary} is version {version!r}; "
-            "install that version or pass its binary with --agent-bin"
-        )
-
-
-_VERSION = re.compile(r"\d+(?:\.\d+)+(?:[-+.][0-9A-Za-z.]+)?")
-
-
-def version_matches(wanted: str, line: str) -> bool:
-    """`2.1.332` matches the line `2.1.332 (Claude Code)` and `codex-cli 2.1.332`; never a prefix
-    (`2.1` is not `2.1.332`)."""
-    wanted = wanted.strip()
-    return bool(wanted) and (wanted == line.strip() or wanted in _VERSION.findall(line))
-
-
-#: the run configuration's fields that go into report metadata `config` (bridge/scoring/run/reporting.py)
-CONFIG_METADATA = (
-    "hash",
-    "cli_version",
-    "prompt",
-    "prompt_hash",
-    "time_limit_seconds",
-    "attempts",
-    "sandbox",
-    "bridge_version",
-)
-
-
-def run_config(options: RunOptions, settings: RunSettings, template: PromptTemplate) -> dict[str, Any]:
-    """What makes this run's rows what they are, and its hash (sha256 of the canonical JSON):
-    the agent and its CLI's exact version, the model asked for, the prompt template, the time
-    limit, attempts, tasks, profile, what an unsubmitted end does, the sandbox and the bridge.
-    Not the run id, folders, workers, retries or the cost cap (they change no row's score)."""
-    fields: dict[str, Any] = {
-        "agent": options.agent,
-        "cli_version": settings.agent_version,
-        "agent_cmd": options.agent_cmd if options.agent == "command" else None,
-        "model": options.model,
-        "prompt": options.prompt,
-        "prompt_hash": template.digest,
-        "time_limit_seconds": options.time_limit,
-        "attempts": options.attempts,
-        "tasks": list(options.tasks),
-        "profile": options.profile,
-        "on_exit": options.on_exit,
-        # `sandbox` joins RunOptions with the run sandbox (issue 30); "none" until it does
-        "sandbox": str(getattr(options, "sandbox", "none")),
-        "bridge_version": exact_version(),
-    }
-    digest = hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-    return {"hash": digest, **fields}
-
-
-def config_line(config: dict[str, Any]) -> str:
-    return (
-        f"{config['agent']} {config['cli_version']}, model {config['model'] or 'default'}, prompt {config['prompt']} "
-        f"{str(config['prompt_hash'])[:12]}, time limit {config['time_limit_seconds']:g}s, "
-        f"{config['attempts']} attempt(s), sandbox {config['sandbox']}, bridge {config['bridge_version']}"
-    )
-
-
-def check_config(path: Path, config: dict[str, Any], *, resume: bool) -> None:
-    """A resumed run keeps the configuration it started with: the same CLI version, prompt, time
-    limit... (its rows would not be one row otherwise)."""
-    if not resume or not path.is_file():
-        return
-    try:
-        before = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise BridgeError(f"{path}: unreadable; the run's configuration cannot be compared") from None
-    if not isinstance(before, dict) or before.get("hash") == config["hash"]:
-        return
-    changed = [
-        f"{k}: {before.get(k)!r} -> {config.get(k)!r}"
-        for k in sorted(set(before) | set(config))
-        if k != "hash" and before.get(k) != config.get(k)
-    ]
-    raise BridgeError(
-        "--resume: the run's configuration changed since it started ("
-        + "; ".join(changed or ["hash"])
-        + "); its rows would not be comparable. Start a new run (another --output-dir) instead"
-    )
-
-
-# ----------------------------------------------------------------------------- retries and cost
-
-
-def backoff(delays: list[float], retry: int) -> float:
-    """The wait before retry `retry` (1-based): the listed delays, the last one repeated."""
-    return max(0.0, float(delays[min(retry, len(delays)) - 1])) if delays else 0.0
-
-
-def set_aside(attempt: Attempt, entry: dict[str, Any], number: int) -> dict[str, Any]:
-    """The failed try's attempt folder and recording move to `a<k>.agent-error-<n>` (kept, as
-    `.interrupted-` folders are); what it was, cost and where it went, for the final row."""
-    moved: dict[str, str] = {}
-    for name, path in (("attempt", attempt.dir), ("recording", attempt.rec_dir)):
-        if path.exists():
-            target = path.with_name(f"{path.name}.agent-error-{number}")
-            path.rename(target)
-            moved[name] = str(target)
-    run = entry.get("run") or {}
-    error = entry.get("agent_error") or {}
-    return {
-        "class": error.get("class"),
-        "message": error.get("message"),
-        "cost_usd": run.get("cost_usd"),
-        "tokens": run.get("tokens"),
-        "agent_seconds": run.get("agent_seconds"),
-        **moved,
-    }
-
-
-def entry_cost(entry: dict[str, Any]) -> float:
-    """What a row's tries cost as the CLI reported it (the final try and the retried ones)."""
-    run = entry.get("run") or {}
-    total = 0.0
-    for cost in [run.get("cost_usd"), *[(r or {}).get("cost_usd") for r in run.get("retried") or []]]:
-        if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
-            total += float(cost)
-    return total
-
-
-class Budget:
-    """`--max-cost`: the run's spending so far; no attempt starts once it is reached."""
-
-    def __init__(self, cap: float | None, spent: float = 0.0) -> None:
-        self.cap = cap
-        self.spent = spent
-        self.skipped: list[str] = []
-        self._lock = threading.Lock()
-
-    def spend(self, usd: float) -> None:
-        with self._lock:
-            self.spent += usd
-
-    def allows(self) -> bool:
-        with self._lock:
-            return self.cap is None or self.spent < self.cap
 
 
 def preview_config(options: RunOptions, catalog: Catalog) -> dict[str, Any]:
