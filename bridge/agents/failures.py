@@ -72,7 +72,7 @@ PATTERNS: tuple[tuple[re.Pattern[str], FailureClass], ...] = (
         re.compile(
             r"not logged in|please run /login|invalid[ _]api[ _]key|authenticat|unauthori[sz]ed|"
             r"\b401\b|\b403\b|permission[ _]denied|forbidden|missing (api )?key|api key (is )?(missing|not set)|"
-            r"environment variable .*(api_key|token)",
+            r"environment variable\W.*(api_key|token)",
             re.I,
         ),
         "auth",

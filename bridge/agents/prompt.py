@@ -14,7 +14,8 @@ A prompt is a template with named fields (`{readme}`, `{task_id}`, ...: `FIELDS`
   stripped as the script does; one sentence with the time limit follows it (the paper's runs had
   none: the row records the limit and the template's hash);
 - `file`: a template of the user's (`--prompt-file F`) with the same fields; `{{` and `}}` are
-  literal braces. A template that does not use `{time_limit}` gets the same sentence.
+  literal braces. A template that uses neither `{time_limit}` nor `{time_limit_seconds}` gets the
+  same sentence.
 
 The template's hash (`PromptTemplate.digest`) goes into the row and the run's configuration hash.
 """
@@ -121,7 +122,7 @@ class PromptTemplate:
             text = textwrap.dedent(text)
         if piece.strip:
             text = text.strip()
-        if "time_limit" not in fields_of(piece.text):
+        if not fields_of(piece.text) & {"time_limit", "time_limit_seconds"}:
             text += fill(TIME_SENTENCE, values)
         return text
 

@@ -52,7 +52,7 @@ def leaderboard_lines(report: Mapping[str, Any]) -> list[str]:
     up = summarize_upstream(profile_rows(results, "compat"))
     st = summarize_strict(profile_rows(results, "strict"))
     for lang in LANGS:
-        if not any(r.get("lang") == lang for r in results):
+        if not any(r.get("lang") == lang and not is_agent_error(r) for r in results):
             continue
         by = st["by_lang"][lang]
         text = (
