@@ -1,5 +1,5 @@
 """The Codex CLI (`codex exec --json`): its own CODEX_HOME per attempt whose config.toml holds the
-MCP server, update checks, analytics, feedback, telemetry and plugin sync off, and (with
+MCP server, update checks, analytics, feedback, telemetry, plugin sync and shell snapshots off, and (with
 `--model-base-url`) a Responses-API provider whose key is read from OPENAI_API_KEY at run time.
 
 Keys as the Codex configuration reference documents them; `--json` prints one event per line
@@ -32,7 +32,9 @@ def config(setup: AttemptSetup) -> dict[str, Any]:
         "analytics": {"enabled": False},
         "feedback": {"enabled": False},
         "otel": {"exporter": "none"},
-        "features": {"plugins": False, "remote_plugin": False, "apps": False},
+        # shell_snapshot off: Codex 0.163.0 writes the shell's environment (the API key with it) to
+        # CODEX_HOME/shell_snapshots/ and leaves it there when a turn fails (tests/test_agent_errors.py)
+        "features": {"plugins": False, "remote_plugin": False, "apps": False, "shell_snapshot": False},
     }
     if setup.model:
         doc["model"] = setup.model
