@@ -70,7 +70,9 @@ def assert_errored_row(out: Path, cls: str, retries: int) -> dict[str, Any]:
     assert "rgbridge" not in row and "pass_at_1" not in row  # nothing scored
     # in no mean: the summaries count no repo, the run lists it as errored
     assert report["summary"]["total_repos"] == 0 and report["strict_summary"]["counted_repos"] == 0
-    assert report["strict_summary"]["avg_pass_at_1"] == 0.0 and report["outcomes"] == {"kv-ledger.a1": {"compat": "agent_error"}}
+    assert report["strict_summary"]["avg_pass_at_1"] == 0.0 and report["outcomes"] == {
+        "kv-ledger.a1": {"compat": "agent_error"}
+    }
     assert report["metadata"]["errored_attempts"] == ["kv-ledger.a1"]
     (rec,) = recordings(out)
     assert_recorded_not_scored(rec, cls)
@@ -115,7 +117,12 @@ def test_command_agent_missing_binary_and_reported_rate_limit(tmp_path: Path, ke
         "api_error_status": 429,
         "result": "API Error: Request rejected (429)",
         "total_cost_usd": 0.25,
-        "usage": {"input_tokens": 10, "output_tokens": 2, "cache_read_input_tokens": 5, "cache_creation_input_tokens": 1},
+        "usage": {
+            "input_tokens": 10,
+            "output_tokens": 2,
+            "cache_read_input_tokens": 5,
+            "cache_creation_input_tokens": 1,
+        },
     }
     agent.write_text(f"import json, sys\nprint(json.dumps({result!r}))\nsys.exit(1)\n")
     out = tmp_path / "limited"
@@ -212,8 +219,17 @@ def test_claude_code_result_events_are_classified() -> None:
     # as Claude Code 2.1.332 printed them against the scripted endpoint
     assert failure(api_error_status=401, result="Failed to authenticate. API Error: 401 x") == "auth"
     assert failure(api_error_status=429, result="API Error: Request rejected (429)") == "rate_limit"
-    assert failure(api_error_status=529, result="API Error: 529 x. This is a server-side issue") == "provider_unavailable"
-    assert failure(api_error_status=None, api_error="connection_failed", result="API Error: Connection to the API was lost (ECONNRESET).") == "provider_unavailable"
+    assert (
+        failure(api_error_status=529, result="API Error: 529 x. This is a server-side issue") == "provider_unavailable"
+    )
+    assert (
+        failure(
+            api_error_status=None,
+            api_error="connection_failed",
+            result="API Error: Connection to the API was lost (ECONNRESET).",
+        )
+        == "provider_unavailable"
+    )
     assert failure(result="Not logged in · Please run /login") == "auth"
     assert failure(result="Prompt is too long") == "context_overflow"
     assert failure(subtype="error_max_turns", result="") is None  # the agent's own end
@@ -223,7 +239,10 @@ def test_claude_code_result_events_are_classified() -> None:
 
 def test_codex_failed_turns_are_classified() -> None:
     def failure(message: str) -> str | None:
-        events = [{"type": "error", "message": "Reconnecting... 1/5"}, {"type": "turn.failed", "error": {"message": message}}]
+        events = [
+            {"type": "error", "message": "Reconnecting... 1/5"},
+            {"type": "turn.failed", "error": {"message": message}},
+        ]
         parsed = codex.parse(events, "p")
         return parsed.failure.cls if parsed.failure else None
 
@@ -231,10 +250,15 @@ def test_codex_failed_turns_are_classified() -> None:
     assert failure("unexpected status 401 Unauthorized: x, url: http://127.0.0.1:1/v1/responses") == "auth"
     assert failure("exceeded retry limit, last status: 429 Too Many Requests") == "rate_limit"
     assert failure("unexpected status 529 <unknown status code>: x") == "provider_unavailable"
-    assert failure("stream disconnected before completion: stream closed before response.completed") == "provider_unavailable"
+    assert (
+        failure("stream disconnected before completion: stream closed before response.completed")
+        == "provider_unavailable"
+    )
     assert failure("Missing environment variable: `OPENAI_API_KEY`.") == "auth"
     assert failure("something no one expected") == "cli_crash"
-    ok = codex.parse([{"type": "turn.completed", "usage": {"input_tokens": 100, "cached_input_tokens": 40, "output_tokens": 7}}], "p")
+    ok = codex.parse(
+        [{"type": "turn.completed", "usage": {"input_tokens": 100, "cached_input_tokens": 40, "output_tokens": 7}}], "p"
+    )
     assert ok.failure is None and ok.token_split() == {"input": 60, "output": 7, "cache_read": 40, "cache_write": None}
 
 

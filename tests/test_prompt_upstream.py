@@ -69,7 +69,9 @@ def test_upstream_prompt_for_a_python_and_a_java_task(checkout: Path, capsys) ->
     assert code == 0, err
     assert text == PY_EXPECTED + "\n\nYou have 10 minutes of wall-clock time for this task.\n"
     assert "full README" not in text  # the README-only variant, not repo/<Task>/README.md
-    code, text, err = show(capsys, "--prompt", "upstream", "--dataset", str(checkout), "--tasks", "javalin-task-manager")
+    code, text, err = show(
+        capsys, "--prompt", "upstream", "--dataset", str(checkout), "--tasks", "javalin-task-manager"
+    )
     assert code == 0, err
     assert text == JAVA_EXPECTED + "\n\nYou have 30 minutes of wall-clock time for this task.\n"
     assert not (checkout / "EXECUTED").exists(), "the generation script was executed"
@@ -100,7 +102,9 @@ def test_upstream_refuses_a_checkout_without_its_pieces(checkout: Path, capsys) 
     shutil.rmtree(checkout / "repo_readme_verified_python_no_t" / "Blog")
     code, _, err = show(capsys, "--prompt", "upstream", "--dataset", str(checkout), "--tasks", "Blog")
     assert code == 2 and "repo_readme_verified_python_no_t/Blog is missing" in "".join(err.split("\n"))
-    shutil.copytree(FIXTURE / "repo_readme_verified_python_no_t" / "Blog", checkout / "repo_readme_verified_python_no_t" / "Blog")
+    shutil.copytree(
+        FIXTURE / "repo_readme_verified_python_no_t" / "Blog", checkout / "repo_readme_verified_python_no_t" / "Blog"
+    )
     (checkout / JAVA_VARIANT.relative_to(FIXTURE) / "pom.xml").unlink()
     shutil.copy(FIXTURE / "gen_and_eval_Java.py", checkout / "gen_and_eval_Java.py")
     code, _, err = show(capsys, "--prompt", "upstream", "--dataset", str(checkout), "--tasks", "javalin-task-manager")

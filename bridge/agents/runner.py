@@ -194,11 +194,11 @@ def execute(
 
     def one(attempt: Attempt) -> None:
         retried: list[dict[str, Any]] = []
+        if not budget.allows():
+            attempt.live.state = "not started (cost cap)"
+            budget.skipped.append(attempt.key)
+            return
         while True:
-            if not budget.allows():
-                attempt.live.state = "not started (cost cap)"
-                budget.skipped.append(attempt.key)
-                return
             try:
                 entry = attempt.run()
             except Stopped:
@@ -213,6 +213,9 @@ def execute(
             budget.spend(entry_cost(entry))
             error = entry.get("agent_error") if entry.get("outcome") == "agent_error" else None
             if not isinstance(error, dict) or len(retried) >= options.retries or stop.is_set():
+                break
+            if not budget.allows():  # the cap stops retries too; this try's row stands
+                budget.skipped.append(f"{attempt.key} (retry {len(retried) + 1})")
                 break
             retried.append(set_aside(attempt, entry, len(retried) + 1))
             delay = backoff(options.retry_backoff, len(retried))
