@@ -206,6 +206,11 @@ def test_cli_without_a_version_is_refused(tmp_path: Path, keys: None, capsys) ->
     err = " ".join(capsys.readouterr().err.split())
     assert "printed no version" in err and "no agent was started" in err
     assert not (out / "attempts").exists()
+    # the command adapter has no version to print, but its binary must be there
+    out = tmp_path / "command"
+    assert run(out, "--agent", "command", "--agent-cmd", "/nonexistent/agent {prompt}") == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "'/nonexistent/agent' is not an executable" in err and not (out / "attempts").exists()
 
 
 # ----------------------------------------------------------------------------- the classifiers

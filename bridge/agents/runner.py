@@ -225,8 +225,9 @@ def execute(
                     f"agent_error ({error.get('class')}): retry {len(retried)} of {options.retries} in {delay:g}s",
                 )
             attempt.live.state = f"retry in {delay:g}s ({error.get('class')})"
-            if stop.wait(delay):
-                break
+            if stop.wait(delay):  # stopped while waiting: `--resume` tries it again
+                attempt.live.state = "stopped"
+                return
             fresh = Attempt(settings, attempt.task, attempt.number, stop)
             attempts[attempt.key] = fresh
             attempt = fresh
