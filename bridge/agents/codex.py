@@ -1,6 +1,7 @@
 """The Codex CLI (`codex exec --json`): its own CODEX_HOME per attempt whose config.toml holds the
-MCP server, update checks, analytics, feedback, telemetry, plugin sync and shell snapshots off, and (with
-`--model-base-url`) a Responses-API provider whose key is read from OPENAI_API_KEY at run time.
+MCP server, update checks, analytics, feedback, telemetry, plugin sync and shell snapshots off,
+and (with `--model-base-url`) a Responses-API provider whose key is read from OPENAI_API_KEY at
+run time.
 
 Keys as the Codex configuration reference documents them; `--json` prints one event per line
 (thread/turn/item events; items are agent messages, reasoning, commands, MCP tool calls, file
