@@ -299,3 +299,17 @@ def test_agent_errors_are_in_no_mean(tmp_path: Path) -> None:
     # Pass@2 over the attempts the agent made: the errored one is not a failed one (1 of 1 tried)
     assert "strict Pass@1 1.0000" in lines[1]
     assert lines[-1] == "  ERRORED attempts (1; the agent CLI failed, in no mean): a.a2 (rate_limit)"
+
+
+def test_real_claude_code_not_logged_in_is_an_auth_error(tmp_path: Path, keys: None, monkeypatch, capsys) -> None:
+    """The issue's first run: Claude Code with no key answers "Not logged in · Please run /login"
+    (an endpoint of the user's was given, so the run did not refuse): an `auth` agent_error, not
+    an empty workspace scored 0, and the run exits non-zero."""
+    agent_cli("claude")
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    out = tmp_path / "out"
+    with ScriptedModel(lambda conv: Fail(500, "never reached")) as model:
+        code = run(out, "--agent", "claude-code", "--model-base-url", model.base_url, "--retries", "0")
+    assert code == EXIT_AGENT_ERRORS, capsys.readouterr().out
+    row = assert_errored_row(out, "auth", 0)
+    assert "Not logged in" in row["agent_error"]["message"]
