@@ -88,7 +88,7 @@ def test_codex(setup: AttemptSetup) -> None:
     assert path == setup.home / ".codex" / "config.toml" and launch.env["CODEX_HOME"] == str(path.parent)
     config = tomllib.loads(launch.files[path])
     assert config["check_for_update_on_startup"] is False and config["analytics"] == {"enabled": False}
-    assert config["features"] == {"plugins": False, "remote_plugin": False, "apps": False}
+    assert config["features"] == {"plugins": False, "remote_plugin": False, "apps": False, "shell_snapshot": False}
     assert config["otel"] == {"exporter": "none"} and config["feedback"] == {"enabled": False}
     provider = config["model_providers"][config["model_provider"]]
     assert provider["base_url"] == setup.model_base_url and provider["wire_api"] == "responses"

@@ -5,15 +5,29 @@ scored, `report_<run_id>.json` with both profiles, agent name, version and model
 `run.json` holds the plan (pydantic, the boundary a resume reads back); `--resume` with the same
 output folder and run id keeps every scored attempt (it is never scored twice), finishes the
 ones whose agent had ended, and redoes the ones cut before their agent ended.
+
+Before any agent starts (`preflight`): the adapter's model key must be in the environment unless
+`--model-base-url` names another endpoint, the CLI must print its version (and match
+`--agent-version`), and `config.json` pins the run's configuration (`run_config`: CLI version,
+model, prompt template hash, time limit, attempts, sandbox, bridge version; its hash); a resume
+whose configuration changed is refused with what differs.
+
+An attempt the agent's CLI failed (`agent_error`: bridge/agents/failures.py) is kept aside
+(`a<k>.agent-error-<n>` beside the attempt and its recording), retried after a backoff up to
+`retries` times, never counted in the means, and listed in the report's `errored_attempts`;
+`EXIT_AGENT_ERRORS` is `rgbridge run`'s exit code when some remain. `max_cost` stops starting
+attempts once the run's reported cost reaches it (attempts in flight finish).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,15 +36,22 @@ from pydantic import BaseModel, Field
 from bridge.agents.adapter import SERVER_ENV_ALLOW, AgentError, base_env
 from bridge.agents.attempt import Attempt, RunSettings, Stopped, attempt_key
 from bridge.agents.command import words
+from bridge.agents.preflight import check_cli, check_key
+from bridge.agents.prompt import load_template
 from bridge.agents.registry import adapter as find_adapter
+from bridge.agents.retries import Budget, backoff, entry_cost, set_aside
+from bridge.agents.runconfig import CONFIG_FILE, CONFIG_METADATA, check_config, config_line, run_config
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.locations import cache_dir, data_home
 from bridge.release import exact_version
-from bridge.scoring.run.reporting import RunWriter, bad_number, new_run_id
+from bridge.scoring.run.reporting import RunWriter, bad_number, cost_metadata, new_run_id
 from bridge.tasks.catalog import Catalog
 
 RUN_FILE = "run.json"
+#: `rgbridge run`'s exit code when attempts remain `agent_error` after their retries (without
+#: --allow-errors); 2 is a refusal or an error of the bridge, 130 a Ctrl-C
+EXIT_AGENT_ERRORS = 3
 
 
 class RunOptions(BaseModel):
@@ -50,6 +71,14 @@ class RunOptions(BaseModel):
     run_id: str
     recordings: str
     server_args: list[str] = Field(default_factory=list)
+    # issue 31: honest, reproducible, priced rows
+    retries: int = Field(2, ge=0)
+    retry_backoff: list[float] = Field(default_factory=lambda: [5.0, 20.0])
+    allow_errors: bool = False
+    prompt: Literal["bridge", "upstream", "file"] = "bridge"
+    prompt_file: str | None = None
+    agent_version: str | None = None
+    max_cost: float | None = Field(None, gt=0)
 
 
 def server_env() -> dict[str, str]:
@@ -118,9 +147,22 @@ def execute(
     on_event: Callable[[str, str], None] | None = None,
 ) -> tuple[Path, list[dict[str, Any]]]:
     """Run (or finish) the plan; the report path and its rows. KeyboardInterrupt stops every agent."""
+    check_key(options)
+    template = load_template(
+        options.prompt,
+        prompt_file=Path(options.prompt_file) if options.prompt_file else None,
+        tasks=[catalog.get(t) for t in options.tasks],
+    )
     output_dir.mkdir(parents=True, exist_ok=True)
     settings = settings_for(options, catalog, output_dir)
+    check_cli(options, settings)
+    config = run_config(options, settings, template)
+    check_config(output_dir / CONFIG_FILE, config, resume=resume)
+    settings = replace(settings, prompt=template, run_config=config)
+    if on_event:
+        on_event("run", f"configuration {config['hash'][:16]} ({config_line(config)})")
     write_json_atomic(output_dir / RUN_FILE, options.model_dump(mode="json"))
+    write_json_atomic(output_dir / CONFIG_FILE, config)
     writer = RunWriter(output_dir, options.run_id)
     done = previous_entries(writer) if resume else {}
     for key, entry in done.items():
@@ -143,6 +185,7 @@ def execute(
             todo.setdefault(a.task.id, []).append(a)
     started = time.monotonic()
     failures: dict[str, str] = {}
+    budget = Budget(options.max_cost, sum(entry_cost(e) for e in done.values()))
 
     def task_attempts(queue: list[Attempt]) -> None:
         for attempt in queue:
@@ -150,20 +193,52 @@ def execute(
                 one(attempt)
 
     def one(attempt: Attempt) -> None:
-        try:
-            entry = attempt.run()
-        except Stopped:
-            attempt.live.state = "stopped"
+        retried: list[dict[str, Any]] = []
+        if not budget.allows():
+            attempt.live.state = "not started (cost cap)"
+            budget.skipped.append(attempt.key)
             return
-        except BridgeError as exc:
-            attempt.live.state = "failed"
-            failures[attempt.key] = str(exc)
+        while True:
+            try:
+                entry = attempt.run()
+            except Stopped:
+                attempt.live.state = "stopped"
+                return
+            except BridgeError as exc:
+                attempt.live.state = "failed"
+                failures[attempt.key] = str(exc)
+                if on_event:
+                    on_event(attempt.key, f"failed: {exc}")
+                return
+            budget.spend(entry_cost(entry))
+            error = entry.get("agent_error") if entry.get("outcome") == "agent_error" else None
+            if not isinstance(error, dict) or len(retried) >= options.retries or stop.is_set():
+                break
+            if not budget.allows():  # the cap stops retries too; this try's row stands
+                budget.skipped.append(f"{attempt.key} (retry {len(retried) + 1})")
+                break
+            retried.append(set_aside(attempt, entry, len(retried) + 1))
+            delay = backoff(options.retry_backoff, len(retried))
             if on_event:
-                on_event(attempt.key, f"failed: {exc}")
-            return
+                on_event(
+                    attempt.key,
+                    f"agent_error ({error.get('class')}): retry {len(retried)} of {options.retries} in {delay:g}s",
+                )
+            attempt.live.state = f"retry in {delay:g}s ({error.get('class')})"
+            if stop.wait(delay):  # stopped while waiting: `--resume` tries it again
+                attempt.live.state = "stopped"
+                return
+            fresh = Attempt(settings, attempt.task, attempt.number, stop)
+            attempts[attempt.key] = fresh
+            attempt = fresh
+        entry["run"] = {**(entry.get("run") or {}), "retries": len(retried), "retried": retried}
+        if entry.get("outcome") == "agent_error" and isinstance(entry.get("agent_error"), dict):
+            entry["agent_error"]["retries"] = len(retried)
         writer.record(entry, key=attempt.key)
         if on_event:
-            on_event(attempt.key, "scored")
+            outcome = entry.get("outcome")
+            what = f"agent_error ({entry['agent_error'].get('class')})" if outcome == "agent_error" else "scored"
+            on_event(attempt.key, what)
 
     pool = ThreadPoolExecutor(max_workers=options.workers, thread_name_prefix="rgbridge-run")
     futures: set[Future[None]] = {pool.submit(task_attempts, queue) for queue in todo.values()}
@@ -182,6 +257,7 @@ def execute(
         raise
     pool.shutdown(wait=True)
     rows = writer.results
+    reported = sorted({str((r.get("agent") or {}).get("model")) for r in rows if (r.get("agent") or {}).get("model")})
     meta = {
         "agent": {"name": settings.adapter.name, "version": settings.agent_version, "model": options.model},
         "attempts": options.attempts,
@@ -194,7 +270,18 @@ def execute(
         "resumed": sorted(done),
         "failed_attempts": failures,
         "predictions_dir": str(output_dir / "attempts"),
+        "config": {
+            **{k: config[k] for k in CONFIG_METADATA},
+            "model": ", ".join(reported) or options.model,
+            "model_requested": options.model,
+        },
+        "retries": options.retries,
+        **cost_metadata(rows),
     }
+    if options.max_cost is not None:
+        meta["max_cost_usd"] = options.max_cost
+        meta["cut_by_cost_cap"] = bool(budget.skipped)
+        meta["not_started"] = sorted(budget.skipped)
     return writer.finalize(meta), rows
 
 
@@ -204,7 +291,6 @@ def _keyed(writer: RunWriter) -> list[dict[str, Any]]:
 
 def previous_entries(writer: RunWriter) -> dict[str, dict[str, Any]]:
     """Scored attempts of this run folder (`intermediate/<run_id>/<task>.a<k>.json`)."""
-    import json
 
     out: dict[str, dict[str, Any]] = {}
     if not writer.intermediate_dir.is_dir():
@@ -214,10 +300,32 @@ def previous_entries(writer: RunWriter) -> dict[str, dict[str, Any]]:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(data, dict) and not bad_number(data) and data.get("outcome") != "infra_error":
+        # neither an engine's fault nor the agent CLI's failure is a result: resume runs them again
+        if (
+            isinstance(data, dict)
+            and not bad_number(data)
+            and data.get("outcome") not in ("infra_error", "agent_error")
+        ):
             out[path.stem] = data
     return out
 
 
 def default_run_id() -> str:
     return new_run_id()
+
+
+def preview_config(options: RunOptions, catalog: Catalog) -> dict[str, Any]:
+    """The configuration (and its hash) a run with these options would have (`--show-config`):
+    the same checks as a run, and no agent started."""
+    import tempfile
+
+    check_key(options)
+    template = load_template(
+        options.prompt,
+        prompt_file=Path(options.prompt_file) if options.prompt_file else None,
+        tasks=[catalog.get(t) for t in options.tasks],
+    )
+    with tempfile.TemporaryDirectory(prefix="rgbridge-config-") as scratch:
+        settings = settings_for(options, catalog, Path(scratch))
+    check_cli(options, settings)
+    return run_config(options, settings, template)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bridge.scoring.run.reporting import LANGS, profile_rows, summarize_strict, summarize_upstream
+from bridge.scoring.run.reporting import LANGS, is_agent_error, profile_rows, summarize_strict, summarize_upstream
 from bridge.sessions.attempts import pass_at_k, solved
 
 
@@ -26,7 +26,7 @@ def attempt_key(entry: Mapping[str, Any]) -> str:
 
 def agent_error_class(entry: Mapping[str, Any]) -> str | None:
     """The error class of an attempt the agent failed (outcome `agent_error`), else None."""
-    if entry.get("outcome") != "agent_error":
+    if not is_agent_error(entry):
         return None
     return str(_mapping(entry.get("agent_error")).get("class") or "unknown")[:60]
 
@@ -65,7 +65,7 @@ def pass_at_k_by_lang(results: Sequence[Mapping[str, Any]], profile: str, k: int
     for lang in LANGS:
         groups: dict[str, list[bool]] = {}
         for e in results:
-            if e.get("lang") == lang and agent_error_class(e) is None:  # an agent failure is no attempt
+            if e.get("lang") == lang and not is_agent_error(e):
                 groups.setdefault(str(e.get("repo_name")), []).append(_solved(e, profile))
         values = [pass_at_k(len(v), sum(v), k) for v in groups.values() if len(v) >= k]
         if values:
@@ -94,7 +94,7 @@ def leaderboard_lines(report: Mapping[str, Any]) -> list[str]:
     up = summarize_upstream(profile_rows(results, "compat"))
     st = summarize_strict(profile_rows(results, "strict"))
     for lang in LANGS:
-        if not any(r.get("lang") == lang for r in results):
+        if not any(r.get("lang") == lang and not is_agent_error(r) for r in results):
             continue
         by = st["by_lang"][lang]
         text = (
