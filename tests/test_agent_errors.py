@@ -97,7 +97,7 @@ def test_command_agent_killed_by_a_signal_is_retried_then_exits_non_zero(tmp_pat
     assert row["agent_error"]["message"].startswith("killed by signal 9") and row["run"]["exit_code"] == -9
     assert "retry 1 of 2 in 0.2s" in printed.err and "retry 2 of 2 in 0.3s" in printed.err
     text = " ".join(printed.out.split())  # the terminal wraps long lines
-    assert "ERRORED attempts (1; the agent CLI failed, in no mean): kv-ledger.a1 (cli_crash)" in text
+    assert "ERRORED attempts (1; agent failures, not scored, not in the means): kv-ledger.a1 (cli_crash)" in text
     assert "stayed agent_error after 2 retries" in text
     # `--allow-errors` accepts them
     assert run(tmp_path / "ok", "--agent", "command", "--agent-cmd", crash, "--retries", "0", "--allow-errors") == 0
@@ -298,7 +298,7 @@ def test_agent_errors_are_in_no_mean(tmp_path: Path) -> None:
     lines = leaderboard_lines(report)
     # Pass@2 over the attempts the agent made: the errored one is not a failed one (1 of 1 tried)
     assert "strict Pass@1 1.0000" in lines[1]
-    assert lines[-1] == "  ERRORED attempts (1; the agent CLI failed, in no mean): a.a2 (rate_limit)"
+    assert lines[-1] == "  ERRORED attempts (1; agent failures, not scored, not in the means): a.a2 (rate_limit)"
 
 
 def test_real_claude_code_not_logged_in_is_an_auth_error(tmp_path: Path, keys: None, monkeypatch, capsys) -> None:
