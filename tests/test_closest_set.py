@@ -10,12 +10,8 @@ import time
 import docker
 import pytest
 
-from bridge.scoring.images import closest
-from bridge.scoring.images.base import ensure_base_image
-from bridge.scoring.images.build import image_exists
-from bridge.scoring.images.deps import deps_scope, ensure_deps_image
-from bridge.scoring.images.env_volume import remove_volume
-from bridge.scoring.images.store import DepSet, DepsImage
+from bridge.scoring.images.base import ensure_base_image, image_exists
+from bridge.scoring.images.sets import DepSet, DepsImage, closest, deps_scope, ensure_deps_image, remove_volume
 from bridge.scoring.sandbox.docker_sandbox import DockerRuntime
 from bridge.scoring.sandbox.protocol import SandboxSpec
 
@@ -36,7 +32,7 @@ def test_merged_pins_replace_by_project():
 
 
 def test_delta_check_resolves_each_file_in_turn_before_the_ready_mark():
-    from bridge.scoring.images import buildbox
+    from bridge.scoring.images.sets import buildbox
 
     reqs = ["/tmp/rgbridge-build/requirements.txt", "/tmp/rgbridge-build/extras.txt"]
     lines = closest.delta_check(reqs, "/run/rgbridge/seed")

@@ -13,17 +13,19 @@ import docker
 import pytest
 
 from bridge.errors import ScoringError
-from bridge.scoring.images import buildbox
-from bridge.scoring.images import env_volume as env_mod
-from bridge.scoring.images.build import image_exists, volume_exists
-from bridge.scoring.images.deps import REJECTED_NOTE, deps_image_tag, ensure_deps_image
-from bridge.scoring.images.env_volume import (
+from bridge.scoring.images.base import image_exists, volume_exists
+from bridge.scoring.images.disk import list_images, remove_images
+from bridge.scoring.images.sets import (
+    REJECTED_NOTE,
     SEED_MARK,
+    buildbox,
+    deps_image_tag,
+    ensure_deps_image,
     seed_volume,
     seeded_start,
     venv_path,
 )
-from bridge.scoring.images.inventory import list_images, remove_images
+from bridge.scoring.images.sets import env_volume as env_mod
 from bridge.scoring.sandbox.docker_sandbox import DockerRuntime
 from bridge.scoring.sandbox.protocol import SandboxSpec
 

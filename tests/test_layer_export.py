@@ -14,12 +14,16 @@ import time
 
 import pytest
 
-from bridge.scoring.images import buildbox
-from bridge.scoring.images.base import ensure_base_image
-from bridge.scoring.images.build import image_exists
-from bridge.scoring.images.buildbox import env_prefix, installed_pins
-from bridge.scoring.images.deps import ensure_deps_image
-from bridge.scoring.images.layer_export import LayerExportError, export_folder_layer, valid_prefix
+from bridge.scoring.images.base import ensure_base_image, image_exists
+from bridge.scoring.images.sets import (
+    LayerExportError,
+    buildbox,
+    ensure_deps_image,
+    env_prefix,
+    export_folder_layer,
+    installed_pins,
+    valid_prefix,
+)
 
 
 def test_valid_prefix():

@@ -14,9 +14,8 @@ from pathlib import Path
 import docker
 
 from bridge.fs.walk import copy_tree_at
-from bridge.scoring.images.build import DependencyInstallError
-from bridge.scoring.images.deps import REJECTED_NOTE
-from bridge.scoring.images.store import DepsImage
+from bridge.scoring.images.base import DependencyInstallError
+from bridge.scoring.images.sets import REJECTED_NOTE, DepsImage
 from bridge.scoring.result import ProfileResult
 from bridge.scoring.sandbox.docker_sandbox import DockerRuntime
 from bridge.scoring.sandbox.protocol import SandboxLimits, SandboxRuntime

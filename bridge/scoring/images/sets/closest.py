@@ -1,7 +1,8 @@
-"""A never-seen set started from the closest finished set on disk (issue 23): when its
-requirement files only add a few lines to those of a set already built on the same base (same
-recipe, wheel source and store), the build copies that set into its fresh volume instead of the
-base's venv and installs only what is missing; before the set is handed out, a fresh resolution
+"""A never-seen set started from the closest finished set on disk (issue 23).
+
+When a never-seen set's requirement files only add a few lines to those of a set already built
+on the same base (same recipe, wheel source and store), the build copies that set into its fresh
+volume instead of the base's venv and installs only what is missing; before the set is handed out, a fresh resolution
 of its files must pick exactly what the environment holds, else it is built from scratch.
 
 The rule is conservative: every line of the closest set's files is in the new set's files (no
@@ -34,12 +35,12 @@ from pathlib import Path
 
 import docker
 
-from bridge.scoring.images.build import image_exists, volume_exists
-from bridge.scoring.images.buildbox import BUILD_DIR, CACHE_DIR, TOOLS_DIR
-from bridge.scoring.images.store import DepSet
-from bridge.scoring.images.usage import books_dir
+from bridge.scoring.images.base import image_exists, volume_exists
+from bridge.scoring.images.disk import books_dir
+from bridge.scoring.images.sets.buildbox import BUILD_DIR, CACHE_DIR, TOOLS_DIR
+from bridge.scoring.images.sets.store import DepSet
 
-ENV = "RGBRIDGE_CLOSEST_SET"
+CLOSEST_ENV = "RGBRIDGE_CLOSEST_SET"
 MAX_ADDED_LINES = 3
 #: exit status of a delta build whose environment is not what a fresh build would hold
 DELTA_DIFFERS = 5
@@ -120,7 +121,7 @@ def find_closest(client: docker.DockerClient, want: DepSet, *, missing: list[str
 
     ``missing``: the candidate's pins the package cache lacks, computed by the caller's cache
     (``auto`` only starts from a set when installing it again would fetch or build something)."""
-    mode = os.environ.get(ENV, "auto").strip().lower()
+    mode = os.environ.get(CLOSEST_ENV, "auto").strip().lower()
     if mode == "never" or not want.scope:
         return None
     ranked = []
@@ -137,7 +138,7 @@ def find_closest(client: docker.DockerClient, want: DepSet, *, missing: list[str
             continue
         if mode == "always":
             return rec
-        from bridge.scoring.images.pkgcache import WheelCache
+        from bridge.scoring.images.disk import WheelCache
 
         lacking = WheelCache().missing(rec.pins)
         if missing is not None:

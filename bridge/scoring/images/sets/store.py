@@ -1,10 +1,11 @@
-"""One protocol for where a dependency set is kept (``DepStore``): the layer store (``layer.py``:
-the set is an image layer) and the volume store (``volume_store.py``: the set is a Docker volume
-the sandboxes mount) both answer ``ready`` (the finished set, if on disk) and ``build`` (make it
-from a ``DepSet`` with the wheels of an ``InstallSource``), and both hand back a ``DepsImage``,
-the ready set the profiles score with. ``deps.ensure`` is the one flow over either store (lease,
-build lock, disk budget, wheel source); this module holds no code that touches the engine.
-"""
+"""One protocol for where a dependency set is kept: a layer or a volume, both handing back a DepsImage.
+
+The layer store (``layer.py``: the set is an image layer) and the volume store (``volume_store.py``:
+the set is a Docker volume the sandboxes mount) both answer ``ready`` (the finished set, if on
+disk) and ``build`` (make it from a ``DepSet`` with the wheels of an ``InstallSource``) behind
+``DepStore``, and both hand back a ``DepsImage``, the ready set the profiles score with.
+``deps.ensure`` is the one flow over either store (lease, build lock, disk budget, wheel source);
+this module holds no code that touches the engine."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from bridge.scoring.images.build import BuildResult, DependencyInstallError
+from bridge.scoring.images.base import BuildResult, DependencyInstallError
 from bridge.scoring.types import ProgressFn
 
 

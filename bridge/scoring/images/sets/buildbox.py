@@ -1,6 +1,8 @@
-"""Build containers, the one seam both dependency stores use (``layer.py`` saves the container's
-environment as a layer, ``env_volume.py`` installs into a volume): the install script, starting a
-build container FROM a base, waiting for its ready mark, and what its log says it installed.
+"""Build containers, the one seam both dependency stores use: start, ready mark, installed pins.
+
+Both use them (``layer.py`` saves the container's environment as a layer, ``env_volume.py``
+installs into a volume): the install script, starting a build container FROM a base, waiting for its ready mark,
+and what its log says it installed.
 
 The container runs as root with the package cache, a wheelhouse and the uv binary bind-mounted
 read-only, no capabilities, no new privileges; it writes nothing on the host.
@@ -23,10 +25,8 @@ from docker.errors import DockerException
 from docker.models.containers import Container
 
 from bridge.errors import ScoringError
-from bridge.scoring.images.build import say
-from bridge.scoring.images.buildnet import build_network
-from bridge.scoring.images.host import host_pip_index_settings
-from bridge.scoring.images.wheelhouse import uv_tool
+from bridge.scoring.images.base import host_pip_index_settings, say, uv_tool
+from bridge.scoring.images.sets.buildnet import build_network
 from bridge.scoring.sandbox.docker_client import make_labels
 from bridge.scoring.types import ProgressFn
 

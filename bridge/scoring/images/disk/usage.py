@@ -1,5 +1,6 @@
-"""When each kept dependency set was last used, which ones are in use now, and what each weighs:
-the disk budget's accounting, shared by every bridge process on one engine and kept across
+"""When each kept dependency set was last used, which are in use now and what each weighs.
+
+The disk budget's accounting, shared by every bridge process on one engine and kept across
 restarts.
 
 Everything lives in ``<cache>/disk/<engine id>/`` (one folder per Docker engine, so Ray nodes

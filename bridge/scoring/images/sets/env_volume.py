@@ -27,8 +27,9 @@ import requests
 from docker.errors import APIError, DockerException, NotFound
 from docker.models.containers import Container
 
-from bridge.scoring.images.build import LOG_TAIL_CHARS, Background, BuildResult, say, volume_exists
-from bridge.scoring.images.buildbox import (
+from bridge.scoring.images.base import LOG_TAIL_CHARS, Background, BuildResult, say, volume_exists
+from bridge.scoring.images.disk import LABEL_DEPS_TAG, SEED_KIND, VOLUME_KIND
+from bridge.scoring.images.sets.buildbox import (
     BUILD_DIR,
     GO_SIGNAL,
     UV_REJECTED,
@@ -39,23 +40,20 @@ from bridge.scoring.images.buildbox import (
     start_build_container,
     wait_ready,
 )
-from bridge.scoring.images.closest import (
+from bridge.scoring.images.sets.closest import (
     CLOSEST_DIR,
     DELTA_DIFFERS,
     SetRecord,
     delta_check,
 )
-from bridge.scoring.images.layer_export import valid_prefix
-from bridge.scoring.images.store import DepSet, EnvVolume, InstallSource
-from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels, owner_filter
+from bridge.scoring.images.sets.layer_export import valid_prefix
+from bridge.scoring.images.sets.store import DepSet, EnvVolume, InstallSource
+from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels
 
 VOLUME_PREFIX = "rgbridge-env-"
-VOLUME_KIND = "deps-env"
 SEED_PREFIX = "rgbridge-seed-"
-SEED_KIND = "deps-seed"
 SEED_MARK = ".rgbridge-seeded"
 _SEED = "/run/rgbridge/seed"
-LABEL_DEPS_TAG = "rgbridge.deps_tag"
 
 
 def venv_path(client: docker.DockerClient, image: str) -> str | None:
@@ -100,7 +98,7 @@ def seed_volume(client: docker.DockerClient, base: str, path: str, *, remake: bo
 
     ``remake``: the seed was found without its mark (its maker died), so it is removed and made
     again. Existence is only trusted under the lock: a seed being made exists before it is full."""
-    from bridge.scoring.images.build import build_lock
+    from bridge.scoring.images.base import build_lock
     from bridge.scoring.sandbox.containers import create_container, managed, wait_with_timeout
     from bridge.scoring.sandbox.protocol import SandboxLimits
 
@@ -135,29 +133,6 @@ def seed_volume(client: docker.DockerClient, base: str, path: str, *, remake: bo
             remove_volume(client, name)
             raise
     return name
-
-
-def remove_env_volumes(client: docker.DockerClient, *, keep_tags: set[str] | None = None) -> list[str]:
-    """Remove our environment volumes (and base seeds) not in use, except those of ``keep_tags``
-    (None: keep every volume whose deps tag or base still exists, i.e. remove orphans only)."""
-    removed = []
-    for vol in client.volumes.list(filters={"label": owner_filter()}):
-        labels = vol.attrs.get("Labels") or {}
-        if labels.get(LABEL_KIND) not in (VOLUME_KIND, SEED_KIND):
-            continue
-        tag = labels.get(LABEL_DEPS_TAG, "")
-        if keep_tags is None:
-            try:
-                client.images.get(tag)
-                continue
-            except DockerException:
-                pass
-        elif tag in keep_tags:
-            continue
-        with contextlib.suppress(APIError, NotFound):
-            vol.remove()
-            removed.append(vol.name)
-    return removed
 
 
 #: the CPU weight of a check left running beside a score (Docker's default weight is 1024)

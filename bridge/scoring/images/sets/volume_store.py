@@ -1,4 +1,6 @@
-"""The volume store (``store.DepStore`` for sets kept in volumes, ``env_volume.py``): a finished
+"""The volume store: dependency sets kept in volumes, handed out while their pip check is pending.
+
+The volume store (``store.DepStore`` for sets kept in volumes, ``env_volume.py``): a finished
 set is the base tagged ``rgbridge-deps:<key>`` plus its volume; a set whose pip check is still
 running is handed out with its ``Settlement``; a never-seen set may start from the closest
 finished one (``closest.py``)."""
@@ -12,17 +14,17 @@ from collections.abc import Callable
 import docker
 from docker.errors import DockerException
 
-from bridge.scoring.images.build import image_exists, volume_exists
-from bridge.scoring.images.closest import find_closest, merged_pins, remember
-from bridge.scoring.images.env_volume import (
+from bridge.scoring.images.base import image_exists, volume_exists
+from bridge.scoring.images.disk import hold
+from bridge.scoring.images.sets.closest import find_closest, merged_pins, remember
+from bridge.scoring.images.sets.env_volume import (
     PendingCheck,
     build_in_volume,
     mark_complete,
     remove_volume,
     volume_for,
 )
-from bridge.scoring.images.store import DepSet, DepsImage, EnvVolume, InstallSource, raise_unless_ok
-from bridge.scoring.images.usage import hold
+from bridge.scoring.images.sets.store import DepSet, DepsImage, EnvVolume, InstallSource, raise_unless_ok
 
 
 class Settlement:

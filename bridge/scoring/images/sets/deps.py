@@ -1,5 +1,7 @@
-"""Dependency images (``rgbridge-deps``): a base or tester image + a requirements file installed
-into its active venv, keyed by the normalised requirements."""
+"""Dependency sets (rgbridge-deps): a requirements file in a base or tester image's venv, either store.
+
+A base or tester image + a requirements file installed into its active venv, keyed by the
+normalised requirements; ``ensure`` is the one flow over either store (``store.py``)."""
 
 from __future__ import annotations
 
@@ -16,29 +18,29 @@ import docker
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
-from bridge.scoring.images import reqfile
-from bridge.scoring.images.base import ensure_base_image
-from bridge.scoring.images.budget import make_room
-from bridge.scoring.images.build import Background, build_lock, hash12, say
-from bridge.scoring.images.env_volume import venv_path
-from bridge.scoring.images.layer import LayerStore
-from bridge.scoring.images.pkgcache import WheelCache
-from bridge.scoring.images.store import DepSet, DepsImage, DepStore, InstallSource
-from bridge.scoring.images.usage import lease
-from bridge.scoring.images.volume_store import VolumeStore
-from bridge.scoring.images.wheelhouse import (
+from bridge.scoring.images.base import (
+    Background,
+    build_lock,
     check_requirements,
+    ensure_base_image,
+    hash12,
     host_fetch,
     index_reachable_from_containers,
     prepare_wheelhouse,
+    reqfile,
+    say,
     wheelhouse_digest,
 )
+from bridge.scoring.images.disk import DEPS_REPO, WheelCache, lease, make_room
+from bridge.scoring.images.sets.env_volume import venv_path
+from bridge.scoring.images.sets.layer import LayerStore
+from bridge.scoring.images.sets.store import DepSet, DepsImage, DepStore, InstallSource
+from bridge.scoring.images.sets.volume_store import VolumeStore
 from bridge.scoring.types import ProgressFn
 
 # 3: one container installs requirements then extras; the layer is the exported venv
 # 4: one pip check over all the files; bytecode compiled once; sets in volumes (env_volume)
 DEPS_RECIPE_VERSION = "4"
-DEPS_REPO = "rgbridge-deps"
 #: build.log's note when pip rejected uv's install and the score was run again with pip's
 REJECTED_NOTE = "pip does not accept what uv installed: installed again with pip and scored again\n"
 FILL_TIMEOUT = 900.0
