@@ -28,64 +28,106 @@ from bridge.scoring.images.sets import (
 from bridge.scoring.images.sets import env_volume as env_mod
 from bridge.scoring.sandbox.docker_sandbox import DockerRuntime
 from bridge.scoring.sandbox.protocol import SandboxSpec
+from tests import install_script_runner
 
 
-def test_layer_script_checks_once_after_every_file_and_compiles_once():
-    script = buildbox.install_script(["requirements.txt", "extras.txt"], mode="index", ready_mark="READY")
-    assert script.count("install --dry-run") == 1
-    assert "-r /tmp/rgbridge-build/requirements.txt -r /tmp/rgbridge-build/extras.txt" in script
-    assert script.count("--compile-bytecode") == 1  # on the last file's install (uv compiles it all)
-    compiling = next(line for line in script.splitlines() if "--compile-bytecode" in line)
-    assert "-r /tmp/rgbridge-build/extras.txt" in compiling
+def test_layer_script_checks_once_after_every_file_and_compiles_once(tmp_path):
+    run = install_script_runner.run(
+        tmp_path / "a", ["requirements.txt", "extras.txt"], mode="index", ready_mark="READY"
+    )
+    assert run.returncode == 0, run.lines
+    checks = run.having("pip install --dry-run")
+    assert len(checks) == 1
+    assert f"-r {run.build_dir}/requirements.txt -r {run.build_dir}/extras.txt" in checks[0]
+    compiling = run.having("--compile-bytecode")
+    assert len(compiling) == 1  # on the last file's install (uv compiles it all)
+    assert f"-r {run.build_dir}/extras.txt" in compiling[0]
     # the environment is final (ready) before pip's check starts
-    assert script.index("echo READY") < script.index("install --dry-run")
-    assert "install --dry-run" not in buildbox.install_script(["requirements.txt"], mode="index", check=False)
+    assert run.index("READY") < run.index("pip install --dry-run")
+    unchecked = install_script_runner.run(tmp_path / "b", ["requirements.txt"], mode="index", check=False)
+    assert unchecked.returncode == 0 and not unchecked.having("pip install --dry-run")
 
 
-def test_sets_in_volumes_compile_bytecode_after_the_ready_mark_and_pips_verdict():
+def test_a_set_pip_rejects_exits_uv_rejected(tmp_path):
+    run = install_script_runner.run(
+        tmp_path, ["requirements.txt"], mode="index", env={"STUB_REPORT_INSTALL": '[{"name": "six"}]'}
+    )
+    assert run.returncode == buildbox.UV_REJECTED
+    assert run.having("RGBRIDGE_UV_REJECTED pip does not accept what uv installed")
+
+
+def test_sets_in_volumes_compile_bytecode_after_the_ready_mark_and_pips_verdict(tmp_path):
     """Bytecode off the score's critical path (issue 23): the score starts at the ready mark and
     its set is accepted at pip's verdict, printed before the bytecode is compiled."""
-    script = buildbox.install_script(
-        ["requirements.txt", "extras.txt"], mode="index", ready_mark="READY", compile_late=True
+    run = install_script_runner.run(
+        tmp_path / "a", ["requirements.txt", "extras.txt"], mode="index", ready_mark="READY", compile_late=True
     )
-    assert "--compile-bytecode" not in script
+    assert run.returncode == 0, run.lines
+    assert not run.having("--compile-bytecode")
     checked = buildbox.checked_mark("READY")
-    assert script.index("echo READY\n") < script.index("install --dry-run") < script.index(f"echo {checked}")
-    assert script.index(f"echo {checked}") < script.index("compileall.compile_dir")
-    assert "compileall" not in buildbox.install_script(["requirements.txt"], mode="index", ready_mark="READY")
-    assert "trap 'go=1'" not in script  # without hold_compile, nothing waits for a signal
+    assert run.lines.index("READY") < run.index("pip install --dry-run") < run.lines.index(checked)
+    assert run.lines.index(checked) < run.index("compileall.compile_dir")  # no hold: nothing waited for
+    early = install_script_runner.run(tmp_path / "b", ["requirements.txt"], mode="index", ready_mark="READY")
+    assert early.returncode == 0 and not early.having("compileall")
 
 
-def test_a_held_compile_waits_for_the_go_signal_after_the_verdict():
-    script = buildbox.install_script(
-        ["requirements.txt"], mode="index", ready_mark="READY", compile_late=True, hold_compile=True
+def test_a_held_compile_waits_for_the_go_signal_after_the_verdict(tmp_path):
+    checked = buildbox.checked_mark("READY")
+    proc, trace, build = install_script_runner.start(
+        tmp_path, ["requirements.txt"], mode="index", ready_mark="READY", compile_late=True, hold_compile=True
     )
-    signal = buildbox.GO_SIGNAL.removeprefix("SIG")
-    trap = script.index(f"trap 'go=1' {signal}")
-    hold = next(line for line in script.splitlines() if line.startswith('while [ "$go" = 0 ]'))
-    # the handler is set before anything is printed (the host signals after the verdict's mark)
-    assert trap < script.index("RGBRIDGE_PREFIX") < script.index("echo READY\n")
-    assert script.index(f"echo {buildbox.checked_mark('READY')}") < script.index(hold)
-    assert script.index(hold) < script.index("compileall.compile_dir")
-    assert f"-lt {buildbox.HOLD_LIMIT}" in hold
+    try:
+        install_script_runner.wait_for(trace, checked)
+        time.sleep(1.5)  # the stand-in compile is instant: an unheld one would be in the trace by now
+        assert "compileall" not in trace.read_text() and proc.poll() is None
+        # the handler was set before anything was printed (the host signals after the verdict's mark)
+        install_script_runner.go(proc)
+    finally:
+        run = install_script_runner.finish(proc, trace, build)
+    assert run.returncode == 0, run.lines
+    assert run.lines.index(checked) < run.index("compileall.compile_dir")
+    assert buildbox.install_settings(["r.txt"], mode="index", hold_compile=True)["RGBRIDGE_HOLD_LIMIT"] == str(
+        buildbox.HOLD_LIMIT
+    )
 
 
-def test_uv_hard_links_from_a_cache_inside_the_environment_removed_before_it_is_ready():
+def test_a_held_compile_goes_at_its_limit_without_the_signal(tmp_path):
+    run = install_script_runner.run(
+        tmp_path,
+        ["requirements.txt"],
+        mode="index",
+        ready_mark="READY",
+        compile_late=True,
+        hold_compile=True,
+        overrides={"RGBRIDGE_HOLD_LIMIT": "1"},
+    )
+    assert run.returncode == 0 and run.having("compileall.compile_dir")
+
+
+def test_uv_hard_links_from_a_cache_inside_the_environment_removed_before_it_is_ready(tmp_path):
     """uv's cache sits on the environment's own file system (no second copy of every file, no
     unpacking through the container's overlay /tmp) and is gone before the ready mark."""
-    script = buildbox.install_script(["requirements.txt", "extras.txt"], mode="index", ready_mark="READY")
-    assert script.count("--link-mode hardlink") == 2 and "/tmp/rgbridge-uv" not in script
-    assert "sys.prefix)')/.rgbridge-uv-cache" in script
-    removal = next(line for line in script.splitlines() if line.startswith("rm -rf") and "UV_CACHE" in line)
-    assert script.index(removal) > script.rindex("uv pip install") and script.index(removal) < script.index(
-        "echo READY"
-    )
+    run = install_script_runner.run(tmp_path, ["requirements.txt", "extras.txt"], mode="index", ready_mark="READY")
+    installs = run.having("STUB uv pip install")
+    assert len(installs) == 2 and all("--link-mode hardlink" in line for line in installs)
+    assert all(f"--cache-dir {tmp_path}/env/.rgbridge-uv-cache " in line for line in installs)
+    assert not run.having("/tmp/rgbridge-uv")
+    assert not run.having("uv cache present at the check")  # removed before the ready mark and the check
+    assert run.last("STUB uv pip install") < run.lines.index("READY")
+
+
+def test_install_settings_take_only_plain_file_names():
+    for name in ("a b.txt", "../requirements.txt", "x;rm -rf /", ""):
+        with pytest.raises(ValueError):
+            buildbox.install_settings([name], mode="index")
+    with pytest.raises(ValueError):
+        buildbox.install_settings(["requirements.txt"], mode="anything")
 
 
 def test_seeded_start_refuses_an_unfinished_seed_and_drops_the_mark():
     cmd = seeded_start("/opt/venv")
     assert cmd.index(f"[ -f /run/rgbridge/seed/{SEED_MARK} ]") < cmd.index("cp -a")
-    assert f"rm -f /opt/venv/{SEED_MARK}" in cmd and cmd.endswith("exec bash /tmp/rgbridge-build/build.sh")
+    assert f"rm -f /opt/venv/{SEED_MARK}" in cmd and cmd.endswith(f"exec bash {buildbox.BUILD_SCRIPT}")
 
 
 # ---------------------------------------------------------------- real engine

@@ -37,7 +37,7 @@ Image family (every image carries ``rgbridge.owner=rgbridge`` and ``rgbridge.kin
 * ``volume_store`` -- the volume store; ``env_volume`` -- the volume primitives (seed, build,
   tag, the check container).
 * ``closest`` -- a never-seen set started from the closest finished set.
-* ``buildbox`` -- the build container and its install script.
+* ``buildbox`` -- the build container (its install script is ``assets/install_set.sh``).
 * ``buildnet`` -- the shared network namespace of build containers.
 
 ``disk/`` -- what the bridge keeps:

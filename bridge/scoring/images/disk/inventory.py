@@ -210,7 +210,7 @@ def _mtime(path: Path) -> float:
 def _engine_uses(client: docker.DockerClient) -> tuple[set[str], set[str], set[str]]:
     """Volume names and image ids any container on the engine (running or not) refers to, and
     the volumes our build containers write into (a set accepted while its bytecode is still
-    being compiled, ``buildbox.install_script``, is still growing)."""
+    being compiled, ``assets/install_set.sh``, is still growing)."""
     volumes: set[str] = set()
     images: set[str] = set()
     building: set[str] = set()

@@ -37,7 +37,6 @@ import docker
 
 from bridge.scoring.images.base import image_exists, volume_exists
 from bridge.scoring.images.disk import books_dir
-from bridge.scoring.images.sets.buildbox import BUILD_DIR, CACHE_DIR, TOOLS_DIR
 from bridge.scoring.images.sets.store import DepSet
 
 CLOSEST_ENV = "RGBRIDGE_CLOSEST_SET"
@@ -184,22 +183,23 @@ if have != expected:
 
 
 def delta_check(reqs: list[str], seed: str) -> list[str]:
-    """Shell lines (``buildbox.install_script``, uv mode, after the installs): a fresh
-    resolution of ``reqs`` in turn must be what the environment holds, else exit
-    ``DELTA_DIFFERS``."""
+    """Shell lines the install script (``assets/install_set.sh``, index mode) sources after the
+    installs, with its settings and ``UV_CACHE``/``UV_INDEX_ARGS`` in scope: a fresh resolution
+    of ``reqs`` in turn must be what the environment holds, else exit ``DELTA_DIFFERS``."""
     uv = (
-        f'{TOOLS_DIR}/uv pip compile --python "$(command -v python)" --index-strategy unsafe-best-match'
-        f' --find-links {CACHE_DIR}/flat --cache-dir "$UV_CACHE" "${{UV_INDEX_ARGS[@]}}"'
+        '"$RGBRIDGE_TOOLS_DIR/uv" pip compile --python "$(command -v python)" --index-strategy unsafe-best-match'
+        ' --find-links "$RGBRIDGE_CACHE_DIR/flat" --cache-dir "$UV_CACHE" "${UV_INDEX_ARGS[@]}"'
         " --no-header --no-annotate --quiet"
     )
-    fresh = [f"/tmp/rgbridge-fresh-{i}.txt" for i in range(len(reqs))]
-    lines = ["printf '%s' " + _shell_quote(_COMPARE) + f" > {BUILD_DIR}/compare.py"]
+    fresh = [f'"$SCRATCH/rgbridge-fresh-{i}.txt"' for i in range(len(reqs))]
+    env = '"$SCRATCH/rgbridge-env.txt"'
+    lines = ["printf '%s' " + _shell_quote(_COMPARE) + ' > "$BUILD_DIR/compare.py"']
     for i, out in enumerate(fresh):
         files = " ".join(reqs[: i + 1])  # compile takes the files themselves, no -r
         lines.append(f"{uv} {files} -o {out} || exit {DELTA_DIFFERS}")
     lines += [
-        f'{TOOLS_DIR}/uv pip freeze --python "$(command -v python)" > /tmp/rgbridge-env.txt || exit {DELTA_DIFFERS}',
-        f"python {BUILD_DIR}/compare.py {' '.join(fresh)} /tmp/rgbridge-env.txt {seed} || exit {DELTA_DIFFERS}",
+        f'"$RGBRIDGE_TOOLS_DIR/uv" pip freeze --python "$(command -v python)" > {env} || exit {DELTA_DIFFERS}',
+        f'python "$BUILD_DIR/compare.py" {" ".join(fresh)} {env} {seed} || exit {DELTA_DIFFERS}',
         "phase verified",
     ]
     return lines

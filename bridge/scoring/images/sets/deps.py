@@ -107,7 +107,7 @@ def ensure_deps_image(
 
     Where the wheels come from: the host's package cache always (read-only), then the index
     (containers reach it) or a wheelhouse the host fetched (binary wheels only) or was given.
-    Versions are chosen by pip's rules (see ``buildbox.install_script``: uv resolves, pip must
+    Versions are chosen by pip's rules (see ``assets/install_set.sh``: uv resolves, pip must
     accept its choice, else pip installs; ``installer="pip"`` skips uv).
 
     ``env_volume``: when the base's environment is a venv, the set lives in a volume the

@@ -31,6 +31,7 @@ from bridge.scoring.images.base import LOG_TAIL_CHARS, Background, BuildResult, 
 from bridge.scoring.images.disk import LABEL_DEPS_TAG, SEED_KIND, VOLUME_KIND
 from bridge.scoring.images.sets.buildbox import (
     BUILD_DIR,
+    BUILD_SCRIPT,
     GO_SIGNAL,
     UV_REJECTED,
     checked_mark,
@@ -150,7 +151,7 @@ def seeded_start(path: str, source: str = _SEED) -> str:
     Docker's own seeding does), then the build."""
     return (
         f"[ -f {_SEED}/{SEED_MARK} ] || {{ echo 'RGBRIDGE_SEED_INCOMPLETE'; exit {SEED_INCOMPLETE}; }}; "
-        f"cp -a {source}/. {path}/ && rm -f {path}/{SEED_MARK} && exec bash {BUILD_DIR}/build.sh"
+        f"cp -a {source}/. {path}/ && rm -f {path}/{SEED_MARK} && exec bash {BUILD_SCRIPT}"
     )
 
 
@@ -163,7 +164,7 @@ class PendingCheck:
     """pip's acceptance check of a uv install, still running in the build container after the
     environment became final. ``wait`` (called once the score is over) gives pip's verdict as
     soon as the build prints it (``buildbox.checked_mark``), then lets the build compile the
-    set's bytecode (held until then: ``buildbox.install_script``'s ``hold_compile``), which
+    set's bytecode (held until then: ``hold_compile`` in ``assets/install_set.sh``), which
     finishes in the background; the container is removed when it ends (``wait_for_compiles``)."""
 
     def __init__(self, container: Container, deadline: float, checked: str = "", notes: str = "") -> None:
@@ -246,7 +247,7 @@ def build_in_volume(
     a copy of the finished set ``start_from`` (uv mode; ``closest.py``: the caller holds it in
     use), falling back to the base's venv when the delta's environment is not a fresh one's.
 
-    ``source.mode`` as in ``buildbox.install_script``. In ``index`` mode pip's check either runs before
+    ``source.mode`` as in ``assets/install_set.sh``. In ``index`` mode pip's check either runs before
     this returns (a rejection rebuilds in ``pip`` mode here) or, with ``defer_check``, is left
     running: the result carries it as ``pending`` once the environment is final, and a
     rejection is the caller's to handle (``deps.ensure_deps_image``). A failed build removes
@@ -289,7 +290,7 @@ def build_in_volume(
                 *delta_mounts,
             ],
             command=["bash", "-c", seeded_start(volume.path, CLOSEST_DIR if delta_mounts else _SEED)],
-            compile_late=True,  # bytecode after the ready mark and pip's verdict (buildbox.install_script)
+            compile_late=True,  # bytecode after the ready mark and pip's verdict (assets/install_set.sh)
             hold_compile=source.defer_check,  # until PendingCheck.wait says the score is over
             verify=delta_check([f"{BUILD_DIR}/{name}" for name in want.files], _SEED) if delta_mounts else (),
         )

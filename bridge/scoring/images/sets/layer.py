@@ -91,7 +91,7 @@ def _forget_tag(client: docker.DockerClient, tag: str) -> None:
 
 
 def build_layer(client: docker.DockerClient, want: DepSet, source: InstallSource, *, kind: str = "deps") -> BuildResult:
-    """Run ``buildbox.install_script`` over ``want.files`` in one container FROM ``want.base`` and
+    """Run ``assets/install_set.sh`` over ``want.files`` in one container FROM ``want.base`` and
     save it as ``want.tag`` (a layer, else a commit).
 
     ``source.view`` (the package cache) and ``source.wheels`` (a wheelhouse, ``local`` mode) are bind-mounted

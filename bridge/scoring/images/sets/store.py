@@ -80,7 +80,7 @@ class DepSet:
 
 @dataclass
 class InstallSource:
-    """Where the wheels come from and how the build installs (``buildbox.install_script``)."""
+    """Where the wheels come from and how the build installs (``assets/install_set.sh``)."""
 
     mode: str
     view: Path
