@@ -131,7 +131,7 @@ def _age(client: docker.DockerClient, name: str, seconds: float) -> None:
 
 def _set(client: docker.DockerClient, pin: str):
     deps = ensure_deps_image(client, f"{pin}\n", env_volume=True)
-    assert deps.confirm() and deps.volume is not None
+    assert deps.settle() and deps.volume is not None
     return deps.volume.name
 
 

@@ -160,7 +160,7 @@ def test_a_set_in_a_volume_is_mounted_read_only_and_found_again(docker_client, b
     reqs = _nonce("six==1.16.0\n")
     first = ensure_deps_image(docker_client, reqs, env_volume=True, timeout=300)
     try:
-        assert first.volume is not None and not first.cached and first.pending is None
+        assert first.volume is not None and not first.cached and first.pending_check is None
         assert first.mounts == {first.volume.name: "/opt/venv"}
         # the tag marks the finished set: it is the base image itself, the set is in the volume
         assert docker_client.images.get(first.tag).id == docker_client.images.get(base_image).id
@@ -204,13 +204,13 @@ def test_a_set_whose_volume_went_away_is_built_again(docker_client, base_image, 
 
 
 @pytest.mark.docker
-def test_deferred_check_holds_the_set_until_pip_accepts(docker_client, base_image, index_needed):
+def test_a_pending_check_holds_the_set_until_pip_accepts(docker_client, base_image, index_needed):
     reqs = _nonce("six==1.16.0\n")
-    deps = ensure_deps_image(docker_client, reqs, env_volume=True, defer_check=True, timeout=300)
+    deps = ensure_deps_image(docker_client, reqs, env_volume=True, allow_pending_check=True, timeout=300)
     assert deps.volume is not None
     other: list = []
     try:
-        assert deps.pending is not None and deps.tag == base_image  # scored from the base + volume
+        assert deps.pending_check is not None and deps.tag == base_image  # scored from the base + volume
         code, out = _sandbox_run(docker_client, deps.tag, deps.mounts, "python -c 'import six; print(six.__version__)'")
         assert "1.16.0" in out
         # Another request for the set waits for pip's verdict instead of building it again.
@@ -220,23 +220,23 @@ def test_deferred_check_holds_the_set_until_pip_accepts(docker_client, base_imag
         thread.start()
         time.sleep(1.0)
         assert not other
-        assert deps.confirm() is True and deps.confirm() is True  # idempotent
+        assert deps.settle() is True and deps.settle() is True  # idempotent
         thread.join(60)
         assert other and other[0].cached and image_exists(docker_client, other[0].tag)
         assert "RGBRIDGE_PHASE checked" in deps.build_log()
     finally:
-        deps.confirm()
+        deps.settle()
         _untag(docker_client, other[0].tag if other else "rgbridge-deps:none")
         env_mod.remove_volume(docker_client, deps.volume.name)
 
 
 @pytest.mark.docker
-def test_a_deferred_sets_bytecode_waits_for_the_end_of_its_score(docker_client, base_image, index_needed):
+def test_a_pending_sets_bytecode_waits_for_the_end_of_its_score(docker_client, base_image, index_needed):
     """The whole environment's bytecode (seconds of CPU) is compiled only once the score it was
-    deferred beside is over (``confirm``), not while that score runs (issue 23)."""
+    left pending beside is over (``settle``), not while that score runs (issue 23)."""
     reqs = _nonce("six==1.16.0\n")
-    deps = ensure_deps_image(docker_client, reqs, env_volume=True, defer_check=True, timeout=300)
-    assert deps.volume is not None and deps.pending is not None
+    deps = ensure_deps_image(docker_client, reqs, env_volume=True, allow_pending_check=True, timeout=300)
+    assert deps.volume is not None and deps.pending_check is not None
     pyc = "/opt/venv/lib/python3.11/site-packages/__pycache__/six.cpython-311.pyc"
     try:
         builds = docker_client.containers.list(all=True, filters={"volume": deps.volume.name})
@@ -247,13 +247,13 @@ def test_a_deferred_sets_bytecode_waits_for_the_end_of_its_score(docker_client, 
         assert builds[0].status == "running"  # held, not finished
         code, out = _sandbox_run(docker_client, deps.tag, deps.mounts, f"ls {pyc} 2>&1; python -c 'import six'")
         assert "No such file" in out
-        assert deps.confirm() is True
+        assert deps.settle() is True
         assert env_mod.wait_for_compiles(120)
         code, out = _sandbox_run(docker_client, deps.tag, deps.mounts, f"ls {pyc}")
         assert code == 0 and pyc in out
         assert not docker_client.containers.list(all=True, filters={"id": builds[0].id})  # removed
     finally:
-        deps.confirm()
+        deps.settle()
         env_mod.wait_for_compiles(120)
         _untag(docker_client, deps_image_tag(base_image, reqs, in_volume=True))  # the accepted set's tag
         env_mod.remove_volume(docker_client, deps.volume.name)
@@ -262,27 +262,29 @@ def test_a_deferred_sets_bytecode_waits_for_the_end_of_its_score(docker_client, 
 @pytest.mark.docker
 def test_what_pip_rejects_is_dropped_and_built_by_pip(docker_client, base_image, index_needed, monkeypatch, wrong_uv):
     """An installer that picks a version the requirements forbid (a stand-in for any uv choice
-    pip's rules reject): the deferred check rejects it, the volume and tag are gone, and
+    pip's rules reject): the pending check rejects it, the volume and tag are gone, and
     ``installer="pip"`` gives pip's own result."""
     monkeypatch.setattr(buildbox, "uv_tool", lambda: wrong_uv)
     reqs = _nonce("six==1.16.0\n")
-    deps = ensure_deps_image(docker_client, reqs, env_volume=True, defer_check=True, timeout=300)
+    deps = ensure_deps_image(docker_client, reqs, env_volume=True, allow_pending_check=True, timeout=300)
     assert deps.volume is not None
     try:
-        assert deps.pending is not None
-        assert deps.confirm() is False
+        assert deps.pending_check is not None
+        assert deps.settle() is False
         assert "pip does not accept what uv installed" in deps.build_log()
         assert not volume_exists(docker_client, deps.volume.name)
         tag = f"rgbridge-deps:{deps.volume.name.rpartition('-')[2]}"
         assert not image_exists(docker_client, tag)
-        by_pip = ensure_deps_image(docker_client, reqs, env_volume=True, defer_check=True, installer="pip", timeout=300)
-        assert by_pip.pending is None and by_pip.tag == tag
+        by_pip = ensure_deps_image(
+            docker_client, reqs, env_volume=True, allow_pending_check=True, installer="pip", timeout=300
+        )
+        assert by_pip.pending_check is None and by_pip.tag == tag
         assert "RGBRIDGE_INSTALLER=pip" in by_pip.log_tail
         code, out = _sandbox_run(
             docker_client, by_pip.tag, by_pip.mounts, "python -c 'import six; print(six.__version__)'"
         )
         assert "1.16.0" in out
-        # Without deferral the build itself falls back to pip.
+        # Without a pending check the build itself falls back to pip.
         inline = ensure_deps_image(docker_client, _nonce("six==1.16.0\n"), env_volume=True, timeout=300)
         assert "installing with pip instead" in inline.log_tail and inline.volume is not None
         _untag(docker_client, inline.tag)

@@ -32,7 +32,8 @@ Image family (every image carries ``rgbridge.owner=rgbridge`` and ``rgbridge.kin
 ``sets/`` -- dependency sets:
 
 * ``deps`` -- ``ensure_deps_image``, the one flow over either store (lease, lock, budget, wheels).
-* ``store`` -- the ``DepStore`` protocol and ``DepsImage`` (a ready set).
+* ``store`` -- the ``DepStore`` protocol, ``DepsImage`` (a ready set) and ``PendingCheck`` (a set
+  handed out while pip checks it; ``DepsImage.settle`` settles it).
 * ``layer`` -- the layer store; ``layer_export`` -- an environment folder as one image layer.
 * ``volume_store`` -- the volume store; ``env_volume`` -- the volume primitives (seed, build,
   tag, the check container).

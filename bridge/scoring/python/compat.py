@@ -105,7 +105,7 @@ def run_compat(run: ProfileRun) -> ProfileResult:
                 timeout=task.manifest.timeouts.build,
                 progress=ctx.image_progress,
                 env_volume=True,
-                defer_check=True,
+                allow_pending_check=True,
                 installer=installer,
             )
         finally:

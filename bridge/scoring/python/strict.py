@@ -77,7 +77,7 @@ def run_strict(run: ProfileRun) -> ProfileResult:
             timeout=task.manifest.timeouts.build,
             progress=ctx.image_progress,
             env_volume=True,
-            defer_check=True,
+            allow_pending_check=True,
             installer=installer,
             before_build=lambda: run.ctx.turns.wait("strict"),
         )

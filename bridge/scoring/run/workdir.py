@@ -157,7 +157,7 @@ def score_on_accepted_set(
 ) -> ProfileResult:
     """A profile's score on its dependency set, kept only once pip accepts the set.
 
-    ``build(installer)`` makes the set (``ensure_deps_image`` with ``defer_check``: pip may still
+    ``build(installer)`` makes the set (``ensure_deps_image`` with ``allow_pending_check``: pip may still
     be checking uv's install while ``score`` runs); a rejection scores again on pip's own set
     (``installer="pip"``), with the note at the top of ``build.log``. A failed install is
     ``build_failed(error)``. The build log is written before the score (its name is then part
@@ -175,8 +175,8 @@ def score_on_accepted_set(
                 logs.write("build.log", note + deps.log_tail)
             result = score(deps)
         finally:
-            accepted = deps.confirm()  # also when the score failed: the set is settled either way
-        if deps.pending is not None and not result.build_error:
+            accepted = deps.settle()  # also when the score failed: the set is settled either way
+        if deps.pending_check is not None and not result.build_error:
             logs.write("build.log", note + deps.build_log())
         if accepted:
             return result

@@ -64,7 +64,7 @@ def install_settings(
     is told to do: install ``files`` (names in ``BUILD_DIR``) in ``mode`` (``index``, ``pip``
     or ``local``), print ``ready_mark`` once the environment is final, run pip's check there
     (``check``), compile bytecode after pip's verdict (``compile_late``, sets in volumes) and
-    hold that compile until ``GO_SIGNAL`` (``hold_compile``, ``env_volume.PendingCheck``)."""
+    hold that compile until ``GO_SIGNAL`` (``hold_compile``, ``env_volume.CheckContainer``)."""
     if mode not in ("index", "pip", "local"):
         raise ValueError(f"unknown install mode {mode!r}")
     for name in files:

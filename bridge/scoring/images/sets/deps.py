@@ -94,7 +94,7 @@ def ensure_deps_image(
     progress: ProgressFn | None = None,
     timeout: float = 600,
     env_volume: bool = False,
-    defer_check: bool = False,
+    allow_pending_check: bool = False,
     installer: str | None = None,
     before_build: Callable[[], None] | None = None,
 ) -> DepsImage:
@@ -112,8 +112,8 @@ def ensure_deps_image(
 
     ``env_volume``: when the base's environment is a venv, the set lives in a volume the
     sandboxes mount (``DepsImage.mounts``; ``env_volume.py``) instead of a layer. With
-    ``defer_check`` too, a uv install returns as soon as it is final, pip's check still running:
-    the caller scores with it, then calls ``DepsImage.confirm()`` (a rejection means scoring
+    ``allow_pending_check`` too, a uv install returns as soon as it is final, pip's check still running:
+    the caller scores with it, then calls ``DepsImage.settle()`` (a rejection means scoring
     again with ``installer="pip"``).
 
     ``before_build`` is called when the set is not on disk, before it is built (the scoring
@@ -141,7 +141,7 @@ def ensure_deps_image(
         wheelhouse=wheelhouse,
         progress=progress,
         timeout=timeout,
-        defer_check=defer_check,
+        allow_pending_check=allow_pending_check,
         installer=installer,
         before_build=before_build,
     )
@@ -155,7 +155,7 @@ def ensure(
     wheelhouse: Path | str | None = None,
     progress: ProgressFn | None = None,
     timeout: float = 600,
-    defer_check: bool = False,
+    allow_pending_check: bool = False,
     installer: str | None = None,
     before_build: Callable[[], None] | None = None,
 ) -> DepsImage:
@@ -180,7 +180,7 @@ def ensure(
         make_room(client, kind=store.budget_kind, progress=progress)
         uncached: list[str] = []
         with _source(client, want, uncached, wheelhouse, progress, timeout, installer) as source:
-            source.defer_check = defer_check
+            source.allow_pending_check = allow_pending_check
             ready = store.build(want, source, lock)
         return dataclasses.replace(ready, seconds=time.monotonic() - started, uncached=tuple(uncached))
 

@@ -5,7 +5,7 @@ images: ``/opt/venv``) is installed into a named volume that Docker seeds with t
 on first mount; the scoring sandboxes mount that volume read-only at the venv's path. Compared
 with a layer (``layer.py``), nothing is saved or loaded: installs write to the engine's volume
 folder instead of through ``fuse-overlayfs``, and a score can start as soon as the environment
-is final, while pip's acceptance check still runs (``PendingCheck``). docs/measurements.md has
+is final, while pip's acceptance check still runs (a pending check, ``store.PendingCheck``). docs/measurements.md has
 the figures.
 
 The finished set is marked by the tag ``rgbridge-deps:<key>`` on the base image (the volume
@@ -160,9 +160,9 @@ def _delta_reason(log: str) -> str:
     return found[-1].removeprefix("RGBRIDGE_DELTA_DIFFERS").strip()[:300] if found else "not checked"
 
 
-class PendingCheck:
+class CheckContainer:
     """pip's acceptance check of a uv install, still running in the build container after the
-    environment became final. ``wait`` (called once the score is over) gives pip's verdict as
+    environment became final. ``verdict`` (called once the score is over) gives pip's verdict as
     soon as the build prints it (``buildbox.checked_mark``), then lets the build compile the
     set's bytecode (held until then: ``hold_compile`` in ``assets/install_set.sh``), which
     finishes in the background; the container is removed when it ends (``wait_for_compiles``)."""
@@ -177,7 +177,7 @@ class PendingCheck:
         with contextlib.suppress(DockerException, requests.RequestException):
             self._container.update(cpu_shares=shares)
 
-    def wait(self) -> tuple[bool, str]:
+    def verdict(self) -> tuple[bool, str]:
         from bridge.scoring.sandbox.containers import read_logs, remove_container, wait_with_timeout
 
         reaped = False
@@ -229,8 +229,8 @@ def wait_for_compiles(timeout: float = 600.0) -> bool:
 
 @dataclass
 class VolumeBuild(BuildResult):
-    #: set when pip's check was left running (``defer_check``): the caller must wait for it
-    pending: PendingCheck | None = None
+    #: set when pip's check was left running (``allow_pending_check``): the caller must settle it
+    check: CheckContainer | None = None
     #: the finished set this one was started from (``closest.py``), None: from the base's venv
     started_from: SetRecord | None = None
 
@@ -248,7 +248,7 @@ def build_in_volume(
     use), falling back to the base's venv when the delta's environment is not a fresh one's.
 
     ``source.mode`` as in ``assets/install_set.sh``. In ``index`` mode pip's check either runs before
-    this returns (a rejection rebuilds in ``pip`` mode here) or, with ``defer_check``, is left
+    this returns (a rejection rebuilds in ``pip`` mode here) or, with ``allow_pending_check``, is left
     running: the result carries it as ``pending`` once the environment is final, and a
     rejection is the caller's to handle (``deps.ensure_deps_image``). A failed build removes
     the volume.
@@ -291,7 +291,7 @@ def build_in_volume(
             ],
             command=["bash", "-c", seeded_start(volume.path, CLOSEST_DIR if delta_mounts else _SEED)],
             compile_late=True,  # bytecode after the ready mark and pip's verdict (assets/install_set.sh)
-            hold_compile=source.defer_check,  # until PendingCheck.wait says the score is over
+            hold_compile=source.allow_pending_check,  # until CheckContainer.verdict: the score is over
             verify=delta_check([f"{BUILD_DIR}/{name}" for name in want.files], _SEED) if delta_mounts else (),
         )
         if delta_mounts and start_from is not None:
@@ -299,7 +299,7 @@ def build_in_volume(
             say(source.progress, notes[-1].strip())
         handed_over = False
         try:
-            if source.defer_check and mode == "index" and wait_ready(container, ready_mark, remaining()):
+            if source.allow_pending_check and mode == "index" and wait_ready(container, ready_mark, remaining()):
                 log = read_logs(container)
                 for line in log.splitlines():
                     if line.strip():
@@ -318,7 +318,7 @@ def build_in_volume(
                     "".join(notes) + log[-LOG_TAIL_CHARS:],
                     installed=pins,
                     installer=mode,
-                    pending=PendingCheck(container, started + source.timeout, checked_mark(ready_mark), "".join(notes)),
+                    check=CheckContainer(container, started + source.timeout, checked_mark(ready_mark), "".join(notes)),
                     started_from=start_from if delta_mounts else None,
                 )
             outcome = wait_with_timeout(container, remaining())
