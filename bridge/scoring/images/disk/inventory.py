@@ -3,7 +3,7 @@
 Images are listed and removed (children first); kept things (sets, caches, staged archives) are
 the one inventory behind ``rgbridge cache``, ``cleanup`` and the disk budget (``budget.py``).
 
-A dependency set kept in a volume (``env_volume.py``) is a ``rgbridge-deps`` tag on its base
+A dependency set kept in a volume (``sets/env_volume.py``) is a ``rgbridge-deps`` tag on its base
 image plus the volume: it is listed as a ``deps`` image and removed with its volume."""
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ def lease(client: docker.DockerClient, name: str) -> None:
 @contextlib.contextmanager
 def hold(client: docker.DockerClient, name: str) -> Iterator[None]:
     """Keep set ``name`` in use, safe from eviction, for the block (in any thread): a set being
-    copied into another one (``closest.py``)."""
+    copied into another one (``sets/closest.py``)."""
     held = None
     with contextlib.suppress(OSError):
         held = Lease(_use_file(books_dir(client), name))
