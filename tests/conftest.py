@@ -45,7 +45,7 @@ def base_image(docker_client) -> str:
 @pytest.fixture()
 def index_needed(docker_client) -> None:
     """Skips a test whose containers must reach the package index when they cannot."""
-    from bridge.scoring.images.wheelhouse import index_reachable_from_containers
+    from bridge.scoring.images.base import index_reachable_from_containers
 
     if not index_reachable_from_containers(docker_client):
         pytest.skip("containers cannot reach the package index here")
@@ -80,8 +80,7 @@ def score_sets(docker_client):
     compiled."""
     from docker.errors import ImageNotFound
 
-    from bridge.scoring.images.deps import deps_image_tag
-    from bridge.scoring.images.env_volume import remove_volume, volume_for, wait_for_compiles
+    from bridge.scoring.images.sets import deps_image_tag, remove_volume, volume_for, wait_for_compiles
     from bridge.scoring.python.compat import compat_extras
     from bridge.scoring.run.workdir import requirements_of
 

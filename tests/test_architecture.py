@@ -247,3 +247,65 @@ def test_a_language_wing_uses_only_its_own_wing_and_the_shared_ones() -> None:
                 continue
             wrong.append(f"{src} imports {dst}")
     assert not wrong, "\n".join(sorted(wrong))
+
+
+# The images wing (bridge/scoring/images/__init__.py): three sub-packages by concern, imports
+# pointing one way (sets -> base -> disk; sets may use disk too), each entered only by its face.
+IMAGES = "bridge.scoring.images"
+IMAGES_ORDER = ("disk", "base", "sets")  # each may import the ones before it, never after
+
+
+def _images_sub(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[3] if module.startswith(IMAGES + ".") and len(parts) > 3 else None
+
+
+def test_images_holds_only_its_sub_packages_and_its_face() -> None:
+    root = REPO_ROOT / "bridge" / "scoring" / "images"
+    flat = sorted(p.name for p in root.glob("*.py") if p.name != "__init__.py")
+    assert not flat, f"modules left flat in images/: {flat}"
+    subs = sorted(p.name for p in root.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert subs == sorted(IMAGES_ORDER)
+    face = ast.get_docstring(ast.parse((root / "__init__.py").read_text())) or ""
+    for sub in IMAGES_ORDER:
+        for path in sorted((root / sub).glob("*.py")):
+            if path.name != "__init__.py":
+                assert f"``{path.stem}``" in face, f"images/__init__.py's map omits {sub}/{path.name}"
+
+
+def test_images_sub_packages_import_one_way() -> None:
+    graph = _imports(_modules())
+    wrong = [
+        f"{src} imports {dst}"
+        for src, targets in graph.items()
+        if (s := _images_sub(src)) is not None
+        for dst in targets
+        if (d := _images_sub(dst)) is not None and IMAGES_ORDER.index(d) > IMAGES_ORDER.index(s)
+    ]
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def _python_files(*tops: str) -> list[Path]:
+    return [path for top in tops for path in sorted((REPO_ROOT / top).rglob("*.py")) if "fixtures" not in path.parts]
+
+
+def test_images_sub_packages_are_entered_only_by_their_faces() -> None:
+    """Outside a sub-package (the rest of images/, bridge/, mcp_server/, tests, bench, scripts),
+    only its face is imported; tests may take one of its modules from the face to patch it."""
+    wrong = []
+    for path in _python_files("bridge", "mcp_server", "tests", "bench", "scripts"):
+        rel = path.relative_to(REPO_ROOT).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), rel)):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            for name in names:
+                sub = _images_sub(name)
+                if sub is None or len(name.split(".")) == 4:
+                    continue
+                if not rel.startswith(f"bridge/scoring/images/{sub}/"):
+                    wrong.append(f"{rel}:{node.lineno} imports {name}")
+    assert not wrong, "\n".join(wrong)

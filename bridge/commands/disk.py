@@ -34,7 +34,7 @@ def apply_run_options(args: argparse.Namespace, *, java: bool = False, local: bo
     `--disk-budget`, then (unless `--no-preflight`, or the jobs run on other machines' engines:
     ``local=False``) the pre-flight checks, printing warnings; a failed check raises."""
     from bridge.scoring.doctor import preflight
-    from bridge.scoring.images.budget import apply_budget_option
+    from bridge.scoring.images.disk import apply_budget_option
 
     apply_budget_option(getattr(args, "disk_budget", None))
     if getattr(args, "no_preflight", False) or not local:
@@ -68,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _limits(args: argparse.Namespace) -> tuple[int | None, float | None]:
-    from bridge.scoring.images.budget import parse_age, parse_size
+    from bridge.scoring.images.disk import parse_age, parse_size
 
     size = parse_size(args.max_size) if args.max_size else None
     age = parse_age(args.older_than) if args.older_than else None
@@ -86,8 +86,7 @@ def _ago(epoch: float) -> str:
 def cmd_cache_stats(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from bridge.scoring.images.budget import format_size, prune, resolve_budget
-    from bridge.scoring.images.inventory import kept_inventory
+    from bridge.scoring.images.disk import format_size, kept_inventory, prune, resolve_budget
     from bridge.scoring.sandbox.docker_client import require_engine
 
     client = require_engine()
@@ -127,7 +126,7 @@ def cmd_cache_stats(args: argparse.Namespace) -> int:
 
 def cmd_cache_prune(args: argparse.Namespace) -> int:
     from bridge.errors import BridgeError
-    from bridge.scoring.images.budget import format_size, prune
+    from bridge.scoring.images.disk import format_size, prune
     from bridge.scoring.sandbox.docker_client import require_engine
 
     size, age = _limits(args)
@@ -153,7 +152,7 @@ def cmd_cache_prune(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from bridge.scoring.doctor import run_checks
-    from bridge.scoring.images.budget import apply_budget_option
+    from bridge.scoring.images.disk import apply_budget_option
 
     apply_budget_option(args.disk_budget)
     checks = run_checks(path=args.path, index=not args.no_index)

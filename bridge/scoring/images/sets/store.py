@@ -1,10 +1,11 @@
-"""One protocol for where a dependency set is kept (``DepStore``): the layer store (``layer.py``:
-the set is an image layer) and the volume store (``volume_store.py``: the set is a Docker volume
-the sandboxes mount) both answer ``ready`` (the finished set, if on disk) and ``build`` (make it
-from a ``DepSet`` with the wheels of an ``InstallSource``), and both hand back a ``DepsImage``,
-the ready set the profiles score with. ``deps.ensure`` is the one flow over either store (lease,
-build lock, disk budget, wheel source); this module holds no code that touches the engine.
-"""
+"""One protocol for where a dependency set is kept: a layer or a volume, both handing back a DepsImage.
+
+The layer store (``layer.py``: the set is an image layer) and the volume store (``volume_store.py``:
+the set is a Docker volume the sandboxes mount) both answer ``ready`` (the finished set, if on
+disk) and ``build`` (make it from a ``DepSet`` with the wheels of an ``InstallSource``) behind
+``DepStore``, and both hand back a ``DepsImage``, the ready set the profiles score with.
+``deps.ensure`` is the one flow over either store (lease, build lock, disk budget, wheel source);
+this module holds no code that touches the engine."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from bridge.scoring.images.build import BuildResult, DependencyInstallError
+from bridge.scoring.images.base import BuildResult, DependencyInstallError
 from bridge.scoring.types import ProgressFn
 
 
@@ -26,12 +27,13 @@ class EnvVolume:
     path: str
 
 
-class Pending(Protocol):
-    """The end of a set still being checked (``env_volume.Settlement``)."""
+class PendingCheck(Protocol):
+    """A set handed out while pip's check of it still runs: ``settle`` waits for pip's verdict,
+    then keeps the set (True) or removes it (False); idempotent (``volume_store.VolumePendingCheck``)."""
 
     log_tail: str
 
-    def wait(self) -> bool: ...
+    def settle(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -46,23 +48,24 @@ class DepsImage:
     uncached: tuple[str, ...] = ()
     #: the environment's volume, mounted read-only at its path by the sandboxes (``env_volume``)
     volume: EnvVolume | None = None
-    #: pip's verdict on a uv install still being checked (``defer_check``); see ``confirm``
-    pending: Pending | None = None
+    #: pip's check of a uv install, still running (``allow_pending_check``); see ``settle``
+    pending_check: PendingCheck | None = None
 
     @property
     def mounts(self) -> dict[str, str]:
         """Volume name -> path for ``SandboxSpec.volumes``."""
         return {self.volume.name: self.volume.path} if self.volume is not None else {}
 
-    def confirm(self) -> bool:
-        """Wait for pip's check of a deferred build: True = accepted (the set is kept), False =
-        rejected (the set is gone; score again with ``installer="pip"``). True when nothing is
-        pending. Callers of ``defer_check`` must call it, also when their score fails."""
-        return self.pending.wait() if self.pending is not None else True
+    def settle(self) -> bool:
+        """Settle the set's pending check (wait for pip's verdict): True = accepted (the set is
+        kept), False = rejected (the set is gone; score again with ``installer="pip"``). True
+        when no check is pending. Callers of ``allow_pending_check`` must call it, also when
+        their score fails."""
+        return self.pending_check.settle() if self.pending_check is not None else True
 
     def build_log(self) -> str:
-        """The build's log tail, pip's check included once ``confirm`` returned."""
-        return (self.pending.log_tail if self.pending is not None else "") or self.log_tail
+        """The build's log tail, pip's check included once ``settle`` returned."""
+        return (self.pending_check.log_tail if self.pending_check is not None else "") or self.log_tail
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,7 @@ class DepSet:
 
 @dataclass
 class InstallSource:
-    """Where the wheels come from and how the build installs (``buildbox.install_script``)."""
+    """Where the wheels come from and how the build installs (``assets/install_set.sh``)."""
 
     mode: str
     view: Path
@@ -88,7 +91,7 @@ class InstallSource:
     progress: ProgressFn | None = None
     #: gets the installed ``name==version`` pins as soon as the environment is final
     on_installed: Callable[[list[str]], None] | None = None
-    defer_check: bool = False
+    allow_pending_check: bool = False
 
 
 class DepStore(Protocol):

@@ -1,7 +1,9 @@
-"""Layer builds: one build container (``buildbox``) runs the install script; its environment folder
-becomes the image's one new layer (``layer_export``; a commit when that is not possible), instead
-of a legacy build's per-step commits, each slow on fuse-overlayfs; ``LayerStore``, the dependency
-store (``store.DepStore``) of sets kept as layers."""
+"""Layer builds: a build container's environment folder becomes the image's one new layer.
+
+One build container (``buildbox``) runs the install script; its environment folder becomes the
+image's one new layer (``layer_export``; a commit when that is not possible), instead of a legacy
+build's per-step commits, each slow on fuse-overlayfs; ``LayerStore``, the dependency store
+(``store.DepStore``) of sets kept as layers."""
 
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ import docker
 from docker.errors import DockerException
 from docker.models.containers import Container
 
-from bridge.scoring.images.build import LOG_TAIL_CHARS, BuildResult, image_exists, say
-from bridge.scoring.images.buildbox import (
+from bridge.scoring.images.base import LOG_TAIL_CHARS, BuildResult, image_exists, say
+from bridge.scoring.images.sets.buildbox import (
     UV_REJECTED,
     effective_mode,
     env_prefix,
@@ -27,8 +29,13 @@ from bridge.scoring.images.buildbox import (
     start_build_container,
     wait_ready,
 )
-from bridge.scoring.images.layer_export import LayerExportError, export_folder_layer, load_layer_image, valid_prefix
-from bridge.scoring.images.store import DepSet, DepsImage, InstallSource, raise_unless_ok
+from bridge.scoring.images.sets.layer_export import (
+    LayerExportError,
+    export_folder_layer,
+    load_layer_image,
+    valid_prefix,
+)
+from bridge.scoring.images.sets.store import DepSet, DepsImage, InstallSource, raise_unless_ok
 from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE
 from bridge.scoring.types import ProgressFn
 
@@ -84,7 +91,7 @@ def _forget_tag(client: docker.DockerClient, tag: str) -> None:
 
 
 def build_layer(client: docker.DockerClient, want: DepSet, source: InstallSource, *, kind: str = "deps") -> BuildResult:
-    """Run ``buildbox.install_script`` over ``want.files`` in one container FROM ``want.base`` and
+    """Run ``assets/install_set.sh`` over ``want.files`` in one container FROM ``want.base`` and
     save it as ``want.tag`` (a layer, else a commit).
 
     ``source.view`` (the package cache) and ``source.wheels`` (a wheelhouse, ``local`` mode) are bind-mounted

@@ -1,5 +1,7 @@
-"""Dependency images (``rgbridge-deps``): a base or tester image + a requirements file installed
-into its active venv, keyed by the normalised requirements."""
+"""Dependency sets (rgbridge-deps): a requirements file in a base or tester image's venv, either store.
+
+A base or tester image + a requirements file installed into its active venv, keyed by the
+normalised requirements; ``ensure`` is the one flow over either store (``store.py``)."""
 
 from __future__ import annotations
 
@@ -16,29 +18,29 @@ import docker
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
-from bridge.scoring.images import reqfile
-from bridge.scoring.images.base import ensure_base_image
-from bridge.scoring.images.budget import make_room
-from bridge.scoring.images.build import Background, build_lock, hash12, say
-from bridge.scoring.images.env_volume import venv_path
-from bridge.scoring.images.layer import LayerStore
-from bridge.scoring.images.pkgcache import WheelCache
-from bridge.scoring.images.store import DepSet, DepsImage, DepStore, InstallSource
-from bridge.scoring.images.usage import lease
-from bridge.scoring.images.volume_store import VolumeStore
-from bridge.scoring.images.wheelhouse import (
+from bridge.scoring.images.base import (
+    Background,
+    build_lock,
     check_requirements,
+    ensure_base_image,
+    hash12,
     host_fetch,
     index_reachable_from_containers,
     prepare_wheelhouse,
+    reqfile,
+    say,
     wheelhouse_digest,
 )
+from bridge.scoring.images.disk import DEPS_REPO, WheelCache, lease, make_room
+from bridge.scoring.images.sets.env_volume import venv_path
+from bridge.scoring.images.sets.layer import LayerStore
+from bridge.scoring.images.sets.store import DepSet, DepsImage, DepStore, InstallSource
+from bridge.scoring.images.sets.volume_store import VolumeStore
 from bridge.scoring.types import ProgressFn
 
 # 3: one container installs requirements then extras; the layer is the exported venv
 # 4: one pip check over all the files; bytecode compiled once; sets in volumes (env_volume)
 DEPS_RECIPE_VERSION = "4"
-DEPS_REPO = "rgbridge-deps"
 #: build.log's note when pip rejected uv's install and the score was run again with pip's
 REJECTED_NOTE = "pip does not accept what uv installed: installed again with pip and scored again\n"
 FILL_TIMEOUT = 900.0
@@ -92,7 +94,7 @@ def ensure_deps_image(
     progress: ProgressFn | None = None,
     timeout: float = 600,
     env_volume: bool = False,
-    defer_check: bool = False,
+    allow_pending_check: bool = False,
     installer: str | None = None,
     before_build: Callable[[], None] | None = None,
 ) -> DepsImage:
@@ -105,13 +107,13 @@ def ensure_deps_image(
 
     Where the wheels come from: the host's package cache always (read-only), then the index
     (containers reach it) or a wheelhouse the host fetched (binary wheels only) or was given.
-    Versions are chosen by pip's rules (see ``buildbox.install_script``: uv resolves, pip must
+    Versions are chosen by pip's rules (see ``assets/install_set.sh``: uv resolves, pip must
     accept its choice, else pip installs; ``installer="pip"`` skips uv).
 
     ``env_volume``: when the base's environment is a venv, the set lives in a volume the
     sandboxes mount (``DepsImage.mounts``; ``env_volume.py``) instead of a layer. With
-    ``defer_check`` too, a uv install returns as soon as it is final, pip's check still running:
-    the caller scores with it, then calls ``DepsImage.confirm()`` (a rejection means scoring
+    ``allow_pending_check`` too, a uv install returns as soon as it is final, pip's check still running:
+    the caller scores with it, then calls ``DepsImage.settle()`` (a rejection means scoring
     again with ``installer="pip"``).
 
     ``before_build`` is called when the set is not on disk, before it is built (the scoring
@@ -139,7 +141,7 @@ def ensure_deps_image(
         wheelhouse=wheelhouse,
         progress=progress,
         timeout=timeout,
-        defer_check=defer_check,
+        allow_pending_check=allow_pending_check,
         installer=installer,
         before_build=before_build,
     )
@@ -153,7 +155,7 @@ def ensure(
     wheelhouse: Path | str | None = None,
     progress: ProgressFn | None = None,
     timeout: float = 600,
-    defer_check: bool = False,
+    allow_pending_check: bool = False,
     installer: str | None = None,
     before_build: Callable[[], None] | None = None,
 ) -> DepsImage:
@@ -178,7 +180,7 @@ def ensure(
         make_room(client, kind=store.budget_kind, progress=progress)
         uncached: list[str] = []
         with _source(client, want, uncached, wheelhouse, progress, timeout, installer) as source:
-            source.defer_check = defer_check
+            source.allow_pending_check = allow_pending_check
             ready = store.build(want, source, lock)
         return dataclasses.replace(ready, seconds=time.monotonic() - started, uncached=tuple(uncached))
 

@@ -1,4 +1,4 @@
-"""A build container's environment folder, loaded as one image layer without ``docker commit``.
+"""A build container's environment folder, loaded as one image layer without docker commit.
 
 Why not commit: on the ``fuse-overlayfs`` storage driver a commit diffs the container's whole
 filesystem against its image through FUSE (seconds, whatever the layer's size; see

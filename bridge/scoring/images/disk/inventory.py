@@ -1,8 +1,9 @@
-"""The bridge's images on this engine: list them, remove them (children first); and everything
-the bridge keeps on disk (sets, caches, staged archives) with sizes and last use, the one
-inventory behind ``rgbridge cache``, ``cleanup`` and the disk budget (``images/budget.py``).
+"""The bridge's images on this engine and everything it keeps on disk, with sizes and last use.
 
-A dependency set kept in a volume (``env_volume.py``) is a ``rgbridge-deps`` tag on its base
+Images are listed and removed (children first); kept things (sets, caches, staged archives) are
+the one inventory behind ``rgbridge cache``, ``cleanup`` and the disk budget (``budget.py``).
+
+A dependency set kept in a volume (``sets/env_volume.py``) is a ``rgbridge-deps`` tag on its base
 image plus the volume: it is listed as a ``deps`` image and removed with its volume."""
 
 from __future__ import annotations
@@ -17,18 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import docker
+import requests
 from docker.errors import APIError, DockerException, NotFound
 from docker.models.images import Image
 
-from bridge.scoring.images.buildnet import remove_holder
-from bridge.scoring.images.env_volume import remove_env_volumes
+from bridge.scoring.images.disk.labels import DEPS_REPO, HOLDER_NAME, LABEL_DEPS_TAG, SEED_KIND, VOLUME_KIND
 from bridge.scoring.sandbox.docker_client import LABEL_KIND, owner_filter
-
-_DEPS_REPO = "rgbridge-deps"
 
 
 def _kind(tag: str, labels: dict[str, str]) -> str:
-    return "deps" if tag.rpartition(":")[0] == _DEPS_REPO else labels.get(LABEL_KIND, "?")
+    return "deps" if tag.rpartition(":")[0] == DEPS_REPO else labels.get(LABEL_KIND, "?")
 
 
 @dataclass
@@ -97,6 +96,41 @@ def remove_images(
     kept = {t for t in keep if _kind(t, {}) == "deps"}
     removed.extend(remove_env_volumes(client, keep_tags=kept if wanted("deps") else None))
     return removed
+
+
+def remove_env_volumes(client: docker.DockerClient, *, keep_tags: set[str] | None = None) -> list[str]:
+    """Remove our environment volumes (and base seeds) not in use, except those of ``keep_tags``
+    (None: keep every volume whose deps tag or base still exists, i.e. remove orphans only)."""
+    removed = []
+    for vol in client.volumes.list(filters={"label": owner_filter()}):
+        labels = vol.attrs.get("Labels") or {}
+        if labels.get(LABEL_KIND) not in (VOLUME_KIND, SEED_KIND):
+            continue
+        tag = labels.get(LABEL_DEPS_TAG, "")
+        if keep_tags is None:
+            try:
+                client.images.get(tag)
+                continue
+            except DockerException:
+                pass
+        elif tag in keep_tags:
+            continue
+        with contextlib.suppress(APIError, NotFound):
+            vol.remove()
+            removed.append(vol.name)
+    return removed
+
+
+def remove_holder(client: docker.DockerClient) -> bool:
+    """Remove the build namespace's holder (sets/buildnet.py makes it again at the next build);
+    False when there was none."""
+    from bridge.scoring.sandbox.containers import remove_container
+
+    try:
+        remove_container(client.containers.get(HOLDER_NAME))
+        return True
+    except (DockerException, requests.RequestException):
+        return False
 
 
 def _all_tags(client: docker.DockerClient, img: Image) -> list[str]:
@@ -176,7 +210,7 @@ def _mtime(path: Path) -> float:
 def _engine_uses(client: docker.DockerClient) -> tuple[set[str], set[str], set[str]]:
     """Volume names and image ids any container on the engine (running or not) refers to, and
     the volumes our build containers write into (a set accepted while its bytecode is still
-    being compiled, ``buildbox.install_script``, is still growing)."""
+    being compiled, ``assets/install_set.sh``, is still growing)."""
     volumes: set[str] = set()
     images: set[str] = set()
     building: set[str] = set()
@@ -219,10 +253,8 @@ def _own_size(img: Image, others: list[Image]) -> int:
 def kept_inventory(client: docker.DockerClient, *, caches: bool = True) -> Inventory:
     """Everything the bridge keeps for this engine and this cache folder, with sizes, last use
     and whether a container or a score uses it now (bridge/scoring/images/usage.py)."""
-    from bridge.scoring.images.env_volume import LABEL_DEPS_TAG, SEED_KIND, VOLUME_KIND
-    from bridge.scoring.images.pkgcache import WheelCache
-    from bridge.scoring.images.usage import books_dir, last_use, load_sizes, save_sizes
-    from bridge.scoring.java.mavencache import cache_root
+    from bridge.scoring.images.disk.pkgcache import WheelCache, maven_cache_root
+    from bridge.scoring.images.disk.usage import books_dir, last_use, load_sizes, save_sizes
 
     books = books_dir(client)
     known = load_sizes(books)
@@ -297,7 +329,7 @@ def kept_inventory(client: docker.DockerClient, *, caches: bool = True) -> Inven
         names = {i.name for i in items} - measured
         save_sizes(books, {k: v for k, v in sizes.items() if k in names})
     if caches:
-        items.extend(_cache_items(WheelCache().root, cache_root()))
+        items.extend(_cache_items(WheelCache().root, maven_cache_root()))
     return Inventory(items=items, untracked=untracked)
 
 

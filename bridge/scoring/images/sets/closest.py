@@ -1,7 +1,8 @@
-"""A never-seen set started from the closest finished set on disk (issue 23): when its
-requirement files only add a few lines to those of a set already built on the same base (same
-recipe, wheel source and store), the build copies that set into its fresh volume instead of the
-base's venv and installs only what is missing; before the set is handed out, a fresh resolution
+"""A never-seen set started from the closest finished set on disk (issue 23).
+
+When a never-seen set's requirement files only add a few lines to those of a set already built
+on the same base (same recipe, wheel source and store), the build copies that set into its fresh
+volume instead of the base's venv and installs only what is missing; before the set is handed out, a fresh resolution
 of its files must pick exactly what the environment holds, else it is built from scratch.
 
 The rule is conservative: every line of the closest set's files is in the new set's files (no
@@ -34,12 +35,11 @@ from pathlib import Path
 
 import docker
 
-from bridge.scoring.images.build import image_exists, volume_exists
-from bridge.scoring.images.buildbox import BUILD_DIR, CACHE_DIR, TOOLS_DIR
-from bridge.scoring.images.store import DepSet
-from bridge.scoring.images.usage import books_dir
+from bridge.scoring.images.base import image_exists, volume_exists
+from bridge.scoring.images.disk import books_dir
+from bridge.scoring.images.sets.store import DepSet
 
-ENV = "RGBRIDGE_CLOSEST_SET"
+CLOSEST_ENV = "RGBRIDGE_CLOSEST_SET"
 MAX_ADDED_LINES = 3
 #: exit status of a delta build whose environment is not what a fresh build would hold
 DELTA_DIFFERS = 5
@@ -120,7 +120,7 @@ def find_closest(client: docker.DockerClient, want: DepSet, *, missing: list[str
 
     ``missing``: the candidate's pins the package cache lacks, computed by the caller's cache
     (``auto`` only starts from a set when installing it again would fetch or build something)."""
-    mode = os.environ.get(ENV, "auto").strip().lower()
+    mode = os.environ.get(CLOSEST_ENV, "auto").strip().lower()
     if mode == "never" or not want.scope:
         return None
     ranked = []
@@ -137,7 +137,7 @@ def find_closest(client: docker.DockerClient, want: DepSet, *, missing: list[str
             continue
         if mode == "always":
             return rec
-        from bridge.scoring.images.pkgcache import WheelCache
+        from bridge.scoring.images.disk import WheelCache
 
         lacking = WheelCache().missing(rec.pins)
         if missing is not None:
@@ -183,22 +183,23 @@ if have != expected:
 
 
 def delta_check(reqs: list[str], seed: str) -> list[str]:
-    """Shell lines (``buildbox.install_script``, uv mode, after the installs): a fresh
-    resolution of ``reqs`` in turn must be what the environment holds, else exit
-    ``DELTA_DIFFERS``."""
+    """Shell lines the install script (``assets/install_set.sh``, index mode) sources after the
+    installs, with its settings and ``UV_CACHE``/``UV_INDEX_ARGS`` in scope: a fresh resolution
+    of ``reqs`` in turn must be what the environment holds, else exit ``DELTA_DIFFERS``."""
     uv = (
-        f'{TOOLS_DIR}/uv pip compile --python "$(command -v python)" --index-strategy unsafe-best-match'
-        f' --find-links {CACHE_DIR}/flat --cache-dir "$UV_CACHE" "${{UV_INDEX_ARGS[@]}}"'
+        '"$RGBRIDGE_TOOLS_DIR/uv" pip compile --python "$(command -v python)" --index-strategy unsafe-best-match'
+        ' --find-links "$RGBRIDGE_CACHE_DIR/flat" --cache-dir "$UV_CACHE" "${UV_INDEX_ARGS[@]}"'
         " --no-header --no-annotate --quiet"
     )
-    fresh = [f"/tmp/rgbridge-fresh-{i}.txt" for i in range(len(reqs))]
-    lines = ["printf '%s' " + _shell_quote(_COMPARE) + f" > {BUILD_DIR}/compare.py"]
+    fresh = [f'"$SCRATCH/rgbridge-fresh-{i}.txt"' for i in range(len(reqs))]
+    env = '"$SCRATCH/rgbridge-env.txt"'
+    lines = ["printf '%s' " + _shell_quote(_COMPARE) + ' > "$BUILD_DIR/compare.py"']
     for i, out in enumerate(fresh):
         files = " ".join(reqs[: i + 1])  # compile takes the files themselves, no -r
         lines.append(f"{uv} {files} -o {out} || exit {DELTA_DIFFERS}")
     lines += [
-        f'{TOOLS_DIR}/uv pip freeze --python "$(command -v python)" > /tmp/rgbridge-env.txt || exit {DELTA_DIFFERS}',
-        f"python {BUILD_DIR}/compare.py {' '.join(fresh)} /tmp/rgbridge-env.txt {seed} || exit {DELTA_DIFFERS}",
+        f'"$RGBRIDGE_TOOLS_DIR/uv" pip freeze --python "$(command -v python)" > {env} || exit {DELTA_DIFFERS}',
+        f'python "$BUILD_DIR/compare.py" {" ".join(fresh)} {env} {seed} || exit {DELTA_DIFFERS}',
         "phase verified",
     ]
     return lines

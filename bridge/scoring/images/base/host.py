@@ -1,5 +1,6 @@
-"""Host facts the images are built from: the Debian mirror in the host's apt sources, the
-host's extra CA certificates and its pip index settings."""
+"""Host facts the images are built from: the Debian mirror, extra CA certificates, pip index settings.
+
+The Debian mirror comes from the host's apt sources; the CA certificates are the host's extra ones."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The base image's root filesystem, made with ``debootstrap`` and ``chroot`` on the host (needs root)."""
+"""The base image's root filesystem, made with debootstrap and chroot on the host (needs root)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
-from bridge.scoring.images.build import say
-from bridge.scoring.images.host import debian_source, host_extra_cas
-from bridge.scoring.images.recipe import (
+from bridge.scoring.images.base.build import say
+from bridge.scoring.images.base.host import debian_source, host_extra_cas
+from bridge.scoring.images.base.recipe import (
     APP_DIRS,
     APP_GID,
     APP_UID,

@@ -1,5 +1,6 @@
-"""Where a build's wheels come from: the index probe, requirement checks, wheels the host's pip
-fetches (binary only), and the ``uv`` binary layer builds install with."""
+"""Where a build's wheels come from: the index probe, requirement checks, host-fetched wheels, uv.
+
+Wheels the host's pip fetches are binary only; the ``uv`` binary is what set builds install with."""
 
 from __future__ import annotations
 
@@ -18,12 +19,12 @@ import docker
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
-from bridge.scoring.images import reqfile
-from bridge.scoring.images.base import ensure_base_image
-from bridge.scoring.images.build import LOG_TAIL_CHARS, DependencyInstallError, build_lock, hash12, say
-from bridge.scoring.images.host import host_pip_index_settings
-from bridge.scoring.images.pkgcache import WheelCache
-from bridge.scoring.images.rootfs import CommandError, run_command
+from bridge.scoring.images.base.build import LOG_TAIL_CHARS, DependencyInstallError, build_lock, hash12, say
+from bridge.scoring.images.base.host import host_pip_index_settings
+from bridge.scoring.images.base.image import ensure_base_image
+from bridge.scoring.images.base.reqfile import host_fetch_reason, local_path_reason, logical_lines, normalise
+from bridge.scoring.images.base.rootfs import CommandError, run_command
+from bridge.scoring.images.disk import WheelCache
 from bridge.scoring.sandbox.docker_client import make_labels
 from bridge.scoring.types import ProgressFn
 
@@ -95,8 +96,8 @@ class UnsafeRequirementError(DependencyInstallError):
 def check_requirements(requirements: str, *, host_fetch: bool = False) -> None:
     """Raise UnsafeRequirementError naming the first line that would install from a local path
     (``host_fetch``: the first line the host may not fetch as a binary wheel)."""
-    check = reqfile.host_fetch_reason if host_fetch else reqfile.local_path_reason
-    for line in reqfile.logical_lines(requirements):
+    check = host_fetch_reason if host_fetch else local_path_reason
+    for line in logical_lines(requirements):
         reason = check(line)
         if reason is not None:
             where = (
@@ -130,7 +131,7 @@ def prepare_wheelhouse(
     check_requirements(requirements, host_fetch=True)
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as fh:
-        fh.write(reqfile.normalise(requirements))
+        fh.write(normalise(requirements))
         req = fh.name
     pyver: list[str] = []
     if sys.version_info[:2] != (3, 11):
@@ -206,7 +207,7 @@ def uv_tool() -> Path | None:
         return None
     import zipfile
 
-    from bridge.scoring.images.pkgcache import sha256_file
+    from bridge.scoring.images.disk import sha256_file
 
     dest = cache_dir() / "tools" / f"uv-{UV_VERSION}"
     binary, stamp = dest / "uv", dest / "uv.sha256"

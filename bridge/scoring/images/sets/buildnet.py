@@ -23,9 +23,7 @@ import requests
 from docker.errors import DockerException, NotFound
 
 from bridge.errors import ScoringError
-
-HOLDER_NAME = "rgbridge-buildnet"
-HOLDER_KIND = "build-net"
+from bridge.scoring.images.disk import HOLDER_KIND, HOLDER_NAME
 
 
 def _running(client: docker.DockerClient) -> str | None:
@@ -40,7 +38,7 @@ def _running(client: docker.DockerClient) -> str | None:
 def build_network(client: docker.DockerClient, image: str) -> str:
     """The network mode of a build container that reaches the index: the holder's namespace
     (the holder made from ``image`` when there is none running), else ``bridge``."""
-    from bridge.scoring.images.build import build_lock
+    from bridge.scoring.images.base import build_lock
     from bridge.scoring.sandbox.containers import create_container, remove_container
     from bridge.scoring.sandbox.docker_client import make_labels
     from bridge.scoring.sandbox.protocol import SandboxLimits
@@ -77,14 +75,3 @@ def build_network(client: docker.DockerClient, image: str) -> str:
             return f"container:{holder.id}"
     except (DockerException, requests.RequestException, OSError, ScoringError):
         return "bridge"
-
-
-def remove_holder(client: docker.DockerClient) -> bool:
-    """Remove the holder (made again by the next build); False when there was none."""
-    from bridge.scoring.sandbox.containers import remove_container
-
-    try:
-        remove_container(client.containers.get(HOLDER_NAME))
-        return True
-    except (DockerException, requests.RequestException):
-        return False

@@ -1,6 +1,7 @@
-"""The disk budget: everything the bridge keeps that grows with the number of dependency sets
-(Python sets in volumes or layers, Java layers, the package and Maven caches, staged archives)
-fits ``RGBRIDGE_DISK_BUDGET`` (``--disk-budget``), least-recently-used sets evicted first.
+"""The disk budget: what grows with the number of dependency sets fits it, least recently used first.
+
+Python sets in volumes or layers, Java layers, the package and Maven caches and staged archives
+fit ``RGBRIDGE_DISK_BUDGET`` (``--disk-budget``); least-recently-used sets are evicted first.
 
 ``make_room`` runs before a new set is built: under this engine's books lock (usage.py) it takes
 the inventory (inventory.py), and while the kept total plus one more set would pass the budget
@@ -31,8 +32,7 @@ from docker.errors import DockerException
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
-from bridge.scoring.images.build import say
-from bridge.scoring.images.inventory import (
+from bridge.scoring.images.disk.inventory import (
     CACHE_KINDS,
     STAGED_KIND,
     STAGED_STALE_SECONDS,
@@ -41,10 +41,10 @@ from bridge.scoring.images.inventory import (
     kept_inventory,
     remove_set,
 )
-from bridge.scoring.images.usage import books_dir, books_lock, exclusive, forget, log_eviction
+from bridge.scoring.images.disk.usage import books_dir, books_lock, exclusive, forget, log_eviction
 from bridge.scoring.types import ProgressFn
 
-ENV = "RGBRIDGE_DISK_BUDGET"
+BUDGET_ENV = "RGBRIDGE_DISK_BUDGET"
 #: what one set is assumed to weigh before any set of that kind was measured here
 DEFAULT_SET_BYTES = {"python-set": 120_000_000, "python-layer": 120_000_000, "java-layer": 300_000_000}
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
@@ -90,7 +90,7 @@ def apply_budget_option(value: str | None) -> None:
     if value is None:
         return
     parse_size(value)
-    os.environ[ENV] = value.strip()
+    os.environ[BUDGET_ENV] = value.strip()
 
 
 def data_root(client: docker.DockerClient) -> Path:
@@ -117,9 +117,9 @@ class Budget:
 
 
 def resolve_budget(client: docker.DockerClient, kept_bytes: int, *, path: Path | None = None) -> Budget:
-    raw = os.environ.get(ENV, "").strip()
+    raw = os.environ.get(BUDGET_ENV, "").strip()
     if raw:
-        return Budget(parse_size(raw), ENV)
+        return Budget(parse_size(raw), BUDGET_ENV)
     where = path or data_root(client)
     return Budget((kept_bytes + free_bytes(where)) // 2, f"default: half of kept + free space on {where}")
 
@@ -170,7 +170,7 @@ def make_room(
         if need > budget.bytes:
             raise DiskBudgetError(
                 f"disk budget {format_size(budget.bytes)} is smaller than one dependency set (~{format_size(need)}): "
-                f"raise {ENV} or --disk-budget"
+                f"raise {BUDGET_ENV} or --disk-budget"
             )
         # Room is made for a large set, not a typical one: sets differ (more packages, bytecode)
         # and with the median a run of larger sets went over budget + one set (bench/scale.py).
@@ -248,26 +248,25 @@ def _evict(
             total -= item.bytes
     if total + need > budget.bytes:
         total -= _trim_caches(inv, total + need - budget.bytes)
-    if evicted:
-        say(progress, f"disk budget {format_size(budget.bytes)}: evicted {len(evicted)} unused set(s)")
     short = max(0, total + need - budget.bytes)
-    if short:
-        say(progress, f"disk budget {format_size(budget.bytes)}: {format_size(short)} over, the rest is in use")
+    if progress is not None and evicted:
+        progress(f"disk budget {format_size(budget.bytes)}: evicted {len(evicted)} unused set(s)")
+    if progress is not None and short:
+        progress(f"disk budget {format_size(budget.bytes)}: {format_size(short)} over, the rest is in use")
     return RoomReport(budget, before, total, evicted, short)
 
 
 def _trim_caches(inv: Inventory, over: int) -> int:
     """Trim the package caches (least recently used entries first) by about ``over`` bytes;
     returns what was freed."""
-    from bridge.scoring.images.pkgcache import WheelCache, evict_lru
-    from bridge.scoring.java.mavencache import version_dirs
+    from bridge.scoring.images.disk.pkgcache import WheelCache, evict_lru, maven_version_dirs
 
     freed = 0
     for item in sorted((i for i in inv.items if i.kind in CACHE_KINDS), key=lambda i: i.last_used):
         if freed >= over:
             break
         root = Path(item.path)
-        units = version_dirs(root) if item.kind == "maven-cache" else WheelCache(root).units()
+        units = maven_version_dirs(root) if item.kind == "maven-cache" else WheelCache(root).units()
         sizes_before = item.bytes
         gone = evict_lru(units, max(1, sizes_before - (over - freed)))
         if gone:

@@ -48,6 +48,20 @@ def cache_limit_bytes(name: str) -> int:
     return max(0, int(mb * 1024 * 1024))
 
 
+def maven_cache_root() -> Path:
+    """The Maven local-repository cache (``bridge/scoring/java/mavencache.py`` fills it)."""
+    return cache_dir() / "maven-repo"
+
+
+def maven_version_dirs(root: Path) -> list[Path]:
+    """The Maven cache's eviction units: folders that hold files (an artifact version's folder)."""
+    out = []
+    for folder, _dirs, files in os.walk(root):
+        if files and Path(folder) != root:
+            out.append(Path(folder))
+    return out
+
+
 def _tree_size(path: Path) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):

@@ -1,5 +1,6 @@
-"""When each kept dependency set was last used, which ones are in use now, and what each weighs:
-the disk budget's accounting, shared by every bridge process on one engine and kept across
+"""When each kept dependency set was last used, which are in use now and what each weighs.
+
+The disk budget's accounting, shared by every bridge process on one engine and kept across
 restarts.
 
 Everything lives in ``<cache>/disk/<engine id>/`` (one folder per Docker engine, so Ray nodes
@@ -94,7 +95,7 @@ def lease(client: docker.DockerClient, name: str) -> None:
 @contextlib.contextmanager
 def hold(client: docker.DockerClient, name: str) -> Iterator[None]:
     """Keep set ``name`` in use, safe from eviction, for the block (in any thread): a set being
-    copied into another one (``closest.py``)."""
+    copied into another one (``sets/closest.py``)."""
     held = None
     with contextlib.suppress(OSError):
         held = Lease(_use_file(books_dir(client), name))

@@ -1,5 +1,6 @@
-"""The base image (``rgbridge-base``: the rootfs imported with ``docker import``) and the official
-Python image the compat profile prefers when it is available."""
+"""The base image and the official Python image the compat profile prefers when it is available.
+
+``rgbridge-base`` is the rootfs (``rootfs.py``) imported with ``docker import``."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from docker.errors import APIError, DockerException
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
-from bridge.scoring.images.build import LABEL_RECIPE, build_lock, image_exists, say
-from bridge.scoring.images.recipe import BASE_PATH, BASE_REPO, PIP_DEFAULT_TIMEOUT, VENV, base_recipe_hash
-from bridge.scoring.images.rootfs import build_rootfs
+from bridge.scoring.images.base.build import LABEL_RECIPE, build_lock, image_exists, say
+from bridge.scoring.images.base.recipe import BASE_PATH, BASE_REPO, PIP_DEFAULT_TIMEOUT, VENV, base_recipe_hash
+from bridge.scoring.images.base.rootfs import build_rootfs
 from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE
 from bridge.scoring.types import ProgressFn
 

@@ -5,7 +5,7 @@ images: ``/opt/venv``) is installed into a named volume that Docker seeds with t
 on first mount; the scoring sandboxes mount that volume read-only at the venv's path. Compared
 with a layer (``layer.py``), nothing is saved or loaded: installs write to the engine's volume
 folder instead of through ``fuse-overlayfs``, and a score can start as soon as the environment
-is final, while pip's acceptance check still runs (``PendingCheck``). docs/measurements.md has
+is final, while pip's acceptance check still runs (a pending check, ``store.PendingCheck``). docs/measurements.md has
 the figures.
 
 The finished set is marked by the tag ``rgbridge-deps:<key>`` on the base image (the volume
@@ -27,9 +27,11 @@ import requests
 from docker.errors import APIError, DockerException, NotFound
 from docker.models.containers import Container
 
-from bridge.scoring.images.build import LOG_TAIL_CHARS, Background, BuildResult, say, volume_exists
-from bridge.scoring.images.buildbox import (
+from bridge.scoring.images.base import LOG_TAIL_CHARS, Background, BuildResult, say, volume_exists
+from bridge.scoring.images.disk import LABEL_DEPS_TAG, SEED_KIND, VOLUME_KIND
+from bridge.scoring.images.sets.buildbox import (
     BUILD_DIR,
+    BUILD_SCRIPT,
     GO_SIGNAL,
     UV_REJECTED,
     checked_mark,
@@ -39,23 +41,20 @@ from bridge.scoring.images.buildbox import (
     start_build_container,
     wait_ready,
 )
-from bridge.scoring.images.closest import (
+from bridge.scoring.images.sets.closest import (
     CLOSEST_DIR,
     DELTA_DIFFERS,
     SetRecord,
     delta_check,
 )
-from bridge.scoring.images.layer_export import valid_prefix
-from bridge.scoring.images.store import DepSet, EnvVolume, InstallSource
-from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels, owner_filter
+from bridge.scoring.images.sets.layer_export import valid_prefix
+from bridge.scoring.images.sets.store import DepSet, EnvVolume, InstallSource
+from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels
 
 VOLUME_PREFIX = "rgbridge-env-"
-VOLUME_KIND = "deps-env"
 SEED_PREFIX = "rgbridge-seed-"
-SEED_KIND = "deps-seed"
 SEED_MARK = ".rgbridge-seeded"
 _SEED = "/run/rgbridge/seed"
-LABEL_DEPS_TAG = "rgbridge.deps_tag"
 
 
 def venv_path(client: docker.DockerClient, image: str) -> str | None:
@@ -100,7 +99,7 @@ def seed_volume(client: docker.DockerClient, base: str, path: str, *, remake: bo
 
     ``remake``: the seed was found without its mark (its maker died), so it is removed and made
     again. Existence is only trusted under the lock: a seed being made exists before it is full."""
-    from bridge.scoring.images.build import build_lock
+    from bridge.scoring.images.base import build_lock
     from bridge.scoring.sandbox.containers import create_container, managed, wait_with_timeout
     from bridge.scoring.sandbox.protocol import SandboxLimits
 
@@ -137,29 +136,6 @@ def seed_volume(client: docker.DockerClient, base: str, path: str, *, remake: bo
     return name
 
 
-def remove_env_volumes(client: docker.DockerClient, *, keep_tags: set[str] | None = None) -> list[str]:
-    """Remove our environment volumes (and base seeds) not in use, except those of ``keep_tags``
-    (None: keep every volume whose deps tag or base still exists, i.e. remove orphans only)."""
-    removed = []
-    for vol in client.volumes.list(filters={"label": owner_filter()}):
-        labels = vol.attrs.get("Labels") or {}
-        if labels.get(LABEL_KIND) not in (VOLUME_KIND, SEED_KIND):
-            continue
-        tag = labels.get(LABEL_DEPS_TAG, "")
-        if keep_tags is None:
-            try:
-                client.images.get(tag)
-                continue
-            except DockerException:
-                pass
-        elif tag in keep_tags:
-            continue
-        with contextlib.suppress(APIError, NotFound):
-            vol.remove()
-            removed.append(vol.name)
-    return removed
-
-
 #: the CPU weight of a check left running beside a score (Docker's default weight is 1024)
 CHECK_CPU_SHARES = 64
 DEFAULT_CPU_SHARES = 1024
@@ -175,7 +151,7 @@ def seeded_start(path: str, source: str = _SEED) -> str:
     Docker's own seeding does), then the build."""
     return (
         f"[ -f {_SEED}/{SEED_MARK} ] || {{ echo 'RGBRIDGE_SEED_INCOMPLETE'; exit {SEED_INCOMPLETE}; }}; "
-        f"cp -a {source}/. {path}/ && rm -f {path}/{SEED_MARK} && exec bash {BUILD_DIR}/build.sh"
+        f"cp -a {source}/. {path}/ && rm -f {path}/{SEED_MARK} && exec bash {BUILD_SCRIPT}"
     )
 
 
@@ -184,11 +160,11 @@ def _delta_reason(log: str) -> str:
     return found[-1].removeprefix("RGBRIDGE_DELTA_DIFFERS").strip()[:300] if found else "not checked"
 
 
-class PendingCheck:
+class CheckContainer:
     """pip's acceptance check of a uv install, still running in the build container after the
-    environment became final. ``wait`` (called once the score is over) gives pip's verdict as
+    environment became final. ``verdict`` (called once the score is over) gives pip's verdict as
     soon as the build prints it (``buildbox.checked_mark``), then lets the build compile the
-    set's bytecode (held until then: ``buildbox.install_script``'s ``hold_compile``), which
+    set's bytecode (held until then: ``hold_compile`` in ``assets/install_set.sh``), which
     finishes in the background; the container is removed when it ends (``wait_for_compiles``)."""
 
     def __init__(self, container: Container, deadline: float, checked: str = "", notes: str = "") -> None:
@@ -201,7 +177,7 @@ class PendingCheck:
         with contextlib.suppress(DockerException, requests.RequestException):
             self._container.update(cpu_shares=shares)
 
-    def wait(self) -> tuple[bool, str]:
+    def verdict(self) -> tuple[bool, str]:
         from bridge.scoring.sandbox.containers import read_logs, remove_container, wait_with_timeout
 
         reaped = False
@@ -253,8 +229,8 @@ def wait_for_compiles(timeout: float = 600.0) -> bool:
 
 @dataclass
 class VolumeBuild(BuildResult):
-    #: set when pip's check was left running (``defer_check``): the caller must wait for it
-    pending: PendingCheck | None = None
+    #: set when pip's check was left running (``allow_pending_check``): the caller must settle it
+    check: CheckContainer | None = None
     #: the finished set this one was started from (``closest.py``), None: from the base's venv
     started_from: SetRecord | None = None
 
@@ -271,8 +247,8 @@ def build_in_volume(
     a copy of the finished set ``start_from`` (uv mode; ``closest.py``: the caller holds it in
     use), falling back to the base's venv when the delta's environment is not a fresh one's.
 
-    ``source.mode`` as in ``buildbox.install_script``. In ``index`` mode pip's check either runs before
-    this returns (a rejection rebuilds in ``pip`` mode here) or, with ``defer_check``, is left
+    ``source.mode`` as in ``assets/install_set.sh``. In ``index`` mode pip's check either runs before
+    this returns (a rejection rebuilds in ``pip`` mode here) or, with ``allow_pending_check``, is left
     running: the result carries it as ``pending`` once the environment is final, and a
     rejection is the caller's to handle (``deps.ensure_deps_image``). A failed build removes
     the volume.
@@ -314,8 +290,8 @@ def build_in_volume(
                 *delta_mounts,
             ],
             command=["bash", "-c", seeded_start(volume.path, CLOSEST_DIR if delta_mounts else _SEED)],
-            compile_late=True,  # bytecode after the ready mark and pip's verdict (buildbox.install_script)
-            hold_compile=source.defer_check,  # until PendingCheck.wait says the score is over
+            compile_late=True,  # bytecode after the ready mark and pip's verdict (assets/install_set.sh)
+            hold_compile=source.allow_pending_check,  # until CheckContainer.verdict: the score is over
             verify=delta_check([f"{BUILD_DIR}/{name}" for name in want.files], _SEED) if delta_mounts else (),
         )
         if delta_mounts and start_from is not None:
@@ -323,7 +299,7 @@ def build_in_volume(
             say(source.progress, notes[-1].strip())
         handed_over = False
         try:
-            if source.defer_check and mode == "index" and wait_ready(container, ready_mark, remaining()):
+            if source.allow_pending_check and mode == "index" and wait_ready(container, ready_mark, remaining()):
                 log = read_logs(container)
                 for line in log.splitlines():
                     if line.strip():
@@ -342,7 +318,7 @@ def build_in_volume(
                     "".join(notes) + log[-LOG_TAIL_CHARS:],
                     installed=pins,
                     installer=mode,
-                    pending=PendingCheck(container, started + source.timeout, checked_mark(ready_mark), "".join(notes)),
+                    check=CheckContainer(container, started + source.timeout, checked_mark(ready_mark), "".join(notes)),
                     started_from=start_from if delta_mounts else None,
                 )
             outcome = wait_with_timeout(container, remaining())

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
-from bridge.scoring.images.build import hash12
-from bridge.scoring.images.host import debian_source, host_extra_cas
+from bridge.scoring.images.base.build import hash12
+from bridge.scoring.images.base.host import debian_source, host_extra_cas
 
 # Bump when the recipe changes in a way the hashed inputs below do not capture.
 RECIPE_VERSION = "1"

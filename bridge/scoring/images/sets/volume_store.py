@@ -1,6 +1,8 @@
-"""The volume store (``store.DepStore`` for sets kept in volumes, ``env_volume.py``): a finished
+"""The volume store: dependency sets kept in volumes, handed out while their pip check is pending.
+
+The volume store (``store.DepStore`` for sets kept in volumes, ``env_volume.py``): a finished
 set is the base tagged ``rgbridge-deps:<key>`` plus its volume; a set whose pip check is still
-running is handed out with its ``Settlement``; a never-seen set may start from the closest
+running is handed out with its pending check (``VolumePendingCheck``); a never-seen set may start from the closest
 finished one (``closest.py``)."""
 
 from __future__ import annotations
@@ -12,27 +14,28 @@ from collections.abc import Callable
 import docker
 from docker.errors import DockerException
 
-from bridge.scoring.images.build import image_exists, volume_exists
-from bridge.scoring.images.closest import find_closest, merged_pins, remember
-from bridge.scoring.images.env_volume import (
-    PendingCheck,
+from bridge.scoring.images.base import image_exists, volume_exists
+from bridge.scoring.images.disk import hold
+from bridge.scoring.images.sets.closest import find_closest, merged_pins, remember
+from bridge.scoring.images.sets.env_volume import (
+    CheckContainer,
     build_in_volume,
     mark_complete,
     remove_volume,
     volume_for,
 )
-from bridge.scoring.images.store import DepSet, DepsImage, EnvVolume, InstallSource, raise_unless_ok
-from bridge.scoring.images.usage import hold
+from bridge.scoring.images.sets.store import DepSet, DepsImage, EnvVolume, InstallSource, raise_unless_ok
 
 
-class Settlement:
-    """The end of a deferred build: pip's verdict, then the tag (accepted) or the volume's
-    removal (rejected), then the build lock released. ``wait`` is idempotent."""
+class VolumePendingCheck:
+    """A set's pending check in the volume store (``store.PendingCheck``): ``settle`` takes pip's
+    verdict, then the tag (accepted) or the volume's removal (rejected), then releases the build
+    lock. ``settle`` is idempotent."""
 
     def __init__(
         self,
         client: docker.DockerClient,
-        check: PendingCheck,
+        check: CheckContainer,
         *,
         base: str,
         tag: str,
@@ -46,11 +49,11 @@ class Settlement:
         self._verdict: bool | None = None
         self.log_tail = ""
 
-    def wait(self) -> bool:
+    def settle(self) -> bool:
         with self._guard:
             if self._verdict is None:
                 try:
-                    accepted, self.log_tail = self._check.wait()
+                    accepted, self.log_tail = self._check.verdict()
                     if accepted:
                         mark_complete(self._client, self._base, self._tag)
                         if self._on_accept is not None:
@@ -103,15 +106,15 @@ class VolumeStore:
         def accepted() -> None:
             remember(self.client, volume.name, want, pins)
 
-        if res.pending is None:
+        if res.check is None:
             mark_complete(self.client, want.base, want.tag)
             accepted()
             return DepsImage(tag=want.tag, cached=False, seconds=res.seconds, log_tail=res.log_tail, volume=volume)
         # pip's check still runs: the base + the volume score now; the tag (and the lock, held
         # until then so no other build of this set starts) wait for pip's verdict.
-        settlement = Settlement(
+        pending = VolumePendingCheck(
             self.client,
-            res.pending,
+            res.check,
             base=want.base,
             tag=want.tag,
             volume=volume,
@@ -119,5 +122,10 @@ class VolumeStore:
             on_accept=accepted,
         )
         return DepsImage(
-            tag=want.base, cached=False, seconds=res.seconds, log_tail=res.log_tail, volume=volume, pending=settlement
+            tag=want.base,
+            cached=False,
+            seconds=res.seconds,
+            log_tail=res.log_tail,
+            volume=volume,
+            pending_check=pending,
         )

@@ -1,5 +1,6 @@
-"""The tester image (base + a separate ``/opt/tester`` venv for the golden tests) and the
-images ``rgbridge images build`` makes."""
+"""The tester image (the base plus a separate venv for the golden tests) and what images build makes.
+
+The venv is ``/opt/tester``; ``build_all`` is what ``rgbridge images build`` makes (base and tester)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from typing import Any
 
 import docker
 
-from bridge.scoring.images.base import ensure_base_image
-from bridge.scoring.images.build import DependencyInstallError, build_lock, docker_build, hash12, image_exists, say
-from bridge.scoring.images.host import host_pip_index_settings
-from bridge.scoring.images.recipe import BASE_PATH
-from bridge.scoring.images.wheelhouse import resolve_wheelhouse
+from bridge.scoring.images.base.build import DependencyInstallError, build_lock, docker_build, hash12, image_exists, say
+from bridge.scoring.images.base.host import host_pip_index_settings
+from bridge.scoring.images.base.image import ensure_base_image
+from bridge.scoring.images.base.recipe import BASE_PATH
+from bridge.scoring.images.base.wheelhouse import resolve_wheelhouse
 from bridge.scoring.types import ProgressFn
 
 # Pinned once here; the tester image hash covers them.
@@ -33,7 +34,7 @@ _BUILD_DIR = "/tmp/rgbridge-build"
 
 #: strict's pytest plugin (bridge/scoring/assets), installed into the tester venv: its content
 #: is part of the tester recipe hash, so changing it builds a new tester image.
-TESTER_PLUGIN = Path(__file__).resolve().parent.parent / "assets" / "rgbridge_pytest_report.py"
+TESTER_PLUGIN = Path(__file__).resolve().parents[2] / "assets" / "rgbridge_pytest_report.py"
 
 
 def tester_image_tag(base: str) -> str:

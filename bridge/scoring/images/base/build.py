@@ -1,5 +1,7 @@
-"""Build primitives of the scoring images: locks, hashes, labels, the legacy builder with a
-real wall-clock limit, and what a build returns or raises."""
+"""Build primitives of the scoring images: locks, hashes, labels, the legacy builder, build results.
+
+The legacy builder runs with a real wall-clock limit; a build returns a ``BuildResult`` or raises
+``DependencyInstallError``."""
 
 from __future__ import annotations
 
