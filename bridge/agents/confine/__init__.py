@@ -1,0 +1,24 @@
+"""Confined agent runs: what one attempt of `rgbridge run` may see and use (an allow-list of
+binds), the sandbox it runs in (bubblewrap, a Docker container, or none), its limits (memory,
+processes, disk of its folders) and the guarantee that none of its processes outlives it."""
+
+from bridge.agents.confine.binds import protected_defaults
+from bridge.agents.confine.choose import KINDS, SandboxKind, forget_probes, sandbox_check, sandbox_for
+from bridge.agents.confine.model import Confinement, Limits, Running, Sandbox, SandboxError
+from bridge.agents.confine.needs import needs_of, needs_of_template
+
+__all__ = [
+    "KINDS",
+    "Confinement",
+    "Limits",
+    "Running",
+    "Sandbox",
+    "SandboxError",
+    "SandboxKind",
+    "forget_probes",
+    "needs_of",
+    "needs_of_template",
+    "protected_defaults",
+    "sandbox_check",
+    "sandbox_for",
+]

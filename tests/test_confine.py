@@ -1,0 +1,465 @@
+"""Confined agent runs (bridge/agents/confine/, bridge/agents/process.py): a hostile program run
+through `run_agent` in each sandbox kind tries every reach an attempt must not have, and each is
+refused; limits end the attempt as `resource_limit`; nothing of an attempt outlives it.
+
+Real bubblewrap, real Docker (the bridge's base image): the docker cases carry the `docker`
+marker. The `none` cases are the controls: the same attacks succeed unconfined, so the checks
+can fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from bridge.agents.confine import (
+    Confinement,
+    Limits,
+    Sandbox,
+    SandboxError,
+    needs_of,
+    needs_of_template,
+    protected_defaults,
+    sandbox_check,
+    sandbox_for,
+)
+from bridge.agents.confine import cgroups as cgroups_mod
+from bridge.agents.confine.binds import plan
+from bridge.agents.confine.bwrap import BwrapSandbox, bwrap_args, trial
+from bridge.agents.confine.none import NoSandbox
+from bridge.agents.process import Ended, run_agent
+
+FIXTURES = Path(__file__).parent / "fixtures" / "confine"
+HOSTILE = FIXTURES / "hostile_agent.py"
+GREEDY = FIXTURES / "greedy_agent.py"
+SYSTEM_PYTHON = "/usr/bin/python3"
+HAS_BWRAP = shutil.which("bwrap") is not None
+
+needs_bwrap = pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap is not installed")
+
+
+@dataclass
+class World:
+    """One attempt's folders and, beside them, what it must never reach."""
+
+    root: Path
+    workspace: Path
+    home: Path
+    tmp: Path
+    tasks: Path
+    golden: Path
+    solution: Path
+    recordings: Path
+    agent_lib: Path  # an --agent-bind folder with a protected folder inside it
+    masked_golden: Path
+    secret: str
+
+    def confinement(self, limits: Limits | None = None, read_only: tuple[Path, ...] = ()) -> Confinement:
+        return Confinement(
+            workspace=self.workspace,
+            home=self.home,
+            tmp=self.tmp,
+            read_only=(FIXTURES, self.agent_lib, *read_only),
+            protected=(self.tasks, self.recordings, self.masked_golden.parent),
+            limits=limits or Limits(memory_bytes=512 * 2**20, pids=256, workspace_bytes=256 * 2**20),
+        )
+
+
+@pytest.fixture()
+def world(tmp_path: Path) -> World:
+    secret = "GOLDEN-" + secrets.token_hex(8)
+    root = tmp_path
+    attempt = root / "run" / "attempts" / "t1" / "a1"
+    folders = {name: attempt / name for name in ("workspace", "home", "tmp")}
+    for folder in folders.values():
+        folder.mkdir(parents=True)
+    tasks = root / "tasks"
+    name = secrets.token_hex(6)  # in file names; the secret is in their content only
+    golden = tasks / "t1" / "tests" / f"golden_{name}.py"
+    solution = tasks / "t1" / "solution" / f"solution_{name}.py"
+    for path in (golden, solution):
+        path.parent.mkdir(parents=True)
+        path.write_text(f"# {secret}\n")
+    recordings = root / "recordings"
+    recordings.mkdir()
+    agent_lib = root / "agent-venv"
+    masked = agent_lib / "lib" / "rgbridge_tasks" / f"golden_masked_{name}.py"
+    masked.parent.mkdir(parents=True)
+    masked.write_text(f"# {secret}\n")
+    (agent_lib / "lib" / "helper.py").write_text("VISIBLE = True\n")
+    return World(root, folders["workspace"], folders["home"], folders["tmp"], tasks, golden, solution, recordings,
+                 agent_lib, masked, secret)
+
+
+@pytest.fixture(params=["bwrap", pytest.param("docker", marks=pytest.mark.docker)])
+def sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
+    if request.param == "bwrap":
+        if not HAS_BWRAP:
+            pytest.skip("bubblewrap is not installed")
+        yield BwrapSandbox()
+        return
+    from bridge.agents.confine.docker import DockerSandbox, leftover_agent_containers
+
+    client = request.getfixturevalue("docker_client")
+    yield DockerSandbox(image=request.getfixturevalue("base_image"))
+    assert leftover_agent_containers(client) == [], "an agent container outlived its attempt"
+
+
+def _env(world: World) -> dict[str, str]:
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(world.home),
+        "TMPDIR": str(world.tmp),
+        "LANG": "C.UTF-8",
+    }
+
+
+def _run(sandbox: Sandbox, world: World, argv: list[str], confinement: Confinement, time_limit: float = 120) -> Ended:
+    return run_agent(
+        argv,
+        env=_env(world),
+        cwd=world.workspace,
+        stdout=world.root / "stream.jsonl",
+        stderr=world.root / "stderr.log",
+        time_limit=time_limit,
+        stop=threading.Event(),
+        sandbox=sandbox,
+        confinement=confinement,
+    )
+
+
+def _with_marker(marker: str) -> list[int]:
+    """Host pids whose command line holds `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmd:
+            found.append(int(entry))
+    return found
+
+
+def _hostile_args(world: World, marker: str, host_tmp_file: Path) -> str:
+    return json.dumps(
+        {
+            "secret": world.secret,
+            "golden": str(world.golden),
+            "solution": str(world.solution),
+            "masked_golden": str(world.masked_golden),
+            "names": [world.golden.name, world.solution.name, world.masked_golden.name],
+            "recordings": str(world.recordings),
+            "host_tmp_file": str(host_tmp_file),
+            "read_only_dir": str(world.agent_lib),
+            "host_pid": os.getpid(),
+            "marker": marker,
+            "workspace": str(world.workspace),
+        }
+    )
+
+
+def _results(world: World) -> dict[str, dict[str, str]]:
+    lines = (world.root / "stream.jsonl").read_text().splitlines()
+    return {r["check"]: r for r in map(json.loads, lines)}
+
+
+# --------------------------------------------------------------------------- the hostile agent
+
+
+def test_hostile_agent_is_refused_every_reach(sandbox: Sandbox, world: World) -> None:
+    marker = "rgbridge-leftover-" + secrets.token_hex(6)
+    host_tmp_file = Path("/tmp") / f"rgbridge-escape-{secrets.token_hex(6)}"
+    try:
+        ended = _run(sandbox, world, [SYSTEM_PYTHON, str(HOSTILE), _hostile_args(world, marker, host_tmp_file)],
+                     world.confinement())
+        stderr = (world.root / "stderr.log").read_text()
+        results = _results(world)
+        assert ended.how == "exit" and ended.exit_code == 0, (ended, stderr)
+        expected = {
+            "golden_by_path", "solution_by_path", "golden_masked_under_bind", "walk_root_finds_golden",
+            "write_recordings", "write_host_tmp", "write_read_only_bind", "docker_socket /var/run/docker.sock",
+            "docker_socket /run/docker.sock", "signal_host_pid", "proc_shows_host", "left_behind_started",
+        }
+        assert expected <= set(results), (results, stderr)
+        leaked = {k: v for k, v in results.items() if v["result"] not in ("refused", "host checks")}
+        assert not leaked, leaked
+        # the host's side of each refusal
+        assert world.secret not in (world.root / "stream.jsonl").read_text()
+        assert not (world.recordings / "forged.json").exists()
+        assert not host_tmp_file.exists()
+        assert not (world.agent_lib / "planted").exists()
+        assert world.masked_golden.read_text() == f"# {world.secret}\n"  # masked, not removed
+        assert (world.workspace / "done.txt").read_text() == "hostile done"
+        assert _with_marker(marker) == [], "a process of the attempt outlived it"
+        assert ended.confinement["kind"] == sandbox.kind
+        assert str(world.masked_golden.parent) in ended.confinement["binds"]["masked"]
+        assert str(world.workspace) in ended.confinement["binds"]["rw"]
+    finally:
+        for pid in _with_marker(marker):
+            os.kill(pid, signal.SIGKILL)
+        host_tmp_file.unlink(missing_ok=True)
+
+
+def test_the_same_attacks_succeed_unconfined(world: World) -> None:
+    """The control: under `--sandbox none` the checks above do see the leaks."""
+    marker = "rgbridge-leftover-" + secrets.token_hex(6)
+    host_tmp_file = Path("/tmp") / f"rgbridge-escape-{secrets.token_hex(6)}"
+    args = json.loads(_hostile_args(world, marker, host_tmp_file))
+    args["names"] = []  # walking the host's / takes minutes; the path reads show the leak
+    try:
+        ended = _run(NoSandbox(), world, [SYSTEM_PYTHON, str(HOSTILE), json.dumps(args)], world.confinement())
+        results = _results(world)
+        assert ended.how == "exit"
+        for check in ("golden_by_path", "solution_by_path", "golden_masked_under_bind", "write_recordings",
+                      "signal_host_pid", "proc_shows_host"):
+            assert results[check]["result"] == "LEAKED", check
+        assert host_tmp_file.exists()
+        assert _with_marker(marker), "unconfined, the setsid'd sleeper survives (the reason for the sandbox)"
+        assert ended.confinement["kind"] == "none"
+    finally:
+        for pid in _with_marker(marker):
+            os.kill(pid, signal.SIGKILL)
+        host_tmp_file.unlink(missing_ok=True)
+
+
+def test_honest_agent_writes_its_workspace_home_and_tmp(sandbox: Sandbox, world: World) -> None:
+    # the virtual environment's interpreter: needs_of binds the venv and its base prefix
+    python = Path(sys.executable)
+    ended = _run(sandbox, world, [str(python), str(GREEDY), "honest"],
+                 world.confinement(read_only=needs_of(python)))
+    assert (ended.how, ended.exit_code) == ("exit", 0), (world.root / "stderr.log").read_text()
+    assert (world.workspace / "src" / "app.py").read_text() == "print('hello')\n"
+    assert (world.home / "note").exists() and (world.tmp / "scratch").exists()
+    assert not Path("/tmp/private").exists() or Path("/tmp/private").read_text() != "the sandbox's own /tmp\n"
+    assert json.loads((world.root / "stream.jsonl").read_text()) == {"type": "result", "ok": True}
+    assert ended.confinement["limits"]["pids"] == 256
+
+
+# --------------------------------------------------------------------------- limits
+
+
+def _limited(world: World, **overrides: int) -> Confinement:
+    limits = Limits(memory_bytes=256 * 2**20, pids=64, workspace_bytes=32 * 2**20)
+    return world.confinement(limits=replace(limits, **overrides))
+
+
+@pytest.fixture(params=["cgroup", "watch"])
+def meter(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox) -> str:
+    """bwrap's limits by a cgroup (root here) or by the fallback watch (an unprivileged user
+    without a delegated cgroup); Docker's are the engine's, one case."""
+    if sandbox.kind == "docker" and request.param == "watch":
+        pytest.skip("the engine enforces Docker's limits")
+    if request.param == "watch":
+        monkeypatch.setattr("bridge.agents.confine.bwrap.make_cgroup", lambda limits: None)
+    elif sandbox.kind == "bwrap" and cgroups_mod.make_cgroup(Limits()) is None:
+        pytest.skip("no writable cgroup here")
+    return str(request.param)
+
+
+@pytest.mark.parametrize("what,limit", [("pids", "pids"), ("memory", "memory"), ("disk", "workspace_bytes")])
+def test_a_limit_ends_the_attempt(sandbox: Sandbox, world: World, meter: str, what: str, limit: str) -> None:
+    started = time.monotonic()
+    ended = _run(sandbox, world, [SYSTEM_PYTHON, str(GREEDY), what], _limited(world), time_limit=90)
+    assert (ended.how, ended.limit) == ("resource_limit", limit), (ended, (world.root / "stderr.log").read_text())
+    assert time.monotonic() - started < 80  # the limit ended it, not the time limit
+    if sandbox.kind == "bwrap":
+        assert ended.confinement["enforced_by"] == "watch" if meter == "watch" else ended.confinement["enforced_by"] in ("cgroup1", "cgroup2")
+        assert _with_marker(str(GREEDY)) == []
+
+
+def test_time_limit_and_stop_end_every_process(sandbox: Sandbox, world: World) -> None:
+    marker = "rgbridge-leftover-" + secrets.token_hex(6)
+    script = f"setsid sh -c 'sleep 600; : {marker}' & (nohup sleep 600 >/dev/null 2>&1 &); sleep 600"
+    ended = _run(sandbox, world, ["/bin/sh", "-c", script], world.confinement(), time_limit=3)
+    assert ended.how == "time_limit"
+    assert _with_marker(marker) == []
+    stop = threading.Event()
+    timer = threading.Timer(2.0, stop.set)
+    timer.start()
+    ended = run_agent(["/bin/sh", "-c", script], env=_env(world), cwd=world.workspace, stdout=world.root / "s2",
+                      stderr=world.root / "e2", time_limit=120, stop=stop, sandbox=sandbox,
+                      confinement=world.confinement())
+    timer.cancel()
+    assert ended.how == "stopped"
+    assert _with_marker(marker) == []
+
+
+# --------------------------------------------------------------------------- units: binds, needs
+
+
+def test_protected_paths_under_a_bind_are_masked_and_a_protected_bind_refused(world: World) -> None:
+    binds = plan(world.confinement())
+    masked = {m.path: m.is_dir for m in binds.masks}
+    assert masked[world.masked_golden.parent] is True
+    conf = world.confinement(read_only=(world.tasks,))
+    with pytest.raises(SandboxError, match="protected"):
+        plan(conf)
+    # a protected file under a bind is masked by /dev/null; the docker sockets always count
+    secret_file = world.agent_lib / "token.json"
+    secret_file.write_text("{}")
+    conf = replace(world.confinement(), protected=(secret_file,))
+    assert {m.path: m.is_dir for m in plan(conf).masks}[secret_file] is False
+    # a bind inside a protected folder shows only itself (the workspace lives in the run folder)
+    conf = replace(world.confinement(), protected=(world.root / "run",))
+    assert plan(conf).masks == ()
+    args = bwrap_args(plan(world.confinement()), world.workspace)
+    at = args.index(str(world.masked_golden.parent))
+    assert args[at - 1] == "--tmpfs" and "--remount-ro" in args[at:]
+
+
+def test_protected_defaults_name_the_bridges_own_folders(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("RGBRIDGE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RGBRIDGE_CACHE", str(tmp_path / "cache"))
+    found = protected_defaults()
+    assert Path("/var/run/docker.sock") in found and Path("/run/docker.sock") in found
+    assert tmp_path / "home" in found and tmp_path / "cache" in found and tmp_path / "home" / "recordings" in found
+    from bridge.locations import shipped_tasks_dir
+
+    assert shipped_tasks_dir() in found
+
+
+def test_a_wheel_installed_tasks_folder_under_usr_is_masked(tmp_path: Path) -> None:
+    """The shipped tasks of a wheel sit in site-packages, under a system folder every sandbox binds."""
+    site = Path("/usr/local/lib")
+    if not os.access(site, os.W_OK):
+        pytest.skip("/usr/local/lib is not writable here (needs root)")
+    top = site / f"rgbridge-test-{secrets.token_hex(4)}"
+    fake = top / "site-packages" / "rgbridge_tasks"
+    fake.mkdir(parents=True)
+    try:
+        (fake / "golden.py").write_text("SECRET\n")
+        folders = [tmp_path / n for n in ("w", "h", "t")]
+        for f in folders:
+            f.mkdir()
+        conf = Confinement(*folders, protected=(fake,))
+        assert fake in {m.path for m in plan(conf).masks}
+        if HAS_BWRAP:
+            out = subprocess.run(
+                ["bwrap", *bwrap_args(plan(conf), folders[0]), "--", "/bin/ls", "-A", str(fake)],
+                capture_output=True, text=True, timeout=60,
+            )
+            assert out.returncode == 0 and out.stdout.strip() == "", out
+    finally:
+        shutil.rmtree(top)
+
+
+def test_needs_of_the_real_clis_and_interpreters(tmp_path: Path) -> None:
+    venv_python = Path(sys.executable)
+    needs = needs_of(venv_python)
+    assert Path(sys.prefix) in needs  # the virtual environment
+    assert Path(sys.base_prefix).resolve() in {p.resolve() for p in needs} or Path(sys.base_prefix) == Path("/usr")
+    assert needs_of(Path("/bin/sh")) == ()  # system: bound anyway
+    try:
+        import claude_agent_sdk
+    except ImportError:
+        claude_agent_sdk = None
+    if claude_agent_sdk is not None:
+        claude = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+        if claude.exists():
+            assert needs_of(claude) == (claude,)  # a single binary: itself, not its package
+    try:
+        import codex_cli_bin
+    except ImportError:
+        codex_cli_bin = None
+    if codex_cli_bin is not None:
+        package = Path(codex_cli_bin.__file__).parent
+        assert needs_of(package / "bin" / "codex") == (package,)  # it runs its siblings (rg, resources)
+    # a script: itself and its interpreter through /usr/bin/env
+    script = tmp_path / "agent.py"
+    script.write_text("#!/usr/bin/env python3\nprint(1)\n")
+    script.chmod(0o755)
+    bindir = tmp_path / "prefix" / "bin"
+    bindir.mkdir(parents=True)
+    (tmp_path / "prefix" / "lib").mkdir()
+    os.symlink(venv_python, bindir / "python3")
+    found = needs_of(script, search_path=str(bindir))
+    assert script in found and tmp_path / "prefix" in found
+    # a binary in a home folder's bin/ brings the file only, never the folder around it
+    home_bin = Path.home() / "bin"
+    assert all(p != Path.home() for p in needs_of(venv_python))
+    assert home_bin not in needs_of(venv_python)
+    # the command adapter's template: the program, what it needs, and the absolute paths it names
+    words = ["python3", str(script), "--mcp", "{mcp_config}", "/nonexistent/x"]
+    template = needs_of_template(words, search_path=str(bindir))
+    assert script in template and tmp_path / "prefix" in template
+    assert Path("/nonexistent/x") not in template
+    with pytest.raises(SandboxError):
+        needs_of(Path("no-such-program-here"), search_path=str(bindir))
+
+
+# --------------------------------------------------------------------------- choosing, probing
+
+
+@needs_bwrap
+def test_auto_picks_bwrap_here_and_doctor_says_so() -> None:
+    assert sandbox_for("auto").kind == "bwrap"
+    check = sandbox_check()
+    assert check.ok and "bwrap" in check.detail
+    with pytest.raises(SandboxError):
+        sandbox_for("chroot")
+
+
+def test_missing_bwrap_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("bridge.agents.confine.bwrap.bwrap_path", lambda: None)
+    with pytest.raises(SandboxError, match="apt-get install bubblewrap"):
+        BwrapSandbox().check()
+
+
+@pytest.fixture()
+def unprivileged_user() -> Iterator[str]:
+    if os.geteuid() != 0 or shutil.which("useradd") is None or shutil.which("runuser") is None:
+        pytest.skip("needs root and useradd/runuser to create an unprivileged user")
+    name = "rgbsbx" + secrets.token_hex(3)
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True, capture_output=True)
+    try:
+        yield name
+    finally:
+        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)  # only this test's own user
+        subprocess.run(["userdel", name], capture_output=True)
+
+
+@needs_bwrap
+def test_unprivileged_user_runs_bwrap_or_is_told_the_fix(unprivileged_user: str) -> None:
+    uid = pwd.getpwnam(unprivileged_user).pw_uid
+    base = Path(tempfile.mkdtemp(prefix="rgbridge-unpriv-", dir="/tmp"))  # pytest's tmp is root's only
+    try:
+        os.chmod(base, 0o755)
+        folders = [base / n for n in ("w", "h", "t")]
+        for folder in folders:
+            folder.mkdir()
+            os.chown(folder, uid, -1)
+        conf = Confinement(*folders)
+        runner = ["runuser", "-u", unprivileged_user, "--"]
+        try:
+            trial(runner, conf)
+        except SandboxError as exc:  # user namespaces off here: the message names the fix
+            assert "user.max_user_namespaces" in str(exc) and "--sandbox docker" in str(exc)
+            return
+        out = subprocess.run(
+            [*runner, "bwrap", *bwrap_args(plan(conf), folders[0]), "--", "/bin/sh", "-c",
+             "id -u; echo ok > file; ls /proc | grep -c '^[0-9]'"],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        uid_seen, processes = out.stdout.split()
+        assert uid_seen == str(uid) and int(processes) <= 5  # its own PID namespace: init, sh, ls, grep
+        assert (folders[0] / "file").read_text() == "ok\n"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
