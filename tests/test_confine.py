@@ -31,6 +31,7 @@ from bridge.agents.confine import (
     Limits,
     Sandbox,
     SandboxError,
+    forget_probes,
     needs_of,
     needs_of_template,
     protected_defaults,
@@ -101,8 +102,19 @@ def world(tmp_path: Path) -> World:
     masked.parent.mkdir(parents=True)
     masked.write_text(f"# {secret}\n")
     (agent_lib / "lib" / "helper.py").write_text("VISIBLE = True\n")
-    return World(root, folders["workspace"], folders["home"], folders["tmp"], tasks, golden, solution, recordings,
-                 agent_lib, masked, secret)
+    return World(
+        root,
+        folders["workspace"],
+        folders["home"],
+        folders["tmp"],
+        tasks,
+        golden,
+        solution,
+        recordings,
+        agent_lib,
+        masked,
+        secret,
+    )
 
 
 @pytest.fixture(params=["bwrap", pytest.param("docker", marks=pytest.mark.docker)])
@@ -187,15 +199,28 @@ def test_hostile_agent_is_refused_every_reach(sandbox: Sandbox, world: World) ->
     marker = "rgbridge-leftover-" + secrets.token_hex(6)
     host_tmp_file = Path("/tmp") / f"rgbridge-escape-{secrets.token_hex(6)}"
     try:
-        ended = _run(sandbox, world, [SYSTEM_PYTHON, str(HOSTILE), _hostile_args(world, marker, host_tmp_file)],
-                     world.confinement())
+        ended = _run(
+            sandbox,
+            world,
+            [SYSTEM_PYTHON, str(HOSTILE), _hostile_args(world, marker, host_tmp_file)],
+            world.confinement(),
+        )
         stderr = (world.root / "stderr.log").read_text()
         results = _results(world)
         assert ended.how == "exit" and ended.exit_code == 0, (ended, stderr)
         expected = {
-            "golden_by_path", "solution_by_path", "golden_masked_under_bind", "walk_root_finds_golden",
-            "write_recordings", "write_host_tmp", "write_read_only_bind", "docker_socket /var/run/docker.sock",
-            "docker_socket /run/docker.sock", "signal_host_pid", "proc_shows_host", "left_behind_started",
+            "golden_by_path",
+            "solution_by_path",
+            "golden_masked_under_bind",
+            "walk_root_finds_golden",
+            "write_recordings",
+            "write_host_tmp",
+            "write_read_only_bind",
+            "docker_socket /var/run/docker.sock",
+            "docker_socket /run/docker.sock",
+            "signal_host_pid",
+            "proc_shows_host",
+            "left_behind_started",
         }
         assert expected <= set(results), (results, stderr)
         leaked = {k: v for k, v in results.items() if v["result"] not in ("refused", "host checks")}
@@ -227,8 +252,14 @@ def test_the_same_attacks_succeed_unconfined(world: World) -> None:
         ended = _run(NoSandbox(), world, [SYSTEM_PYTHON, str(HOSTILE), json.dumps(args)], world.confinement())
         results = _results(world)
         assert ended.how == "exit"
-        for check in ("golden_by_path", "solution_by_path", "golden_masked_under_bind", "write_recordings",
-                      "signal_host_pid", "proc_shows_host"):
+        for check in (
+            "golden_by_path",
+            "solution_by_path",
+            "golden_masked_under_bind",
+            "write_recordings",
+            "signal_host_pid",
+            "proc_shows_host",
+        ):
             assert results[check]["result"] == "LEAKED", check
         assert host_tmp_file.exists()
         assert _with_marker(marker), "unconfined, the setsid'd sleeper survives (the reason for the sandbox)"
@@ -242,8 +273,7 @@ def test_the_same_attacks_succeed_unconfined(world: World) -> None:
 def test_honest_agent_writes_its_workspace_home_and_tmp(sandbox: Sandbox, world: World) -> None:
     # the virtual environment's interpreter: needs_of binds the venv and its base prefix
     python = Path(sys.executable)
-    ended = _run(sandbox, world, [str(python), str(GREEDY), "honest"],
-                 world.confinement(read_only=needs_of(python)))
+    ended = _run(sandbox, world, [str(python), str(GREEDY), "honest"], world.confinement(read_only=needs_of(python)))
     assert (ended.how, ended.exit_code) == ("exit", 0), (world.root / "stderr.log").read_text()
     assert (world.workspace / "src" / "app.py").read_text() == "print('hello')\n"
     assert (world.home / "note").exists() and (world.tmp / "scratch").exists()
@@ -280,7 +310,11 @@ def test_a_limit_ends_the_attempt(sandbox: Sandbox, world: World, meter: str, wh
     assert (ended.how, ended.limit) == ("resource_limit", limit), (ended, (world.root / "stderr.log").read_text())
     assert time.monotonic() - started < 80  # the limit ended it, not the time limit
     if sandbox.kind == "bwrap":
-        assert ended.confinement["enforced_by"] == "watch" if meter == "watch" else ended.confinement["enforced_by"] in ("cgroup1", "cgroup2")
+        assert (
+            ended.confinement["enforced_by"] == "watch"
+            if meter == "watch"
+            else ended.confinement["enforced_by"] in ("cgroup1", "cgroup2")
+        )
         assert _with_marker(str(GREEDY)) == []
 
 
@@ -293,9 +327,17 @@ def test_time_limit_and_stop_end_every_process(sandbox: Sandbox, world: World) -
     stop = threading.Event()
     timer = threading.Timer(2.0, stop.set)
     timer.start()
-    ended = run_agent(["/bin/sh", "-c", script], env=_env(world), cwd=world.workspace, stdout=world.root / "s2",
-                      stderr=world.root / "e2", time_limit=120, stop=stop, sandbox=sandbox,
-                      confinement=world.confinement())
+    ended = run_agent(
+        ["/bin/sh", "-c", script],
+        env=_env(world),
+        cwd=world.workspace,
+        stdout=world.root / "s2",
+        stderr=world.root / "e2",
+        time_limit=120,
+        stop=stop,
+        sandbox=sandbox,
+        confinement=world.confinement(),
+    )
     timer.cancel()
     assert ended.how == "stopped"
     assert _with_marker(marker) == []
@@ -353,7 +395,9 @@ def test_a_wheel_installed_tasks_folder_under_usr_is_masked(tmp_path: Path) -> N
         if HAS_BWRAP:
             out = subprocess.run(
                 ["bwrap", *bwrap_args(plan(conf), folders[0]), "--", "/bin/ls", "-A", str(fake)],
-                capture_output=True, text=True, timeout=60,
+                capture_output=True,
+                text=True,
+                timeout=60,
             )
             assert out.returncode == 0 and out.stdout.strip() == "", out
     finally:
@@ -416,10 +460,42 @@ def test_auto_picks_bwrap_here_and_doctor_says_so() -> None:
         sandbox_for("chroot")
 
 
-def test_missing_bwrap_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture()
+def fresh_probes() -> Iterator[None]:
+    forget_probes()
+    yield
+    forget_probes()
+
+
+def test_no_working_sandbox_is_refused_with_the_fixes(monkeypatch: pytest.MonkeyPatch, fresh_probes: None) -> None:
+    from bridge.agents.confine.docker import DockerSandbox
+
     monkeypatch.setattr("bridge.agents.confine.bwrap.bwrap_path", lambda: None)
     with pytest.raises(SandboxError, match="apt-get install bubblewrap"):
         BwrapSandbox().check()
+
+    def no_image(self: DockerSandbox) -> None:
+        raise SandboxError("--sandbox docker: the base image is missing; run: rgbridge images build")
+
+    monkeypatch.setattr(DockerSandbox, "check", no_image)
+    check = sandbox_check()
+    assert not check.ok and check.severity == "warning"
+    assert "apt-get install bubblewrap" in check.fix and "rgbridge images build" in check.fix
+    with pytest.raises(SandboxError, match="--sandbox none"):
+        sandbox_for("auto")
+
+
+@needs_bwrap
+def test_doctor_prints_the_sandbox_line(fresh_probes: None) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "bridge.cli", "doctor", "--json", "--no-index"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        timeout=300,
+    )
+    line = next(c for c in json.loads(out.stdout)["checks"] if c["name"] == "sandbox")
+    assert line["ok"] and "uses bwrap" in line["detail"], line
 
 
 @pytest.fixture()
@@ -453,9 +529,18 @@ def test_unprivileged_user_runs_bwrap_or_is_told_the_fix(unprivileged_user: str)
             assert "user.max_user_namespaces" in str(exc) and "--sandbox docker" in str(exc)
             return
         out = subprocess.run(
-            [*runner, "bwrap", *bwrap_args(plan(conf), folders[0]), "--", "/bin/sh", "-c",
-             "id -u; echo ok > file; ls /proc | grep -c '^[0-9]'"],
-            capture_output=True, text=True, timeout=60,
+            [
+                *runner,
+                "bwrap",
+                *bwrap_args(plan(conf), folders[0]),
+                "--",
+                "/bin/sh",
+                "-c",
+                "id -u; echo ok > file; ls /proc | grep -c '^[0-9]'",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert out.returncode == 0, out.stderr
         uid_seen, processes = out.stdout.split()

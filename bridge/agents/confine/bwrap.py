@@ -20,8 +20,8 @@ import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 

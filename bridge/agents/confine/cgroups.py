@@ -187,9 +187,7 @@ def _make_v1(name: str, limits: Limits) -> Cgroup | None:
     own = _own_cgroups()
     dirs: dict[str, Path] = {}
     for controller in ("memory", "pids"):
-        mount = next(
-            ((r, p) for r, p, t, opts in _mounts() if t == "cgroup" and controller in opts.split(",")), None
-        )
+        mount = next(((r, p) for r, p, t, opts in _mounts() if t == "cgroup" and controller in opts.split(",")), None)
         if mount is None or controller not in own:
             return None
         base = _locate(mount[0], mount[1], own[controller])

@@ -63,8 +63,9 @@ def sandbox_for(kind: str) -> Sandbox:
 
 def sandbox_check() -> Check:
     """`rgbridge doctor`'s "sandbox" line: which kind `auto` picks here, and how to enable the others."""
-    errors = {kind: _probe(sb) for kind, sb in (("bwrap", BwrapSandbox()), ("docker", DockerSandbox()))}
-    working = [kind for kind, error in errors.items() if error is None]
+    sandboxes: dict[str, Sandbox] = {"bwrap": BwrapSandbox(), "docker": DockerSandbox()}
+    errors = {kind: _probe(sb) for kind, sb in sandboxes.items()}
+    working = [f"{kind} ({sandboxes[kind].version()})" for kind, error in errors.items() if error is None]
     fixes = "; ".join(f"{kind}: {error}" for kind, error in errors.items() if error is not None)
     if not working:
         return Check(
@@ -75,6 +76,6 @@ def sandbox_check() -> Check:
             "warning",
         )
     detail = f"`rgbridge run --sandbox auto` uses {working[0]}" + (
-        f" ({' and '.join(working)} work)" if len(working) > 1 else ""
+        f"; --sandbox {working[1]} works too" if len(working) > 1 else ""
     )
     return Check("sandbox", True, detail, fixes, "warning" if fixes else "error")

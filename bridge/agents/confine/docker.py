@@ -19,7 +19,6 @@ import contextlib
 import os
 import secrets
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -46,9 +45,7 @@ TMPFS_BYTES = 512 * 1024**2
 
 
 def mounts(binds: BindPlan) -> list[Mount]:
-    found = [
-        Mount(str(path), str(path), type="bind", read_only=not writable) for path, writable in binds.ordered()
-    ]
+    found = [Mount(str(path), str(path), type="bind", read_only=not writable) for path, writable in binds.ordered()]
     for mask in binds.masks:
         if mask.is_dir:
             found.append(Mount(str(mask.path), None, type="tmpfs", read_only=True, tmpfs_size=4096))
@@ -233,5 +230,3 @@ def leftover_agent_containers(client: docker.DockerClient) -> list[str]:
     except (DockerException, requests.RequestException, NotFound):
         return []
     return [c.name for c in found]
-
-

@@ -72,7 +72,7 @@ class Running(Protocol):
         ...
 
     def limit_hit(self) -> str | None:
-        """"memory" or "pids" once the kernel enforced one (checked between waits)."""
+        """The limit the kernel enforced ("memory" or "pids"), once it did (checked between waits)."""
         ...
 
     def end(self, grace: float) -> int | None:

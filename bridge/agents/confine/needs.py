@@ -17,7 +17,15 @@ from pathlib import Path
 from bridge.agents.confine.model import SandboxError
 
 #: bound in every sandbox already (bridge/agents/confine/binds.py): nothing under them is repeated
-SYSTEM_PREFIXES = (Path("/usr"), Path("/lib"), Path("/lib32"), Path("/lib64"), Path("/libx32"), Path("/bin"), Path("/sbin"))
+SYSTEM_PREFIXES = (
+    Path("/usr"),
+    Path("/lib"),
+    Path("/lib32"),
+    Path("/lib64"),
+    Path("/libx32"),
+    Path("/bin"),
+    Path("/sbin"),
+)
 MAX_HOPS = 16  # symlinks followed (the kernel's own limit is 40) and shebang levels
 
 
