@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
@@ -549,5 +550,31 @@ def test_unprivileged_user_runs_bwrap_or_is_told_the_fix(unprivileged_user: str)
         uid_seen, processes = out.stdout.split()
         assert uid_seen == str(uid) and int(processes) <= 5  # its own PID namespace: init, sh, ls, grep
         assert (folders[0] / "file").read_text() == "ok\n"
+        # a whole attempt as that user: no cgroup is writable, the namespace watch ends a fork bomb
+        site = sysconfig.get_paths()["purelib"]
+        system = subprocess.run(
+            [SYSTEM_PYTHON, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True
+        )
+        if system.stdout.strip() != str(tuple(sys.version_info[:2])) or not os.access(site, os.R_OK):
+            pytest.skip("the system's python3 cannot import this environment's packages")
+        repo = str(Path(__file__).resolve().parent.parent)
+        out = subprocess.run(
+            [
+                *runner,
+                "env",
+                f"PYTHONPATH={repo}:{site}",
+                SYSTEM_PYTHON,
+                str(FIXTURES / "run_as_user.py"),
+                str(base),
+                "pids",
+                str(FIXTURES),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.stdout.split() == ["resource_limit", "pids", "bwrap", "watch"], out.stdout + out.stderr
+        left = subprocess.run(["pgrep", "-u", unprivileged_user], capture_output=True, text=True)
+        assert left.stdout.strip() == "", "a process of the user's attempt outlived it"
     finally:
         shutil.rmtree(base, ignore_errors=True)
