@@ -141,10 +141,17 @@ def _env(world: World) -> dict[str, str]:
     }
 
 
-def _run(sandbox: Sandbox, world: World, argv: list[str], confinement: Confinement, time_limit: float = 120) -> Ended:
+def _run(
+    sandbox: Sandbox,
+    world: World,
+    argv: list[str],
+    confinement: Confinement,
+    time_limit: float = 120,
+    env: dict[str, str] | None = None,
+) -> Ended:
     return run_agent(
         argv,
-        env=_env(world),
+        env=env or _env(world),
         cwd=world.workspace,
         stdout=world.root / "stream.jsonl",
         stderr=world.root / "stderr.log",
@@ -578,3 +585,113 @@ def test_unprivileged_user_runs_bwrap_or_is_told_the_fix(unprivileged_user: str)
         assert left.stdout.strip() == "", "a process of the user's attempt outlived it"
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- the real Claude Code
+
+
+@pytest.mark.agent_cli
+def test_claude_code_runs_confined_and_its_bash_is_refused(sandbox: Sandbox, world: World) -> None:
+    """The real Claude Code CLI in the sandbox, driven by the scripted model on loopback: its
+    Bash tool reads the golden file by path, walks for it, writes outside and leaves a sleeper;
+    the CLI works (its stream, a file in the workspace) and every reach comes back refused."""
+    from tests.agent_clis import CLAUDE_QUIET_ENV, agent_cli
+    from tests.scripted_model import Call, Calls, Conversation, Reply, ScriptedModel
+
+    claude = agent_cli("claude")
+    marker = "rgbridge-leftover-" + secrets.token_hex(6)
+    script = (
+        f"cat {world.golden} || echo GOLDEN-REFUSED; "
+        f"find / -name {world.golden.name} -not -path '/proc/*' 2>/dev/null | head -3; echo WALKED; "
+        f"echo forged > {world.recordings}/forged.json || echo RECORDINGS-REFUSED; "
+        f"(setsid nohup sh -c 'sleep 600; : {marker}' >/dev/null 2>&1 &); "
+        "echo made-by-bash > proof.txt; echo BASH-DONE"
+    )
+
+    def policy(conv: Conversation) -> Calls | Reply:
+        if not conv.calls_to("Bash"):
+            return Calls((Call("Bash", {"command": script, "description": "try"}),))
+        return Reply("done")
+
+    mcp = world.home / "mcp.json"
+    mcp.write_text('{"mcpServers": {}}')
+    with ScriptedModel(policy) as model:
+        env = {
+            **_env(world),
+            **CLAUDE_QUIET_ENV,
+            "ANTHROPIC_BASE_URL": model.base_url,
+            "ANTHROPIC_API_KEY": "sk-ant-scripted-test-key",
+            "IS_SANDBOX": "1",
+        }
+        argv = [
+            str(claude), "-p", "try the sandbox", "--output-format", "stream-json", "--verbose",
+            "--mcp-config", str(mcp), "--strict-mcp-config", "--allowedTools", "Bash", "Write", "Read",
+            "--permission-mode", "acceptEdits", "--no-session-persistence",
+        ]  # fmt: skip
+        try:
+            confinement = world.confinement(read_only=needs_of(claude))
+            ended = _run(sandbox, world, argv, confinement, time_limit=240, env=env)
+        finally:
+            for pid in _with_marker(marker):
+                os.kill(pid, signal.SIGKILL)
+        results = [r for r in model.agent_requests() if r.conversation and r.conversation.calls_to("Bash")]
+    stream = (world.root / "stream.jsonl").read_text()
+    assert ended.how == "exit" and ended.exit_code == 0, (ended, (world.root / "stderr.log").read_text()[-2000:])
+    assert results, "the scripted model never saw its Bash call's result"
+    output = results[-1].conversation.calls_to("Bash")[-1].text  # type: ignore[union-attr]
+    assert "BASH-DONE" in output and "GOLDEN-REFUSED" in output and "RECORDINGS-REFUSED" in output, output
+    assert world.secret not in output and world.secret not in stream
+    assert world.golden.name not in output.split("WALKED")[0].split("GOLDEN-REFUSED")[-1]  # the walk found nothing
+    assert (world.workspace / "proof.txt").read_text() == "made-by-bash\n"
+    assert not (world.recordings / "forged.json").exists()
+    assert _with_marker(marker) == []
+
+
+@pytest.mark.agent_cli
+def test_codex_runs_confined_and_its_shell_is_refused(sandbox: Sandbox, world: World) -> None:
+    """The real Codex CLI in the sandbox: its shell tool runs, writes the workspace, and cannot
+    read the golden file. Codex's own sandbox cannot nest in ours (its bubblewrap, run as uid 0
+    without capabilities, fails "setting up uid map"; Docker's seccomp refuses user namespaces),
+    so a confined Codex runs with its own sandbox off, as Harbor runs it in its containers."""
+    from tests.agent_clis import agent_cli, codex_command, codex_config
+    from tests.scripted_model import Calls, Conversation, Reply, ScriptedModel, _shell_call, _shell_tool
+
+    codex = agent_cli("codex")
+    marker = "rgbridge-leftover-" + secrets.token_hex(6)
+    script = (
+        f"cat {world.golden} || echo GOLDEN-REFUSED; "
+        f"(setsid nohup sh -c 'sleep 600; : {marker}' >/dev/null 2>&1 &); "
+        "echo made-by-shell > proof.txt; echo SHELL-DONE"
+    )
+
+    def policy(conv: Conversation) -> Calls | Reply:
+        shell = _shell_tool(conv)
+        if shell is None or conv.calls_to(shell):
+            return Reply("done")
+        return Calls((_shell_call(conv, shell, script, str(world.workspace)),))
+
+    codex_home = world.home / "codex"
+    codex_home.mkdir()
+    with ScriptedModel(policy) as model:
+        server = {"command": "/bin/true", "args": [], "env": {}}
+        config = codex_config(model.openai_base_url, server)
+        assert 'sandbox_mode = "workspace-write"' in config
+        config = config.replace('sandbox_mode = "workspace-write"', 'sandbox_mode = "danger-full-access"')
+        (codex_home / "config.toml").write_text(config)
+        env = {**_env(world), "CODEX_HOME": str(codex_home), "OPENAI_API_KEY": "sk-scripted-test-key"}
+        confinement = world.confinement(read_only=needs_of(codex))
+        try:
+            ended = _run(
+                sandbox, world, codex_command(codex, "try the sandbox", world.workspace), confinement, 240, env
+            )
+        finally:
+            for pid in _with_marker(marker):
+                os.kill(pid, signal.SIGKILL)
+        outputs = [r.text for r in model.agent_requests() if r.conversation for r in r.conversation.history]
+    stream = (world.root / "stream.jsonl").read_text()
+    assert ended.how == "exit" and ended.exit_code == 0, (ended, (world.root / "stderr.log").read_text()[-2000:])
+    output = "\n".join(outputs)
+    assert "SHELL-DONE" in output and "GOLDEN-REFUSED" in output, (output, stream[-2000:])
+    assert world.secret not in output and world.secret not in stream
+    assert (world.workspace / "proof.txt").read_text() == "made-by-shell\n"
+    assert _with_marker(marker) == []
