@@ -695,3 +695,31 @@ def test_codex_runs_confined_and_its_shell_is_refused(sandbox: Sandbox, world: W
     assert world.secret not in output and world.secret not in stream
     assert (world.workspace / "proof.txt").read_text() == "made-by-shell\n"
     assert _with_marker(marker) == []
+
+
+def test_confinement_for_an_attempt(world: World, tmp_path: Path) -> None:
+    from bridge.agents.confine import confinement_for
+
+    script = tmp_path / "my_agent.py"
+    script.write_text("print('hi')\n")
+    conf = confinement_for(
+        workspace=world.workspace,
+        home=world.home,
+        tmp=world.tmp,
+        program=[sys.executable, str(script), "--mcp", "{mcp_config}"],
+        agent_binds=[world.agent_lib],
+        protected=[world.tasks],
+    )
+    assert script in conf.read_only and world.agent_lib in conf.read_only and Path(sys.prefix) in conf.read_only
+    assert world.tasks in conf.protected and Path("/var/run/docker.sock") in conf.protected
+    assert conf.limits == Limits()
+    with pytest.raises(SandboxError, match="--agent-bind"):
+        confinement_for(
+            workspace=world.workspace, home=world.home, tmp=world.tmp, program=["/bin/sh"],
+            agent_binds=[tmp_path / "missing"],
+        )  # fmt: skip
+    with pytest.raises(SandboxError, match="protected"):  # an --agent-bind naming the tasks
+        plan(confinement_for(
+            workspace=world.workspace, home=world.home, tmp=world.tmp, program=["/bin/sh"],
+            agent_binds=[world.tasks], protected=[world.tasks],
+        ))  # fmt: skip

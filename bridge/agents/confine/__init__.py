@@ -6,6 +6,7 @@ from bridge.agents.confine.binds import protected_defaults
 from bridge.agents.confine.choose import KINDS, SandboxKind, forget_probes, sandbox_check, sandbox_for
 from bridge.agents.confine.model import Confinement, Limits, Running, Sandbox, SandboxError
 from bridge.agents.confine.needs import needs_of, needs_of_template
+from bridge.agents.confine.scope import confinement_for
 
 __all__ = [
     "KINDS",
@@ -15,6 +16,7 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "SandboxKind",
+    "confinement_for",
     "forget_probes",
     "needs_of",
     "needs_of_template",

@@ -68,9 +68,10 @@ class BindPlan:
         both = [(p, False) for p in self.read_only] + [(p, True) for p in self.read_write]
         return sorted(both, key=lambda item: (len(item[0].parts), str(item[0])))
 
-    def as_dict(self) -> dict[str, list[str]]:
+    def as_dict(self, *, system: bool = True) -> dict[str, list[str]]:
+        """For the recording; `system=False` where the system folders are not the host's (Docker)."""
         return {
-            "ro": [*self.system, *self.etc, *(str(p) for p in self.read_only)],
+            "ro": [*(self.system + self.etc if system else ()), *(str(p) for p in self.read_only)],
             "rw": [str(p) for p in self.read_write],
             "masked": [str(m.path) for m in self.masks],
         }

@@ -171,7 +171,7 @@ class DockerSandbox:
         return {
             "kind": self.kind,
             "version": self.version(),
-            "binds": plan(confinement).as_dict() | {"ro_system": "the image's own"},
+            "binds": plan(confinement).as_dict(system=False),  # /usr, /etc: the image's own
             "limits": confinement.limits.as_dict(),
         }
 
