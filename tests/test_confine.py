@@ -309,9 +309,25 @@ def meter(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, sandb
         pytest.skip("the engine enforces Docker's limits")
     if request.param == "watch":
         monkeypatch.setattr("bridge.agents.confine.bwrap.make_cgroup", lambda limits: None)
-    elif sandbox.kind == "bwrap" and cgroups_mod.make_cgroup(Limits()) is None:
-        pytest.skip("no writable cgroup here")
+    elif sandbox.kind == "bwrap":
+        probe = cgroups_mod.make_cgroup(Limits())
+        if probe is None:
+            pytest.skip("no writable cgroup here")
+        probe.close()
     return str(request.param)
+
+
+def _own_cgroups() -> list[Path]:
+    """Cgroups this test process made (bridge/agents/confine/cgroups.py names them by pid)."""
+    name = f"rgbridge-{os.getpid()}-*"
+    patterns = [f"{'*/' * depth}{name}" for depth in range(1, 5)]
+    return [p for pattern in patterns for p in Path("/sys/fs/cgroup").glob(pattern) if p.is_dir()]
+
+
+@pytest.fixture(autouse=True)
+def no_cgroup_left() -> Iterator[None]:
+    yield
+    assert _own_cgroups() == [], "an attempt's cgroup outlived it"
 
 
 @pytest.mark.parametrize("what,limit", [("pids", "pids"), ("memory", "memory"), ("disk", "workspace_bytes")])
@@ -723,3 +739,18 @@ def test_confinement_for_an_attempt(world: World, tmp_path: Path) -> None:
             workspace=world.workspace, home=world.home, tmp=world.tmp, program=["/bin/sh"],
             agent_binds=[world.tasks], protected=[world.tasks],
         ))  # fmt: skip
+
+
+def test_cgroups_of_a_dead_bridge_are_swept() -> None:
+    made = cgroups_mod.make_cgroup(Limits())
+    if made is None:
+        pytest.skip("no writable cgroup here")
+    made.close()
+    dead = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True).stdout.strip()
+    ghosts = [folder.parent / f"rgbridge-{dead}-deadbeef" for folder in made.dirs.values()]
+    for ghost in ghosts:
+        ghost.mkdir()
+    again = cgroups_mod.make_cgroup(Limits())
+    assert again is not None
+    again.close()
+    assert not any(ghost.exists() for ghost in ghosts)

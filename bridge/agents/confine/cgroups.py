@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bridge.agents.confine.model import Limits
+from bridge.fs.files import pid_alive
 
-CGROUP_ROOT = Path("/sys/fs/cgroup")
+PREFIX = "rgbridge-"  # rgbridge-<pid of the bridge>-<random>
 WATCH_PERIOD = 0.5
 KILL_ROUNDS = 200
 
@@ -217,8 +218,25 @@ def _make_v1(name: str, limits: Limits) -> Cgroup | None:
 
 def make_cgroup(limits: Limits) -> Cgroup | None:
     """A fresh cgroup for one attempt with its limits set, or None where none can be made."""
-    name = f"rgbridge-{os.getpid()}-{secrets.token_hex(4)}"
-    return _make_v2(name, limits) or _make_v1(name, limits)
+    name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+    made = _make_v2(name, limits) or _make_v1(name, limits)
+    if made is not None:
+        for folder in made.dirs.values():
+            _sweep_beside(folder)
+    return made
+
+
+def _sweep_beside(folder: Path) -> None:
+    """Empty cgroups of bridge processes that died without removing theirs (killed -9)."""
+    try:
+        siblings = list(folder.parent.iterdir())
+    except OSError:
+        return
+    for other in siblings:
+        owner = other.name.removeprefix(PREFIX).split("-")[0]
+        if other.name.startswith(PREFIX) and owner.isdigit() and not pid_alive(int(owner)):
+            with contextlib.suppress(OSError):  # EBUSY: processes still in it, left alone
+                other.rmdir()
 
 
 def counters_of(pid: int) -> tuple[Path, str, Path] | None:
