@@ -80,12 +80,13 @@ def bwrap_args(binds: BindPlan, cwd: Path) -> list[str]:
     return args
 
 
-def _gone(pid: int) -> bool:
+def _gone(pid: int, namespace: str | None) -> bool:
+    """The sandbox's init has exited (a zombie counts), or its pid now names another process."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return True
-    return state in ("Z", "X")
+    return state in ("Z", "X") or pid_namespace(pid) != namespace
 
 
 def _read_info(fd: int) -> dict[str, Any]:
@@ -129,6 +130,7 @@ def trial(runner: Sequence[str] = (), confinement: Confinement | None = None) ->
 class BwrapRunning:
     proc: subprocess.Popen[bytes]
     child: int  # bwrap's init in the sandbox, as this host sees it
+    namespace: str | None  # its PID namespace (a reused pid is not it)
     meter: Meter
     enforced_by: str
     stdout: IO[bytes] = field(init=False)
@@ -162,7 +164,7 @@ class BwrapRunning:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=GONE_SECONDS)
         deadline = time.monotonic() + GONE_SECONDS
-        while self.child > 0 and not _gone(self.child) and time.monotonic() < deadline:
+        while self.child > 0 and not _gone(self.child, self.namespace) and time.monotonic() < deadline:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(self.child, signal.SIGKILL)
             time.sleep(0.02)
@@ -237,10 +239,8 @@ class BwrapSandbox:
         finally:
             os.close(read_fd)
         child = int(info.get("child-pid", 0) or 0)
-        meter: Meter
-        if cgroup is not None:
-            meter = cgroup
-        else:
-            namespace = pid_namespace(child) if child else None
-            meter = NamespaceWatch(namespace or "", confinement.limits)
-        return BwrapRunning(proc, child, meter, meter.kind)
+        namespace = pid_namespace(child) if child else None
+        if namespace is not None and namespace == pid_namespace(os.getpid()):
+            namespace = None  # not the sandbox's init (it exited and its pid was reused already)
+        meter: Meter = cgroup if cgroup is not None else NamespaceWatch(namespace or "", confinement.limits)
+        return BwrapRunning(proc, child if namespace else 0, namespace, meter, meter.kind)
