@@ -15,9 +15,9 @@ import os
 import secrets
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from bridge.agents.confine.model import Limits
 from bridge.fs.files import pid_alive
@@ -34,7 +34,6 @@ class Meter(Protocol):
 
     def limit_hit(self) -> str | None: ...
     def pids(self) -> list[int]: ...
-    def describe(self) -> dict[str, Any]: ...
     def close(self) -> None: ...
 
 
@@ -108,7 +107,6 @@ class Cgroup:
     memory_events: Path
     memory_key: str
     pids_events: Path
-    failed: list[str] = field(default_factory=list)
 
     @property
     def procs_files(self) -> list[Path]:
@@ -134,9 +132,6 @@ class Cgroup:
                 return
             _kill(left)
             time.sleep(0.02)
-
-    def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "paths": [str(d) for d in self.dirs.values()]}
 
     def close(self) -> None:
         """Kill what is left and remove the folders."""
@@ -318,9 +313,6 @@ class NamespaceWatch:
         elif memory > self.limits.memory_bytes:
             self._hit = "memory"
         return self._hit
-
-    def describe(self) -> dict[str, Any]:
-        return {"kind": "watch", "period_seconds": WATCH_PERIOD}
 
     def close(self) -> None:
         for _ in range(KILL_ROUNDS):
