@@ -21,13 +21,13 @@ import signal
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from bridge.agents.confine.binds import BindPlan, plan
 from bridge.agents.confine.cgroups import Cgroup, Meter, NamespaceWatch, make_cgroup, pid_namespace
 from bridge.agents.confine.model import Confinement, SandboxError, required
+from bridge.agents.confine.none import ProcessRunning
 
 INFO_SECONDS = 30.0
 GONE_SECONDS = 10.0
@@ -126,26 +126,14 @@ def trial(runner: Sequence[str] = (), confinement: Confinement | None = None) ->
         raise SandboxError(f"bubblewrap cannot create its namespaces here ({why}): {ENABLE_USERNS}")
 
 
-@dataclass
-class BwrapRunning:
-    proc: subprocess.Popen[bytes]
-    child: int  # bwrap's init in the sandbox, as this host sees it
-    namespace: str | None  # its PID namespace (a reused pid is not it)
-    meter: Meter
-    enforced_by: str
-    stdout: IO[bytes] = field(init=False)
-    _final: str | None = None
-    _closed: bool = False
-
-    def __post_init__(self) -> None:
-        assert self.proc.stdout is not None
-        self.stdout = self.proc.stdout
-
-    def wait(self, timeout: float) -> int | None:
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
+class BwrapRunning(ProcessRunning):
+    def __init__(self, proc: subprocess.Popen[bytes], child: int, namespace: str | None, meter: Meter) -> None:
+        super().__init__(proc, meter.kind)
+        self.child = child  # bwrap's init in the sandbox, as this host sees it
+        self.namespace = namespace  # its PID namespace (a reused pid is not it)
+        self.meter = meter
+        self._final: str | None = None
+        self._closed = False
 
     def limit_hit(self) -> str | None:
         return self._final if self._closed else self.meter.limit_hit()
@@ -243,4 +231,4 @@ class BwrapSandbox:
         if namespace is not None and namespace == pid_namespace(os.getpid()):
             namespace = None  # not the sandbox's init (it exited and its pid was reused already)
         meter: Meter = cgroup if cgroup is not None else NamespaceWatch(namespace or "", confinement.limits)
-        return BwrapRunning(proc, child if namespace else 0, namespace, meter, meter.kind)
+        return BwrapRunning(proc, child if namespace else 0, namespace, meter)

@@ -15,6 +15,7 @@ import os
 import secrets
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -91,10 +92,17 @@ def _locate(root: str, point: str, own: str) -> Path | None:
     return Path(point) / inner
 
 
-def _kill(pids: list[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+def kill_until_empty(pids: Callable[[], list[int]]) -> None:
+    """SIGKILL what `pids()` lists until it lists nothing (a fork racing the kill is caught by
+    the next round; the pids limit bounds how many there can be)."""
+    for _ in range(KILL_ROUNDS):
+        left = pids()
+        if not left:
+            return
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
 
 
 @dataclass
@@ -126,12 +134,7 @@ class Cgroup:
         if self.kind == "cgroup2" and kill.exists():
             with contextlib.suppress(OSError):
                 kill.write_text("1", encoding="ascii")
-        for _ in range(KILL_ROUNDS):
-            left = self.pids()
-            if not left:
-                return
-            _kill(left)
-            time.sleep(0.02)
+        kill_until_empty(self.pids)
 
     def close(self) -> None:
         """Kill what is left and remove the folders."""
@@ -315,9 +318,4 @@ class NamespaceWatch:
         return self._hit
 
     def close(self) -> None:
-        for _ in range(KILL_ROUNDS):
-            left = self.pids()
-            if not left:
-                return
-            _kill(left)
-            time.sleep(0.02)
+        kill_until_empty(self.pids)

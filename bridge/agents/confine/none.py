@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -43,21 +42,25 @@ def end_group(proc: subprocess.Popen[bytes], grace: float) -> None:
         proc.wait(timeout=max(grace, 1.0))
 
 
-@dataclass
-class GroupRunning:
-    proc: subprocess.Popen[bytes]
-    enforced_by: str = "none"
-    stdout: IO[bytes] = field(init=False)
+class ProcessRunning:
+    """An attempt whose main process is a child of this one (its stdout a pipe to us)."""
 
-    def __post_init__(self) -> None:
-        assert self.proc.stdout is not None
-        self.stdout = self.proc.stdout
+    def __init__(self, proc: subprocess.Popen[bytes], enforced_by: str) -> None:
+        assert proc.stdout is not None
+        self.proc = proc
+        self.stdout: IO[bytes] = proc.stdout
+        self.enforced_by = enforced_by
 
     def wait(self, timeout: float) -> int | None:
         try:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             return None
+
+
+class GroupRunning(ProcessRunning):
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        super().__init__(proc, "none")
 
     def limit_hit(self) -> str | None:
         return None
