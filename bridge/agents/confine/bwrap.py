@@ -68,7 +68,9 @@ def bwrap_args(binds: BindPlan, cwd: Path) -> list[str]:
         args += ["--ro-bind", name, name]
     # /proc/sys read-only: a uid-0 process writes sysctls by file mode alone, capabilities or not
     # (bwrap covers /proc/irq and /proc/bus itself, not /proc/sys in every setup)
-    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev", "--tmpfs", "/tmp"]
+    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
+    # a fresh /tmp and /dev/shm (POSIX semaphores: multiprocessing) anyone inside may write
+    args += ["--perms", "1777", "--tmpfs", "/dev/shm", "--perms", "1777", "--tmpfs", "/tmp"]
     for path, writable in binds.ordered():
         args += ["--bind" if writable else "--ro-bind", str(path), str(path)]
     for mask in binds.masks:
