@@ -754,3 +754,23 @@ def test_cgroups_of_a_dead_bridge_are_swept() -> None:
     assert again is not None
     again.close()
     assert not any(ghost.exists() for ghost in ghosts)
+
+
+def test_a_fast_exit_keeps_all_its_output(sandbox: Sandbox, world: World) -> None:
+    """A CLI that fails at once still leaves its stdout and stderr, a last line without its
+    newline included (Docker's output is attached before the container starts: following its
+    logs lost that line)."""
+    script = "echo out-line; printf out-end; echo err-line >&2; printf err-end >&2; exit 3"
+    for _ in range(3):
+        ended = _run(sandbox, world, ["/bin/sh", "-c", script], world.confinement())
+        assert (ended.how, ended.exit_code) == ("exit", 3)
+        assert (world.root / "stream.jsonl").read_text() == "out-line\nout-end"
+        assert (world.root / "stderr.log").read_text() == "err-line\nerr-end"
+
+
+@pytest.mark.docker
+def test_docker_check_runs_a_trial_container(docker_client: object, base_image: str, fresh_probes: None) -> None:
+    from bridge.agents.confine.docker import DockerSandbox, leftover_agent_containers
+
+    DockerSandbox(image=base_image).check()  # raises when the engine cannot see this machine's files
+    assert leftover_agent_containers(docker_client) == []  # type: ignore[arg-type]

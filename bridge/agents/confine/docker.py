@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,20 +56,21 @@ def mounts(binds: BindPlan) -> list[Mount]:
     return found
 
 
-def _pump(chunks: Any, out: IO[bytes] | int) -> None:
+def _pump(frames: Any, stdout_fd: int, stderr: IO[bytes]) -> None:
+    """The container's output, attached before it started (nothing is missed however fast it
+    exits): stdout into the pipe the run reads, stderr into the attempt's stderr file."""
     try:
-        for chunk in chunks:
-            if isinstance(out, int):
-                os.write(out, chunk)
-            else:
-                out.write(chunk)
-                out.flush()
+        for out, err in frames:
+            if out:
+                os.write(stdout_fd, out)
+            if err:
+                stderr.write(err)
+                stderr.flush()
     except (DockerException, requests.RequestException, OSError, ValueError):
         pass
     finally:
-        if isinstance(out, int):
-            with contextlib.suppress(OSError):
-                os.close(out)
+        with contextlib.suppress(OSError):
+            os.close(stdout_fd)
 
 
 @dataclass
@@ -82,10 +84,8 @@ class DockerRunning:
     _threads: list[threading.Thread] = field(default_factory=list)
     _counters: tuple[Path, str, Path] | None = None
 
-    def watch(self, stderr: IO[bytes], write_fd: int) -> None:
-        logs_out = self.container.logs(stdout=True, stderr=False, stream=True, follow=True)
-        logs_err = self.container.logs(stdout=False, stderr=True, stream=True, follow=True)
-        for target, args in ((_pump, (logs_out, write_fd)), (_pump, (logs_err, stderr)), (self._wait, ())):
+    def watch(self, frames: Any, stderr: IO[bytes], write_fd: int) -> None:
+        for target, args in ((_pump, (frames, write_fd, stderr)), (self._wait, ())):
             thread = threading.Thread(target=target, args=args, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -165,6 +165,32 @@ class DockerSandbox:
             raise SandboxError(f"--sandbox docker: {exc}") from None
         if not present:
             raise SandboxError(f"--sandbox docker: the base image {self.image} is missing; run: rgbridge images build")
+        self._trial()
+
+    def _trial(self) -> None:
+        """A container reads a file this process just wrote, bound at its host path: the engine
+        sees this machine's files (a remote DOCKER_HOST does not)."""
+        token = secrets.token_hex(8)
+        with tempfile.TemporaryDirectory(prefix="rgbridge-probe-") as folder:
+            probe = Path(folder)
+            (probe / "probe").write_text(token, encoding="ascii")
+            with open(os.devnull, "wb") as sink:
+                running = self.start(
+                    ["/bin/cat", str(probe / "probe")],
+                    env={},
+                    cwd=probe,
+                    stderr=sink,
+                    confinement=Confinement(workspace=probe, home=probe, tmp=probe),
+                )
+                try:
+                    seen = running.stdout.read(64).decode("ascii", "replace")
+                finally:
+                    running.end(0)
+        if seen != token:
+            raise SandboxError(
+                "--sandbox docker: the engine does not see this machine's files (a remote DOCKER_HOST?); "
+                "the attempt's folders are bind-mounted at their host paths: run the engine here, or use bwrap"
+            )
 
     def describe(self, confinement: Confinement | None) -> dict[str, Any]:
         confinement = required(self.kind, confinement)
@@ -211,8 +237,9 @@ class DockerSandbox:
         read_fd, write_fd = os.pipe()
         running = DockerRunning(container, os.fdopen(read_fd, "rb"))
         try:
+            frames = container.attach(stdout=True, stderr=True, stream=True, logs=True, demux=True)
             container.start()
-            running.watch(stderr, write_fd)
+            running.watch(frames, stderr, write_fd)
         except (DockerException, requests.RequestException) as exc:
             with contextlib.suppress(OSError):
                 os.close(write_fd)
