@@ -458,14 +458,20 @@ def test_needs_of_the_real_clis_and_interpreters(tmp_path: Path) -> None:
     script.chmod(0o755)
     bindir = tmp_path / "prefix" / "bin"
     bindir.mkdir(parents=True)
-    (tmp_path / "prefix" / "lib").mkdir()
+    (tmp_path / "prefix" / "lib" / "python3.11").mkdir(parents=True)
     os.symlink(venv_python, bindir / "python3")
     found = needs_of(script, search_path=str(bindir))
     assert script in found and tmp_path / "prefix" in found
-    # a binary in a home folder's bin/ brings the file only, never the folder around it
-    home_bin = Path.home() / "bin"
-    assert all(p != Path.home() for p in needs_of(venv_python))
-    assert home_bin not in needs_of(venv_python)
+    # a CLI in ~/.local/bin (a link into ~/.local/share, as native installers do) brings its
+    # files only, never ~/.local (the user's data, keyrings, the bridge's own data home)
+    local = tmp_path / "home" / ".local"
+    version = local / "share" / "tool" / "versions" / "1.0"
+    version.parent.mkdir(parents=True)
+    version.write_text("#!/bin/sh\n")
+    (local / "bin").mkdir()
+    (local / "lib" / "python3.11").mkdir(parents=True)
+    os.symlink(version, local / "bin" / "tool")
+    assert needs_of(local / "bin" / "tool") == (local / "bin" / "tool", version)
     # the command adapter's template: the program, what it needs, and the absolute paths it names
     words = ["python3", str(script), "--mcp", "{mcp_config}", "/nonexistent/x"]
     template = needs_of_template(words, search_path=str(bindir))

@@ -1,10 +1,10 @@
 """What a program needs bound read-only to run in a sandbox, beyond the system's own folders.
 
 Only what the program's own path leads to: the file itself, every symlink on the way to it, the
-install tree a `bin/` folder belongs to (an interpreter's prefix, a virtual environment and its
-base, a Python package that ships its binary in `bin/` next to its resources) and, for a script,
-its `#!` interpreter. Nothing the user did not name is added beyond that: a binary in a home
-folder's `bin/` brings the file alone, never the home folder.
+install tree a `bin/` folder belongs to when it is one the program runs from (an interpreter's
+prefix, a virtual environment and its base, a Python package that ships its binary in `bin/`
+next to its resources) and, for a script, its `#!` interpreter. Nothing the user did not name
+is added beyond that: a binary in `~/.local/bin` brings the file alone, never `~/.local`.
 """
 
 from __future__ import annotations
@@ -57,14 +57,21 @@ def is_system(path: Path) -> bool:
 
 
 def _install_tree(binary: Path) -> Path | None:
-    """`<prefix>` for `<prefix>/bin/<name>` when the prefix is an install tree: a virtual
-    environment, an interpreter's prefix (it has `lib/`) or a Python package (`__init__.py`)."""
+    """`<prefix>` for `<prefix>/bin/<name>` when the prefix is an install tree the program runs
+    from: a virtual environment (`pyvenv.cfg`), a Python package shipping its binary in `bin/`
+    (`__init__.py`), an interpreter's own prefix (`python3`, `node` with its `lib/python*` or
+    `lib/node_modules`). Any other `bin/` (`~/.local/bin`, say) brings the file alone."""
     if binary.parent.name != "bin":
         return None
     prefix = binary.parent.parent
     if prefix in (Path("/"), Path.home()) or str(prefix) in ("/root", "/home"):
         return None
-    if (prefix / "pyvenv.cfg").is_file() or (prefix / "lib").is_dir() or (prefix / "__init__.py").is_file():
+    if (prefix / "pyvenv.cfg").is_file() or (prefix / "__init__.py").is_file():
+        return prefix
+    name = binary.name
+    if name.startswith(("python", "pypy")) and any((prefix / "lib").glob("py*")):
+        return prefix
+    if name == "node" and (prefix / "lib" / "node_modules").is_dir():
         return prefix
     return None
 
