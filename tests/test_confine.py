@@ -780,3 +780,17 @@ def test_docker_check_runs_a_trial_container(docker_client: object, base_image: 
 
     DockerSandbox(image=base_image).check()  # raises when the engine cannot see this machine's files
     assert leftover_agent_containers(docker_client) == []  # type: ignore[arg-type]
+
+
+def test_disk_usage_follows_no_symlink_and_counts_hard_links_once(tmp_path: Path) -> None:
+    from bridge.agents.confine.usage import disk_usage
+
+    root = tmp_path / "ws"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "data.bin").write_bytes(os.urandom(1024 * 1024))
+    alone = disk_usage([root])
+    assert 1024 * 1024 <= alone < 2 * 1024 * 1024
+    os.symlink("/usr", root / "usr-link")  # gigabytes, if it were followed
+    os.link(root / "sub" / "data.bin", root / "again.bin")
+    assert disk_usage([root]) < alone + 64 * 1024
+    assert disk_usage([root, root / "sub"]) < alone + 64 * 1024  # the same files through two roots
