@@ -9,6 +9,7 @@ can fail.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -81,8 +82,32 @@ class World:
         )
 
 
+def _living_in(root: Path) -> list[int]:
+    """Host pids whose environment names `root` (every process an attempt of the test started)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                environ = Path(f"/proc/{entry}/environ").read_bytes()
+            except OSError:
+                continue
+            if str(root).encode() in environ:
+                found.append(int(entry))
+    return found
+
+
 @pytest.fixture()
-def world(tmp_path: Path) -> World:
+def world(tmp_path: Path) -> Iterator[World]:
+    made = _make_world(tmp_path)
+    yield made
+    left = _living_in(made.root)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert left == [], "a process of the test's attempts outlived it"
+
+
+def _make_world(tmp_path: Path) -> World:
     secret = "GOLDEN-" + secrets.token_hex(8)
     root = tmp_path
     attempt = root / "run" / "attempts" / "t1" / "a1"
@@ -347,7 +372,8 @@ def test_a_limit_ends_the_attempt(sandbox: Sandbox, world: World, meter: str, wh
 
 def test_time_limit_and_stop_end_every_process(sandbox: Sandbox, world: World) -> None:
     marker = "rgbridge-leftover-" + secrets.token_hex(6)
-    script = f"setsid sh -c 'sleep 600; : {marker}' & (nohup sleep 600 >/dev/null 2>&1 &); sleep 600"
+    sleeper = f"python3 -c 'import time; time.sleep(600)' {marker}"
+    script = f"setsid {sleeper} & (nohup {sleeper} >/dev/null 2>&1 &); {sleeper}"
     ended = _run(sandbox, world, ["/bin/sh", "-c", script], world.confinement(), time_limit=3)
     assert ended.how == "time_limit"
     assert _with_marker(marker) == []
@@ -626,7 +652,7 @@ def test_claude_code_runs_confined_and_its_bash_is_refused(sandbox: Sandbox, wor
         f"cat {world.golden} || echo GOLDEN-REFUSED; "
         f"find / -name {world.golden.name} -not -path '/proc/*' 2>/dev/null | head -3; echo WALKED; "
         f"echo forged > {world.recordings}/forged.json || echo RECORDINGS-REFUSED; "
-        f"(setsid nohup sh -c 'sleep 600; : {marker}' >/dev/null 2>&1 &); "
+        f"(setsid nohup python3 -c 'import time; time.sleep(600)' {marker} >/dev/null 2>&1 &); "
         "echo made-by-bash > proof.txt; echo BASH-DONE"
     )
 
@@ -682,7 +708,7 @@ def test_codex_runs_confined_and_its_shell_is_refused(sandbox: Sandbox, world: W
     marker = "rgbridge-leftover-" + secrets.token_hex(6)
     script = (
         f"cat {world.golden} || echo GOLDEN-REFUSED; "
-        f"(setsid nohup sh -c 'sleep 600; : {marker}' >/dev/null 2>&1 &); "
+        f"(setsid nohup python3 -c 'import time; time.sleep(600)' {marker} >/dev/null 2>&1 &); "
         "echo made-by-shell > proof.txt; echo SHELL-DONE"
     )
 
@@ -794,3 +820,33 @@ def test_disk_usage_follows_no_symlink_and_counts_hard_links_once(tmp_path: Path
     os.link(root / "sub" / "data.bin", root / "again.bin")
     assert disk_usage([root]) < alone + 64 * 1024
     assert disk_usage([root, root / "sub"]) < alone + 64 * 1024  # the same files through two roots
+
+
+def test_an_error_in_the_run_still_ends_the_attempt(
+    sandbox: Sandbox, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = "rgbridge-leftover-" + secrets.token_hex(6)
+
+    class Broken:
+        def __init__(self, *args: object) -> None:
+            pass
+
+        def __enter__(self) -> None:
+            raise RuntimeError("the watch broke")
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+    monkeypatch.setattr("bridge.agents.process.DiskWatch", Broken)
+    try:
+        with pytest.raises(RuntimeError, match="the watch broke"):
+            _run(
+                sandbox,
+                world,
+                ["/bin/sh", "-c", f"exec python3 -c 'import time; time.sleep(600)' {marker}"],
+                world.confinement(),
+            )
+        assert _with_marker(marker) == []
+    finally:
+        for pid in _with_marker(marker):
+            os.kill(pid, signal.SIGKILL)

@@ -54,25 +54,29 @@ def run_agent(
     started = time.monotonic()
     with open(stderr, "wb") as err:
         running = sandbox.start(argv, env=env, cwd=cwd, stderr=err, confinement=confinement)
-        copier = threading.Thread(target=_copy_stamped, args=(running.stdout, stdout), daemon=True)
-        copier.start()
-        how, limit = "exit", None
-        roots = confinement.read_write if confined and confinement is not None else ()
-        disk_limit = confinement.limits.workspace_bytes if confinement is not None else 0
-        with DiskWatch(roots, disk_limit) as disk:
-            while running.wait(WAIT_SECONDS) is None:
-                hit = running.limit_hit() or ("workspace_bytes" if disk.hit.is_set() else None)
-                if hit is not None:
-                    how, limit = "resource_limit", hit
-                    break
-                if stop.is_set():
-                    how = "stopped"
-                    break
-                if time.monotonic() - started >= time_limit:
-                    how = "time_limit"
-                    break
-            seconds = time.monotonic() - started
-            code = running.end(0.0 if how == "resource_limit" else GRACE_SECONDS)
+        how, limit, grace = "exit", None, GRACE_SECONDS
+        try:
+            copier = threading.Thread(target=_copy_stamped, args=(running.stdout, stdout), daemon=True)
+            copier.start()
+            roots = confinement.read_write if confined and confinement is not None else ()
+            disk_limit = confinement.limits.workspace_bytes if confinement is not None else 0
+            with DiskWatch(roots, disk_limit) as disk:
+                while running.wait(WAIT_SECONDS) is None:
+                    hit = running.limit_hit() or ("workspace_bytes" if disk.hit.is_set() else None)
+                    if hit is not None:
+                        how, limit, grace = "resource_limit", hit, 0.0
+                        break
+                    if stop.is_set():
+                        how = "stopped"
+                        break
+                    if time.monotonic() - started >= time_limit:
+                        how = "time_limit"
+                        break
+                seconds = time.monotonic() - started
+        except BaseException:
+            running.end(0.0)  # whatever went wrong here, nothing of the attempt outlives it
+            raise
+        code = running.end(grace)
         if how == "exit" and code != 0 and confined:
             # the kernel killed the main process (OOM) or refused its fork just before the exit
             late = running.limit_hit()
