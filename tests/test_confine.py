@@ -37,6 +37,7 @@ from bridge.agents.confine import (
     needs_of,
     needs_of_template,
     protected_defaults,
+    ready_sandbox,
     sandbox_check,
     sandbox_for,
 )
@@ -542,6 +543,9 @@ def test_no_working_sandbox_is_refused_with_the_fixes(monkeypatch: pytest.Monkey
     assert "apt-get install bubblewrap" in check.fix and "rgbridge images build" in check.fix
     with pytest.raises(SandboxError, match="--sandbox none"):
         sandbox_for("auto")
+    with pytest.raises(SandboxError, match="apt-get install bubblewrap"):
+        ready_sandbox("bwrap")  # the run's pre-flight, before any agent runs
+    assert ready_sandbox("none").kind == "none"
 
 
 @needs_bwrap

@@ -61,6 +61,16 @@ def sandbox_for(kind: str) -> Sandbox:
     )
 
 
+def ready_sandbox(kind: str) -> Sandbox:
+    """The run's pre-flight: the sandbox of that kind, checked (a trial run, once per process);
+    SandboxError naming the fix before any agent runs."""
+    sandbox = sandbox_for(kind)
+    error = _probe(sandbox)
+    if error is not None:
+        raise error
+    return sandbox
+
+
 def sandbox_check() -> Check:
     """`rgbridge doctor`'s "sandbox" line: which kind `auto` picks here, and how to enable the others."""
     sandboxes: dict[str, Sandbox] = {"bwrap": BwrapSandbox(), "docker": DockerSandbox()}
