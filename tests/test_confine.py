@@ -854,3 +854,32 @@ def test_an_error_in_the_run_still_ends_the_attempt(
     finally:
         for pid in _with_marker(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_cgroup_v2_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cgroup v2 (this machine's memory and pids controllers are on v1, so a fake tree): the
+    attempt's cgroup is made under ours, the controllers enabled for it, its limits written, and
+    its event counters read back as the limit hit."""
+    root = tmp_path / "unified"
+    own = root / "user.slice" / "bridge.scope"
+    own.mkdir(parents=True)
+    (own / "cgroup.controllers").write_text("cpu memory pids\n")
+    (own / "cgroup.subtree_control").write_text("")
+    monkeypatch.setattr(cgroups_mod, "_mounts", lambda: [("/", str(root), "cgroup2", "rw")])
+    monkeypatch.setattr(cgroups_mod, "_own_cgroups", lambda: {"": "/user.slice/bridge.scope"})
+    made = cgroups_mod._make_v2("rgbridge-1-test", Limits(memory_bytes=123, pids=45))
+    assert made is not None and made.kind == "cgroup2"
+    folder = own / "rgbridge-1-test"
+    assert (own / "cgroup.subtree_control").read_text() == "+memory +pids"
+    assert (folder / "memory.max").read_text() == "123" and (folder / "pids.max").read_text() == "45"
+    assert made.procs_files == [folder / "cgroup.procs"]
+    (folder / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 0\n")
+    (folder / "pids.events").write_text("max 0\n")
+    assert made.limit_hit() is None  # reclaim at the limit is not an OOM kill
+    (folder / "pids.events").write_text("max 2\n")
+    assert made.limit_hit() == "pids"
+    (folder / "memory.events").write_text("oom 1\noom_kill 1\n")
+    assert made.limit_hit() == "memory"
+    # a cgroup without the controllers (v1 holds them): no v2 cgroup
+    (own / "cgroup.controllers").write_text("cpu\n")
+    assert cgroups_mod._make_v2("rgbridge-1-other", Limits()) is None
