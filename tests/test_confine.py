@@ -101,7 +101,9 @@ def _living_in(root: Path) -> list[int]:
 def world(tmp_path: Path) -> Iterator[World]:
     made = _make_world(tmp_path)
     yield made
-    left = _living_in(made.root)
+    deadline = time.monotonic() + 5  # a process the test itself just killed takes a moment to go
+    while (left := _living_in(made.root)) and time.monotonic() < deadline:
+        time.sleep(0.1)
     for pid in left:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
@@ -883,3 +885,25 @@ def test_cgroup_v2_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     # a cgroup without the controllers (v1 holds them): no v2 cgroup
     (own / "cgroup.controllers").write_text("cpu\n")
     assert cgroups_mod._make_v2("rgbridge-1-other", Limits()) is None
+
+
+def test_a_bind_holding_the_masked_run_folder_keeps_the_workspace(sandbox: Sandbox, world: World) -> None:
+    """`--agent-bind` of a folder that holds the run folder (protected) and the tasks: both are
+    masked, and the workspace inside the masked run folder is still there and writable."""
+    conf = replace(
+        world.confinement(),
+        read_only=(FIXTURES, world.root),
+        protected=(world.tasks, world.recordings, world.root / "run"),
+    )
+    probe = (
+        "import os, sys; "
+        f"open('written.txt', 'w').write('ok'); "
+        f"print(sorted(os.listdir({str(world.root / 'run')!r}))); "
+        f"print(os.path.exists({str(world.golden)!r}), os.path.exists({str(world.tasks)!r}))"
+    )
+    ended = _run(sandbox, world, [SYSTEM_PYTHON, "-c", probe], conf)
+    assert (ended.how, ended.exit_code) == ("exit", 0), (world.root / "stderr.log").read_text()
+    assert (world.workspace / "written.txt").read_text() == "ok"
+    # the masked run folder shows only the path down to the workspace; the tasks folder is empty
+    lines = (world.root / "stream.jsonl").read_text().splitlines()
+    assert lines == ["['attempts']", "False True"], lines

@@ -55,7 +55,7 @@ class Mask:
 
 @dataclass(frozen=True)
 class BindPlan:
-    """Binds in mount order (parents first); masks applied after all binds."""
+    """What one attempt's sandbox mounts; `ordered()` gives the mount order."""
 
     system: tuple[str, ...]  # present system dirs (bound ro or linked)
     etc: tuple[str, ...]  # present /etc entries (bound ro)
@@ -63,10 +63,13 @@ class BindPlan:
     read_write: tuple[Path, ...]
     masks: tuple[Mask, ...]
 
-    def ordered(self) -> list[tuple[Path, bool]]:
-        """(path, writable) for every non-system bind, parents before children."""
-        both = [(p, False) for p in self.read_only] + [(p, True) for p in self.read_write]
-        return sorted(both, key=lambda item: (len(item[0].parts), str(item[0])))
+    def ordered(self) -> list[tuple[Path, str]]:
+        """(path, "ro" | "rw" | "mask_dir" | "mask_file") for every bind and mask, parents
+        before children: a bind inside a masked folder (the workspace inside a masked run
+        folder) is mounted after the mask, so the mask never hides it."""
+        ops = [(p, "ro") for p in self.read_only] + [(p, "rw") for p in self.read_write]
+        ops += [(m.path, "mask_dir" if m.is_dir else "mask_file") for m in self.masks]
+        return sorted(ops, key=lambda item: (len(item[0].parts), str(item[0])))
 
     def as_dict(self, *, system: bool = True) -> dict[str, list[str]]:
         """For the recording; `system=False` where the system folders are not the host's (Docker)."""

@@ -71,13 +71,16 @@ def bwrap_args(binds: BindPlan, cwd: Path) -> list[str]:
     args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
     # a fresh /tmp and /dev/shm (POSIX semaphores: multiprocessing) anyone inside may write
     args += ["--perms", "1777", "--tmpfs", "/dev/shm", "--perms", "1777", "--tmpfs", "/tmp"]
-    for path, writable in binds.ordered():
-        args += ["--bind" if writable else "--ro-bind", str(path), str(path)]
-    for mask in binds.masks:
-        if mask.is_dir:
-            args += ["--tmpfs", str(mask.path), "--remount-ro", str(mask.path)]
+    read_only_last = []
+    for path, op in binds.ordered():
+        if op in ("ro", "rw"):
+            args += ["--bind" if op == "rw" else "--ro-bind", str(path), str(path)]
+        elif op == "mask_dir":  # writable while binds inside it are mounted, read-only after
+            args += ["--tmpfs", str(path)]
+            read_only_last += ["--remount-ro", str(path)]
         else:
-            args += ["--ro-bind", "/dev/null", str(mask.path)]
+            args += ["--ro-bind", "/dev/null", str(path)]
+    args += read_only_last
     args += ["--chdir", str(cwd)]
     return args
 

@@ -43,15 +43,19 @@ from bridge.scoring.sandbox.docker_client import engine_available, get_client, m
 KIND_LABEL = "agent"
 MONITOR_PERIOD = 1.0
 TMPFS_BYTES = 512 * 1024**2
+MASK_BYTES = 64 * 1024
 
 
 def mounts(binds: BindPlan) -> list[Mount]:
-    found = [Mount(str(path), str(path), type="bind", read_only=not writable) for path, writable in binds.ordered()]
-    for mask in binds.masks:
-        if mask.is_dir:
-            found.append(Mount(str(mask.path), None, type="tmpfs", read_only=True, tmpfs_size=4096))
+    found = []
+    for path, op in binds.ordered():
+        if op in ("ro", "rw"):
+            found.append(Mount(str(path), str(path), type="bind", read_only=op == "ro"))
+        elif op == "mask_dir":
+            # writable (a few KiB, private to the container): a bind inside it needs its mount point
+            found.append(Mount(str(path), None, type="tmpfs", tmpfs_size=MASK_BYTES))
         else:
-            found.append(Mount(str(mask.path), "/dev/null", type="bind", read_only=True))
+            found.append(Mount(str(path), "/dev/null", type="bind", read_only=True))
     found.append(Mount("/tmp", None, type="tmpfs", tmpfs_size=TMPFS_BYTES, tmpfs_mode=0o1777))
     return found
 
