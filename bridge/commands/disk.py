@@ -1,5 +1,5 @@
 """`rgbridge cache stats/prune` (what the bridge keeps on disk, what a prune frees) and
-`rgbridge doctor` (is this environment able to score?), plus the `--disk-budget` and
+`rgbridge doctor` (is this environment able to score, and to confine agents?), plus the `--disk-budget` and
 `--no-preflight` options other verbs share (`evaluate`, `serve`, `run`)."""
 
 from __future__ import annotations
@@ -151,11 +151,13 @@ def cmd_cache_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from bridge.agents.confine import sandbox_check
     from bridge.scoring.doctor import run_checks
     from bridge.scoring.images.disk import apply_budget_option
 
     apply_budget_option(args.disk_budget)
-    checks = run_checks(path=args.path, index=not args.no_index)
+    # scoring's checks, then the sandbox `rgbridge run` confines its agents in
+    checks = [*run_checks(path=args.path, index=not args.no_index), sandbox_check()]
     failed = any(not c.ok and c.severity == "error" for c in checks)
     if args.json:
         print_json({"ok": not failed, "checks": [c.as_dict() for c in checks]})
