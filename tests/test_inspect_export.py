@@ -39,7 +39,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-def _log(folder: Path):  # noqa: ANN202 - inspect_ai's EvalLog
+def _log(folder: Path):  # an inspect_ai EvalLog
     (path,) = folder.glob("*.eval")
     return inspect_log.read_eval_log(str(path))
 

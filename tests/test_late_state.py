@@ -240,7 +240,7 @@ def test_a_flipping_workspace_folder_gets_clear_refusals(tmp_path: Path, tasks_d
                 refused.add(str(exc).split(":")[0][:50])
                 assert "\n" not in str(exc)
                 continue
-            except Exception as exc:  # noqa: BLE001 - what the MCP layer reports as an internal error
+            except Exception as exc:  # what the MCP layer reports as an internal error
                 unclear.append(f"{type(exc).__name__}: {exc}")
                 continue
             mgr.quit(st.session_id)

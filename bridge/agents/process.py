@@ -74,7 +74,7 @@ def run_agent(
     """Run to exit, the time limit or `stop`; the group is always ended before returning."""
     started = time.monotonic()
     with open(stderr, "wb") as err:
-        proc = subprocess.Popen(  # noqa: S603 - argv from the adapter, no shell
+        proc = subprocess.Popen(  # argv from the adapter, no shell
             argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, start_new_session=True
         )
         assert proc.stdout is not None
