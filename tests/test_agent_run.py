@@ -13,15 +13,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from bridge.cli import main as rgbridge
+from tests.helpers import SECRET, assert_atif, events, no_secret_on_disk, recordings_of, report_of
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 AGENT = REPO_ROOT / "tests" / "agents" / "mcp_sdk_agent.py"
-SECRET = "sk-test-never-on-disk-4b1d"
 
 
 def payload(tmp_path: Path, task: str) -> Path:
@@ -34,29 +33,6 @@ def payload(tmp_path: Path, task: str) -> Path:
 
 def agent_cmd(mode: str, payload_file: Path) -> str:
     return f"{sys.executable} {AGENT} {mode} {payload_file} {{mcp_config}} {{workspace}}"
-
-
-def report_of(out: Path) -> dict[str, Any]:
-    (path,) = out.glob("report_*.json")
-    return json.loads(path.read_text())
-
-
-def recordings_of(out: Path) -> list[Path]:
-    return sorted(p.parent for p in (out / "recordings").rglob("session.json") if ".interrupted-" not in str(p))
-
-
-def events(rec: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (rec / "events.jsonl").read_text().splitlines()]
-
-
-def assert_atif(path: Path) -> Any:
-    from atif import Trajectory
-
-    trajectory = Trajectory.model_validate(json.loads(path.read_text()))
-    assert [s.step_id for s in trajectory.steps] == list(range(1, len(trajectory.steps) + 1))
-    assert trajectory.steps[0].source == "user" and "README" in str(trajectory.steps[0].message)
-    assert trajectory.final_metrics is not None and trajectory.final_metrics.total_steps == len(trajectory.steps)
-    return trajectory
 
 
 def assert_agent_beside_files(rec: Path, tmp_path: Path, capsys) -> None:
@@ -83,12 +59,6 @@ def keyed_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.delenv("RGBRIDGE_TOKEN", raising=False)
-
-
-def no_secret_on_disk(root: Path) -> None:
-    for path in root.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            assert SECRET.encode() not in path.read_bytes(), f"API key written into {path}"
 
 
 @pytest.mark.docker

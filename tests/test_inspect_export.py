@@ -17,8 +17,7 @@ import pytest
 
 from bridge.cli import main
 from bridge.scoring.run.reporting import RunWriter
-from tests.test_explain import FAILING, flawed_result
-from tests.test_report_html import SAMPLE, chromium  # noqa: F401 - chromium is a fixture
+from tests.helpers import FAILING, SAMPLE, flawed_result
 
 inspect_log = pytest.importorskip("inspect_ai.log", reason="inspect-ai not installed (extra 'inspect')")
 

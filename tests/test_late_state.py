@@ -22,8 +22,7 @@ from bridge.recording.events import EventLog, read_events
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.settings import RecorderSettings, SessionSettings
 from bridge.tasks.catalog import Catalog
-from tests.test_session import CountingScorer
-from tests.test_session_race import flipper
+from tests.helpers import CountingScorer, flipper
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -155,7 +154,7 @@ KILLED_IN_SEAL = textwrap.dedent("""
     from bridge.sessions.manager import SessionManager
     from bridge.sessions.settings import SessionSettings
     from bridge.tasks.catalog import Catalog
-    from tests.test_session import CountingScorer
+    from tests.helpers import CountingScorer
     ws = Path(sys.argv[2])
     mgr = SessionManager(Catalog.from_options(Path(sys.argv[1])), recordings_dir=Path(sys.argv[3]),
                          scorer=CountingScorer(), settings=SessionSettings(seal_quiet_seconds=30, seal_max_wait=60))
