@@ -33,7 +33,18 @@ def _require_docker() -> bool:
 LANE_FIXTURES = {"docker": {"docker_client"}, "agent_cli": {"agent_cli"}}
 
 
+#: How pytest marks a test whose parametrisation is empty (it would skip it and check nothing).
+EMPTY_PARAMETER_SET = "got empty parameter set"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    empty = [
+        item.nodeid
+        for item in items
+        if any(str(m.kwargs.get("reason", "")).startswith(EMPTY_PARAMETER_SET) for m in item.iter_markers("skip"))
+    ]
+    if empty:
+        raise pytest.UsageError(f"tests with an empty parameter set check nothing: {', '.join(empty)}")
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         for marker, fixtures in LANE_FIXTURES.items():
