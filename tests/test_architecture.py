@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -130,14 +131,37 @@ def test_long_modules_say_why() -> None:
     assert not long, f"modules over {MAX_LINES} lines without '{LONG_MODULE_NOTE}' in their docstring: {long}"
 
 
-def test_architecture_doc_lists_every_module() -> None:
+def _contract(path: Path) -> str:
+    """A module's row in docs/architecture.md: its docstring's first paragraph on one line."""
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    return " ".join(doc.strip().split("\n\n")[0].split()).replace("|", "\\|")
+
+
+def _module_rows() -> list[tuple[str, str]]:
+    """(path, contract) of each row of docs/architecture.md's module table."""
     doc = (REPO_ROOT / "docs" / "architecture.md").read_text()
-    missing = [
-        str(path.relative_to(REPO_ROOT))
-        for path in _modules().values()
-        if f"`{path.relative_to(REPO_ROOT).as_posix()}`" not in doc
+    section = doc.split("\n## Modules\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([^`]+)` \| (.*) \|$", section, flags=re.MULTILINE)
+
+
+def test_each_module_has_one_row_quoting_its_docstring() -> None:
+    modules = {path.relative_to(REPO_ROOT).as_posix(): path for path in _modules().values()}
+    rows = _module_rows()
+    named = [name for name, _ in rows]
+    wrong = [f"| `{name}` | {_contract(path)} |" for name, path in sorted(modules.items()) if name not in named]
+    wrong += [
+        f"| `{name}` | {_contract(modules[name])} |"
+        for name, row in rows
+        if name in modules and row != _contract(modules[name])
     ]
-    assert not missing, f"docs/architecture.md does not list: {missing}"
+    gone = [name for name in named if name not in modules]
+    twice = sorted({name for name in named if named.count(name) > 1})
+    undocumented = [name for name, path in sorted(modules.items()) if not _contract(path)]
+    assert not (wrong or gone or twice or undocumented), (
+        "docs/architecture.md's module rows and the modules' docstrings disagree.\n"
+        f"Rows naming no module: {gone}\nRows twice: {twice}\nModules without a docstring: {undocumented}\n"
+        "Rows as they should read:\n" + "\n".join(wrong)
+    )
 
 
 # Documents that live outside the repository (a team's notes): a reader of the code cannot open them.
