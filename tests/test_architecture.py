@@ -4,6 +4,7 @@ and imports only point down the layers, so a newcomer can read the flow from `ls
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 import subprocess
@@ -30,6 +31,12 @@ MAX_LINES = 450  # "about 400": the formatter's line breaks vary
 LONG_MODULE_NOTE = "Why this module is long:"
 
 
+@functools.cache
+def _parse(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for all the checks here (none of them changes it)."""
+    return ast.parse(path.read_text(), str(path))
+
+
 def _modules() -> dict[str, Path]:
     found: dict[str, Path] = {}
     for top in ("bridge", "mcp_server"):
@@ -45,7 +52,7 @@ def _modules() -> dict[str, Path]:
 def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(), str(path))
+        tree = _parse(path)
         # Imports under `if TYPE_CHECKING:` are for annotations only: they never run.
         type_only = {
             id(n)
@@ -126,14 +133,14 @@ def test_long_modules_say_why() -> None:
         f"{name} ({n} lines)"
         for name, path in _modules().items()
         if (n := len(path.read_text().splitlines())) > MAX_LINES
-        and LONG_MODULE_NOTE not in (ast.get_docstring(ast.parse(path.read_text())) or "")
+        and LONG_MODULE_NOTE not in (ast.get_docstring(_parse(path)) or "")
     ]
     assert not long, f"modules over {MAX_LINES} lines without '{LONG_MODULE_NOTE}' in their docstring: {long}"
 
 
 def _contract(path: Path) -> str:
     """A module's row in docs/architecture.md: its docstring's first paragraph on one line."""
-    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    doc = ast.get_docstring(_parse(path)) or ""
     return " ".join(doc.strip().split("\n\n")[0].split()).replace("|", "\\|")
 
 
@@ -193,7 +200,7 @@ def test_comments_cite_only_the_repositorys_docs_or_public_sources() -> None:
 
 def _private_uses(name: str, path: Path, modules: dict[str, Path]) -> list[str]:
     """`from X import _name` and `X._name` in one module, where X is another module of ours."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = _parse(path)
     aliases: dict[str, str] = {}  # local name -> one of our modules
     found: list[str] = []
 
@@ -284,7 +291,7 @@ def test_no_test_module_imports_another() -> None:
     found = [
         f"{path.name}:{line} imports {name}"
         for path in TEST_MODULES
-        for line, name in _imported_names(ast.parse(path.read_text()))
+        for line, name in _imported_names(_parse(path))
         if any(part.startswith("test_") for part in name.split(".")[:2])
     ]
     assert not found, found
@@ -303,7 +310,7 @@ LANE_ENTRIES = {
 def test_tests_reach_the_engine_and_the_agent_clis_through_their_fixtures() -> None:
     found = []
     for path in TEST_MODULES:
-        tree = ast.parse(path.read_text())
+        tree = _parse(path)
         found += [
             f"{path.name}:{line} imports {name}: take the `{LANE_ENTRIES[name]}` fixture"
             for line, name in _imported_names(tree)
@@ -356,7 +363,7 @@ def _checks_only_in_loops(path: Path) -> list[str]:
     empty iterable such a test passes without checking anything. A check is an `assert`, or a
     call of `pytest.raises`/`pytest.fail`/`pytest.warns`, of a function named `assert*`, or of a
     helper of the same module that asserts."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = _parse(path)
     constants: dict[str, ast.expr] = {}
     helpers: set[str] = set()
     for node in tree.body:
