@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -16,6 +17,7 @@ import sys
 import threading
 import time
 import zlib
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -263,6 +265,39 @@ def decode_png(data: bytes) -> tuple[int, int, list[bytes]]:
         rows.append(bytes(line))
         prev = line
     return width, bpp, rows
+
+
+class HtmlTags(HTMLParser):
+    """The start tags of a page with their attributes, as a browser would parse them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, attrs))
+
+
+#: the only links a page may hold: an agent run's attempt pages written beside it (bridge/reports/html.py)
+ATTEMPT_LINK = re.compile(r"^[A-Za-z0-9_.%\-]+_attempts/[A-Za-z0-9_.%\-]+\.html$")
+
+
+def assert_no_active_content(page: str, *, attempt_links: bool = False) -> None:
+    """No scripts, no event handlers, nothing loaded from elsewhere (checked on parsed tags); with
+    `attempt_links`, links to the attempt pages beside it, nothing else."""
+    parser = HtmlTags()
+    parser.feed(page)
+    names = {t for t, _ in parser.tags}
+    banned = {"script", "img", "iframe", "object", "embed", "link", "form", "input"}
+    assert not names & (banned if attempt_links else banned | {"a"}), names
+    for tag, attrs in parser.tags:
+        for key, value in attrs:
+            assert not key.startswith("on"), (tag, key)
+            if attempt_links and tag == "a" and key == "href":
+                assert value and ATTEMPT_LINK.match(value), value
+                continue
+            assert key not in ("src", "href", "xlink:href", "action"), (tag, key, value)
+    assert "@import" not in page and "url(" not in page
 
 
 # --------------------------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from bridge.reports.html import render_html, write_html
 from bridge.scoring.result import ScoreResult
 from bridge.scoring.run.reporting import RunWriter
-from tests.helpers import SAMPLE, decode_png, run_chromium
+from tests.helpers import SAMPLE, assert_no_active_content, decode_png, run_chromium
 
 EVIL = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
 
@@ -45,31 +44,9 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-class _Tags(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, attrs))
-
-
-def _no_active_content(page: str) -> None:
-    """No scripts, no event handlers, nothing loaded from elsewhere (checked on parsed tags)."""
-    parser = _Tags()
-    parser.feed(page)
-    names = {t for t, _ in parser.tags}
-    assert not names & {"script", "img", "iframe", "object", "embed", "link", "a", "form", "input"}, names
-    for tag, attrs in parser.tags:
-        for key, value in attrs:
-            assert not key.startswith("on"), (tag, key)
-            assert key not in ("src", "href", "xlink:href", "action"), (tag, key, value)
-    assert "@import" not in page and "url(" not in page
-
-
 def test_recording_page_content() -> None:
     page = render_html(SAMPLE)
-    _no_active_content(page)
+    assert_no_active_content(page)
     assert page.startswith("<!DOCTYPE html>") and page.count("<svg") >= 2
     assert "35/35 (1.0000)" in page
     assert "0.6286" in page  # a curve point
@@ -80,7 +57,7 @@ def test_recording_page_content() -> None:
 
 def test_run_page_escapes_untrusted_text(run_dir: Path) -> None:
     page = render_html(run_dir)
-    _no_active_content(page)
+    assert_no_active_content(page)
     assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in page
     assert "Tests not passed (35)" in page and "Endpoints missing (1)" in page
     report = json.loads(next(run_dir.glob("report_*.json")).read_text())
