@@ -254,16 +254,20 @@ def test_resume_after_ctrl_c_scores_no_attempt_twice(docker_client, tmp_path: Pa
     ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     first = out / "intermediate" / "resumed" / "kv-ledger.a1.json"
-    second_state = out / "attempts" / "kv-ledger" / "a2" / "state.json"
-    held = Path(f"{hold}.held")  # the second agent wrote its files and waits for `hold` to go
+    second = out / "attempts" / "kv-ledger" / "a2"
+
+    def held() -> bool:  # the second agent wrote its files and waits for `hold` to go
+        stream = second / "agent" / "stream.jsonl"
+        return stream.exists() and '"subtype": "held"' in stream.read_text()
+
     try:
         deadline = time.monotonic() + 240
-        while not (held.exists() and second_state.exists()):
+        while not held():
             assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
             assert time.monotonic() < deadline, "the second attempt's agent was not held in time"
             time.sleep(0.5)
         # the second attempt is certainly in flight: its agent cannot end while `hold` exists
-        assert json.loads(second_state.read_text())["phase"] == "running"
+        assert json.loads((second / "state.json").read_text())["phase"] == "running"
         assert first.exists()  # the first attempt was scored before the second started
         first_bytes = first.read_bytes()
         proc.send_signal(signal.SIGINT)  # Ctrl-C while the second agent works
