@@ -391,6 +391,7 @@ def test_ide_config_new_clients(client: str, rel: str, tmp_path: Path, monkeypat
 
 def test_every_adapter_is_documented() -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert {"claude-code", "codex", "command"} <= set(ADAPTERS), sorted(ADAPTERS)
     for name in ADAPTERS:
         assert f"--agent {name}" in readme, name
 

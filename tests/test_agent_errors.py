@@ -24,10 +24,8 @@ from bridge.agents.runner import EXIT_AGENT_ERRORS
 from bridge.cli import main as rgbridge
 from bridge.reports.leaderboard import leaderboard_lines
 from bridge.scoring.run.reporting import RunWriter, build_entry
-from tests.agent_clis import agent_cli
+from tests.helpers import SECRET, make_score, no_secret_on_disk, report_of
 from tests.scripted_model import Fail, ScriptedModel, Truncate
-from tests.test_agent_run import SECRET, no_secret_on_disk, report_of
-from tests.test_reporting import make_score
 
 CLI_BINARY = {"claude-code": "claude", "codex": "codex"}
 PY = sys.executable
@@ -149,7 +147,7 @@ REAL_CASES = [
 
 @pytest.mark.parametrize(("agent", "answer", "cls"), REAL_CASES)
 def test_real_cli_provider_failures_are_agent_errors(
-    agent: str, answer: int | str, cls: str, tmp_path: Path, keys: None, capsys
+    agent: str, answer: int | str, cls: str, tmp_path: Path, keys: None, capsys, agent_cli
 ) -> None:
     agent_cli(CLI_BINARY[agent])
     action = Truncate() if answer == "truncated" else Fail(int(answer), "scripted failure")
@@ -301,7 +299,9 @@ def test_agent_errors_are_in_no_mean(tmp_path: Path) -> None:
     assert lines[-1] == "  ERRORED attempts (1; agent failures, not scored, not in the means): a.a2 (rate_limit)"
 
 
-def test_real_claude_code_not_logged_in_is_an_auth_error(tmp_path: Path, keys: None, monkeypatch, capsys) -> None:
+def test_real_claude_code_not_logged_in_is_an_auth_error(
+    tmp_path: Path, keys: None, monkeypatch, capsys, agent_cli
+) -> None:
     """The issue's first run: Claude Code with no key answers "Not logged in · Please run /login"
     (an endpoint of the user's was given, so the run did not refuse): an `auth` agent_error, not
     an empty workspace scored 0, and the run exits non-zero."""

@@ -645,11 +645,11 @@ def test_unprivileged_user_runs_bwrap_or_is_told_the_fix(unprivileged_user: str)
 
 
 @pytest.mark.agent_cli
-def test_claude_code_runs_confined_and_its_bash_is_refused(sandbox: Sandbox, world: World) -> None:
+def test_claude_code_runs_confined_and_its_bash_is_refused(sandbox: Sandbox, world: World, agent_cli) -> None:
     """The real Claude Code CLI in the sandbox, driven by the scripted model on loopback: its
     Bash tool reads the golden file by path, walks for it, writes outside and leaves a sleeper;
     the CLI works (its stream, a file in the workspace) and every reach comes back refused."""
-    from tests.agent_clis import CLAUDE_QUIET_ENV, agent_cli
+    from tests.agent_clis import CLAUDE_QUIET_ENV
     from tests.scripted_model import Call, Calls, Conversation, Reply, ScriptedModel
 
     claude = agent_cli("claude")
@@ -702,12 +702,12 @@ def test_claude_code_runs_confined_and_its_bash_is_refused(sandbox: Sandbox, wor
 
 
 @pytest.mark.agent_cli
-def test_codex_runs_confined_and_its_shell_is_refused(sandbox: Sandbox, world: World) -> None:
+def test_codex_runs_confined_and_its_shell_is_refused(sandbox: Sandbox, world: World, agent_cli) -> None:
     """The real Codex CLI in the sandbox: its shell tool runs, writes the workspace, and cannot
     read the golden file. Codex's own sandbox cannot nest in ours (its bubblewrap, run as uid 0
     without capabilities, fails "setting up uid map"; Docker's seccomp refuses user namespaces),
     so a confined Codex runs with its own sandbox off, as Harbor runs it in its containers."""
-    from tests.agent_clis import agent_cli, codex_command, codex_config
+    from tests.agent_clis import codex_command, codex_config
     from tests.scripted_model import Calls, Conversation, Reply, ScriptedModel, _shell_call, _shell_tool
 
     codex = agent_cli("codex")

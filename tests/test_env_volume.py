@@ -329,7 +329,7 @@ def test_a_seed_being_made_is_not_handed_out_before_it_is_full(docker_client, ba
     def first() -> None:
         try:
             seed_volume(docker_client, base_image, path)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
         finally:
             first_done.set()

@@ -24,7 +24,7 @@ from bridge.reports.leaderboard import leaderboard_lines
 from bridge.reports.reference import load_reference
 from bridge.scoring.result import ScoreResult
 from bridge.scoring.run.reporting import RunWriter, build_entry
-from tests.test_report_html import _no_active_content, _run, chromium, decode_png  # noqa: F401  (chromium fixture)
+from tests.helpers import assert_no_active_content, decode_png, run_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "recordings" / "samples" / "kv-ledger-sample"
@@ -368,7 +368,7 @@ def test_html_names_whose_row_and_every_attempt(tmp_path: Path) -> None:
     run, report = make_run(tmp_path)
     out = write_html(run, tmp_path / "html" / "report.html", reference=BOARDS)
     html = out.read_text()
-    _no_active_content(html, attempt_links=True)
+    assert_no_active_content(html, attempt_links=True)
     page = parse(html)
     # the paper's table: the run's line among the reference lines
     paper = page.tables["paper"]
@@ -406,7 +406,7 @@ def test_html_names_whose_row_and_every_attempt(tmp_path: Path) -> None:
     (link,) = page.links
     assert link == "report_attempts/kv-ledger.a1.html"
     rec_page = (out.parent / link).read_text()
-    _no_active_content(rec_page)
+    assert_no_active_content(rec_page)
     assert rec_page.startswith("<!DOCTYPE html>") and "Session timeline" in rec_page
     assert "claude-code 2.0.31 (Claude Code), model claude-sonnet-4-5: 2 steps, 1 tool calls" in rec_page
     assert "calls Write" in rec_page and "says submitting now" in rec_page
@@ -481,11 +481,13 @@ def test_a_row_cannot_point_its_link_elsewhere(tmp_path: Path) -> None:
     assert str(tmp_path / "elsewhere") in out.read_text()  # shown as a path, not followed
 
 
-def test_run_page_in_chromium(chromium: str, tmp_path: Path) -> None:  # noqa: F811
+def test_run_page_in_chromium(chromium: str, tmp_path: Path) -> None:
     run, _ = make_run(tmp_path, sandbox="none")
     page = write_html(run, tmp_path / "report.html", reference=BOARDS)
     shot = tmp_path / "run.png"
-    proc = _run(chromium, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1200,2000", page.as_uri())
+    proc = run_chromium(
+        chromium, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1200,2000", page.as_uri()
+    )
     assert shot.is_file(), proc.stderr.decode(errors="replace")[-2000:]
     if os.environ.get("RGBRIDGE_KEEP_SCREENSHOT"):  # a copy to look at: RGBRIDGE_KEEP_SCREENSHOT=/tmp/x.png
         shutil.copy(shot, os.environ["RGBRIDGE_KEEP_SCREENSHOT"])
@@ -505,11 +507,13 @@ def test_run_page_in_chromium(chromium: str, tmp_path: Path) -> None:  # noqa: F
     assert count((0xFD, 0xE8, 0xE6), 3) > 500, "no highlighted line / badge in the screenshot"
     assert count((0xFF, 0xF4, 0xF2), 3) > 500, "no unconfined banner in the screenshot"
     assert count((0xB4, 0x23, 0x18), 40) > 100
-    dom = _run(chromium, tmp_path / "profile", "--dump-dom", page.as_uri()).stdout.decode("utf-8", errors="replace")
+    dom = run_chromium(chromium, tmp_path / "profile", "--dump-dom", page.as_uri()).stdout.decode(
+        "utf-8", errors="replace"
+    )
     assert "Whose row" in dom and "Beside the reference rows" in dom and "unconfined" in dom
     assert "claude-code 2.0.31 (Claude Code)" in dom and "agent_error: rate_limit" in dom
     assert "report_attempts/kv-ledger.a1.html" in dom
-    linked = _run(
+    linked = run_chromium(
         chromium, tmp_path / "profile", "--dump-dom", (tmp_path / "report_attempts").iterdir().__next__().as_uri()
     )
     assert "says submitting now" in linked.stdout.decode("utf-8", errors="replace")

@@ -17,8 +17,7 @@ from bridge.agents.runconfig import run_config
 from bridge.agents.runner import EXIT_AGENT_ERRORS, RunOptions
 from bridge.cli import main as rgbridge
 from bridge.scoring.run.reporting import cost_metadata
-from tests.agent_clis import agent_cli
-from tests.test_agent_run import SECRET, report_of
+from tests.helpers import SECRET, report_of
 
 PY = sys.executable
 CRASH = f"{PY} -c 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'"
@@ -45,9 +44,8 @@ def printed_hash(text: str) -> str:
     return found.group(1)
 
 
-def fake_claude(tmp_path: Path, version: str) -> Path:
+def fake_claude(tmp_path: Path, version: str, real: Path) -> Path:
     """A wrapper around the real Claude Code that says it is another version."""
-    real = agent_cli("claude")
     wrapper = tmp_path / f"claude-{version}"
     wrapper.write_text(
         f'#!/bin/sh\nif [ "$1" = "--version" ]; then echo "{version} (Claude Code)"; exit 0; fi\nexec {real} "$@"\n'
@@ -56,11 +54,12 @@ def fake_claude(tmp_path: Path, version: str) -> Path:
     return wrapper
 
 
-def test_cli_version_and_time_limit_change_the_hash(tmp_path: Path, keys: None, capsys) -> None:
+def test_cli_version_and_time_limit_change_the_hash(tmp_path: Path, keys: None, capsys, agent_cli) -> None:
+    claude = agent_cli("claude")
     real = show_config(capsys, "--agent", "claude-code")
     assert re.match(r"\d+\.\d+\.\d+ \(Claude Code\)", real["cli_version"]) and len(real["hash"]) == 64
     assert show_config(capsys, "--agent", "claude-code") == real  # the same options, the same configuration
-    other = show_config(capsys, "--agent", "claude-code", "--agent-bin", str(fake_claude(tmp_path, "9.9.9")))
+    other = show_config(capsys, "--agent", "claude-code", "--agent-bin", str(fake_claude(tmp_path, "9.9.9", claude)))
     assert other["cli_version"] == "9.9.9 (Claude Code)" and other["hash"] != real["hash"]
     shorter = show_config(capsys, "--agent", "claude-code", "--time-limit", "60")
     assert shorter["time_limit_seconds"] == 60 and shorter["hash"] != real["hash"]
@@ -76,7 +75,7 @@ def test_cli_version_and_time_limit_change_the_hash(tmp_path: Path, keys: None, 
     err = " ".join(capsys.readouterr().err.split())
     assert "--agent-version 9.9.9: " in err and number in err and not (out / "attempts").exists()
     assert rgbridge([*args, "--agent-version", number.rsplit(".", 1)[0]]) == 2  # a prefix is not the version
-    wrapper = str(fake_claude(tmp_path, "9.9.9"))
+    wrapper = str(fake_claude(tmp_path, "9.9.9", claude))
     assert show_config(capsys, "--agent", "claude-code", "--agent-bin", wrapper, "--agent-version", "9.9.9")
 
 

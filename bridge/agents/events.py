@@ -42,7 +42,7 @@ def read_stream(path: Path) -> list[dict[str, Any]]:
         times = []
     index = -1
     try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed below; read in bounded lines
+        handle = open(path, "rb")  # closed below; read in bounded lines
     except OSError:
         return events
     with handle:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -240,49 +241,80 @@ def execute(
             what = f"agent_error ({entry['agent_error'].get('class')})" if outcome == "agent_error" else "scored"
             on_event(attempt.key, what)
 
+    ctrl_c: list[int] = []
+    restore = _catch_ctrl_c(ctrl_c)
     pool = ThreadPoolExecutor(max_workers=options.workers, thread_name_prefix="rgbridge-run")
     futures: set[Future[None]] = {pool.submit(task_attempts, queue) for queue in todo.values()}
     try:
-        while futures:
+        while futures and not ctrl_c:
             finished, futures = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
             for f in finished:
                 f.result()
             if progress:
                 progress(attempts, {e["_key"]: e for e in _keyed(writer)})
+        if ctrl_c:
+            raise KeyboardInterrupt
+        pool.shutdown(wait=True)
+        rows = writer.results
+        reported = sorted(
+            {str((r.get("agent") or {}).get("model")) for r in rows if (r.get("agent") or {}).get("model")}
+        )
+        meta = {
+            "agent": {"name": settings.adapter.name, "version": settings.agent_version, "model": options.model},
+            "attempts": options.attempts,
+            "time_limit_seconds": options.time_limit,
+            "workers": options.workers,
+            "profile": options.profile,
+            "tasks": options.tasks,
+            "bridge_version": exact_version(),
+            "total_elapsed_seconds": round(time.monotonic() - started, 2),
+            "resumed": sorted(done),
+            "failed_attempts": failures,
+            "predictions_dir": str(output_dir / "attempts"),
+            "config": {
+                **{k: config[k] for k in CONFIG_METADATA},
+                "model": ", ".join(reported) or options.model,
+                "model_requested": options.model,
+            },
+            "retries": options.retries,
+            **cost_metadata(rows),
+        }
+        if options.max_cost is not None:
+            meta["max_cost_usd"] = options.max_cost
+            meta["cut_by_cost_cap"] = bool(budget.skipped)
+            meta["not_started"] = sorted(budget.skipped)
+        report = writer.finalize(meta)
     except KeyboardInterrupt:
+        restore()  # a second Ctrl-C while the agents are being stopped interrupts at once
         stop.set()  # every agent's group is ended, scoring waits stop; `--resume` carries on
         for f in futures:
             f.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
         raise
-    pool.shutdown(wait=True)
-    rows = writer.results
-    reported = sorted({str((r.get("agent") or {}).get("model")) for r in rows if (r.get("agent") or {}).get("model")})
-    meta = {
-        "agent": {"name": settings.adapter.name, "version": settings.agent_version, "model": options.model},
-        "attempts": options.attempts,
-        "time_limit_seconds": options.time_limit,
-        "workers": options.workers,
-        "profile": options.profile,
-        "tasks": options.tasks,
-        "bridge_version": exact_version(),
-        "total_elapsed_seconds": round(time.monotonic() - started, 2),
-        "resumed": sorted(done),
-        "failed_attempts": failures,
-        "predictions_dir": str(output_dir / "attempts"),
-        "config": {
-            **{k: config[k] for k in CONFIG_METADATA},
-            "model": ", ".join(reported) or options.model,
-            "model_requested": options.model,
-        },
-        "retries": options.retries,
-        **cost_metadata(rows),
-    }
-    if options.max_cost is not None:
-        meta["max_cost_usd"] = options.max_cost
-        meta["cut_by_cost_cap"] = bool(budget.skipped)
-        meta["not_started"] = sorted(budget.skipped)
-    return writer.finalize(meta), rows
+    finally:
+        restore()
+    if ctrl_c:  # pressed while the last attempt finished or the report was written: still interrupted
+        raise KeyboardInterrupt
+    return report, rows
+
+
+def _catch_ctrl_c(hits: list[int]) -> Callable[[], None]:
+    """Ctrl-C (SIGINT) appends to `hits` instead of raising KeyboardInterrupt wherever the main
+    thread happens to be: Python reports and drops an exception raised inside a finalizer
+    (`__del__`, a weakref callback: "Exception ignored in"), so an interrupt landing there was lost
+    and the run went on to exit 0. The run polls `hits` instead. The returned function puts the
+    previous handler back (once); off the main thread nothing is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: hits.append(signum)) or signal.default_int_handler
+    restored: list[bool] = []
+
+    def restore() -> None:
+        if not restored:
+            restored.append(True)
+            signal.signal(signal.SIGINT, previous)
+
+    return restore
 
 
 def _keyed(writer: RunWriter) -> list[dict[str, Any]]:

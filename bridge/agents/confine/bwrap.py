@@ -212,7 +212,7 @@ class BwrapSandbox:
         if cgroup is not None:
             command = ["/bin/sh", "-c", JOIN, "rgbridge-cgroup", *map(str, cgroup.procs_files), "--", *command]
         try:
-            proc = subprocess.Popen(  # noqa: S603 - argv from the adapter, no shell of ours around it
+            proc = subprocess.Popen(  # argv from the adapter, no shell of ours around it
                 command,
                 env=env,
                 stdin=subprocess.DEVNULL,

@@ -86,7 +86,7 @@ class NoSandbox:
         self, argv: list[str], *, env: dict[str, str], cwd: Path, stderr: IO[bytes], confinement: Confinement | None
     ) -> GroupRunning:
         try:
-            proc = subprocess.Popen(  # noqa: S603 - argv from the adapter, no shell
+            proc = subprocess.Popen(  # argv from the adapter, no shell
                 argv,
                 env=env,
                 cwd=cwd,
