@@ -27,14 +27,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bridge.fs.hashing import MODE_EXEC, MODE_FILE, sha256_bytes  # noqa: E402
-from bridge.recording.clock import iso, utcnow  # noqa: E402
-from bridge.recording.events import EventLog  # noqa: E402
-from bridge.recording.manifest import FileEntry, Manifest  # noqa: E402
+from bridge.fs.hashing import MODE_EXEC, MODE_FILE, sha256_bytes
+from bridge.recording.clock import iso, utcnow
+from bridge.recording.events import EventLog
+from bridge.recording.manifest import FileEntry, Manifest
 from bridge.recording.moments import resolve_moment, state_at
 from bridge.recording.reader import open_recording
 from bridge.recording.replay import replay
-from bridge.recording.store import ShadowStore  # noqa: E402
+from bridge.recording.store import ShadowStore
 from bridge.sessions.models import SessionRecord
 
 WORDS = "def class return import self value key ledger store version items request response error".split()

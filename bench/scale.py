@@ -125,7 +125,7 @@ class HighWater(threading.Thread):
         self._halt = threading.Event()
 
     def run(self) -> None:
-        from bridge.scoring.images.inventory import kept_inventory
+        from bridge.scoring.images.disk import kept_inventory
         from bridge.scoring.sandbox.docker_client import get_client
 
         client = get_client()
@@ -143,18 +143,17 @@ class HighWater(threading.Thread):
 
 
 def one_run(tasks_dir: Path, preds: Path, out: Path, workers: int, budget: str | None) -> dict[str, Any]:
-    from bridge.scoring.images.budget import ENV
-    from bridge.scoring.images.deps import wait_for_cache_fills
-    from bridge.scoring.images.usage import books_dir, evictions
+    from bridge.scoring.images.disk import BUDGET_ENV, books_dir, evictions
+    from bridge.scoring.images.sets import wait_for_cache_fills
     from bridge.scoring.run.evaluate import evaluate
     from bridge.scoring.sandbox.docker_client import get_client
     from bridge.tasks.catalog import Catalog
 
     if budget is None:
-        os.environ.pop(ENV, None)
-        os.environ[ENV] = "unlimited"
+        os.environ.pop(BUDGET_ENV, None)
+        os.environ[BUDGET_ENV] = "unlimited"
     else:
-        os.environ[ENV] = budget
+        os.environ[BUDGET_ENV] = budget
     catalog = Catalog.from_options(tasks_dir)
     since = time.time()
     sampler = HighWater()
@@ -211,8 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.pop("RGBRIDGE_WHEEL_CACHE", None)
     say(f"package cache prefilled with {prefill_wheels(cache / 'wheels')} wheel(s) (hard links)")
 
-    from bridge.scoring.images.budget import format_size, prune, set_estimate
-    from bridge.scoring.images.inventory import kept_inventory
+    from bridge.scoring.images.disk import format_size, kept_inventory, prune, set_estimate
     from bridge.scoring.sandbox.docker_client import get_client
 
     client = get_client()

@@ -48,11 +48,15 @@ import docker
 from docker.errors import APIError, ImageNotFound
 
 from bridge.scoring import coverage, upstream
-from bridge.scoring.images.base import ensure_base_image
-from bridge.scoring.images.closest import ENV as CLOSEST_ENV
-from bridge.scoring.images.deps import deps_image_tag, wait_for_cache_fills
-from bridge.scoring.images.env_volume import remove_volume, volume_for, wait_for_compiles
-from bridge.scoring.images.host import host_pip_index_settings
+from bridge.scoring.images.base import ensure_base_image, host_pip_index_settings
+from bridge.scoring.images.sets import (
+    CLOSEST_ENV,
+    deps_image_tag,
+    remove_volume,
+    volume_for,
+    wait_for_cache_fills,
+    wait_for_compiles,
+)
 from bridge.scoring.python.compat import compat_extras
 from bridge.scoring.result import DSRResult, PassAt1
 from bridge.scoring.run.engine import score_repo
@@ -115,7 +119,7 @@ def _restore(name: str, value: str | None) -> None:
 
 def set_paths(out: Path) -> str:
     """How each profile's dependency set was made, from its build log: ``from scratch`` or
-    ``closest`` (started from the closest set on disk, ``images/closest.py``)."""
+    ``closest`` (started from the closest set on disk, ``images/sets/closest.py``)."""
     found = []
     for log in sorted((out / "logs").glob("*/build.log")):
         text = log.read_text(encoding="utf-8", errors="replace")

@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         return anyio.run(run, args, workspace, recordings, server_log)
     except DemoError as exc:
         console.print(f"[bold red]demo failed[/]: {exc}")
-    except Exception as exc:  # noqa: BLE001 - show the server's side of the story too
+    except Exception as exc:  # show the server's side of the story too
         console.print(f"[bold red]demo failed[/]: {type(exc).__name__}: {exc}")
     if server_log.exists():
         tail = server_log.read_text(errors="replace").splitlines()[-20:]

@@ -94,7 +94,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from mcp_server.transport import bind_http, check_bind, configure_logging, listen_http, load_or_create_token
 
     configure_logging(args.log_level)
-    from bridge.scoring.images.budget import apply_budget_option
+    from bridge.scoring.images.disk import apply_budget_option
 
     apply_budget_option(getattr(args, "disk_budget", None))
     token_given = args.token or os.environ.get("RGBRIDGE_TOKEN") or None

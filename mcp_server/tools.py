@@ -41,14 +41,14 @@ def client_info_of(ctx: Context | None) -> ClientInfo:
     """The calling IDE's name/version from the handshake (or the 2026 envelope), if any."""
     try:
         params = ctx.session.client_params if ctx is not None else None
-    except Exception:  # noqa: BLE001 - outside a request, or a transport without a session
+    except Exception:  # outside a request, or a transport without a session
         params = None
     info = getattr(params, "client_info", None)
     if info is None:
         return ClientInfo()
     try:
         protocol = str(ctx.protocol_version or "") if ctx is not None else ""
-    except Exception:  # noqa: BLE001 - not every transport exposes it
+    except Exception:  # not every transport exposes it
         protocol = ""
     return ClientInfo(
         name=str(getattr(info, "name", "") or "unknown"),
@@ -60,7 +60,7 @@ def client_info_of(ctx: Context | None) -> ClientInfo:
 def _protocol_of(ctx: Context | None) -> str | None:
     try:
         return ctx.protocol_version if ctx is not None else None
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 
@@ -98,7 +98,7 @@ class BridgeTools:
     ) -> None:
         try:
             self.manager.log_call(session_id, tool, arguments, ok=ok, error=error)
-        except Exception:  # noqa: BLE001 - a failing log must never turn a result into an error
+        except Exception:  # a failing log must never turn a result into an error
             log.exception("could not log call %s", tool)
 
     async def run(
@@ -131,7 +131,7 @@ class BridgeTools:
         except BridgeError as exc:
             await self._log_async(box["session_id"], tool, arguments, ok=False, error=str(exc))
             raise ToolError(str(exc)) from None
-        except Exception as exc:  # noqa: BLE001 - unexpected: short message out, traceback to stderr
+        except Exception as exc:  # unexpected: short message out, traceback to stderr
             log.exception("tool %s failed unexpectedly", tool)
             await self._log_async(
                 box["session_id"], tool, arguments, ok=False, error=f"internal error: {type(exc).__name__}: {exc}"

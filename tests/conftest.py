@@ -2,11 +2,17 @@
 
 Without an engine those tests skip with the reason; with RGBRIDGE_REQUIRE_DOCKER=1 (set by CI)
 a missing engine is a failure instead, so CI can never go green on skipped integration tests.
+
+The test lanes follow from the fixtures: a test that takes the engine (`docker_client`, directly or
+through another fixture) is marked `docker`, one that takes `agent_cli` (the finder of an agent
+CLI's binary) is marked `agent_cli`, so `scripts/test.sh --fast` (``-m "not docker and not
+agent_cli"``) runs exactly the tests that need neither.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,6 +28,30 @@ def _require_docker() -> bool:
     return os.environ.get("RGBRIDGE_REQUIRE_DOCKER", "") not in ("", "0", "false", "no")
 
 
+#: Fixtures whose presence in a test's fixture closure puts it in a lane (pytest's
+#: ``item.fixturenames`` holds every fixture a test needs, also through other fixtures).
+LANE_FIXTURES = {"docker": {"docker_client"}, "agent_cli": {"agent_cli"}}
+
+
+#: How pytest marks a test whose parametrisation is empty (it would skip it and check nothing).
+EMPTY_PARAMETER_SET = "got empty parameter set"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    empty = [
+        item.nodeid
+        for item in items
+        if any(str(m.kwargs.get("reason", "")).startswith(EMPTY_PARAMETER_SET) for m in item.iter_markers("skip"))
+    ]
+    if empty:
+        raise pytest.UsageError(f"tests with an empty parameter set check nothing: {', '.join(empty)}")
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for marker, fixtures in LANE_FIXTURES.items():
+            if used & fixtures and item.get_closest_marker(marker) is None:
+                item.add_marker(marker)
+
+
 @pytest.fixture(scope="session")
 def docker_client():
     from bridge.scoring.sandbox.docker_client import engine_available, get_client
@@ -35,6 +65,15 @@ def docker_client():
 
 
 @pytest.fixture(scope="session")
+def agent_cli() -> Callable[[str], Path]:
+    """``agent_cli("claude" | "codex")``: the CLI's binary, or a skip (a failure under
+    RGBRIDGE_REQUIRE_AGENT_CLIS=1). A fixture rather than an import so the test is marked."""
+    from tests.agent_clis import agent_cli as find
+
+    return find
+
+
+@pytest.fixture(scope="session")
 def base_image(docker_client) -> str:
     """The scoring base image, built once (debootstrap + docker import) when the engine lacks it."""
     from bridge.scoring.images.base import ensure_base_image
@@ -45,7 +84,7 @@ def base_image(docker_client) -> str:
 @pytest.fixture()
 def index_needed(docker_client) -> None:
     """Skips a test whose containers must reach the package index when they cannot."""
-    from bridge.scoring.images.wheelhouse import index_reachable_from_containers
+    from bridge.scoring.images.base import index_reachable_from_containers
 
     if not index_reachable_from_containers(docker_client):
         pytest.skip("containers cannot reach the package index here")
@@ -80,8 +119,7 @@ def score_sets(docker_client):
     compiled."""
     from docker.errors import ImageNotFound
 
-    from bridge.scoring.images.deps import deps_image_tag
-    from bridge.scoring.images.env_volume import remove_volume, volume_for, wait_for_compiles
+    from bridge.scoring.images.sets import deps_image_tag, remove_volume, volume_for, wait_for_compiles
     from bridge.scoring.python.compat import compat_extras
     from bridge.scoring.run.workdir import requirements_of
 
@@ -104,3 +142,17 @@ def score_sets(docker_client):
         except ImageNotFound:
             pass
         remove_volume(docker_client, volume_for(tag, "/opt/venv").name)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Headless Chromium's binary for the reports' real renders; skips without it (fails under
+    RGBRIDGE_REQUIRE_CHROMIUM=1)."""
+    from tests.helpers import find_chromium
+
+    path = find_chromium()
+    if path is None:
+        if os.environ.get("RGBRIDGE_REQUIRE_CHROMIUM", "") not in ("", "0", "false", "no"):
+            pytest.fail("chromium required (RGBRIDGE_REQUIRE_CHROMIUM=1) but not installed")
+        pytest.skip("chromium not installed (apt-get install -y chromium); set RGBRIDGE_REQUIRE_CHROMIUM=1 to fail")
+    return path

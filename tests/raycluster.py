@@ -102,7 +102,7 @@ class LocalCluster:
         env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.pop("RAY_ADDRESS", None)
         env.update(self.auth_env())
-        log = open(Path(self.log_dir) / f"{name}.log", "wb")  # noqa: SIM115 - lives as long as the node
+        log = open(Path(self.log_dir) / f"{name}.log", "wb")  # lives as long as the node
         return subprocess.Popen(
             [_ray_cli(), "start", *args], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )

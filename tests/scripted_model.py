@@ -43,6 +43,7 @@ from urllib.parse import urlsplit
 __all__ = [
     "Action",
     "Call",
+    "Fail",
     "Calls",
     "Conversation",
     "Policy",
@@ -50,6 +51,7 @@ __all__ = [
     "ScriptedModel",
     "Stall",
     "ToolResult",
+    "Truncate",
     "read_solution",
     "solve_task_policy",
 ]
@@ -117,7 +119,34 @@ class Stall:
     seconds: float = 3600.0
 
 
-Action = Calls | Reply | Stall
+@dataclass(frozen=True)
+class Fail:
+    """Answer with an HTTP error of the provider's API (401 bad key, 429 rate limit, 529
+    overloaded, 500...): the body each API documents for an error (Anthropic's `{"type": "error",
+    "error": {...}}`, OpenAI's `{"error": {...}}`), with `retry-after: 0`."""
+
+    status: int
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Truncate:
+    """Start the streamed answer, then close the connection in the middle of it."""
+
+
+#: the error type each status reads as (Anthropic's errors page; OpenAI's error codes)
+_ANTHROPIC_ERRORS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+_OPENAI_ERRORS = {401: "invalid_api_key", 403: "permission_denied", 429: "rate_limit_exceeded", 500: "server_error"}
+
+Action = Calls | Reply | Stall | Fail | Truncate
 Policy = Callable[[Conversation], Action]
 
 # --------------------------------------------------------------------------------------------
@@ -560,6 +589,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _cut_json(self) -> None:
+        """A JSON answer whose body ends early: the connection closes before Content-Length."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "4096")
+        self.end_headers()
+        self.wfile.write(b'{"id": "msg_cut", "type": "message", "content": [')
+        self.wfile.flush()
+        self.close_connection = True
+
     def _sse_start(self, headers: dict[str, str] | None = None) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -656,8 +695,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.scripted.stall(action.seconds)
             self._json(529, {"type": "error", "error": {"type": "overloaded_error", "message": "stalled"}})
             return
+        if isinstance(action, Fail):
+            kind = _ANTHROPIC_ERRORS.get(action.status, "api_error")
+            self._json(
+                action.status,
+                {"type": "error", "error": {"type": kind, "message": action.message or kind}},
+                {"retry-after": "0", "x-should-retry": "false", "Connection": "close"},
+            )
+            self.close_connection = True
+            return
         blocks: list[dict[str, Any]] = []
-        text = action.text
+        text = action.text if isinstance(action, Calls | Reply) else ""
         if text:
             blocks.append({"type": "text", "text": text})
         if isinstance(action, Calls):
@@ -682,6 +730,9 @@ class _Handler(BaseHTTPRequestHandler):
             "cache_read_input_tokens": 0,
         }
         headers = {"request-id": "req_" + uuid.uuid4().hex[:24]}
+        if isinstance(action, Truncate) and not body.get("stream"):
+            self._cut_json()
+            return
         if not body.get("stream"):
             self._json(
                 200,
@@ -699,6 +750,11 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         self._sse_start(headers)
+        if isinstance(action, Truncate):
+            self._sse("message_start", {"type": "message_start", "message": {"id": message_id, "type": "message"}})
+            self.wfile.write(b'event: content_block_start\ndata: {"type": "content_bl')
+            self.wfile.flush()
+            return
         self._sse(
             "message_start",
             {
@@ -768,6 +824,15 @@ class _Handler(BaseHTTPRequestHandler):
         response_id = "resp_" + uuid.uuid4().hex[:24]
         model = str(body.get("model") or self.scripted.model_name)
         base = {"id": response_id, "object": "response", "created_at": int(time.time()), "model": model, "output": []}
+        if isinstance(action, Fail):
+            code = _OPENAI_ERRORS.get(action.status, "server_error")
+            self._json(
+                action.status,
+                {"error": {"message": action.message or code, "type": code, "code": code, "param": None}},
+                {"retry-after": "0", "Connection": "close"},
+            )
+            self.close_connection = True
+            return
         self._sse_start({"x-request-id": "req_" + uuid.uuid4().hex[:24]})
         self._sse(
             "response.created",
@@ -775,6 +840,10 @@ class _Handler(BaseHTTPRequestHandler):
         )
         if isinstance(action, Stall):
             self.scripted.stall(action.seconds)
+            return
+        if isinstance(action, Truncate):
+            self.wfile.write(b'event: response.output_item.added\ndata: {"type": "response.outp')
+            self.wfile.flush()
             return
         items: list[dict[str, Any]] = []
         if action.text:
@@ -863,3 +932,27 @@ def iter_sse(text: str) -> Iterator[tuple[str, Any]]:
                 data += line[5:].strip()
         if event or data:
             yield event, _parse(data)
+
+
+# --------------------------------------------------------------------------------------------
+# `rgbridge run` with the real CLIs
+
+
+#: the binary each adapter runs (tests ask `agent_cli` for it)
+CLI_BINARY = {"claude-code": "claude", "codex": "codex"}
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def by_task_policy(then: str = "submit", tasks: tuple[str, ...] = ("kv-ledger", "word-duel")) -> Policy:
+    """The ready policy of whichever task the prompt names (`rgbridge run` prompts name one)."""
+    policies = {t: solve_task_policy(t, read_solution(_REPO_ROOT / "tasks" / t), then=then) for t in tasks}
+
+    def policy(conv: Conversation) -> Action:
+        found = re.search(r"benchmark task '([A-Za-z0-9_.-]+)'", conv.prompt)
+        if not conv.tools:
+            return Reply("OK")
+        if not found or found.group(1) not in policies:
+            return Reply("no task named in the prompt")
+        return policies[found.group(1)](conv)
+
+    return policy

@@ -5,6 +5,7 @@ input; the Codex, Gemini CLI and Copilot CLI formats through `rgbridge ide-confi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tomllib
 from pathlib import Path
@@ -87,7 +88,7 @@ def test_codex(setup: AttemptSetup) -> None:
     assert path == setup.home / ".codex" / "config.toml" and launch.env["CODEX_HOME"] == str(path.parent)
     config = tomllib.loads(launch.files[path])
     assert config["check_for_update_on_startup"] is False and config["analytics"] == {"enabled": False}
-    assert config["features"] == {"plugins": False, "remote_plugin": False, "apps": False}
+    assert config["features"] == {"plugins": False, "remote_plugin": False, "apps": False, "shell_snapshot": False}
     assert config["otel"] == {"exporter": "none"} and config["feedback"] == {"enabled": False}
     provider = config["model_providers"][config["model_provider"]]
     assert provider["base_url"] == setup.model_base_url and provider["wire_api"] == "responses"
@@ -137,6 +138,113 @@ def test_copilot(setup: AttemptSetup) -> None:
     assert entry["type"] == "local" and entry["tools"] == ["*"]
     the_server(entry)
     common(launch, setup, "GH_TOKEN")
+
+
+def test_antigravity(setup: AttemptSetup) -> None:
+    """`agy` print mode as Antigravity's CLI documents it: `-p PROMPT`, `--output-format
+    stream-json`, `--dangerously-skip-permissions`, `--model`; the global MCP file
+    `~/.gemini/config/mcp_config.json` (`mcpServers`, an stdio entry without a `type`); the
+    settings file `~/.gemini/antigravity-cli/settings.json` with its documented keys."""
+    launch = adapter("antigravity").build(setup)
+    argv = launch.argv
+    assert argv[:3] == ["/opt/bin/agent", "-p", setup.prompt] and "--dangerously-skip-permissions" in argv
+    assert argv[argv.index("--output-format") + 1] == "stream-json"
+    assert argv[argv.index("--model") + 1] == "some-model"
+    assert launch.cwd == setup.workspace
+    mcp = setup.home / ".gemini" / "config" / "mcp_config.json"
+    settings_path = setup.home / ".gemini" / "antigravity-cli" / "settings.json"
+    assert set(launch.files) == {mcp, settings_path}
+    doc = json.loads(launch.files[mcp])
+    assert list(doc) == ["mcpServers"]
+    entry = doc["mcpServers"]["rgbridge"]
+    assert "type" not in entry and "serverUrl" not in entry
+    the_server(entry)
+    settings = json.loads(launch.files[settings_path])
+    documented = {  # the CLI reference's settings.json keys and their allowed values
+        "toolPermission": {"request-review", "proceed-in-sandbox", "always-proceed", "strict"},
+        "artifactReviewPolicy": {"asks-for-review", "agent-decides", "always-proceed"},
+        "allowNonWorkspaceAccess": {False, True},
+        "enableTelemetry": {False, True},
+        "showFeedbackSurvey": {False, True},
+        "showTips": {False, True},
+        "notifications": {False, True},
+    }
+    assert set(settings) <= set(documented) and all(settings[k] in documented[k] for k in settings)
+    assert settings["toolPermission"] == "always-proceed" and settings["artifactReviewPolicy"] == "always-proceed"
+    assert settings["enableTelemetry"] is False and settings["allowNonWorkspaceAccess"] is False
+    assert launch.env["GEMINI_API_KEY"] == SECRET and "CURSOR_API_KEY" not in launch.env
+    assert "GOOGLE_GEMINI_BASE_URL" not in launch.env  # agy documents no base-URL override
+    common(launch, setup, "GEMINI_API_KEY")
+    # without --model the CLI's own default stands
+    assert "--model" not in adapter("antigravity").build(dataclasses.replace(setup, model=None)).argv
+
+
+def test_antigravity_http_server(setup: AttemptSetup) -> None:
+    """The attempt's server over streamable HTTP on loopback: a remote entry in Antigravity's
+    documented form (`serverUrl`, not `url` or `httpUrl`; `headers`), the attempt's credential as
+    a bearer header (Antigravity expands no variables in the file), nothing launched."""
+
+    @dataclasses.dataclass(frozen=True)
+    class HttpServer(McpServer):
+        url: str = ""
+        token: str = ""
+
+    server = HttpServer("", [], {}, url="http://127.0.0.1:41234/mcp", token="attempt-credential")
+    launch = adapter("antigravity").build(dataclasses.replace(setup, server=server))
+    mcp = setup.home / ".gemini" / "config" / "mcp_config.json"
+    entry = json.loads(launch.files[mcp])["mcpServers"]["rgbridge"]
+    assert entry["serverUrl"] == "http://127.0.0.1:41234/mcp"
+    assert entry["headers"] == {"Authorization": "Bearer attempt-credential"}
+    assert not {"url", "httpUrl", "type", "command", "args"} & set(entry)
+    # the same entry `rgbridge ide-config antigravity --transport http` writes
+    assert entry == mcp_configs.http_entry("antigravity", server.url, token=server.token)
+    common(launch, setup, "GEMINI_API_KEY")
+
+
+def test_antigravity_stream(tmp_path: Path) -> None:
+    """Print mode's stream-json events as the 1.1.8 release notes describe them: `init`,
+    `step_update` (a `step_type`; `tool_info` with name, parameters and output for a tool call),
+    a terminal `result` (status, response, usage with `cache_read_tokens`)."""
+    stream = write_stream(tmp_path / "a.jsonl", [
+        {"event": "init", "conversation_id": "c1", "init": {"model": "gemini-3-pro", "cwd": "/ws"}},
+        {"event": "step_update", "step_update": {"conversation_id": "c1", "step_index": 0, "state": "DONE",
+                                                 "step_type": "user_input", "text_delta": "the prompt"}},
+        {"event": "step_update", "step_update": {"step_index": 1, "state": "ACTIVE", "step_type": "agent_response",
+                                                 "text_delta": "I will "}},
+        {"event": "step_update", "step_update": {"step_index": 1, "state": "ACTIVE", "step_type": "agent_response",
+                                                 "text_delta": "start."}},
+        {"event": "step_update", "step_update": {"step_index": 1, "state": "DONE", "text_delta": "start."}},
+        {"event": "step_update", "step_update": {"step_index": 2, "state": "ACTIVE", "step_type": "tool",
+                                                 "tool_info": {"name": "rgbridge/start_task",
+                                                               "parameters": {"task_id": "kv-ledger"}}}},
+        {"event": "step_update", "step_update": {"step_index": 2, "state": "DONE", "step_type": "tool",
+                                                 "tool_info": {"name": "rgbridge/start_task",
+                                                               "parameters": {"task_id": "kv-ledger"},
+                                                               "output": "session open"}}},
+        "not json",
+        {"event": "step_update", "step_update": {"step_index": 3, "state": "DONE", "step_type": "tool",
+                                                 "tool_info": {"name": "write_file", "parameters": '{"path": "app.py"}',
+                                                               "output": "ok"}}},
+        {"event": "result", "result": {"conversation_id": "c1", "status": "SUCCESS", "response": "Done: submitted.",
+                                       "usage": {"input_tokens": 120, "output_tokens": 30, "cache_read_tokens": 64,
+                                                 "total_tokens": 150}}},
+    ])  # fmt: skip
+    run = adapter("antigravity").parse(read_stream(stream), "p")
+    assert run.model == "gemini-3-pro" and run.final_message == "Done: submitted."
+    assert run.steps[1].message == "I will start." and run.tool_calls == 2
+    calls = [c for s in run.steps for c in s.calls]
+    assert [c.name for c in calls] == ["rgbridge/start_task", "write_file"]
+    assert calls[0].arguments == {"task_id": "kv-ledger"} and calls[1].arguments == {"path": "app.py"}
+    assert run.steps[2].results == [("step-2", "session open")] and run.steps[3].results == [("step-3", "ok")]
+    assert (run.prompt_tokens, run.completion_tokens, run.cached_tokens) == (120, 30, 64)
+    assert run.errors == []
+    valid(run, "antigravity")
+    failed = write_stream(tmp_path / "f.jsonl", [
+        {"event": "init", "init": {}},
+        {"event": "result", "result": {"status": "ERROR", "error": "authentication required"}},
+    ])  # fmt: skip
+    run = adapter("antigravity").parse(read_stream(failed), "p")
+    assert run.errors == ["ERROR: authentication required"] and run.final_message is None
 
 
 def test_command_template(setup: AttemptSetup) -> None:
@@ -283,6 +391,7 @@ def test_ide_config_new_clients(client: str, rel: str, tmp_path: Path, monkeypat
 
 def test_every_adapter_is_documented() -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert {"claude-code", "codex", "command"} <= set(ADAPTERS), sorted(ADAPTERS)
     for name in ADAPTERS:
         assert f"--agent {name}" in readme, name
 

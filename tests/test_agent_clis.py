@@ -19,6 +19,7 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,6 @@ from tests.agent_clis import (
     MCP_SERVER_NAME,
     AgentDirs,
     Sealed,
-    agent_cli,
     assert_no_golden_copies,
     assert_pass_at_1,
     base_env,
@@ -283,7 +283,9 @@ def test_solve_policy_steps_and_an_already_open_session() -> None:
 
 @pytest.mark.docker
 @pytest.mark.agent_cli
-def test_claude_code_over_stdio(docker_client, tmp_path: Path, tasks_dir: Path, record_property: Any) -> None:
+def test_claude_code_over_stdio(
+    docker_client, agent_cli: Callable[[str], Path], tmp_path: Path, tasks_dir: Path, record_property: Any
+) -> None:
     claude = agent_cli("claude")
     temp_before = temp_entries()
     dirs = AgentDirs(tmp_path / "run")
@@ -330,7 +332,9 @@ def test_claude_code_over_stdio(docker_client, tmp_path: Path, tasks_dir: Path, 
 
 @pytest.mark.docker
 @pytest.mark.agent_cli
-def test_codex_over_stdio(docker_client, tmp_path: Path, tasks_dir: Path, record_property: Any) -> None:
+def test_codex_over_stdio(
+    docker_client, agent_cli: Callable[[str], Path], tmp_path: Path, tasks_dir: Path, record_property: Any
+) -> None:
     codex = agent_cli("codex")
     temp_before = temp_entries()
     dirs = AgentDirs(tmp_path / "run")
@@ -422,7 +426,9 @@ class HttpBridge:
 
 @pytest.mark.docker
 @pytest.mark.agent_cli
-def test_claude_code_over_http(docker_client, tmp_path: Path, tasks_dir: Path, record_property: Any) -> None:
+def test_claude_code_over_http(
+    docker_client, agent_cli: Callable[[str], Path], tmp_path: Path, tasks_dir: Path, record_property: Any
+) -> None:
     claude = agent_cli("claude")
     temp_before = temp_entries()
     dirs = AgentDirs(tmp_path / "run")
@@ -465,9 +471,8 @@ def test_claude_code_over_http(docker_client, tmp_path: Path, tasks_dir: Path, r
 # The agent variants `rgbridge run` must cope with (issue #21), with the real CLIs (no scoring)
 
 
-def _cli_run(name: str, dirs: AgentDirs, model: ScriptedModel) -> tuple[list[str], dict[str, str]]:
-    """The command and environment of one CLI run against `model`, over stdio."""
-    binary = agent_cli(name)
+def _cli_run(name: str, binary: Path, dirs: AgentDirs, model: ScriptedModel) -> tuple[list[str], dict[str, str]]:
+    """The command and environment of one run of the CLI `binary` against `model`, over stdio."""
     entry = ide_config("claude", dirs.ws, "--recordings", str(dirs.rec))["mcpServers"][MCP_SERVER_NAME]
     if name == "claude":
         config = dirs.root / "mcp.json"
@@ -482,13 +487,15 @@ def _cli_run(name: str, dirs: AgentDirs, model: ScriptedModel) -> tuple[list[str
 
 @pytest.mark.agent_cli
 @pytest.mark.parametrize("name", ["claude", "codex"])
-def test_agent_that_exits_without_submitting(name: str, tmp_path: Path, tasks_dir: Path) -> None:
+def test_agent_that_exits_without_submitting(
+    name: str, agent_cli: Callable[[str], Path], tmp_path: Path, tasks_dir: Path
+) -> None:
     """`then="exit"`: the CLI writes the files and ends its turn; it exits 0 and the session stays
     open, unsubmitted (what `rgbridge run` submits as `agent_exit`)."""
     dirs = AgentDirs(tmp_path / "run")
     files = read_solution(tasks_dir / TASK)
     with ScriptedModel(solve_task_policy(TASK, files, then="exit")) as model:
-        cmd, env = _cli_run(name, dirs, model)
+        cmd, env = _cli_run(name, agent_cli(name), dirs, model)
         proc, _ = run_cli(cmd, env, dirs.ws, dirs.root / name)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert not model.errors and not model.outbound, (model.errors, model.outbound)
@@ -501,12 +508,14 @@ def test_agent_that_exits_without_submitting(name: str, tmp_path: Path, tasks_di
 
 @pytest.mark.agent_cli
 @pytest.mark.parametrize("name", ["claude", "codex"])
-def test_agent_whose_model_hangs_waits_until_killed(name: str, tmp_path: Path, tasks_dir: Path) -> None:
+def test_agent_whose_model_hangs_waits_until_killed(
+    name: str, agent_cli: Callable[[str], Path], tmp_path: Path, tasks_dir: Path
+) -> None:
     """`then="hang"`: after writing, the model's next answer never comes; the CLI keeps waiting
     (it neither exits nor submits) until it is stopped: what a time limit has to cut."""
     dirs = AgentDirs(tmp_path / "run")
     with ScriptedModel(solve_task_policy(TASK, read_solution(tasks_dir / TASK), then="hang")) as model:
-        cmd, env = _cli_run(name, dirs, model)
+        cmd, env = _cli_run(name, agent_cli(name), dirs, model)
         with (dirs.root / f"{name}.stdout").open("w") as out, (dirs.root / f"{name}.stderr").open("w") as err:
             proc = subprocess.Popen(cmd, env=env, cwd=dirs.ws, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                     start_new_session=True)  # fmt: skip

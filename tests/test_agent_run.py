@@ -13,50 +13,22 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from bridge.cli import main as rgbridge
+from tests.helpers import (
+    SECRET,
+    agent_cmd,
+    assert_atif,
+    events,
+    no_secret_on_disk,
+    payload,
+    recordings_of,
+    report_of,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-AGENT = REPO_ROOT / "tests" / "agents" / "mcp_sdk_agent.py"
-SECRET = "sk-test-never-on-disk-4b1d"
-
-
-def payload(tmp_path: Path, task: str) -> Path:
-    """The oracle's files as the scripted agent's input (read here, before any session is open)."""
-    src = REPO_ROOT / "tasks" / task / "solution"
-    path = tmp_path / f"payload-{task}.json"
-    path.write_text(json.dumps({p.relative_to(src).as_posix(): p.read_text() for p in src.rglob("*") if p.is_file()}))
-    return path
-
-
-def agent_cmd(mode: str, payload_file: Path) -> str:
-    return f"{sys.executable} {AGENT} {mode} {payload_file} {{mcp_config}} {{workspace}}"
-
-
-def report_of(out: Path) -> dict[str, Any]:
-    (path,) = out.glob("report_*.json")
-    return json.loads(path.read_text())
-
-
-def recordings_of(out: Path) -> list[Path]:
-    return sorted(p.parent for p in (out / "recordings").rglob("session.json") if ".interrupted-" not in str(p))
-
-
-def events(rec: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (rec / "events.jsonl").read_text().splitlines()]
-
-
-def assert_atif(path: Path) -> Any:
-    from atif import Trajectory
-
-    trajectory = Trajectory.model_validate(json.loads(path.read_text()))
-    assert [s.step_id for s in trajectory.steps] == list(range(1, len(trajectory.steps) + 1))
-    assert trajectory.steps[0].source == "user" and "README" in str(trajectory.steps[0].message)
-    assert trajectory.final_metrics is not None and trajectory.final_metrics.total_steps == len(trajectory.steps)
-    return trajectory
 
 
 def assert_agent_beside_files(rec: Path, tmp_path: Path, capsys) -> None:
@@ -83,12 +55,6 @@ def keyed_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.delenv("RGBRIDGE_TOKEN", raising=False)
-
-
-def no_secret_on_disk(root: Path) -> None:
-    for path in root.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            assert SECRET.encode() not in path.read_bytes(), f"API key written into {path}"
 
 
 @pytest.mark.docker
@@ -260,7 +226,7 @@ def test_resume_after_ctrl_c_scores_no_attempt_twice(docker_client, tmp_path: Pa
     pay, out = payload(tmp_path, "kv-ledger"), tmp_path / "out"
     hold = tmp_path / "hold"
     hold.write_text("")
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "MCP_SDK_AGENT_HOLD": str(hold)}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     cmd = [
         sys.executable,
         "-m",
@@ -269,7 +235,8 @@ def test_resume_after_ctrl_c_scores_no_attempt_twice(docker_client, tmp_path: Pa
         "--agent",
         "command",
         "--agent-cmd",
-        agent_cmd("solve", pay),
+        # the runner passes its agents only an allow-list of the environment: the hold goes in the command
+        f"env MCP_SDK_AGENT_HOLD={hold} " + agent_cmd("solve", pay),
         "--tasks",
         "kv-ledger",
         "--attempts",
@@ -283,18 +250,31 @@ def test_resume_after_ctrl_c_scores_no_attempt_twice(docker_client, tmp_path: Pa
     ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     first = out / "intermediate" / "resumed" / "kv-ledger.a1.json"
-    second_stream = out / "attempts" / "kv-ledger" / "a2" / "agent" / "stream.jsonl"
-    deadline = time.monotonic() + 240
-    while not (first.exists() and second_stream.exists() and second_stream.stat().st_size > 0):
-        assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-        assert time.monotonic() < deadline, "the first attempt was not scored in time"
-        time.sleep(0.5)
-    first_bytes = first.read_bytes()
-    proc.send_signal(signal.SIGINT)  # Ctrl-C while the second agent works
-    output, _ = proc.communicate(timeout=60)
+    second = out / "attempts" / "kv-ledger" / "a2"
+
+    def held() -> bool:  # the second agent wrote its files and waits for `hold` to go
+        stream = second / "agent" / "stream.jsonl"
+        return stream.exists() and '"subtype": "held"' in stream.read_text()
+
+    try:
+        deadline = time.monotonic() + 240
+        while not held():
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            assert time.monotonic() < deadline, "the second attempt's agent was not held in time"
+            time.sleep(0.5)
+        # the second attempt is certainly in flight: its agent cannot end while `hold` exists
+        assert json.loads((second / "state.json").read_text())["phase"] == "running"
+        assert first.exists()  # the first attempt was scored before the second started
+        first_bytes = first.read_bytes()
+        proc.send_signal(signal.SIGINT)  # Ctrl-C while the second agent works
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        hold.unlink(missing_ok=True)  # an agent left behind by a failure ends on its own
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, output
     assert not (out / "intermediate" / "resumed" / "kv-ledger.a2.json").exists()
-    hold.unlink()
     assert rgbridge(["run", "--resume", "--output-dir", str(out)]) == 0
     report = report_of(out)
     assert sorted(r["attempt"] for r in report["results"]) == [1, 2]
@@ -321,7 +301,9 @@ def test_options_are_checked(tmp_path: Path, capsys) -> None:
         assert says in capsys.readouterr().err
     assert rgbridge(["run", "--agent", "claude-code", "--tasks", "kv-ledgr", "--output-dir", str(tmp_path)]) == 2
     assert "did you mean 'kv-ledger'" in capsys.readouterr().err
-    assert rgbridge(["run", "--agent", "command", "--tasks", "kv-ledger", "--output-dir", str(tmp_path / "o")]) == 2
+    # --no-preflight: the option check is under test, not the engine (the test runs without one)
+    missing_cmd = ["run", "--agent", "command", "--tasks", "kv-ledger", "--output-dir", str(tmp_path / "o")]
+    assert rgbridge([*missing_cmd, "--no-preflight"]) == 2
     assert "--agent-cmd" in capsys.readouterr().err
     assert rgbridge(["run", "--resume", "--output-dir", str(tmp_path / "nothing")]) == 2
     assert "no run" in capsys.readouterr().err

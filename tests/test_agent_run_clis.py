@@ -1,4 +1,4 @@
-"""`rgbridge run` with the real Claude Code and Codex binaries (from their PyPI wheels) against the
+"""`rgbridge run` with the real Claude Code and Codex binaries (from their wheels) against the
 scripted model endpoint on loopback (tests/scripted_model.py): two shipped tasks × 2 attempts,
 each row Pass@1 1.0 in both profiles, trajectories valid ATIF with the model the CLI reported,
 keys only in the environment; a Claude Code that stalls is cut at the time limit and scored.
@@ -9,37 +9,20 @@ here builds a command line."""
 from __future__ import annotations
 
 import json
-import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bridge.cli import main as rgbridge
-from tests.agent_clis import agent_cli
-from tests.scripted_model import Conversation, Reply, ScriptedModel, read_solution, solve_task_policy
-from tests.test_agent_run import SECRET, assert_atif, events, no_secret_on_disk, recordings_of, report_of
+from tests.helpers import SECRET, assert_atif, events, no_secret_on_disk, recordings_of, report_of
+from tests.scripted_model import CLI_BINARY, ScriptedModel, by_task_policy
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TASKS = ("kv-ledger", "word-duel")
-CLI_BINARY = {"claude-code": "claude", "codex": "codex"}
 TIMINGS: dict[str, list[dict[str, Any]]] = {}
-
-
-def by_task_policy(then: str = "submit"):
-    """The ready policy of whichever task the prompt names (`rgbridge run` prompts name one)."""
-    policies = {t: solve_task_policy(t, read_solution(REPO_ROOT / "tasks" / t), then=then) for t in TASKS}
-
-    def policy(conv: Conversation):
-        found = re.search(r"benchmark task '([A-Za-z0-9_.-]+)'", conv.prompt)
-        if not conv.tools:
-            return Reply("OK")
-        if not found or found.group(1) not in policies:
-            return Reply("no task named in the prompt")
-        return policies[found.group(1)](conv)
-
-    return policy
 
 
 @pytest.fixture()
@@ -53,7 +36,9 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.docker
 @pytest.mark.parametrize("agent", ["claude-code", "codex"])
-def test_real_cli_two_tasks_two_attempts(agent: str, docker_client, tmp_path: Path, keys: None, capsys) -> None:
+def test_real_cli_two_tasks_two_attempts(
+    agent: str, docker_client, agent_cli: Callable[[str], Path], tmp_path: Path, keys: None, capsys
+) -> None:
     agent_cli(CLI_BINARY[agent])  # skips (or fails under RGBRIDGE_REQUIRE_AGENT_CLIS=1) without the binary
     out = tmp_path / "out"
     with ScriptedModel(by_task_policy()) as model:
@@ -124,7 +109,9 @@ def test_real_cli_two_tasks_two_attempts(agent: str, docker_client, tmp_path: Pa
 
 
 @pytest.mark.docker
-def test_real_claude_code_stalling_is_cut_at_the_time_limit(docker_client, tmp_path: Path, keys: None) -> None:
+def test_real_claude_code_stalling_is_cut_at_the_time_limit(
+    docker_client, agent_cli: Callable[[str], Path], tmp_path: Path, keys: None
+) -> None:
     agent_cli("claude")
     out = tmp_path / "out"
     with ScriptedModel(by_task_policy(then="hang")) as model:

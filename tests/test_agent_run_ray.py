@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_agent_run import agent_cmd, events, no_secret_on_disk, payload, recordings_of, report_of
 
 from bridge.cli import main as rgbridge
+from tests.helpers import agent_cmd, events, no_secret_on_disk, payload, recordings_of, report_of
 
 pytestmark = pytest.mark.docker
 
@@ -193,9 +193,8 @@ def test_ray_report_equals_local_and_spreads(cluster, tmp_path: Path, no_driver_
     print(f"\nray overhead per attempt (s): {overheads}; wall ray {ray_wall:.1f}s, local {local_wall:.1f}s")
 
 
-def test_cli_version_mismatch_refused_before_any_attempt(cluster, tmp_path: Path, capsys) -> None:
+def test_cli_version_mismatch_refused_before_any_attempt(cluster, agent_cli, tmp_path: Path, capsys) -> None:
     import ray
-    from agent_clis import agent_cli
 
     agent_cli("claude")  # the driver's and the two workers' Claude Code (the wheel's)
     shim = tmp_path / "shim"
@@ -258,12 +257,9 @@ def test_ctrl_c_cancels_then_resume_completes(cluster, tmp_path: Path, no_driver
 
 
 @pytest.mark.parametrize("agent", ["claude-code", "codex"])
-def test_real_cli_on_ray(agent: str, cluster, tmp_path: Path, no_driver_keys: None, monkeypatch) -> None:
+def test_real_cli_on_ray(agent: str, cluster, agent_cli, tmp_path: Path, no_driver_keys: None, monkeypatch) -> None:
     """The real CLI (its PyPI wheel on every node) against the scripted model on loopback."""
-    # the same module objects as the policy's (test_agent_run_clis imports them as `tests.…`)
-    from tests.agent_clis import agent_cli
-    from tests.scripted_model import ScriptedModel
-    from tests.test_agent_run_clis import CLI_BINARY, by_task_policy
+    from tests.scripted_model import CLI_BINARY, ScriptedModel, by_task_policy
 
     agent_cli(CLI_BINARY[agent])
     for var in ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "CODEX_HOME"):

@@ -21,7 +21,7 @@ from bridge.sessions.manager import SessionManager
 from bridge.sessions.settings import SessionSettings
 from bridge.tasks.catalog import Catalog
 from mcp_server.server import build_server
-from tests.test_session import CountingScorer, write_solution
+from tests.helpers import CountingScorer, write_solution
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,14 +10,11 @@ import time
 import docker
 import pytest
 
-from bridge.scoring.images import closest
-from bridge.scoring.images.base import ensure_base_image
-from bridge.scoring.images.build import image_exists
-from bridge.scoring.images.deps import deps_scope, ensure_deps_image
-from bridge.scoring.images.env_volume import remove_volume
-from bridge.scoring.images.store import DepSet, DepsImage
+from bridge.scoring.images.base import ensure_base_image, image_exists
+from bridge.scoring.images.sets import DepSet, DepsImage, closest, deps_scope, ensure_deps_image, remove_volume
 from bridge.scoring.sandbox.docker_sandbox import DockerRuntime
 from bridge.scoring.sandbox.protocol import SandboxSpec
+from tests import install_script_runner
 
 
 def test_added_lines_only_counts_kept_sets_of_lines():
@@ -35,16 +32,25 @@ def test_merged_pins_replace_by_project():
     assert closest.merged_pins(["Six==1.15.0", "idna==3.6"], ["six==1.16.0"]) == ["idna==3.6", "six==1.16.0"]
 
 
-def test_delta_check_resolves_each_file_in_turn_before_the_ready_mark():
-    from bridge.scoring.images import buildbox
-
+def test_delta_check_resolves_each_file_in_turn_before_the_ready_mark(tmp_path):
     reqs = ["/tmp/rgbridge-build/requirements.txt", "/tmp/rgbridge-build/extras.txt"]
     lines = closest.delta_check(reqs, "/run/rgbridge/seed")
-    script = buildbox.install_script(["requirements.txt", "extras.txt"], mode="index", ready_mark="READY", verify=lines)
-    assert script.count("uv pip compile") == 2
-    assert "compile" in script and "/tmp/rgbridge-build/requirements.txt /tmp/rgbridge-build/extras.txt -o" in script
-    assert script.rindex("uv pip install") < script.index("uv pip compile") < script.index("echo READY")
-    assert f"exit {closest.DELTA_DIFFERS}" in script
+    assert sum(line.count('uv" pip compile') for line in lines) == 2
+    assert any("/tmp/rgbridge-build/requirements.txt /tmp/rgbridge-build/extras.txt -o" in line for line in lines)
+    assert all(f"exit {closest.DELTA_DIFFERS}" in line for line in lines if 'uv" pip' in line)
+    # in the install script: after every install, before the ready mark
+    files = ["requirements.txt", "extras.txt"]
+    run = install_script_runner.run(tmp_path / "a", files, mode="index", ready_mark="READY", verify=lines)
+    assert run.returncode == 0, run.lines
+    assert len(run.having("STUB uv pip compile")) == 2
+    assert run.last("STUB uv pip install") < run.index("STUB uv pip compile") < run.lines.index("READY")
+    differs = install_script_runner.run(
+        tmp_path / "b", files, mode="index", ready_mark="READY", verify=lines, env={"STUB_UV_COMPILE_EXIT": "1"}
+    )
+    assert differs.returncode == closest.DELTA_DIFFERS and "READY" not in differs.lines
+    # pip and local builds never run it
+    pip = install_script_runner.run(tmp_path / "c", files, mode="pip", ready_mark="READY", verify=lines)
+    assert pip.returncode == 0 and not pip.having("uv pip compile")
 
 
 # ---------------------------------------------------------------- real engine
@@ -52,7 +58,7 @@ def test_delta_check_resolves_each_file_in_turn_before_the_ready_mark():
 
 @pytest.fixture()
 def always(monkeypatch):
-    monkeypatch.setenv(closest.ENV, "always")
+    monkeypatch.setenv(closest.CLOSEST_ENV, "always")
 
 
 def _nonce() -> str:
@@ -95,13 +101,13 @@ def test_a_set_started_from_the_closest_one_equals_one_built_from_scratch(
         record = next(r for r in closest.records(docker_client) if r.volume == first.volume.name)
         assert record.pins == ["six==1.16.0"]
         grown_reqs = record.files["requirements.txt"] + "idna==3.7\n"
-        grown = ensure_deps_image(docker_client, grown_reqs, env_volume=True, defer_check=True, timeout=300)
-        assert grown.confirm() is True
+        grown = ensure_deps_image(docker_client, grown_reqs, env_volume=True, allow_pending_check=True, timeout=300)
+        assert grown.settle() is True
         assert "started from the closest set" in grown.build_log() and "built from scratch" not in grown.build_log()
         assert "RGBRIDGE_PHASE verified" in grown.build_log()
         fresh_reqs = "six==1.16.0\n" + _nonce() + "idna==3.7\n"
         with pytest.MonkeyPatch.context() as mp:
-            mp.setenv(closest.ENV, "never")
+            mp.setenv(closest.CLOSEST_ENV, "never")
             fresh = ensure_deps_image(docker_client, fresh_reqs, env_volume=True, timeout=300)
         assert "started from the closest set" not in fresh.log_tail
         assert _freeze(docker_client, grown) == _freeze(docker_client, fresh)

@@ -20,6 +20,7 @@ from bridge.sessions import contamination
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.settings import SessionSettings
 from bridge.tasks.catalog import Catalog
+from tests.helpers import NullScorer
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux-only")
 
@@ -42,31 +43,6 @@ def _manager(tmp_path: Path, task_dir: Path, name: str, **kw) -> SessionManager:
         settings=SessionSettings(seal_quiet_seconds=0.3),
         **kw,
     )
-
-
-class NullScorer:
-    """Only for the tests that are about access detection, not about scores."""
-
-    def __call__(self, task, repo_dir, request, progress):
-        from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, ScoreResult
-
-        prof = ProfileResult(
-            profile="strict",
-            outcome="scored",
-            dsr=DSRResult(success=True, message="null"),
-            pass_at_1=PassAt1.from_counts(0, 0, 0),
-        )
-        result = ScoreResult(
-            task_id=task.id,
-            task_hash=task.content_hash,
-            snapshot_hash=request.snapshot_hash,
-            lang=task.lang,
-            port=task.port,
-            framework=task.framework,
-            profiles={"strict": prof},
-        )
-        (request.output_dir / "result.json").write_text(result.model_dump_json(), encoding="utf-8")
-        return result
 
 
 def test_another_process_reading_a_golden_file_marks_the_session_contaminated(tmp_path: Path, task_copy: Path) -> None:

@@ -22,12 +22,20 @@ from docker.errors import DockerException, ImageNotFound
 from requests.exceptions import ReadTimeout
 
 from bridge.scoring.doctor import check_disk, check_index, run_checks
-from bridge.scoring.images import host
-from bridge.scoring.images.base import ensure_base_image
-from bridge.scoring.images.budget import ENV, DiskBudgetError, parse_age, parse_size, prune
-from bridge.scoring.images.deps import ensure_deps_image
-from bridge.scoring.images.inventory import kept_inventory
-from bridge.scoring.images.usage import books_dir, evictions, holding, lease
+from bridge.scoring.images.base import ensure_base_image, host
+from bridge.scoring.images.disk import (
+    BUDGET_ENV,
+    DiskBudgetError,
+    books_dir,
+    evictions,
+    holding,
+    kept_inventory,
+    lease,
+    parse_age,
+    parse_size,
+    prune,
+)
+from bridge.scoring.images.sets import ensure_deps_image
 from bridge.scoring.run.engine import score_repo
 from bridge.scoring.run.reporting import summarize_strict
 from bridge.scoring.run.runner import infra_reason
@@ -112,7 +120,7 @@ def own_cache(tmp_path, monkeypatch) -> Path:
     if (real / "tools").is_dir():
         (root / "tools").symlink_to(real / "tools")
     monkeypatch.setenv("RGBRIDGE_CACHE", str(root))
-    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.delenv(BUDGET_ENV, raising=False)
     return root
 
 
@@ -123,7 +131,7 @@ def _age(client: docker.DockerClient, name: str, seconds: float) -> None:
 
 def _set(client: docker.DockerClient, pin: str):
     deps = ensure_deps_image(client, f"{pin}\n", env_volume=True)
-    assert deps.confirm() and deps.volume is not None
+    assert deps.settle() and deps.volume is not None
     return deps.volume.name
 
 
@@ -135,7 +143,7 @@ def test_lru_eviction_spares_sets_in_use_and_stays_within_budget(docker_client, 
     assert set(sizes) == {a, b} and all(s > 1_000_000 for s in sizes.values())
     one = max(sizes.values())
     # room for two sets and the one being built, not three
-    monkeypatch.setenv(ENV, str(sizes[a] + sizes[b] + one - 1))
+    monkeypatch.setenv(BUDGET_ENV, str(sizes[a] + sizes[b] + one - 1))
     try:
         with holding():
             lease(docker_client, a)  # a score is using A ...
@@ -161,7 +169,7 @@ def test_lru_eviction_spares_sets_in_use_and_stays_within_budget(docker_client, 
             assert kept == {a, d}, "A is held by a container, so C (next least recently used) went"
         finally:
             holder.remove(force=True)
-        assert kept_inventory(docker_client).budgeted_bytes <= parse_size(os.environ[ENV]) + one
+        assert kept_inventory(docker_client).budgeted_bytes <= parse_size(os.environ[BUDGET_ENV]) + one
         # a dry run says what a prune would free and removes nothing
         dry = prune(docker_client, max_bytes=0, dry_run=True)
         assert {i.name for i in dry.evicted} == {a, d}
@@ -172,7 +180,7 @@ def test_lru_eviction_spares_sets_in_use_and_stays_within_budget(docker_client, 
 
 
 def test_a_budget_smaller_than_one_set_is_a_clear_error(docker_client, own_cache, monkeypatch, tmp_path, tasks_dir):
-    monkeypatch.setenv(ENV, "1M")
+    monkeypatch.setenv(BUDGET_ENV, "1M")
     started = time.monotonic()
     with pytest.raises(DiskBudgetError, match=r"disk budget 1\.0M is smaller than one dependency set"):
         ensure_deps_image(docker_client, "six==1.11.0\n", env_volume=True)
@@ -245,12 +253,12 @@ def test_doctor_reports_an_unreachable_index_with_its_fix(docker_client, own_cac
 def test_sets_other_builds_are_making_count_as_whole_sets(tmp_path):
     """Concurrent builds: a pass reserves a whole set for each set being built elsewhere, so
     the high-water mark stays within the budget plus one set (bench/scale.py)."""
-    from bridge.scoring.images.budget import Budget, _evict
-    from bridge.scoring.images.inventory import Inventory, KeptItem
+    from bridge.scoring.images.disk import Budget, Inventory, KeptItem
+    from bridge.scoring.images.disk import budget as budget_mod
 
     building = KeptItem(kind="python-set", name="rgbridge-env-x", bytes=10, last_used=0, in_use=True, building=True)
     inv = Inventory(items=[building])
-    report = _evict(None, tmp_path, inv, Budget(150, "test"), 100, None, "test")  # type: ignore[arg-type]
+    report = budget_mod._evict(None, tmp_path, inv, Budget(150, "test"), 100, None, "test")  # type: ignore[arg-type]
     assert report.short == 50  # 10 kept + 90 still to come + 100 for the new set = 200, against 150
     assert report.evicted == []
 
@@ -260,9 +268,8 @@ def test_room_is_made_for_a_large_set_not_the_median_one(tmp_path, monkeypatch):
     sets end over budget + one set at N=60 (bench/scale.py: 1.89 GB against 1.82 GB + 45 MB).
     The room made is the 90th percentile of the kept sets' sizes; the "smaller than one set"
     error still compares the budget with a typical (median) set."""
-    from bridge.scoring.images import budget as budget_mod
-    from bridge.scoring.images.budget import Budget, set_estimate
-    from bridge.scoring.images.inventory import Inventory, KeptItem
+    from bridge.scoring.images.disk import Budget, Inventory, KeptItem, set_estimate
+    from bridge.scoring.images.disk import budget as budget_mod
 
     sizes = [40, 41, 42, 43, 44, 45, 46, 47, 48, 90]
     inv = Inventory(

@@ -13,77 +13,121 @@ import docker
 import pytest
 
 from bridge.errors import ScoringError
-from bridge.scoring.images import buildbox
-from bridge.scoring.images import env_volume as env_mod
-from bridge.scoring.images.build import image_exists, volume_exists
-from bridge.scoring.images.deps import REJECTED_NOTE, deps_image_tag, ensure_deps_image
-from bridge.scoring.images.env_volume import (
+from bridge.scoring.images.base import image_exists, volume_exists
+from bridge.scoring.images.disk import list_images, remove_images
+from bridge.scoring.images.sets import (
+    REJECTED_NOTE,
     SEED_MARK,
+    buildbox,
+    deps_image_tag,
+    ensure_deps_image,
     seed_volume,
     seeded_start,
     venv_path,
 )
-from bridge.scoring.images.inventory import list_images, remove_images
+from bridge.scoring.images.sets import env_volume as env_mod
 from bridge.scoring.sandbox.docker_sandbox import DockerRuntime
 from bridge.scoring.sandbox.protocol import SandboxSpec
+from tests import install_script_runner
 
 
-def test_layer_script_checks_once_after_every_file_and_compiles_once():
-    script = buildbox.install_script(["requirements.txt", "extras.txt"], mode="index", ready_mark="READY")
-    assert script.count("install --dry-run") == 1
-    assert "-r /tmp/rgbridge-build/requirements.txt -r /tmp/rgbridge-build/extras.txt" in script
-    assert script.count("--compile-bytecode") == 1  # on the last file's install (uv compiles it all)
-    compiling = next(line for line in script.splitlines() if "--compile-bytecode" in line)
-    assert "-r /tmp/rgbridge-build/extras.txt" in compiling
+def test_layer_script_checks_once_after_every_file_and_compiles_once(tmp_path):
+    run = install_script_runner.run(
+        tmp_path / "a", ["requirements.txt", "extras.txt"], mode="index", ready_mark="READY"
+    )
+    assert run.returncode == 0, run.lines
+    checks = run.having("pip install --dry-run")
+    assert len(checks) == 1
+    assert f"-r {run.build_dir}/requirements.txt -r {run.build_dir}/extras.txt" in checks[0]
+    compiling = run.having("--compile-bytecode")
+    assert len(compiling) == 1  # on the last file's install (uv compiles it all)
+    assert f"-r {run.build_dir}/extras.txt" in compiling[0]
     # the environment is final (ready) before pip's check starts
-    assert script.index("echo READY") < script.index("install --dry-run")
-    assert "install --dry-run" not in buildbox.install_script(["requirements.txt"], mode="index", check=False)
+    assert run.index("READY") < run.index("pip install --dry-run")
+    unchecked = install_script_runner.run(tmp_path / "b", ["requirements.txt"], mode="index", check=False)
+    assert unchecked.returncode == 0 and not unchecked.having("pip install --dry-run")
 
 
-def test_sets_in_volumes_compile_bytecode_after_the_ready_mark_and_pips_verdict():
+def test_a_set_pip_rejects_exits_uv_rejected(tmp_path):
+    run = install_script_runner.run(
+        tmp_path, ["requirements.txt"], mode="index", env={"STUB_REPORT_INSTALL": '[{"name": "six"}]'}
+    )
+    assert run.returncode == buildbox.UV_REJECTED
+    assert run.having("RGBRIDGE_UV_REJECTED pip does not accept what uv installed")
+
+
+def test_sets_in_volumes_compile_bytecode_after_the_ready_mark_and_pips_verdict(tmp_path):
     """Bytecode off the score's critical path (issue 23): the score starts at the ready mark and
     its set is accepted at pip's verdict, printed before the bytecode is compiled."""
-    script = buildbox.install_script(
-        ["requirements.txt", "extras.txt"], mode="index", ready_mark="READY", compile_late=True
+    run = install_script_runner.run(
+        tmp_path / "a", ["requirements.txt", "extras.txt"], mode="index", ready_mark="READY", compile_late=True
     )
-    assert "--compile-bytecode" not in script
+    assert run.returncode == 0, run.lines
+    assert not run.having("--compile-bytecode")
     checked = buildbox.checked_mark("READY")
-    assert script.index("echo READY\n") < script.index("install --dry-run") < script.index(f"echo {checked}")
-    assert script.index(f"echo {checked}") < script.index("compileall.compile_dir")
-    assert "compileall" not in buildbox.install_script(["requirements.txt"], mode="index", ready_mark="READY")
-    assert "trap 'go=1'" not in script  # without hold_compile, nothing waits for a signal
+    assert run.lines.index("READY") < run.index("pip install --dry-run") < run.lines.index(checked)
+    assert run.lines.index(checked) < run.index("compileall.compile_dir")  # no hold: nothing waited for
+    early = install_script_runner.run(tmp_path / "b", ["requirements.txt"], mode="index", ready_mark="READY")
+    assert early.returncode == 0 and not early.having("compileall")
 
 
-def test_a_held_compile_waits_for_the_go_signal_after_the_verdict():
-    script = buildbox.install_script(
-        ["requirements.txt"], mode="index", ready_mark="READY", compile_late=True, hold_compile=True
+def test_a_held_compile_waits_for_the_go_signal_after_the_verdict(tmp_path):
+    checked = buildbox.checked_mark("READY")
+    proc, trace, build = install_script_runner.start(
+        tmp_path, ["requirements.txt"], mode="index", ready_mark="READY", compile_late=True, hold_compile=True
     )
-    signal = buildbox.GO_SIGNAL.removeprefix("SIG")
-    trap = script.index(f"trap 'go=1' {signal}")
-    hold = next(line for line in script.splitlines() if line.startswith('while [ "$go" = 0 ]'))
-    # the handler is set before anything is printed (the host signals after the verdict's mark)
-    assert trap < script.index("RGBRIDGE_PREFIX") < script.index("echo READY\n")
-    assert script.index(f"echo {buildbox.checked_mark('READY')}") < script.index(hold)
-    assert script.index(hold) < script.index("compileall.compile_dir")
-    assert f"-lt {buildbox.HOLD_LIMIT}" in hold
+    try:
+        install_script_runner.wait_for(trace, checked)
+        time.sleep(1.5)  # the stand-in compile is instant: an unheld one would be in the trace by now
+        assert "compileall" not in trace.read_text() and proc.poll() is None
+        # the handler was set before anything was printed (the host signals after the verdict's mark)
+        install_script_runner.go(proc)
+    finally:
+        run = install_script_runner.finish(proc, trace, build)
+    assert run.returncode == 0, run.lines
+    assert run.lines.index(checked) < run.index("compileall.compile_dir")
+    assert buildbox.install_settings(["r.txt"], mode="index", hold_compile=True)["RGBRIDGE_HOLD_LIMIT"] == str(
+        buildbox.HOLD_LIMIT
+    )
 
 
-def test_uv_hard_links_from_a_cache_inside_the_environment_removed_before_it_is_ready():
+def test_a_held_compile_goes_at_its_limit_without_the_signal(tmp_path):
+    run = install_script_runner.run(
+        tmp_path,
+        ["requirements.txt"],
+        mode="index",
+        ready_mark="READY",
+        compile_late=True,
+        hold_compile=True,
+        overrides={"RGBRIDGE_HOLD_LIMIT": "1"},
+    )
+    assert run.returncode == 0 and run.having("compileall.compile_dir")
+
+
+def test_uv_hard_links_from_a_cache_inside_the_environment_removed_before_it_is_ready(tmp_path):
     """uv's cache sits on the environment's own file system (no second copy of every file, no
     unpacking through the container's overlay /tmp) and is gone before the ready mark."""
-    script = buildbox.install_script(["requirements.txt", "extras.txt"], mode="index", ready_mark="READY")
-    assert script.count("--link-mode hardlink") == 2 and "/tmp/rgbridge-uv" not in script
-    assert "sys.prefix)')/.rgbridge-uv-cache" in script
-    removal = next(line for line in script.splitlines() if line.startswith("rm -rf") and "UV_CACHE" in line)
-    assert script.index(removal) > script.rindex("uv pip install") and script.index(removal) < script.index(
-        "echo READY"
-    )
+    run = install_script_runner.run(tmp_path, ["requirements.txt", "extras.txt"], mode="index", ready_mark="READY")
+    installs = run.having("STUB uv pip install")
+    assert len(installs) == 2 and all("--link-mode hardlink" in line for line in installs)
+    assert all(f"--cache-dir {tmp_path}/env/.rgbridge-uv-cache " in line for line in installs)
+    assert not run.having("/tmp/rgbridge-uv")
+    assert not run.having("uv cache present at the check")  # removed before the ready mark and the check
+    assert run.last("STUB uv pip install") < run.lines.index("READY")
+
+
+def test_install_settings_take_only_plain_file_names():
+    for name in ("a b.txt", "../requirements.txt", "x;rm -rf /", ""):
+        with pytest.raises(ValueError):
+            buildbox.install_settings([name], mode="index")
+    with pytest.raises(ValueError):
+        buildbox.install_settings(["requirements.txt"], mode="anything")
 
 
 def test_seeded_start_refuses_an_unfinished_seed_and_drops_the_mark():
     cmd = seeded_start("/opt/venv")
     assert cmd.index(f"[ -f /run/rgbridge/seed/{SEED_MARK} ]") < cmd.index("cp -a")
-    assert f"rm -f /opt/venv/{SEED_MARK}" in cmd and cmd.endswith("exec bash /tmp/rgbridge-build/build.sh")
+    assert f"rm -f /opt/venv/{SEED_MARK}" in cmd and cmd.endswith(f"exec bash {buildbox.BUILD_SCRIPT}")
 
 
 # ---------------------------------------------------------------- real engine
@@ -116,7 +160,7 @@ def test_a_set_in_a_volume_is_mounted_read_only_and_found_again(docker_client, b
     reqs = _nonce("six==1.16.0\n")
     first = ensure_deps_image(docker_client, reqs, env_volume=True, timeout=300)
     try:
-        assert first.volume is not None and not first.cached and first.pending is None
+        assert first.volume is not None and not first.cached and first.pending_check is None
         assert first.mounts == {first.volume.name: "/opt/venv"}
         # the tag marks the finished set: it is the base image itself, the set is in the volume
         assert docker_client.images.get(first.tag).id == docker_client.images.get(base_image).id
@@ -160,13 +204,13 @@ def test_a_set_whose_volume_went_away_is_built_again(docker_client, base_image, 
 
 
 @pytest.mark.docker
-def test_deferred_check_holds_the_set_until_pip_accepts(docker_client, base_image, index_needed):
+def test_a_pending_check_holds_the_set_until_pip_accepts(docker_client, base_image, index_needed):
     reqs = _nonce("six==1.16.0\n")
-    deps = ensure_deps_image(docker_client, reqs, env_volume=True, defer_check=True, timeout=300)
+    deps = ensure_deps_image(docker_client, reqs, env_volume=True, allow_pending_check=True, timeout=300)
     assert deps.volume is not None
     other: list = []
     try:
-        assert deps.pending is not None and deps.tag == base_image  # scored from the base + volume
+        assert deps.pending_check is not None and deps.tag == base_image  # scored from the base + volume
         code, out = _sandbox_run(docker_client, deps.tag, deps.mounts, "python -c 'import six; print(six.__version__)'")
         assert "1.16.0" in out
         # Another request for the set waits for pip's verdict instead of building it again.
@@ -176,23 +220,23 @@ def test_deferred_check_holds_the_set_until_pip_accepts(docker_client, base_imag
         thread.start()
         time.sleep(1.0)
         assert not other
-        assert deps.confirm() is True and deps.confirm() is True  # idempotent
+        assert deps.settle() is True and deps.settle() is True  # idempotent
         thread.join(60)
         assert other and other[0].cached and image_exists(docker_client, other[0].tag)
         assert "RGBRIDGE_PHASE checked" in deps.build_log()
     finally:
-        deps.confirm()
+        deps.settle()
         _untag(docker_client, other[0].tag if other else "rgbridge-deps:none")
         env_mod.remove_volume(docker_client, deps.volume.name)
 
 
 @pytest.mark.docker
-def test_a_deferred_sets_bytecode_waits_for_the_end_of_its_score(docker_client, base_image, index_needed):
+def test_a_pending_sets_bytecode_waits_for_the_end_of_its_score(docker_client, base_image, index_needed):
     """The whole environment's bytecode (seconds of CPU) is compiled only once the score it was
-    deferred beside is over (``confirm``), not while that score runs (issue 23)."""
+    left pending beside is over (``settle``), not while that score runs (issue 23)."""
     reqs = _nonce("six==1.16.0\n")
-    deps = ensure_deps_image(docker_client, reqs, env_volume=True, defer_check=True, timeout=300)
-    assert deps.volume is not None and deps.pending is not None
+    deps = ensure_deps_image(docker_client, reqs, env_volume=True, allow_pending_check=True, timeout=300)
+    assert deps.volume is not None and deps.pending_check is not None
     pyc = "/opt/venv/lib/python3.11/site-packages/__pycache__/six.cpython-311.pyc"
     try:
         builds = docker_client.containers.list(all=True, filters={"volume": deps.volume.name})
@@ -203,13 +247,13 @@ def test_a_deferred_sets_bytecode_waits_for_the_end_of_its_score(docker_client, 
         assert builds[0].status == "running"  # held, not finished
         code, out = _sandbox_run(docker_client, deps.tag, deps.mounts, f"ls {pyc} 2>&1; python -c 'import six'")
         assert "No such file" in out
-        assert deps.confirm() is True
+        assert deps.settle() is True
         assert env_mod.wait_for_compiles(120)
         code, out = _sandbox_run(docker_client, deps.tag, deps.mounts, f"ls {pyc}")
         assert code == 0 and pyc in out
         assert not docker_client.containers.list(all=True, filters={"id": builds[0].id})  # removed
     finally:
-        deps.confirm()
+        deps.settle()
         env_mod.wait_for_compiles(120)
         _untag(docker_client, deps_image_tag(base_image, reqs, in_volume=True))  # the accepted set's tag
         env_mod.remove_volume(docker_client, deps.volume.name)
@@ -218,27 +262,29 @@ def test_a_deferred_sets_bytecode_waits_for_the_end_of_its_score(docker_client, 
 @pytest.mark.docker
 def test_what_pip_rejects_is_dropped_and_built_by_pip(docker_client, base_image, index_needed, monkeypatch, wrong_uv):
     """An installer that picks a version the requirements forbid (a stand-in for any uv choice
-    pip's rules reject): the deferred check rejects it, the volume and tag are gone, and
+    pip's rules reject): the pending check rejects it, the volume and tag are gone, and
     ``installer="pip"`` gives pip's own result."""
     monkeypatch.setattr(buildbox, "uv_tool", lambda: wrong_uv)
     reqs = _nonce("six==1.16.0\n")
-    deps = ensure_deps_image(docker_client, reqs, env_volume=True, defer_check=True, timeout=300)
+    deps = ensure_deps_image(docker_client, reqs, env_volume=True, allow_pending_check=True, timeout=300)
     assert deps.volume is not None
     try:
-        assert deps.pending is not None
-        assert deps.confirm() is False
+        assert deps.pending_check is not None
+        assert deps.settle() is False
         assert "pip does not accept what uv installed" in deps.build_log()
         assert not volume_exists(docker_client, deps.volume.name)
         tag = f"rgbridge-deps:{deps.volume.name.rpartition('-')[2]}"
         assert not image_exists(docker_client, tag)
-        by_pip = ensure_deps_image(docker_client, reqs, env_volume=True, defer_check=True, installer="pip", timeout=300)
-        assert by_pip.pending is None and by_pip.tag == tag
+        by_pip = ensure_deps_image(
+            docker_client, reqs, env_volume=True, allow_pending_check=True, installer="pip", timeout=300
+        )
+        assert by_pip.pending_check is None and by_pip.tag == tag
         assert "RGBRIDGE_INSTALLER=pip" in by_pip.log_tail
         code, out = _sandbox_run(
             docker_client, by_pip.tag, by_pip.mounts, "python -c 'import six; print(six.__version__)'"
         )
         assert "1.16.0" in out
-        # Without deferral the build itself falls back to pip.
+        # Without a pending check the build itself falls back to pip.
         inline = ensure_deps_image(docker_client, _nonce("six==1.16.0\n"), env_volume=True, timeout=300)
         assert "installing with pip instead" in inline.log_tail and inline.volume is not None
         _untag(docker_client, inline.tag)
@@ -283,7 +329,7 @@ def test_a_seed_being_made_is_not_handed_out_before_it_is_full(docker_client, ba
     def first() -> None:
         try:
             seed_volume(docker_client, base_image, path)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
         finally:
             first_done.set()

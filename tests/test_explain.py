@@ -19,50 +19,9 @@ from bridge.cli import main
 from bridge.reports.html import write_html
 from bridge.scoring import upstream
 from bridge.scoring.failures import ac_disagreement, explain_lines, message_line
-from bridge.scoring.result import ScoreResult, summarize_result
+from bridge.scoring.result import summarize_result
 from bridge.scoring.run.reporting import RunWriter
-from tests.test_report_html import SAMPLE, _run, chromium, decode_png  # noqa: F401 - chromium is a fixture
-
-FAILING = "tests/test_keys.py::test_history_lists_versions"
-LONGREPR = (
-    "api = <conftest.Api object at 0x7f>, prefix = 'k1'\n\n"
-    "    def test_history_lists_versions(api, prefix):\n"
-    ">       assert r.status_code in [200, 204]\n"
-    "E       assert 404 in [200, 204]\n"
-    "E        +  where 404 = <Response [404]>.status_code\n\n"
-    "tests/test_keys.py:41: AssertionError"
-)
-MARKUP = "[bold red]not markup[/] [p] [y/N]"
-COMPAT_LOG = (
-    "tests/test_keys.py::test_put_creates PASSED [ 50%]\n"
-    f"{FAILING} FAILED [100%]\n"
-    "=================================== FAILURES ===================================\n"
-    "_________________________ test_history_lists_versions __________________________\n"
-    "tests/test_keys.py:41: in test_history_lists_versions\n"
-    "    assert r.status_code in [200, 204]\n"
-    "E   assert 404 in [200, 204]\n"
-    "=========================== short test summary info ============================\n"
-    f"FAILED {FAILING} - assert 404 in [200, 204]\n"
-    "========================= 1 failed, 1 passed in 0.31s =========================\n"
-)
-
-
-def flawed_result() -> ScoreResult:
-    data = json.loads(next((SAMPLE / "results").glob("submission-*/result.json")).read_text())
-    result = ScoreResult.model_validate(data)
-    strict = result.profiles["strict"]
-    strict.tests[0].nodeid, strict.tests[0].outcome = FAILING, "failed"
-    strict.tests[0].message, strict.tests[0].phase, strict.tests[0].duration = LONGREPR, "call", 0.042
-    strict.tests[1].outcome, strict.tests[1].message, strict.tests[1].phase = "error", MARKUP, "setup"
-    strict.pass_at_1.passed, strict.pass_at_1.failed, strict.pass_at_1.errors = 33, 1, 1
-    assert strict.dynamic_api_coverage is not None
-    for ep in strict.dynamic_api_coverage.endpoints:
-        if ep.path.endswith("/history"):
-            ep.implemented, ep.status, ep.evidence = False, 404, "404: no route"
-    strict.dynamic_api_coverage.implemented_apis -= 1
-    strict.dynamic_api_coverage.score = round(6 / 7, 4)
-    result.profiles["compat"].tests = upstream.tests_from_log(COMPAT_LOG)
-    return result
+from tests.helpers import COMPAT_LOG, FAILING, LONGREPR, MARKUP, SAMPLE, decode_png, flawed_result, run_chromium
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +142,7 @@ def test_per_test_table_in_chromium(score_dir: Path, tmp_path: Path, chromium: s
     text = page.read_text()
     assert '<table class="tests">' in text and "Static and dynamic API coverage disagree" in text
     shot = tmp_path / "table.png"
-    _run(chromium, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1200,2400", page.as_uri())
+    run_chromium(chromium, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1200,2400", page.as_uri())
     width, bpp, rows = decode_png(shot.read_bytes())
     red = sum(  # the failed/error outcome cells and the disagreement flag are drawn in #b42318
         1
@@ -194,7 +153,7 @@ def test_per_test_table_in_chromium(score_dir: Path, tmp_path: Path, chromium: s
     assert red > 200, f"no red outcome cells in the screenshot ({red} px)"
     if os.environ.get("RGBRIDGE_KEEP_SCREENSHOT"):  # a copy to look at: RGBRIDGE_KEEP_SCREENSHOT=/tmp/x.png
         shutil.copy(shot, os.environ["RGBRIDGE_KEEP_SCREENSHOT"])
-    dom = _run(chromium, tmp_path / "profile", "--dump-dom", page.as_uri()).stdout.decode()
+    dom = run_chromium(chromium, tmp_path / "profile", "--dump-dom", page.as_uri()).stdout.decode()
     cells = dom.split('<table class="tests">', 2)
     assert len(cells) == 3  # one per profile
     strict_table = cells[2].split("</table>", 1)[0]

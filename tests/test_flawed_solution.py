@@ -12,7 +12,7 @@ import pytest
 
 from bridge.cli import main
 from bridge.reports.html import write_html
-from tests.test_report_html import _run, chromium  # noqa: F401 - chromium is a fixture
+from tests.helpers import run_chromium
 
 pytestmark = pytest.mark.docker
 
@@ -44,7 +44,7 @@ def test_flawed_solution_names_its_failing_tests(
     assert f"failed {HISTORY_TEST} [strict, compat] — E assert 404 == 200" in flat, printed
 
     page = write_html(out, tmp_path / "flawed.html")
-    dom = _run(chromium, tmp_path / "profile", "--dump-dom", page.as_uri()).stdout.decode()
+    dom = run_chromium(chromium, tmp_path / "profile", "--dump-dom", page.as_uri()).stdout.decode()
     tables = dom.split('<table class="tests">')[1:]
     assert len(tables) == 2  # compat and strict
     for table in tables:

@@ -42,6 +42,7 @@ def _workspace(tasks_dir: Path, ws: Path) -> None:
 
 
 def test_upstream_ignore_list_is_within_the_one_rule_set() -> None:
+    assert ".git" in ignore.UPSTREAM_COPY_IGNORE and "*.pyc" in ignore.UPSTREAM_COPY_IGNORE
     for pattern in ignore.UPSTREAM_COPY_IGNORE:
         if pattern.startswith("*"):
             assert ignore.is_ignored_file("x" + pattern[1:])

@@ -311,7 +311,7 @@ def test_recorded_session_never_holds_the_token(home: Path, tmp_path: Path, task
     from bridge.sessions.manager import SessionManager
     from bridge.sessions.settings import RecorderSettings, SessionSettings
     from bridge.tasks.catalog import Catalog
-    from tests.test_session import CountingScorer
+    from tests.helpers import CountingScorer
 
     mgr = SessionManager(
         Catalog.from_options(tasks_dir),

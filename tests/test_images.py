@@ -7,17 +7,30 @@ import time
 import pytest
 
 from bridge.errors import ScoringError
-from bridge.scoring.images import host, rootfs
-from bridge.scoring.images.base import OFFICIAL_PYTHON, ensure_base_image, official_python_image
-from bridge.scoring.images.build import DependencyInstallError, docker_build, image_exists
-from bridge.scoring.images.deps import deps_image_tag, ensure_deps_image
-from bridge.scoring.images.host import debian_source, host_extra_cas, host_pip_index_settings
-from bridge.scoring.images.inventory import list_images
-from bridge.scoring.images.recipe import base_image_tag, base_recipe_hash
-from bridge.scoring.images.rootfs import build_rootfs, remove_tree
-from bridge.scoring.images.store import DepsImage
-from bridge.scoring.images.tester import TESTER_PINS, build_all, ensure_tester_image
-from bridge.scoring.images.wheelhouse import index_reachable_from_containers, prepare_wheelhouse
+from bridge.scoring.images.base import (
+    OFFICIAL_PYTHON,
+    TESTER_PINS,
+    DependencyInstallError,
+    base_image_tag,
+    base_recipe_hash,
+    build_all,
+    build_rootfs,
+    debian_source,
+    docker_build,
+    ensure_base_image,
+    ensure_tester_image,
+    host,
+    host_extra_cas,
+    host_pip_index_settings,
+    image_exists,
+    index_reachable_from_containers,
+    official_python_image,
+    prepare_wheelhouse,
+    remove_tree,
+    rootfs,
+)
+from bridge.scoring.images.disk import list_images
+from bridge.scoring.images.sets import DepsImage, deps_image_tag, ensure_deps_image
 from bridge.scoring.sandbox.containers import create_container, managed, read_logs, wait_with_timeout
 from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, make_labels
 from bridge.scoring.sandbox.protocol import SandboxLimits

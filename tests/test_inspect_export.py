@@ -17,8 +17,7 @@ import pytest
 
 from bridge.cli import main
 from bridge.scoring.run.reporting import RunWriter
-from tests.test_explain import FAILING, flawed_result
-from tests.test_report_html import SAMPLE, chromium  # noqa: F401 - chromium is a fixture
+from tests.helpers import FAILING, SAMPLE, flawed_result
 
 inspect_log = pytest.importorskip("inspect_ai.log", reason="inspect-ai not installed (extra 'inspect')")
 
@@ -39,7 +38,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-def _log(folder: Path):  # noqa: ANN202 - inspect_ai's EvalLog
+def _log(folder: Path):  # an inspect_ai EvalLog
     (path,) = folder.glob("*.eval")
     return inspect_log.read_eval_log(str(path))
 

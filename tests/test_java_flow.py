@@ -19,7 +19,7 @@ from bridge.recording.rescore import rescore
 from bridge.reports.export import leaderboard_rows
 from bridge.scoring.run.evaluate import evaluate
 from bridge.tasks.catalog import Catalog
-from tests.test_mcp_stdio import stdio_params
+from tests.helpers import stdio_params
 
 pytestmark = pytest.mark.docker
 

@@ -22,8 +22,7 @@ from bridge.recording.events import EventLog, read_events
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.settings import RecorderSettings, SessionSettings
 from bridge.tasks.catalog import Catalog
-from tests.test_session import CountingScorer
-from tests.test_session_race import flipper
+from tests.helpers import CountingScorer, flipper
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -155,7 +154,7 @@ KILLED_IN_SEAL = textwrap.dedent("""
     from bridge.sessions.manager import SessionManager
     from bridge.sessions.settings import SessionSettings
     from bridge.tasks.catalog import Catalog
-    from tests.test_session import CountingScorer
+    from tests.helpers import CountingScorer
     ws = Path(sys.argv[2])
     mgr = SessionManager(Catalog.from_options(Path(sys.argv[1])), recordings_dir=Path(sys.argv[3]),
                          scorer=CountingScorer(), settings=SessionSettings(seal_quiet_seconds=30, seal_max_wait=60))
@@ -240,7 +239,7 @@ def test_a_flipping_workspace_folder_gets_clear_refusals(tmp_path: Path, tasks_d
                 refused.add(str(exc).split(":")[0][:50])
                 assert "\n" not in str(exc)
                 continue
-            except Exception as exc:  # noqa: BLE001 - what the MCP layer reports as an internal error
+            except Exception as exc:  # what the MCP layer reports as an internal error
                 unclear.append(f"{type(exc).__name__}: {exc}")
                 continue
             mgr.quit(st.session_id)

@@ -14,12 +14,17 @@ import time
 
 import pytest
 
-from bridge.scoring.images import buildbox
-from bridge.scoring.images.base import ensure_base_image
-from bridge.scoring.images.build import image_exists
-from bridge.scoring.images.buildbox import env_prefix, installed_pins
-from bridge.scoring.images.deps import ensure_deps_image
-from bridge.scoring.images.layer_export import LayerExportError, export_folder_layer, valid_prefix
+from bridge.scoring.images.base import ensure_base_image, image_exists
+from bridge.scoring.images.sets import (
+    LayerExportError,
+    buildbox,
+    ensure_deps_image,
+    env_prefix,
+    export_folder_layer,
+    installed_pins,
+    valid_prefix,
+)
+from tests import install_script_runner
 
 
 def test_valid_prefix():
@@ -201,12 +206,17 @@ def test_what_pip_does_not_accept_is_rebuilt_by_pip(docker_client, index_needed,
         _forget(docker_client, res.tag)
 
 
-def test_layer_script_keeps_pip_semantics_in_its_uv_flags():
-    script = buildbox.install_script(["requirements.txt", "extras.txt"], mode="index")
-    assert script.count("--index-strategy unsafe-best-match") == 2  # every index searched, as pip does
-    assert script.index("requirements.txt") < script.index("extras.txt")  # requirements first, then extras
-    assert script.count("install --dry-run") == 1  # pip checks all the steps at the end
-    assert script.splitlines()[2].startswith('echo "RGBRIDGE_PREFIX=')  # before anything of the agent's runs
-    assert "pip install -r /tmp/rgbridge-build/requirements.txt" in buildbox.install_script(
-        ["requirements.txt"], mode="pip"
-    ).replace("python -m ", "")
+def test_layer_script_keeps_pip_semantics_in_its_uv_flags(tmp_path):
+    run = install_script_runner.run(tmp_path / "a", ["requirements.txt", "extras.txt"], mode="index")
+    assert run.returncode == 0, run.lines
+    installs = run.having("STUB uv pip install")
+    assert len(installs) == 2 and all("--index-strategy unsafe-best-match" in x for x in installs)  # as pip does
+    assert "requirements.txt" in installs[0] and "extras.txt" in installs[1]  # requirements first, then extras
+    assert len(run.having("pip install --dry-run")) == 1  # pip checks all the steps at the end
+    output = [line for line in run.lines if not line.startswith("STUB ")]
+    assert output[0].startswith("RGBRIDGE_PREFIX=")  # before anything of the agent's runs
+    pip = install_script_runner.run(tmp_path / "b", ["requirements.txt"], mode="pip")
+    assert pip.returncode == 0 and pip.having(f"-m pip install -r {pip.build_dir}/requirements.txt")
+    assert pip.having("RGBRIDGE_INSTALLER=pip") and not pip.having("STUB uv")
+    local = install_script_runner.run(tmp_path / "c", ["requirements.txt"], mode="local")
+    assert local.returncode == 0 and len(local.having("install --no-index")) == 1 and not local.having("STUB uv")

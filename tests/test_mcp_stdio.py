@@ -4,10 +4,8 @@ handshake, as IDEs do): bad inputs, a clean stdout, and the full scored flow (Do
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import threading
 import uuid
 from pathlib import Path
@@ -15,34 +13,12 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters, stdio_client
+from mcp import Client, stdio_client
 
 from bridge.recording.store import ShadowStore
+from tests.helpers import serve_command, server_env, stdio_params
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def serve_command() -> list[str]:
-    """`rgbridge serve` through the installed console script when present."""
-    script = Path(sys.executable).with_name("rgbridge")
-    return [str(script), "serve"] if script.exists() else [sys.executable, "-m", "bridge.cli", "serve"]
-
-
-def server_env() -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("RGBRIDGE_WORKSPACE", "CLAUDE_PROJECT_DIR", "RGBRIDGE_TOKEN")
-    }
-    return env
-
-
-def stdio_params(ws: Path, rec: Path, *extra: str) -> StdioServerParameters:
-    cmd = serve_command()
-    return StdioServerParameters(
-        command=cmd[0],
-        args=[*cmd[1:], "--workspace", str(ws), "--recordings", str(rec), *extra],
-        env=server_env(),
-        cwd=str(REPO_ROOT),
-    )
 
 
 def events_bytes(rec_dir: Path) -> bytes:

@@ -25,7 +25,7 @@ from bridge.recording.verify import verify_recording
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.settings import SessionSettings
 from bridge.tasks.catalog import Catalog
-from tests.test_contamination import NullScorer
+from tests.helpers import NullScorer
 
 SAMPLE = Path(__file__).resolve().parent.parent / "recordings" / "samples" / "kv-ledger-sample"
 RAW_FILE = b"caf\xe9.txt"  # Latin-1 bytes: not UTF-8

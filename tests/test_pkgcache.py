@@ -18,17 +18,17 @@ from pathlib import Path
 import pytest
 
 from bridge.locations import cache_dir
-from bridge.scoring.images import pkgcache, reqfile
-from bridge.scoring.images.base import ensure_base_image
-from bridge.scoring.images.build import image_exists
-from bridge.scoring.images.deps import deps_image_tag, ensure_deps_image, wait_for_cache_fills
-from bridge.scoring.images.pkgcache import WheelCache
-from bridge.scoring.images.wheelhouse import (
+from bridge.scoring.images.base import (
     UnsafeRequirementError,
     check_requirements,
+    ensure_base_image,
+    image_exists,
     index_reachable_from_containers,
     prepare_wheelhouse,
+    reqfile,
 )
+from bridge.scoring.images.disk import WheelCache, pkgcache
+from bridge.scoring.images.sets import deps_image_tag, ensure_deps_image, wait_for_cache_fills
 from bridge.scoring.run.engine import score_repo
 from bridge.tasks.catalog import Catalog
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.scoring.images.store import DepsImage
+from bridge.scoring.images.sets import DepsImage
 from bridge.scoring.plan import ScoringPlan
 from bridge.scoring.python import compat as compat_mod
 from bridge.scoring.python import strict as strict_mod

@@ -345,7 +345,7 @@ def test_cancel_stops_jobs_and_sweeps(backend, catalog: Catalog, preds: Path, tm
                 run_id="raycancel",
                 progress=lambda _t, m: started.set() if "] started" in m else None,
             )
-        except BaseException as exc:  # noqa: BLE001 - the test inspects it
+        except BaseException as exc:  # the test inspects it
             box["exc"] = exc
 
     thread = threading.Thread(target=run)

@@ -125,6 +125,7 @@ def test_each_named_option_exists(where: str, line: str) -> None:
 
 def test_every_verb_help_runs(capsys: pytest.CaptureFixture[str]) -> None:
     verbs = sorted({tuple(resolve(line)[0]) for _, line in COMMANDS})
+    assert len(verbs) >= 10, verbs  # the README names most verbs: an empty list would check nothing
     for verb in verbs:
         with pytest.raises(SystemExit) as exc:
             main([*verb, "--help"])
@@ -148,6 +149,7 @@ def test_cheap_commands_run_for_real(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_other_lines_exist_or_are_marked_external() -> None:
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    scripts: set[str] = set()
     for start, external, body in bash_blocks(README):
         for k, raw in enumerate(body):
             line = _ENV_PREFIX.sub("", raw.strip())
@@ -156,12 +158,14 @@ def test_other_lines_exist_or_are_marked_external() -> None:
                 continue
             if line.startswith("bash scripts/"):
                 script = REPO / shlex.split(line)[1]
+                scripts.add(shlex.split(line)[1])
                 assert script.is_file(), f"{where}: {script} missing"
                 assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0, where
             elif m := re.search(r"pip install -e '\.\[([a-z,-]+)\]'", line):
                 assert set(m.group(1).split(",")) <= set(extras), f"{where}: unknown extra in {line!r}"
             else:
                 assert external, f"{where}: {line!r} is not checkable: mark its block with {MARKER}"
+    assert {"scripts/demo.sh", "scripts/test.sh"} <= scripts, scripts  # the two README commands were checked
 
 
 def test_default_folders_table_agrees_with_help() -> None:

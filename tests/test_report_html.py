@@ -3,12 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import struct
-import subprocess
-import zlib
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -16,8 +10,8 @@ import pytest
 from bridge.reports.html import render_html, write_html
 from bridge.scoring.result import ScoreResult
 from bridge.scoring.run.reporting import RunWriter
+from tests.helpers import SAMPLE, assert_no_active_content, decode_png, run_chromium
 
-SAMPLE = Path(__file__).resolve().parent.parent / "recordings" / "samples" / "kv-ledger-sample"
 EVIL = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
 
 
@@ -50,31 +44,9 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-class _Tags(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, attrs))
-
-
-def _no_active_content(page: str) -> None:
-    """No scripts, no event handlers, nothing loaded from elsewhere (checked on parsed tags)."""
-    parser = _Tags()
-    parser.feed(page)
-    names = {t for t, _ in parser.tags}
-    assert not names & {"script", "img", "iframe", "object", "embed", "link", "a", "form", "input"}, names
-    for tag, attrs in parser.tags:
-        for key, value in attrs:
-            assert not key.startswith("on"), (tag, key)
-            assert key not in ("src", "href", "xlink:href", "action"), (tag, key, value)
-    assert "@import" not in page and "url(" not in page
-
-
 def test_recording_page_content() -> None:
     page = render_html(SAMPLE)
-    _no_active_content(page)
+    assert_no_active_content(page)
     assert page.startswith("<!DOCTYPE html>") and page.count("<svg") >= 2
     assert "35/35 (1.0000)" in page
     assert "0.6286" in page  # a curve point
@@ -85,7 +57,7 @@ def test_recording_page_content() -> None:
 
 def test_run_page_escapes_untrusted_text(run_dir: Path) -> None:
     page = render_html(run_dir)
-    _no_active_content(page)
+    assert_no_active_content(page)
     assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in page
     assert "Tests not passed (35)" in page and "Endpoints missing (1)" in page
     report = json.loads(next(run_dir.glob("report_*.json")).read_text())
@@ -105,90 +77,12 @@ def test_cli_writes_html(run_dir: Path, tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- headless Chromium
 
 
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    path = _chromium()
-    if path is None:
-        if os.environ.get("RGBRIDGE_REQUIRE_CHROMIUM", "") not in ("", "0", "false", "no"):
-            pytest.fail("chromium required (RGBRIDGE_REQUIRE_CHROMIUM=1) but not installed")
-        pytest.skip("chromium not installed (apt-get install -y chromium); set RGBRIDGE_REQUIRE_CHROMIUM=1 to fail")
-    return path
-
-
-def _run(chromium: str, profile: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [
-            chromium,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-extensions",
-            f"--user-data-dir={profile}",
-            *args,
-        ],
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
-
-
-def decode_png(data: bytes) -> tuple[int, int, list[bytes]]:
-    """Tiny PNG decoder (8-bit RGB/RGBA, non-interlaced): width, height, unfiltered rows."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
-    pos, idat = 8, b""
-    width = height = bpp = 0
-    while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
-        body = data[pos + 8 : pos + 8 + length]
-        if kind == b"IHDR":
-            width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
-            assert depth == 8 and color in (2, 6) and interlace == 0, (depth, color, interlace)
-            bpp = 3 if color == 2 else 4
-        elif kind == b"IDAT":
-            idat += body
-        elif kind == b"IEND":
-            break
-        pos += 12 + length
-    raw = zlib.decompress(idat)
-    stride = width * bpp
-    rows: list[bytes] = []
-    prev = bytearray(stride)
-    i = 0
-    for _ in range(height):
-        ftype, line = raw[i], bytearray(raw[i + 1 : i + 1 + stride])
-        i += 1 + stride
-        for x in range(stride):
-            a = line[x - bpp] if x >= bpp else 0
-            b = prev[x]
-            c = prev[x - bpp] if x >= bpp else 0
-            if ftype == 1:
-                line[x] = (line[x] + a) & 0xFF
-            elif ftype == 2:
-                line[x] = (line[x] + b) & 0xFF
-            elif ftype == 3:
-                line[x] = (line[x] + (a + b) // 2) & 0xFF
-            elif ftype == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
-        rows.append(bytes(line))
-        prev = line
-    return width, bpp, rows
-
-
 def test_renders_in_chromium(chromium: str, tmp_path: Path) -> None:
     page = write_html(SAMPLE, tmp_path / "report.html")
     shot = tmp_path / "out.png"
-    proc = _run(chromium, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1200,1600", page.as_uri())
+    proc = run_chromium(
+        chromium, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1200,1600", page.as_uri()
+    )
     assert shot.is_file(), proc.stderr.decode(errors="replace")[-2000:]
     width, bpp, rows = decode_png(shot.read_bytes())
     assert width == 1200 and len(rows) == 1600
@@ -202,7 +96,7 @@ def test_renders_in_chromium(chromium: str, tmp_path: Path) -> None:
     assert len(colors) > 50, f"page looks blank ({len(colors)} colours)"
     assert non_white > 500
 
-    dom = _run(chromium, tmp_path / "profile", "--dump-dom", page.as_uri())
+    dom = run_chromium(chromium, tmp_path / "profile", "--dump-dom", page.as_uri())
     text = dom.stdout.decode("utf-8", errors="replace")
     assert "35/35 (1.0000)" in text and "0.6286" in text and "kv-ledger" in text
     assert "Endpoints found (7)" in text

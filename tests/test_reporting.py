@@ -13,11 +13,6 @@ from bridge.errors import ScoringError
 from bridge.reports.table import render_table
 from bridge.scoring.result import (
     GRADER_VERSION,
-    APICoverage,
-    DSRResult,
-    PassAt1,
-    ProfileResult,
-    ScoreResult,
 )
 from bridge.scoring.run.reporting import (
     RunWriter,
@@ -28,6 +23,7 @@ from bridge.scoring.run.reporting import (
     summarize_strict,
     summarize_upstream,
 )
+from tests.helpers import make_score
 
 # docs/upstream.md §4.2: the Codex-CLI run, one row per repo:
 # (task, port, framework, dsr, passed, failed, errors, ac_impl, ac_total)
@@ -174,41 +170,6 @@ def test_strict_excludes_infra_errors() -> None:
 
 
 # ----------------------------------------------------------------------------- ScoreResult shapes
-
-
-def make_score(
-    task: str,
-    *,
-    compat_passed: int = 2,
-    strict_passed: int = 1,
-    total: int = 4,
-    compat_outcome: str = "scored",
-    strict_outcome: str = "scored",
-) -> ScoreResult:
-    def prof(name: str, passed: int, outcome: str) -> ProfileResult:
-        return ProfileResult(
-            profile=name,
-            outcome=outcome,
-            dsr=DSRResult(success=True, message="Service started successfully"),
-            pass_at_1=PassAt1.from_counts(passed, total - passed, 0),
-            api_coverage=APICoverage(total_apis=2, implemented_apis=2, score=1.0),
-            dynamic_api_coverage=APICoverage(total_apis=2, implemented_apis=1, score=0.5) if name == "strict" else None,
-            exit_code=0,
-            elapsed_seconds=1.5,
-        )
-
-    return ScoreResult(
-        task_id=task,
-        task_hash="t" * 8,
-        snapshot_hash="s" * 8,
-        lang="python",
-        port=8000,
-        framework="fastapi",
-        profiles={
-            "compat": prof("compat", compat_passed, compat_outcome),
-            "strict": prof("strict", strict_passed, strict_outcome),
-        },
-    )
 
 
 def test_to_upstream_dict_exact_shape() -> None:

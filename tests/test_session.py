@@ -17,46 +17,14 @@ from bridge.errors import PathError, SessionError
 from bridge.recording.events import load_events
 from bridge.recording.format import SUBMISSION_REF
 from bridge.recording.store import ShadowStore
-from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, ScoreResult
+from bridge.scoring.result import ScoreResult
 from bridge.scoring.types import ScoreRequest
 from bridge.sessions.live import load_record
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.models import ClientInfo
 from bridge.sessions.settings import SessionSettings
 from bridge.tasks.catalog import Catalog
-
-
-class CountingScorer:
-    """A fast stand-in for the Docker engine: 'passes' one test per submitted .py file."""
-
-    def __init__(self) -> None:
-        self.calls: list[Path] = []
-        self.requests: list[ScoreRequest] = []
-
-    def __call__(self, task, repo_dir, request: ScoreRequest, progress):
-        progress("fake: counting files")
-        files = sorted(p.relative_to(repo_dir).as_posix() for p in repo_dir.rglob("*") if p.is_file())
-        self.calls.append(repo_dir)
-        self.requests.append(request)
-        py = [f for f in files if f.endswith(".py")]
-        prof = ProfileResult(
-            profile="strict",
-            outcome="scored",
-            dsr=DSRResult(success=True, message="fake"),
-            pass_at_1=PassAt1.from_counts(len(py), 0, 0),
-        )
-        result = ScoreResult(
-            task_id=task.id,
-            task_hash=task.content_hash,
-            snapshot_hash=request.snapshot_hash,
-            lang=task.lang,
-            port=task.port,
-            framework=task.framework,
-            profiles={"strict": prof},
-        )
-        (request.output_dir / "result.json").write_text(result.model_dump_json(), encoding="utf-8")
-        (request.output_dir / "files.json").write_text(json.dumps(files), encoding="utf-8")
-        return result
+from tests.helpers import CountingScorer, write_solution
 
 
 @pytest.fixture()
@@ -78,14 +46,6 @@ def env(tmp_path: Path, tasks_dir: Path):
     yield make, tmp_path, scorer
     for m in managers:
         m.close()
-
-
-def write_solution(task_dir: Path, ws: Path) -> None:
-    for item in (task_dir / "solution").iterdir():
-        if item.is_dir():
-            shutil.copytree(item, ws / item.name, dirs_exist_ok=True)
-        else:
-            shutil.copy2(item, ws / item.name)
 
 
 def test_start_seeds_readme_only_and_refuses_bad_workspaces(env, tasks_dir: Path) -> None:

@@ -27,7 +27,7 @@ from bridge.sessions.manager import SessionManager
 from bridge.sessions.settings import SessionSettings
 from bridge.tasks.catalog import Catalog
 from mcp_server.server import build_server
-from tests.test_session import CountingScorer, write_solution
+from tests.helpers import CountingScorer, write_solution
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -161,7 +161,7 @@ KILL_SCRIPT = textwrap.dedent("""
     from bridge.tasks.catalog import Catalog
     from bridge.sessions.manager import SessionManager
     from bridge.sessions.settings import SessionSettings
-    from tests.test_session import CountingScorer
+    from tests.helpers import CountingScorer
     tasks, rec, ws, delay = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), float(sys.argv[4])
     mgr = SessionManager(Catalog.from_options(tasks), recordings_dir=rec, scorer=CountingScorer(),
                          settings=SessionSettings(seal_quiet_seconds=delay, seal_max_wait=60))

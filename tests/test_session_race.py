@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 
 import anyio
@@ -19,29 +18,7 @@ from bridge.sessions.manager import SessionManager
 from bridge.sessions.settings import RecorderSettings, SessionSettings
 from bridge.tasks.catalog import Catalog
 from mcp_server.server import build_server
-from tests.test_session import CountingScorer
-
-
-def flipper(parent: Path, name: str, outside: Path, stop: threading.Event) -> threading.Thread:
-    """Swap `parent/name` between a real directory and a symlink to `outside` as fast as possible."""
-    real, link = parent / name, parent / f".{name}-real"
-
-    def run() -> None:
-        while not stop.is_set():
-            try:
-                if real.is_symlink():  # symlink phase over: the directory comes back
-                    os.unlink(real)
-                    os.rename(link, real)
-                else:  # the directory moves aside, a symlink takes its name
-                    os.rename(real, link)
-                    os.symlink(outside, real)
-            except OSError:
-                pass
-            time.sleep(0.0005)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
+from tests.helpers import CountingScorer, flipper
 
 
 def test_flipping_folder_never_starts_outside(tmp_path: Path, tasks_dir: Path) -> None:

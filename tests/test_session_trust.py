@@ -20,7 +20,7 @@ from bridge.sessions.manager import SessionManager
 from bridge.sessions.models import SessionStatus
 from bridge.sessions.settings import SessionSettings
 from bridge.tasks.catalog import Catalog
-from tests.test_session import CountingScorer
+from tests.helpers import CountingScorer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

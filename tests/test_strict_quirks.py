@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from bridge.scoring import grading
-from bridge.scoring.images.tester import TESTER_PINS
+from bridge.scoring.images.base import TESTER_PINS
 from bridge.scoring.python import pytest_results
 from bridge.scoring.python.collection import white_box_denominator
 from bridge.scoring.python.plan import suite_timing

@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -197,6 +198,9 @@ def _run_entrypoint(
     repo: Path, tmp: Path, port: int, startup: int = 10, test_timeout: int = 60
 ) -> tuple[str, str, int]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    # The script runs `python -m pytest` as the container would: here that must be the interpreter
+    # that has the test tools (the checkout's .venv), not whichever `python` is first on PATH.
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", os.defpath)])
     env.update(
         REPO_LANG="python",
         SERVICE_PORT=str(port),

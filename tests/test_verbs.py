@@ -86,7 +86,7 @@ def test_cli_verbs_go_through_the_table(
     from bridge.commands import sessions as cli_sessions
     from bridge.scoring.run import engine
     from bridge.sessions.verbs import START
-    from tests.test_session import CountingScorer
+    from tests.helpers import CountingScorer
 
     calls: list = []
     monkeypatch.setattr(cli_sessions, "START", _recording(START, calls))

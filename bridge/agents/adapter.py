@@ -80,6 +80,9 @@ class Adapter:
     build: Callable[[AttemptSetup], Launch]
     parse: Callable[[list[dict[str, object]], str], ParsedRun]
     installed_by: str  # README: what the CLI needs installed
+    #: the variables that hold its model key (any one will do): the run refuses to start without
+    #: one unless --model-base-url names another endpoint (bridge/agents/runner.py, preflight)
+    key_env: tuple[str, ...] = ()
 
     def find_binary(self, override: str | None = None) -> str:
         """`--agent-bin`, else PATH, else the Python wheel that bundles the CLI."""

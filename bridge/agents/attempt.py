@@ -28,8 +28,9 @@ from typing import Any, Literal, cast
 
 from bridge.agents.adapter import Adapter, AttemptSetup, McpServer
 from bridge.agents.events import ParsedRun, read_stream
+from bridge.agents.failures import Failure
 from bridge.agents.process import Ended, run_agent
-from bridge.agents.prompt import agent_prompt
+from bridge.agents.prompt import PromptTemplate, bridge_template
 from bridge.agents.trajectory import to_atif
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
@@ -76,6 +77,9 @@ class RunSettings:
     agent_cmd: str | None = None
     server_args: tuple[str, ...] = ()  # task source options passed to the agent's MCP server
     server_env: dict[str, str] = field(default_factory=dict)
+    # issue 31: the prompt template (bridge/agents/prompt.py) and the run's configuration (runner.run_config)
+    prompt: PromptTemplate = field(default_factory=bridge_template)
+    run_config: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -199,7 +203,7 @@ class Attempt:
         )
         return AttemptSetup(
             binary=self.s.binary,
-            prompt=agent_prompt(self.task),
+            prompt=self.s.prompt.render(self.task, self.s.time_limit),
             workspace=self.workspace,
             home=self.dir / "home",
             tmp=self.dir / "tmp",
@@ -215,6 +219,9 @@ class Attempt:
         for path, text in launch.files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
+        # what the agent was given and under which configuration, kept with its stream (and recording)
+        (self.dir / "agent" / "prompt.txt").write_text(setup.prompt, encoding="utf-8")
+        write_json_atomic(self.dir / "agent" / "run_config.json", self.s.run_config)
         self.live.state = "agent"
         ended = run_agent(
             launch.argv,
@@ -252,6 +259,13 @@ class Attempt:
             scoring_started = time.monotonic()
             if live and mgr.status(sid).state in ("active", "paused"):
                 self._keep_trajectory(mgr, sid, parsed, how, state)
+                failure = parsed.attempt_failure(how, state.get("exit_code"), self.dir / "agent" / "stderr.log")
+                if failure is not None:  # the CLI failed, the agent did not: nothing is scored
+                    mgr.quit(sid, f"agent_error ({failure.cls}): {failure.message}")
+                    self._save(phase="agent_error", agent_error=failure.as_dict(0))
+                    self.live.state = f"agent_error ({failure.cls})"
+                    self.live.ended = time.monotonic()
+                    return self._entry(result_status(*self._on_disk(sid)), parsed, "agent_error", 0.0, failure)
                 if self.s.on_exit == "abandon" and signal == "agent_exit":
                     mgr.quit(sid, "the agent ended without submitting (--on-exit abandon)")
                     self._save(phase="abandoned")
@@ -297,7 +311,7 @@ class Attempt:
         write_json_atomic(self.dir / "agent" / "trajectory.json", atif)
         target = self.rec_dir / sid / "agent"
         target.mkdir(parents=True, exist_ok=True)
-        for name in ("stream.jsonl", "stream.jsonl.times"):
+        for name in ("stream.jsonl", "stream.jsonl.times", "prompt.txt", "run_config.json", "stderr.log"):
             if (self.dir / "agent" / name).is_file():
                 shutil.copyfile(self.dir / "agent" / name, target / name)
         write_json_atomic(target / "trajectory.json", atif)
@@ -328,10 +342,18 @@ class Attempt:
                 return status
 
     def _entry(
-        self, status: ResultStatus, parsed: ParsedRun, submitted_by: str, scoring_seconds: float
+        self,
+        status: ResultStatus,
+        parsed: ParsedRun,
+        submitted_by: str,
+        scoring_seconds: float,
+        failure: Failure | None = None,
     ) -> dict[str, Any]:
         state = self.state()
-        if status.state == "done" and status.result is not None:
+        if failure is not None:  # not the agent's work: no score, in no mean (runner retries it)
+            entry: dict[str, Any] = {"repo_name": self.task.id, "lang": self.task.lang, "outcome": "agent_error"}
+            entry["agent_error"] = failure.as_dict(0)
+        elif status.state == "done" and status.result is not None:
             result = ScoreResult.model_validate(status.result)
             entry = build_entry(result, "compat" if "compat" in result.profiles else None)
         else:  # the scoring job failed: an engine fault, not the agent's (infra_error)
@@ -367,9 +389,14 @@ class Attempt:
             "prompt_tokens": parsed.prompt_tokens,
             "completion_tokens": parsed.completion_tokens,
             "cached_tokens": parsed.cached_tokens,
+            "tokens": parsed.token_split(),
             "cost_usd": parsed.cost_usd,
             "trajectory": str(self.dir / "agent" / "trajectory.json"),
             "errors": parsed.errors[:5],
+            "prompt": str(self.dir / "agent" / "prompt.txt"),
+            "prompt_hash": self.s.prompt.digest,
+            "time_limit_seconds": self.s.time_limit,
+            "config_hash": self.s.run_config.get("hash"),
         }
         return entry
 

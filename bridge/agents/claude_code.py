@@ -15,14 +15,16 @@ from bridge.agents.events import (
     Call,
     ParsedRun,
     Step,
-    add_tokens,
     arguments,
     as_dict,
     as_float,
+    as_int,
     as_list,
-    as_str,
     clip,
+    model_name,
 )
+from bridge.agents.failures import Failure, classify_text, from_status
+from bridge.agents.failures import clip as clip_message
 from bridge.agents.mcp_configs import SERVER_KEY
 
 NAME = "claude-code"
@@ -65,10 +67,10 @@ def parse(events: list[dict[str, Any]], prompt: str) -> ParsedRun:
     for ev in map(run.at, events):
         kind = ev.get("type")
         if kind == "system" and ev.get("subtype") == "init":
-            run.model = as_str(ev.get("model")) or run.model
+            run.model = model_name(ev.get("model")) or run.model
         elif kind == "assistant":
             msg = as_dict(ev.get("message"))
-            model = as_str(msg.get("model"))
+            model = model_name(msg.get("model"))
             run.model = model or run.model
             step = Step("agent", model=model)
             texts: list[str] = []
@@ -96,21 +98,36 @@ def parse(events: list[dict[str, Any]], prompt: str) -> ParsedRun:
                     run.attach_result(str(block.get("tool_use_id", "")), block.get("content", ""))
         elif kind == "result":
             usage = as_dict(ev.get("usage"))
-            cached = (
-                (usage.get("cache_read_input_tokens") or 0)
-                if isinstance(usage.get("cache_read_input_tokens"), int)
-                else None
-            )
-            add_tokens(run, usage.get("input_tokens"), usage.get("output_tokens"), cached)
+            # the result event's usage is the whole run's: input (not cached), output, cache read/write
+            run.prompt_tokens = as_int(usage.get("input_tokens"))
+            run.completion_tokens = as_int(usage.get("output_tokens"))
+            run.cached_tokens = as_int(usage.get("cache_read_input_tokens"))
+            run.cache_write_tokens = as_int(usage.get("cache_creation_input_tokens"))
             run.cost_usd = as_float(ev.get("total_cost_usd"))
+            run.answered = True
             if isinstance(ev.get("result"), str):
                 run.final_message = clip(ev["result"])
             if ev.get("is_error"):
                 run.errors.append(clip(ev.get("result") or ev.get("subtype") or "error", 500))
-            models = [m for m in as_dict(ev.get("modelUsage")) if isinstance(m, str)]
+                run.failure = failure_of(ev)
+            models = [m for m in as_dict(ev.get("modelUsage")) if isinstance(m, str) and model_name(m)]
             if models and run.model is None:
                 run.model = models[0][:200]
     return run
+
+
+def failure_of(result: dict[str, Any]) -> Failure | None:
+    """A result event with `is_error`: the provider's HTTP status when the CLI gives it
+    (`api_error_status`), else its error type and text ("Not logged in · Please run /login",
+    "Prompt is too long", "Connection to the API was lost"). Turn limits and the like are the
+    agent's own end: not a failure."""
+    text = " ".join(
+        str(ev) for ev in (result.get("result"), result.get("api_error_type"), result.get("api_error")) if ev
+    )
+    for error in as_list(result.get("errors")):
+        text += " " + str(error)[:500]
+    cls = from_status(result.get("api_error_status")) or classify_text(text)
+    return Failure(cls, clip_message(text or "error")) if cls else None
 
 
 ADAPTER = Adapter(
@@ -132,4 +149,5 @@ ADAPTER = Adapter(
     build=build,
     parse=parse,
     installed_by="pip install claude-agent-sdk (bundles the CLI), or Anthropic's installer",
+    key_env=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
 )

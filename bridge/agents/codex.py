@@ -1,6 +1,7 @@
 """The Codex CLI (`codex exec --json`): its own CODEX_HOME per attempt whose config.toml holds the
-MCP server, update checks, analytics, feedback, telemetry and plugin sync off, and (with
-`--model-base-url`) a Responses-API provider whose key is read from OPENAI_API_KEY at run time.
+MCP server, update checks, analytics, feedback, telemetry, plugin sync and shell snapshots off,
+and (with `--model-base-url`) a Responses-API provider whose key is read from OPENAI_API_KEY at
+run time.
 
 Keys as the Codex configuration reference documents them; `--json` prints one event per line
 (thread/turn/item events; items are agent messages, reasoning, commands, MCP tool calls, file
@@ -9,10 +10,13 @@ changes; `turn.completed` carries the usage).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from bridge.agents.adapter import Adapter, AttemptSetup, Launch, base_env
-from bridge.agents.events import Call, ParsedRun, Step, add_tokens, arguments, as_dict, as_list, as_str, clip
+from bridge.agents.events import Call, ParsedRun, Step, add_tokens, arguments, as_dict, as_list, clip, model_name
+from bridge.agents.failures import Failure, FailureClass, classify_text, from_status
+from bridge.agents.failures import clip as clip_message
 from bridge.agents.mcp_configs import SERVER_KEY, document, render_text, stdio_entry
 
 NAME = "codex"
@@ -29,7 +33,9 @@ def config(setup: AttemptSetup) -> dict[str, Any]:
         "analytics": {"enabled": False},
         "feedback": {"enabled": False},
         "otel": {"exporter": "none"},
-        "features": {"plugins": False, "remote_plugin": False, "apps": False},
+        # shell_snapshot off: Codex 0.163.0 writes the shell's environment (the API key with it) to
+        # CODEX_HOME/shell_snapshots/ and leaves it there when a turn fails (tests/test_agent_errors.py)
+        "features": {"plugins": False, "remote_plugin": False, "apps": False, "shell_snapshot": False},
     }
     if setup.model:
         doc["model"] = setup.model
@@ -61,6 +67,7 @@ def build(setup: AttemptSetup) -> Launch:
 
 def parse(events: list[dict[str, Any]], prompt: str) -> ParsedRun:
     run = ParsedRun.prompted(prompt)
+    run.input_includes_cache = True  # `cached_input_tokens` is a part of `input_tokens`
     for ev in map(run.at, events):
         kind = ev.get("type")
         item = as_dict(ev.get("item"))
@@ -90,11 +97,27 @@ def parse(events: list[dict[str, Any]], prompt: str) -> ParsedRun:
         elif kind == "turn.completed":
             usage = as_dict(ev.get("usage"))
             add_tokens(run, usage.get("input_tokens"), usage.get("output_tokens"), usage.get("cached_input_tokens"))
+            run.answered = True
         elif kind in ("error", "turn.failed"):
-            run.errors.append(clip(ev.get("message") or as_dict(ev.get("error")).get("message") or kind, 500))
-        model = as_str(ev.get("model"))
+            message = str(ev.get("message") or as_dict(ev.get("error")).get("message") or kind)
+            run.errors.append(clip(message, 500))
+            if kind == "turn.failed":  # the turn's end; `error` events before it may be retries
+                run.failure = failure_of(message)
+        model = model_name(ev.get("model"))
         run.model = model or run.model
     return run
+
+
+#: "unexpected status 401 Unauthorized: ...", "last status: 429 Too Many Requests"
+_STATUS = re.compile(r"status:?\s+(\d{3})\b")
+
+
+def failure_of(message: str) -> Failure:
+    """A failed turn (`turn.failed`): the provider's HTTP status in Codex's message, else its
+    wording ("stream disconnected before completion"); a failed turn with neither is a crash."""
+    found = _STATUS.search(message)
+    cls: FailureClass | None = (from_status(int(found.group(1))) if found else None) or classify_text(message)
+    return Failure(cls or "cli_crash", clip_message(message))
 
 
 ADAPTER = Adapter(
@@ -108,4 +131,5 @@ ADAPTER = Adapter(
     build=build,
     parse=parse,
     installed_by="pip install openai-codex-cli-bin (or npm i -g @openai/codex)",
+    key_env=(KEY_ENV, "CODEX_API_KEY"),
 )

@@ -40,4 +40,5 @@ ADAPTER = Adapter(
     build=build,
     parse=parse,
     installed_by="npm install -g @github/copilot",
+    key_env=("GH_TOKEN", "GITHUB_TOKEN", "COPILOT_GITHUB_TOKEN"),
 )

@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from bridge.agents.adapter import Adapter, AttemptSetup, Launch, base_env, config_file
-from bridge.agents.events import Call, ParsedRun, Step, arguments, as_dict, as_list, as_str, clip
+from bridge.agents.events import Call, ParsedRun, Step, arguments, as_dict, as_list, clip, model_name
+from bridge.agents.failures import Failure, classify_text
+from bridge.agents.failures import clip as clip_message
 
 NAME = "cursor-agent"
 
@@ -29,7 +31,7 @@ def parse(events: list[dict[str, Any]], prompt: str) -> ParsedRun:
     for ev in map(run.at, events):
         kind = ev.get("type")
         if kind == "system":
-            run.model = as_str(ev.get("model")) or run.model
+            run.model = model_name(ev.get("model")) or run.model
         elif kind == "assistant":
             texts = [clip(as_dict(b).get("text", "")) for b in as_list(as_dict(ev.get("message")).get("content"))]
             run.add(Step("agent", message="\n".join(t for t in texts if t)))
@@ -43,10 +45,14 @@ def parse(events: list[dict[str, Any]], prompt: str) -> ParsedRun:
             elif ev.get("subtype") == "completed":
                 run.attach_result(call_id, detail.get("result", ""))
         elif kind == "result":
+            run.answered = True
             if isinstance(ev.get("result"), str):
                 run.final_message = clip(ev["result"])
             if ev.get("is_error"):
-                run.errors.append(clip(ev.get("result") or "error", 500))
+                text = str(ev.get("result") or "error")
+                run.errors.append(clip(text, 500))
+                cls = classify_text(text)
+                run.failure = Failure(cls, clip_message(text)) if cls else None
     return run
 
 
@@ -61,4 +67,5 @@ ADAPTER = Adapter(
     build=build,
     parse=parse,
     installed_by="curl https://cursor.com/install -fsS | bash",
+    key_env=("CURSOR_API_KEY",),
 )

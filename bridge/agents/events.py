@@ -14,6 +14,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from bridge.agents.failures import Failure, classify_attempt
+
 MAX_STREAM_BYTES = 64 * 1024 * 1024
 MAX_LINE_BYTES = 4 * 1024 * 1024
 MAX_TEXT = 8000
@@ -40,7 +42,7 @@ def read_stream(path: Path) -> list[dict[str, Any]]:
         times = []
     index = -1
     try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed below; read in bounded lines
+        handle = open(path, "rb")  # closed below; read in bounded lines
     except OSError:
         return events
     with handle:
@@ -97,6 +99,45 @@ class ParsedRun:
     cost_usd: float | None = None
     final_message: str | None = None
     errors: list[str] = field(default_factory=list)
+    #: tokens written to the provider's prompt cache (Claude Code reports them; Codex does not)
+    cache_write_tokens: int | None = None
+    #: `prompt_tokens` counts the cached ones too (Codex, Gemini) rather than only the others (Claude)
+    input_includes_cache: bool = False
+    #: the CLI gave its final answer (a result event, a completed turn)
+    answered: bool = False
+    #: the CLI said it failed for a reason that is not the agent's work (bridge/agents/failures.py)
+    failure: Failure | None = None
+
+    def attempt_failure(self, how: str, exit_code: object, stderr: Path) -> Failure | None:
+        """The attempt's failure: what the CLI reported (its adapter read it from the stream), else
+        what its exit and the tail of its stderr say (bridge/agents/failures.py)."""
+        try:
+            with open(stderr, "rb") as fh:
+                fh.seek(max(0, fh.seek(0, 2) - 16384))
+                tail = fh.read().decode("utf-8", errors="replace")
+        except OSError:
+            tail = ""
+        return classify_attempt(
+            self.failure,
+            answered=self.answered,
+            errors=self.errors,
+            how=how,
+            exit_code=exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
+            stderr=tail,
+        )
+
+    def token_split(self) -> dict[str, int | None]:
+        """Input (not from the cache), output, cache read and cache write tokens, as the CLI
+        reported them (None: not reported)."""
+        fresh = self.prompt_tokens
+        if fresh is not None and self.input_includes_cache and self.cached_tokens:
+            fresh = max(0, fresh - self.cached_tokens)
+        return {
+            "input": fresh,
+            "output": self.completion_tokens,
+            "cache_read": self.cached_tokens,
+            "cache_write": self.cache_write_tokens,
+        }
 
     @property
     def tool_calls(self) -> int:
@@ -156,6 +197,13 @@ def as_list(value: object) -> list[Any]:
 
 def as_str(value: object) -> str | None:
     return value[:200] if isinstance(value, str) and value else None
+
+
+def model_name(value: object) -> str | None:
+    """A model name the provider reported; the CLIs' placeholders for messages no model wrote
+    (Claude Code's `<synthetic>` on an API error) are not one."""
+    name = as_str(value)
+    return None if name is None or (name.startswith("<") and name.endswith(">")) else name
 
 
 def add_tokens(run: ParsedRun, prompt: object, completion: object, cached: object = None) -> None:

@@ -10,7 +10,9 @@ import json
 from typing import Any
 
 from bridge.agents.adapter import Adapter, AttemptSetup, Launch, base_env
-from bridge.agents.events import Call, ParsedRun, Step, add_tokens, arguments, as_dict, as_str, clip
+from bridge.agents.events import Call, ParsedRun, Step, add_tokens, arguments, as_dict, clip, model_name
+from bridge.agents.failures import Failure, classify_text
+from bridge.agents.failures import clip as clip_message
 from bridge.agents.mcp_configs import client_format, document, stdio_entry
 
 NAME = "gemini"
@@ -40,10 +42,11 @@ def build(setup: AttemptSetup) -> Launch:
 
 def parse(events: list[dict[str, Any]], prompt: str) -> ParsedRun:
     run = ParsedRun.prompted(prompt)
+    run.input_includes_cache = True  # `cached` is a part of `input_tokens` (Gemini's usage metadata)
     for ev in map(run.at, events):
         kind = ev.get("type")
         if kind == "init":
-            run.model = as_str(ev.get("model")) or run.model
+            run.model = model_name(ev.get("model")) or run.model
         elif kind == "message" and ev.get("role") == "assistant":
             last = run.steps[-1]
             if ev.get("delta") and last.source == "agent" and not last.calls:
@@ -62,6 +65,11 @@ def parse(events: list[dict[str, Any]], prompt: str) -> ParsedRun:
         elif kind == "result":
             stats = as_dict(ev.get("stats"))
             add_tokens(run, stats.get("input_tokens"), stats.get("output_tokens"), stats.get("cached"))
+            run.answered = ev.get("status") != "error"
+            if ev.get("status") == "error":
+                text = str(as_dict(ev.get("error")).get("message") or (run.errors[-1] if run.errors else "error"))
+                cls = classify_text(text)
+                run.failure = Failure(cls, clip_message(text)) if cls else None
     final = [s.message for s in run.steps if s.source == "agent" and s.message]
     run.final_message = final[-1] if final else None
     return run
@@ -78,4 +86,5 @@ ADAPTER = Adapter(
     build=build,
     parse=parse,
     installed_by="npm install -g @google/gemini-cli",
+    key_env=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
 )

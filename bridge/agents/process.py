@@ -1,64 +1,37 @@
-"""The agent's process: its own process group, output to files, a wall-clock limit that ends the
-whole group (SIGTERM, then SIGKILL after a grace period), and a stop the run can pull at any time.
+"""The agent's process: started in its sandbox (bridge/agents/confine/), output to files, a
+wall-clock limit, the attempt's resource limits and a stop the run can pull at any time; when
+`run_agent` returns, no process of the attempt is alive.
 
-The group matters: the CLI's children (shells it ran, the MCP server it spawned) go with it.
+Ending: SIGTERM to the attempt's processes, SIGKILL after a grace period; a limit hit ends it at
+once. Under `--sandbox none` the CLI's process group is what is ended (its children, the shells
+it ran, go with it; a process that left the group is not found).
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
+from bridge.agents.confine import Confinement, Sandbox
+from bridge.agents.confine.none import NoSandbox
+from bridge.agents.confine.usage import DiskWatch
 from bridge.agents.events import MAX_LINE_BYTES, MAX_STREAM_BYTES
 
 GRACE_SECONDS = 5.0
+WAIT_SECONDS = 0.2
 
 
 @dataclass
 class Ended:
-    how: str  # "exit" | "time_limit" | "stopped"
+    how: str  # "exit" | "time_limit" | "resource_limit" | "stopped"
     exit_code: int | None
     seconds: float
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def end_group(proc: subprocess.Popen[bytes], grace: float = GRACE_SECONDS) -> None:
-    """SIGTERM to the group, SIGKILL to what is left after `grace` seconds (the leader included)."""
-    pgid = proc.pid
-    _signal_group(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if proc.poll() is not None and not _group_alive(pgid):
-            return
-        time.sleep(0.1)
-    _signal_group(pgid, signal.SIGKILL)
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    limit: str | None = None  # the limit hit: "memory" | "pids" | "workspace_bytes"
+    confinement: dict[str, Any] = field(default_factory=dict)  # kind, version, binds, limits
 
 
 def run_agent(
@@ -70,33 +43,48 @@ def run_agent(
     stderr: Path,
     time_limit: float,
     stop: threading.Event,
+    sandbox: Sandbox | None = None,
+    confinement: Confinement | None = None,
 ) -> Ended:
-    """Run to exit, the time limit or `stop`; the group is always ended before returning."""
+    """Run to exit, the time limit, a resource limit or `stop`; everything of the attempt is
+    ended before returning. Without a sandbox (or kind "none") the agent runs unconfined."""
+    sandbox = sandbox or NoSandbox()
+    confined = sandbox.kind != "none"
+    described = sandbox.describe(confinement)
     started = time.monotonic()
     with open(stderr, "wb") as err:
-        proc = subprocess.Popen(  # noqa: S603 - argv from the adapter, no shell
-            argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, start_new_session=True
-        )
-        assert proc.stdout is not None
-        copier = threading.Thread(target=_copy_stamped, args=(proc.stdout, stdout), daemon=True)
-        copier.start()
-        how = "exit"
-        while True:
-            try:
-                proc.wait(timeout=0.2)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            if stop.is_set():
-                how = "stopped"
-                break
-            if time.monotonic() - started >= time_limit:
-                how = "time_limit"
-                break
-        seconds = time.monotonic() - started
-        end_group(proc)  # leftovers of a clean exit too (a server the CLI did not stop)
+        running = sandbox.start(argv, env=env, cwd=cwd, stderr=err, confinement=confinement)
+        how, limit, grace = "exit", None, GRACE_SECONDS
+        try:
+            copier = threading.Thread(target=_copy_stamped, args=(running.stdout, stdout), daemon=True)
+            copier.start()
+            roots = confinement.read_write if confined and confinement is not None else ()
+            disk_limit = confinement.limits.workspace_bytes if confinement is not None else 0
+            with DiskWatch(roots, disk_limit) as disk:
+                while running.wait(WAIT_SECONDS) is None:
+                    hit = running.limit_hit() or ("workspace_bytes" if disk.hit.is_set() else None)
+                    if hit is not None:
+                        how, limit, grace = "resource_limit", hit, 0.0
+                        break
+                    if stop.is_set():
+                        how = "stopped"
+                        break
+                    if time.monotonic() - started >= time_limit:
+                        how = "time_limit"
+                        break
+                seconds = time.monotonic() - started
+        except BaseException:
+            running.end(0.0)  # whatever went wrong here, nothing of the attempt outlives it
+            raise
+        code = running.end(grace)
+        if how == "exit" and code != 0 and confined:
+            # the kernel killed the main process (OOM) or refused its fork just before the exit
+            late = running.limit_hit()
+            if late is not None:
+                how, limit = "resource_limit", late
         copier.join(timeout=10)
-    return Ended(how, proc.returncode, round(seconds, 3))
+    described["enforced_by"] = running.enforced_by
+    return Ended(how, code, round(seconds, 3), limit, described)
 
 
 def _copy_stamped(pipe: IO[bytes], path: Path) -> None:

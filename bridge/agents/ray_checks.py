@@ -34,8 +34,8 @@ Severity = Literal["error", "warning"]
 
 
 def key_names(adapter: Adapter) -> tuple[str, ...]:
-    """The adapter's credential variables (its allow-list's keys and tokens)."""
-    return tuple(k for k in adapter.env_allow if k.endswith(("_KEY", "_TOKEN")))
+    """The adapter's model key variables (bridge/agents/preflight.py `check_key` reads the same)."""
+    return adapter.key_env
 
 
 def cli_version(adapter: Adapter, agent_bin: str | None, agent_cmd: str | None) -> tuple[str, str]:
@@ -154,9 +154,15 @@ def gather_facts(
 
 
 def facts_checks(
-    facts: list[dict[str, Any]], agents: list[str], *, required: bool, driver_version: str | None = None
+    facts: list[dict[str, Any]],
+    agents: list[str],
+    *,
+    required: bool,
+    driver_version: str | None = None,
+    keys_required: bool = True,
 ) -> list[Check]:
-    """The pre-flight's verdict per node and check (`required`: the run's agent must be there)."""
+    """The pre-flight's verdict per node and check (`required`: the run's agent must be there;
+    `keys_required`: its model key too, unless the run names an endpoint of its own)."""
     level: Severity = "error" if required else "warning"
     checks: list[Check] = []
     if not facts:
@@ -183,10 +189,10 @@ def facts_checks(
                 checks.append(
                     Check(
                         f"{node} keys",
-                        bool(present) or name == "command",
+                        bool(present) or not keys_required,
                         f"{name}: " + (", ".join(present) + " present" if present else "none of " + ", ".join(keys)),
                         "" if present else _KEYS_FIX,
-                        "warning" if name == "command" else level,
+                        level if keys_required else "warning",
                     )
                 )
         box = f["sandbox"]

@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -120,7 +121,10 @@ def attempt_on_node(options: RunOptions, settings_for: SettingsFor, meta: dict[s
                     f"{meta['task_hash']}): use the same task folders everywhere"
                 )
             here = options.model_copy(update={"recordings": str(root / "recordings")})
-            settings = settings_for(here, catalog, root / "out")
+            # the driver's prompt template and run configuration: the rows must carry the run's own
+            settings = replace(
+                settings_for(here, catalog, root / "out"), prompt=meta["prompt"], run_config=meta["run_config"]
+            )
             if settings.agent_version != meta["agent_version"]:
                 raise BridgeError(
                     f"{options.agent} {settings.agent_version} here, {meta['agent_version']} on the driver"
@@ -209,7 +213,13 @@ class RayAttempts:
         facts = gather_facts(
             ray, [options.agent], options.agent_bin, options.agent_cmd, _sandbox_kind(options), CHECK_SECONDS
         )
-        self.checks = facts_checks(facts, [options.agent], required=True, driver_version=settings.agent_version)
+        self.checks = facts_checks(
+            facts,
+            [options.agent],
+            required=True,
+            driver_version=settings.agent_version,
+            keys_required=not options.model_base_url,  # as check_key: an endpoint of the user's may need none
+        )
         bad = failed(self.checks)
         if bad:
             raise BridgeError(
@@ -251,6 +261,8 @@ class RayAttempts:
             "run_id": self.options.run_id,
             "task_hash": attempt.task.content_hash,
             "agent_version": self.settings.agent_version,
+            "prompt": self.settings.prompt,
+            "run_config": self.settings.run_config,
         }
         submitted = time.monotonic()
         lost: list[str] = []

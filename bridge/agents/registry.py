@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bridge.agents import claude_code, codex, command, copilot, cursor_agent, gemini
+from bridge.agents import antigravity, claude_code, codex, command, copilot, cursor_agent, gemini
 from bridge.agents.adapter import Adapter, AgentError
 
 ADAPTERS: dict[str, Adapter] = {
@@ -13,6 +13,7 @@ ADAPTERS: dict[str, Adapter] = {
         cursor_agent.ADAPTER,
         gemini.ADAPTER,
         copilot.ADAPTER,
+        antigravity.ADAPTER,
         command.ADAPTER,
     )
 }

@@ -5,15 +5,30 @@ scored, `report_<run_id>.json` with both profiles, agent name, version and model
 `run.json` holds the plan (pydantic, the boundary a resume reads back); `--resume` with the same
 output folder and run id keeps every scored attempt (it is never scored twice), finishes the
 ones whose agent had ended, and redoes the ones cut before their agent ended.
+
+Before any agent starts (`preflight`): the adapter's model key must be in the environment unless
+`--model-base-url` names another endpoint, the CLI must print its version (and match
+`--agent-version`), and `config.json` pins the run's configuration (`run_config`: CLI version,
+model, prompt template hash, time limit, attempts, sandbox, bridge version; its hash); a resume
+whose configuration changed is refused with what differs.
+
+An attempt the agent's CLI failed (`agent_error`: bridge/agents/failures.py) is kept aside
+(`a<k>.agent-error-<n>` beside the attempt and its recording), retried after a backoff up to
+`retries` times, never counted in the means, and listed in the report's `errored_attempts`;
+`EXIT_AGENT_ERRORS` is `rgbridge run`'s exit code when some remain. `max_cost` stops starting
+attempts once the run's reported cost reaches it (attempts in flight finish).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,16 +37,23 @@ from pydantic import BaseModel, Field
 from bridge.agents.adapter import SERVER_ENV_ALLOW, AgentError, base_env
 from bridge.agents.attempt import Attempt, RunSettings, Stopped, attempt_key
 from bridge.agents.command import words
+from bridge.agents.preflight import check_cli, check_key
+from bridge.agents.prompt import load_template
 from bridge.agents.registry import adapter as find_adapter
+from bridge.agents.retries import Budget, backoff, entry_cost, set_aside
+from bridge.agents.runconfig import CONFIG_FILE, CONFIG_METADATA, check_config, config_line, run_config
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.locations import cache_dir, data_home
 from bridge.release import exact_version
-from bridge.scoring.run.reporting import RunWriter, bad_number, new_run_id
+from bridge.scoring.run.reporting import RunWriter, bad_number, cost_metadata, new_run_id
 from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
 
 RUN_FILE = "run.json"
+#: `rgbridge run`'s exit code when attempts remain `agent_error` after their retries (without
+#: --allow-errors); 2 is a refusal or an error of the bridge, 130 a Ctrl-C
+EXIT_AGENT_ERRORS = 3
 
 
 class RunOptions(BaseModel):
@@ -51,6 +73,15 @@ class RunOptions(BaseModel):
     run_id: str
     recordings: str
     server_args: list[str] = Field(default_factory=list)
+    # issue 31: honest, reproducible, priced rows
+    retries: int = Field(2, ge=0)
+    retry_backoff: list[float] = Field(default_factory=lambda: [5.0, 20.0])
+    allow_errors: bool = False
+    prompt: Literal["bridge", "upstream", "file"] = "bridge"
+    prompt_file: str | None = None
+    agent_version: str | None = None
+    max_cost: float | None = Field(None, gt=0)
+    # issue 32: where attempts run (bridge/agents/ray_runs.py)
     backend: Literal["local", "ray"] = "local"
     ray_address: str | None = None
 
@@ -121,9 +152,23 @@ def execute(
     on_event: Callable[[str, str], None] | None = None,
 ) -> tuple[Path, list[dict[str, Any]]]:
     """Run (or finish) the plan; the report path and its rows. KeyboardInterrupt stops every agent."""
+    if options.backend == "local":  # on Ray the keys are the nodes', checked there (ray_checks.py)
+        check_key(options)
+    template = load_template(
+        options.prompt,
+        prompt_file=Path(options.prompt_file) if options.prompt_file else None,
+        tasks=[catalog.get(t) for t in options.tasks],
+    )
     output_dir.mkdir(parents=True, exist_ok=True)
     settings = settings_for(options, catalog, output_dir)
+    check_cli(options, settings)
+    config = run_config(options, settings, template)
+    check_config(output_dir / CONFIG_FILE, config, resume=resume)
+    settings = replace(settings, prompt=template, run_config=config)
+    if on_event:
+        on_event("run", f"configuration {config['hash'][:16]} ({config_line(config)})")
     write_json_atomic(output_dir / RUN_FILE, options.model_dump(mode="json"))
+    write_json_atomic(output_dir / CONFIG_FILE, config)
     writer = RunWriter(output_dir, options.run_id)
     done = previous_entries(writer) if resume else {}
     for key, entry in done.items():
@@ -153,6 +198,7 @@ def execute(
             todo.setdefault(a.task.id, []).append(a)
     started = time.monotonic()
     failures: dict[str, str] = {}
+    budget = Budget(options.max_cost, sum(entry_cost(e) for e in done.values()))
 
     def task_attempts(queue: list[Attempt]) -> None:
         for attempt in queue:
@@ -160,53 +206,128 @@ def execute(
                 one(attempt)
 
     def one(attempt: Attempt) -> None:
-        try:
-            entry = attempt.run()
-        except Stopped:
-            attempt.live.state = "stopped"
+        retried: list[dict[str, Any]] = []
+        if not budget.allows():
+            attempt.live.state = "not started (cost cap)"
+            budget.skipped.append(attempt.key)
             return
-        except BridgeError as exc:
-            attempt.live.state = "failed"
-            failures[attempt.key] = str(exc)
+        while True:
+            try:
+                entry = attempt.run()
+            except Stopped:
+                attempt.live.state = "stopped"
+                return
+            except BridgeError as exc:
+                attempt.live.state = "failed"
+                failures[attempt.key] = str(exc)
+                if on_event:
+                    on_event(attempt.key, f"failed: {exc}")
+                return
+            budget.spend(entry_cost(entry))
+            error = entry.get("agent_error") if entry.get("outcome") == "agent_error" else None
+            if not isinstance(error, dict) or len(retried) >= options.retries or stop.is_set():
+                break
+            if not budget.allows():  # the cap stops retries too; this try's row stands
+                budget.skipped.append(f"{attempt.key} (retry {len(retried) + 1})")
+                break
+            retried.append(set_aside(attempt, entry, len(retried) + 1))
+            delay = backoff(options.retry_backoff, len(retried))
             if on_event:
-                on_event(attempt.key, f"failed: {exc}")
-            return
+                on_event(
+                    attempt.key,
+                    f"agent_error ({error.get('class')}): retry {len(retried)} of {options.retries} in {delay:g}s",
+                )
+            attempt.live.state = f"retry in {delay:g}s ({error.get('class')})"
+            if stop.wait(delay):  # stopped while waiting: `--resume` tries it again
+                attempt.live.state = "stopped"
+                return
+            fresh = make(settings, attempt.task, attempt.number, stop)
+            attempts[attempt.key] = fresh
+            attempt = fresh
+        entry["run"] = {**(entry.get("run") or {}), "retries": len(retried), "retried": retried}
+        if entry.get("outcome") == "agent_error" and isinstance(entry.get("agent_error"), dict):
+            entry["agent_error"]["retries"] = len(retried)
         writer.record(entry, key=attempt.key)
         if on_event:
-            on_event(attempt.key, "scored")
+            outcome = entry.get("outcome")
+            what = f"agent_error ({entry['agent_error'].get('class')})" if outcome == "agent_error" else "scored"
+            on_event(attempt.key, what)
 
+    ctrl_c: list[int] = []
+    restore = _catch_ctrl_c(ctrl_c)
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rgbridge-run")
     futures: set[Future[None]] = {pool.submit(task_attempts, queue) for queue in todo.values()}
     try:
-        while futures:
+        while futures and not ctrl_c:
             finished, futures = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
             for f in finished:
                 f.result()
             if progress:
                 progress(attempts, {e["_key"]: e for e in _keyed(writer)})
+        if ctrl_c:
+            raise KeyboardInterrupt
+        pool.shutdown(wait=True)
+        rows = writer.results
+        reported = sorted(
+            {str((r.get("agent") or {}).get("model")) for r in rows if (r.get("agent") or {}).get("model")}
+        )
+        meta = {
+            "agent": {"name": settings.adapter.name, "version": settings.agent_version, "model": options.model},
+            "attempts": options.attempts,
+            "time_limit_seconds": options.time_limit,
+            "workers": options.workers,
+            "backend": options.backend,
+            "profile": options.profile,
+            "tasks": options.tasks,
+            "bridge_version": exact_version(),
+            "total_elapsed_seconds": round(time.monotonic() - started, 2),
+            "resumed": sorted(done),
+            "failed_attempts": failures,
+            "predictions_dir": str(output_dir / "attempts"),
+            "config": {
+                **{k: config[k] for k in CONFIG_METADATA},
+                "model": ", ".join(reported) or options.model,
+                "model_requested": options.model,
+            },
+            "retries": options.retries,
+            **cost_metadata(rows),
+        }
+        if options.max_cost is not None:
+            meta["max_cost_usd"] = options.max_cost
+            meta["cut_by_cost_cap"] = bool(budget.skipped)
+            meta["not_started"] = sorted(budget.skipped)
+        report = writer.finalize(meta)
     except KeyboardInterrupt:
+        restore()  # a second Ctrl-C while the agents are being stopped interrupts at once
         stop.set()  # every agent's group is ended, scoring waits stop; `--resume` carries on
         for f in futures:
             f.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
         raise
-    pool.shutdown(wait=True)
-    rows = writer.results
-    meta = {
-        "agent": {"name": settings.adapter.name, "version": settings.agent_version, "model": options.model},
-        "attempts": options.attempts,
-        "time_limit_seconds": options.time_limit,
-        "workers": options.workers,
-        "backend": options.backend,
-        "profile": options.profile,
-        "tasks": options.tasks,
-        "bridge_version": exact_version(),
-        "total_elapsed_seconds": round(time.monotonic() - started, 2),
-        "resumed": sorted(done),
-        "failed_attempts": failures,
-        "predictions_dir": str(output_dir / "attempts"),
-    }
-    return writer.finalize(meta), rows
+    finally:
+        restore()
+    if ctrl_c:  # pressed while the last attempt finished or the report was written: still interrupted
+        raise KeyboardInterrupt
+    return report, rows
+
+
+def _catch_ctrl_c(hits: list[int]) -> Callable[[], None]:
+    """Ctrl-C (SIGINT) appends to `hits` instead of raising KeyboardInterrupt wherever the main
+    thread happens to be: Python reports and drops an exception raised inside a finalizer
+    (`__del__`, a weakref callback: "Exception ignored in"), so an interrupt landing there was lost
+    and the run went on to exit 0. The run polls `hits` instead. The returned function puts the
+    previous handler back (once); off the main thread nothing is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: hits.append(signum)) or signal.default_int_handler
+    restored: list[bool] = []
+
+    def restore() -> None:
+        if not restored:
+            restored.append(True)
+            signal.signal(signal.SIGINT, previous)
+
+    return restore
 
 
 def _keyed(writer: RunWriter) -> list[dict[str, Any]]:
@@ -215,7 +336,6 @@ def _keyed(writer: RunWriter) -> list[dict[str, Any]]:
 
 def previous_entries(writer: RunWriter) -> dict[str, dict[str, Any]]:
     """Scored attempts of this run folder (`intermediate/<run_id>/<task>.a<k>.json`)."""
-    import json
 
     out: dict[str, dict[str, Any]] = {}
     if not writer.intermediate_dir.is_dir():
@@ -225,10 +345,32 @@ def previous_entries(writer: RunWriter) -> dict[str, dict[str, Any]]:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(data, dict) and not bad_number(data) and data.get("outcome") != "infra_error":
+        # neither an engine's fault nor the agent CLI's failure is a result: resume runs them again
+        if (
+            isinstance(data, dict)
+            and not bad_number(data)
+            and data.get("outcome") not in ("infra_error", "agent_error")
+        ):
             out[path.stem] = data
     return out
 
 
 def default_run_id() -> str:
     return new_run_id()
+
+
+def preview_config(options: RunOptions, catalog: Catalog) -> dict[str, Any]:
+    """The configuration (and its hash) a run with these options would have (`--show-config`):
+    the same checks as a run, and no agent started."""
+    import tempfile
+
+    check_key(options)
+    template = load_template(
+        options.prompt,
+        prompt_file=Path(options.prompt_file) if options.prompt_file else None,
+        tasks=[catalog.get(t) for t in options.tasks],
+    )
+    with tempfile.TemporaryDirectory(prefix="rgbridge-config-") as scratch:
+        settings = settings_for(options, catalog, Path(scratch))
+    check_cli(options, settings)
+    return run_config(options, settings, template)

@@ -45,7 +45,8 @@ def to_atif(run: ParsedRun, *, session_id: str, agent: str, version: str, extra:
             "total_cached_tokens": run.cached_tokens,
             "total_cost_usd": run.cost_usd,
             "total_steps": len(steps),
-            "extra": {"tool_calls": run.tool_calls},
+            # ATIF has no field for cache writes or the split of input: kept beside its totals
+            "extra": {"tool_calls": run.tool_calls, "tokens": run.token_split()},
         },
         "extra": extra,
     }

@@ -1,5 +1,5 @@
 """`rgbridge cache stats/prune` (what the bridge keeps on disk, what a prune frees) and
-`rgbridge doctor` (is this environment able to score?), plus the `--disk-budget` and
+`rgbridge doctor` (is this environment able to score, and to confine agents?), plus the `--disk-budget` and
 `--no-preflight` options other verbs share (`evaluate`, `serve`, `run`)."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def apply_run_options(args: argparse.Namespace, *, java: bool = False, local: bo
     `--disk-budget`, then (unless `--no-preflight`, or the jobs run on other machines' engines:
     ``local=False``) the pre-flight checks, printing warnings; a failed check raises."""
     from bridge.scoring.doctor import preflight
-    from bridge.scoring.images.budget import apply_budget_option
+    from bridge.scoring.images.disk import apply_budget_option
 
     apply_budget_option(getattr(args, "disk_budget", None))
     if getattr(args, "no_preflight", False) or not local:
@@ -78,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _limits(args: argparse.Namespace) -> tuple[int | None, float | None]:
-    from bridge.scoring.images.budget import parse_age, parse_size
+    from bridge.scoring.images.disk import parse_age, parse_size
 
     size = parse_size(args.max_size) if args.max_size else None
     age = parse_age(args.older_than) if args.older_than else None
@@ -96,8 +96,7 @@ def _ago(epoch: float) -> str:
 def cmd_cache_stats(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from bridge.scoring.images.budget import format_size, prune, resolve_budget
-    from bridge.scoring.images.inventory import kept_inventory
+    from bridge.scoring.images.disk import format_size, kept_inventory, prune, resolve_budget
     from bridge.scoring.sandbox.docker_client import require_engine
 
     client = require_engine()
@@ -137,7 +136,7 @@ def cmd_cache_stats(args: argparse.Namespace) -> int:
 
 def cmd_cache_prune(args: argparse.Namespace) -> int:
     from bridge.errors import BridgeError
-    from bridge.scoring.images.budget import format_size, prune
+    from bridge.scoring.images.disk import format_size, prune
     from bridge.scoring.sandbox.docker_client import require_engine
 
     size, age = _limits(args)
@@ -162,16 +161,17 @@ def cmd_cache_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from bridge.agents.confine import sandbox_check
     from bridge.scoring.doctor import run_checks
-    from bridge.scoring.images.budget import apply_budget_option
+    from bridge.scoring.images.disk import apply_budget_option
 
     apply_budget_option(args.disk_budget)
-    if args.ray_address:  # the nodes that run agents, each named (bridge/agents/ray_runs.py)
+    if args.ray_address:  # the nodes that run agents, each named (bridge/agents/ray_checks.py)
         from bridge.agents.ray_checks import cluster_checks
 
         checks = cluster_checks(args.ray_address, args.agent, args.agent_bin)
-    else:
-        checks = run_checks(path=args.path, index=not args.no_index)
+    else:  # scoring's checks, then the sandbox `rgbridge run` confines its agents in
+        checks = [*run_checks(path=args.path, index=not args.no_index), sandbox_check()]
     failed = any(not c.ok and c.severity == "error" for c in checks)
     if args.json:
         print_json({"ok": not failed, "checks": [c.as_dict() for c in checks]})

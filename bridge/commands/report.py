@@ -35,7 +35,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--reference",
         type=Path,
         metavar="RESULTS.json",
-        help="leaderboard rows in upstream's results.json schema, charted beside this report's (--html)",
+        help="a leaderboard results.json (the RepoGenesis repository's leaderboard/data/results.json, any of "
+        "its shapes): this run's row among its rows, in the terminal and with --html",
+    )
+    rep.add_argument(
+        "--reference-board",
+        metavar="NAME",
+        help="only this board of the reference file (e.g. verified_no_docker; default: every board)",
     )
     rep.add_argument("--leaderboard-row", action="store_true", help="print upstream leaderboard results.json rows")
     rep.add_argument("--ide", metavar="NAME")
@@ -100,17 +106,31 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.html:
         from bridge.reports.html import write_html
 
-        out = write_html(args.target, args.html, run_id=args.run_id, reference=args.reference)
+        out = write_html(
+            args.target, args.html, run_id=args.run_id, reference=args.reference, reference_board=args.reference_board
+        )
         if args.json:
             print_json({"html": str(out)})
         else:
             console().print(f"wrote {out} ({out.stat().st_size} bytes)", highlight=False, markup=False)
         return 0
+    if args.reference_board and not args.reference:
+        raise RecordingError("--reference-board names a board of the --reference file: add --reference FILE")
+    reference = None
     if args.reference:
-        raise RecordingError("--reference charts reference rows in the HTML report: add --html OUT.html")
+        from bridge.reports.reference import load_reference
+
+        reference = load_reference(args.reference, args.reference_board)  # a bad file fails before printing
     target = open_target(args.target, args.run_id)
     if args.json:
-        print_json({"kind": target.kind, "source": str(target.source), **target.report})
+        data = {"kind": target.kind, "source": str(target.source), **target.report}
+        if reference is not None:
+            from dataclasses import asdict
+
+            from bridge.reports.reference import paper_rows
+
+            data["beside_reference"] = [asdict(r) for r in paper_rows(target.report, reference)]
+        print_json(data)
         return 0
     con = console()
     con.print(Text(f"{target.kind}: {target.source}", style="dim"))
@@ -126,6 +146,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         for line in leaderboard_lines(target.report):
             con.print(Text(line))
+    if reference is not None:
+        from bridge.reports.reference import reference_table
+
+        if not target.report["results"]:
+            raise RecordingError(f"{args.target}: no results to put beside the reference")
+        reference_table(target.report, reference, con)
     return 0
 
 

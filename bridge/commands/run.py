@@ -1,9 +1,14 @@
-"""`rgbridge run --agent NAME`: an agent CLI over tasks × attempts, unattended (bridge/agents/)."""
+"""`rgbridge run --agent NAME`: an agent CLI over tasks × attempts, unattended (bridge/agents/).
+
+Exit codes: 0 done (every attempt scored, or `--allow-errors`), 2 refused or failed (no model
+key, no CLI version, a changed configuration on `--resume`, ...), 3 (`EXIT_AGENT_ERRORS`) some
+attempts stayed `agent_error` after their retries, 130 stopped by Ctrl-C."""
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import sys
 import time
@@ -16,9 +21,16 @@ from rich.table import Table
 from rich.text import Text
 
 from bridge.agents.attempt import Attempt
-from bridge.agents.prompt import agent_prompt
+from bridge.agents.prompt import PROMPT_KINDS, load_template
 from bridge.agents.registry import ADAPTERS
-from bridge.agents.runner import RunOptions, default_run_id, execute, load_options
+from bridge.agents.runner import (
+    EXIT_AGENT_ERRORS,
+    RunOptions,
+    default_run_id,
+    execute,
+    load_options,
+    preview_config,
+)
 from bridge.commands.common import PROFILE_CHOICES, at_least, positive_seconds, stderr_console
 from bridge.commands.disk import add_disk_budget_option, add_preflight_option, apply_run_options
 from bridge.errors import BridgeError
@@ -58,6 +70,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--ray-address", metavar="HOST:PORT", help="the Ray cluster (default: $RAY_ADDRESS, else auto)")
     p.add_argument("--show-prompt", action="store_true", help="print the prompt of the first task and exit")
+    p.add_argument(
+        "--prompt",
+        choices=PROMPT_KINDS,
+        default="bridge",
+        help="bridge (default); upstream: the RepoGenesis generation script's template (needs --dataset); file",
+    )
+    p.add_argument("--prompt-file", type=Path, metavar="F", help="--prompt file: a template with {readme}, ...")
+    p.add_argument(
+        "--retries", type=at_least(0), default=2, metavar="N", help="retries of an agent_error attempt (default 2)"
+    )
+    p.add_argument(
+        "--retry-backoff",
+        type=_delays,
+        default=[5.0, 20.0],
+        metavar="S[,S...]",
+        help="seconds before each retry, the last repeated (default 5,20)",
+    )
+    p.add_argument(
+        "--allow-errors",
+        action="store_true",
+        help=f"exit 0 even when attempts stay agent_error (else {EXIT_AGENT_ERRORS})",
+    )
+    p.add_argument("--agent-version", metavar="V", help="refuse to run unless the CLI's version is V")
+    p.add_argument("--max-cost", type=_usd, metavar="USD", help="start no attempt once the run has spent USD")
+    p.add_argument("--show-config", action="store_true", help="print the run's configuration and its hash, and exit")
     add_disk_budget_option(p)
     add_preflight_option(p)
     p.set_defaults(handler=cmd_run)
@@ -85,11 +122,32 @@ def select_tasks(catalog: Catalog, ids: list[str] | None, lang: str | None, data
     return chosen
 
 
+def _delays(text: str) -> list[float]:
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or any(not (0 <= v <= 3600) for v in values):
+        raise argparse.ArgumentTypeError(f"must be seconds (0 to 3600) separated by commas, not {text!r}")
+    return values
+
+
+def _usd(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be an amount of US dollars above 0, not {text!r}")
+    return value
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     catalog = _catalog(args)
     if args.show_prompt:
         tasks = select_tasks(catalog, args.tasks, args.lang, args.dataset is not None)
-        sys.stdout.write(agent_prompt(catalog.get(tasks[0])) + "\n")
+        template = load_template(args.prompt, prompt_file=_abs(args.prompt_file), tasks=[catalog.get(tasks[0])])
+        sys.stdout.write(template.render(catalog.get(tasks[0]), args.time_limit) + "\n")
         return 0
     if args.resume and args.output_dir is None:
         raise BridgeError("--resume needs --output-dir OUT (the run folder to finish)")
@@ -100,6 +158,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if previous is not None:  # --resume goes on with the backend given now, else the run's own
         options = previous.model_copy(
             update={
+                "allow_errors": previous.allow_errors or args.allow_errors,
                 "backend": args.backend or previous.backend,
                 "ray_address": args.ray_address or previous.ray_address,
             }
@@ -129,10 +188,21 @@ def cmd_run(args: argparse.Namespace) -> int:
             run_id=run_id,
             recordings=str(_abs(args.recordings) or out / "recordings"),
             server_args=server_args,
+            retries=args.retries,
+            retry_backoff=args.retry_backoff,
+            allow_errors=args.allow_errors,
+            prompt=args.prompt,
+            prompt_file=str(_abs(args.prompt_file)) if args.prompt_file else None,
+            agent_version=args.agent_version,
+            max_cost=args.max_cost,
             backend=args.backend or "local",
             ray_address=args.ray_address,
         )
     assert out is not None
+    if args.show_config:
+        config = preview_config(options, catalog)
+        sys.stdout.write(json.dumps(config, indent=2) + "\n")
+        return 0
     java = any(catalog.get(t).lang == "java" for t in options.tasks)
     apply_run_options(args, java=java, local=options.backend == "local")  # Ray: every node checked instead
     err = stderr_console()
@@ -156,15 +226,48 @@ def cmd_run(args: argparse.Namespace) -> int:
             live.stop()
     console = Console()
     render_table(rows, console)
-    for line in leaderboard_lines(_load(report)):
+    data = _load(report)
+    for line in leaderboard_lines(data):
         console.print(Text(line))
+    meta = _dict(data.get("metadata"))
+    config = _dict(meta.get("config"))
+    console.print(Text(f"configuration: {config.get('hash')}"))
+    console.print(Text(_spent(meta)))
+    if meta.get("cut_by_cost_cap"):
+        console.print(
+            Text(
+                f"cut by the cost cap (--max-cost {meta.get('max_cost_usd')}): not started: {', '.join(meta['not_started'])}"
+            )
+        )
     console.print(Text(f"report: {report}"))
+    errored = meta.get("errored_attempts") or []
+    if errored and not options.allow_errors:
+        console.print(
+            Text(
+                f"{len(errored)} attempt(s) stayed agent_error after {options.retries} retries: {', '.join(errored)}"
+                f" (exit {EXIT_AGENT_ERRORS}; --allow-errors accepts them)"
+            )
+        )
+        return EXIT_AGENT_ERRORS
     return 0
 
 
-def _load(path: Path) -> dict[str, Any]:
-    import json
+def _spent(meta: dict[str, Any]) -> str:
+    tokens = _dict(meta.get("tokens"))
+    cost = meta.get("cost_usd")
+    parts = [f"{k.replace('_', ' ')} {v}" for k, v in tokens.items() if isinstance(v, int)]
+    return (
+        "cost: "
+        + (f"${cost:.4f}" if isinstance(cost, int | float) else "not reported")
+        + (f" ({', '.join(parts)} tokens)" if parts else "")
+    )
 
+
+def _dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _load(path: Path) -> dict[str, Any]:
     data = json.loads(path.read_text(encoding="utf-8"))
     return data if isinstance(data, dict) else {}
 

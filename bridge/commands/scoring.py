@@ -128,7 +128,7 @@ def maven_sources(args: argparse.Namespace) -> MavenSources:
 def cmd_images_build(args: argparse.Namespace) -> int:
     import time
 
-    from bridge.scoring.images.tester import build_all
+    from bridge.scoring.images.base import build_all
     from bridge.scoring.java.images import ensure_java_image
     from bridge.scoring.sandbox.docker_client import get_client
 
@@ -164,7 +164,7 @@ def cmd_images_build(args: argparse.Namespace) -> int:
 def cmd_images_list(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from bridge.scoring.images.inventory import list_images
+    from bridge.scoring.images.disk import list_images
     from bridge.scoring.sandbox.docker_client import get_client
 
     images = [asdict(i) for i in list_images(get_client())]

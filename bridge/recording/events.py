@@ -134,7 +134,7 @@ class EventLog:
     def mono(self) -> float:
         return time.monotonic() - self._mono0
 
-    def append(self, type: str, **fields: Any) -> dict[str, Any]:  # noqa: A002 - the record key is "type"
+    def append(self, type: str, **fields: Any) -> dict[str, Any]:  # "type": the record key
         clash = RESERVED_KEYS & fields.keys()
         if clash:
             raise ValueError(f"reserved event keys: {sorted(clash)}")

@@ -153,6 +153,6 @@ def try_seal(rec_dir: Path | str) -> str | None:
     """Seal for the live session (session.py hook): never raises; returns the error text, if any."""
     try:
         seal_recording(rec_dir)
-    except Exception as exc:  # noqa: BLE001 - a failed seal must never fail a scoring job or a quit
+    except Exception as exc:  # a failed seal must never fail a scoring job or a quit
         return f"{type(exc).__name__}: {exc}"
     return None

@@ -254,9 +254,6 @@ class StoreReader:
         known = self._sha_by_oid.get(oid)
         return known if known is not None else sha256_bytes(self.read_blob(oid))
 
-    def has_sha256(self, sha256: str) -> bool:
-        return self.oid_for_sha256(sha256) is not None
-
     def _has_packs(self) -> bool:
         return any((self.git_dir / "objects" / "pack").glob("*.pack"))
 

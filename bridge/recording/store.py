@@ -137,7 +137,7 @@ class ShadowStore:
     def _git(
         self,
         *args: str,
-        input: bytes | None = None,  # noqa: A002
+        input: bytes | None = None,
         index_file: Path | None = None,
         extra_env: dict[str, str] | None = None,
         bare_init: bool = False,

@@ -48,6 +48,11 @@ svg{display:block;margin:6px 0 14px;max-width:100%;height:auto}
 .badge{display:inline-block;border-radius:10px;padding:0 8px;font-size:12px;background:#eef2f6;color:#33475b}
 .note{white-space:pre-wrap}
 table.tests{width:100%}table.tests td:last-child{max-width:520px}
+.badge.warn{background:#fde8e6;color:#b42318;font-weight:700;font-size:13px}
+.badge.ok{background:#e6f4ec;color:#0a7a3b}
+.banner{border:2px solid #d92d20;background:#fff4f2;color:#b42318;border-radius:6px;padding:6px 12px;margin:8px 0}
+table.paper tr.ours td{background:#fde8e6;font-weight:700;color:#b42318}
+table.attempts{width:100%}table.attempts td:first-child code{word-break:normal;white-space:nowrap}
 """
 
 

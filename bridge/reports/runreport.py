@@ -12,7 +12,13 @@ from typing import Any
 
 from bridge.errors import RecordingError, ScoringError
 from bridge.scoring.result import ScoreResult
-from bridge.scoring.run.reporting import build_entry, profile_rows, summarize_strict, summarize_upstream
+from bridge.scoring.run.reporting import (
+    build_entry,
+    profile_rows,
+    scored_entries,
+    summarize_strict,
+    summarize_upstream,
+)
 from bridge.sessions.contamination import evidence, mark_entries
 
 
@@ -80,7 +86,7 @@ def report_from_entries(entries: list[dict[str, Any]], metadata: Mapping[str, An
     """The same aggregates RunWriter.finalize writes, for entries built elsewhere."""
     return {
         "metadata": dict(metadata),
-        "summary": summarize_upstream(entries),
+        "summary": summarize_upstream(scored_entries(entries)),
         "results": entries,
         "strict_summary": summarize_strict(profile_rows(entries, "strict")),
         "compat_strict_view": summarize_strict(profile_rows(entries, "compat")),

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bridge.reports.leaderboard import agent_error_class
 from bridge.reports.markup import MAX_ENTRIES, e, num, pass_fail, table
 from bridge.scoring.failures import ac_disagreement, case_rows
 
@@ -189,7 +190,18 @@ def contamination_html(found: Sequence[Mapping[str, Any]]) -> str:
 
 def tasks_html(results: Sequence[Mapping[str, Any]]) -> str:
     out = [f"<h2>Tasks ({len(results)})</h2>"]
-    for entry in sorted(results, key=lambda r: str(r.get("repo_name", ""))):
+    for entry in sorted(results, key=lambda r: (str(r.get("repo_name", "")), str(r.get("attempt", "")))):
+        cls = agent_error_class(entry)
+        if cls is not None:  # the agent failed (bridge/reports/run_sections.py): nothing was scored
+            raw = entry.get("agent_error")
+            err: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+            out.append(
+                f"<div class='task'><h3>{e(entry.get('repo_name'))} <span class='badge'>{e(entry.get('lang'))}</span> "
+                f"<span class='badge'>attempt {e(entry.get('attempt'))}</span></h3>"
+                f"<p class='fail'>agent_error: {e(cls)}</p><p class='muted'>{e(str(err.get('message') or '')[:2000])}"
+                "</p><p class='muted'>Not scored as the agent's work; not counted in the means.</p></div>"
+            )
+            continue
         profiles = (entry.get("rgbridge") or {}).get("profiles") or {}
         if not profiles:  # a plain upstream dict
             profiles = {"compat": entry}

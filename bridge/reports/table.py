@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bridge.reports.leaderboard import agent_error_class
 from bridge.scoring.run.reporting import LANGS, infer_outcome, profile_rows, summarize_strict, summarize_upstream
 
 
@@ -42,7 +43,13 @@ def render_table(results: Sequence[Mapping[str, Any]], console: Any = None) -> A
     )
     for col in ("Repo", "Profile", "Outcome", "DSR", "Pass@1", "AC", "Dyn AC"):
         table.add_column(col, overflow="fold")
+    errored = [e for e in results if agent_error_class(e) is not None]
     for e in sorted(results, key=lambda r: str(r.get("repo_name", ""))):
+        cls = agent_error_class(e)
+        if cls is not None:  # the agent failed: recorded, not scored as its work
+            name = f"{e.get('repo_name', '?')} a{e.get('attempt', '?')}"
+            table.add_row(Text(name), "-", Text(f"agent_error: {cls}"), "-", "-", "-", "-", end_section=True)
+            continue
         profiles = (e.get("rgbridge") or {}).get("profiles", {})
         compat = profiles.get("compat") or (e if "rgbridge" not in e else None)
         strict = profiles.get("strict")
@@ -64,6 +71,7 @@ def render_table(results: Sequence[Mapping[str, Any]], console: Any = None) -> A
                 end_section=name == "strict" or strict is None,
             )
             first = False
+    results = [e for e in results if agent_error_class(e) is None]  # the means: scored attempts only
     up = summarize_upstream(profile_rows(results, "compat"))
     st = summarize_strict(profile_rows(results, "strict"))
     table.caption = (
@@ -73,6 +81,8 @@ def render_table(results: Sequence[Mapping[str, Any]], console: Any = None) -> A
     )
     if st["infra_errors"]:  # not the agent's: excluded from the means, re-run by --resume
         table.caption += f" ({', '.join(f'{k} {v}' for k, v in sorted(st['infra_errors_by_reason'].items()))})"
+    if errored:
+        table.caption += f"\nagent errors (not scored, not in the means): {len(errored)}"
     dirty = sorted(str(e.get("repo_name", "?")) for e in results if e.get("contaminated"))
     if dirty:  # golden files opened while the session was open (bridge/sessions/contamination.py)
         table.caption += f"\ncontaminated (golden files opened during the session): {', '.join(dirty)}"

@@ -22,12 +22,8 @@ from docker.errors import DockerException
 from requests import RequestException
 
 from bridge.errors import ScoringError
-from bridge.scoring.images.budget import data_root, format_size, free_bytes, resolve_budget, set_estimate
-from bridge.scoring.images.build import image_exists
-from bridge.scoring.images.host import host_pip_index_settings
-from bridge.scoring.images.inventory import kept_inventory
-from bridge.scoring.images.recipe import BASE_REPO, base_recipe_hash
-from bridge.scoring.images.wheelhouse import probe_index
+from bridge.scoring.images.base import BASE_REPO, base_recipe_hash, host_pip_index_settings, image_exists, probe_index
+from bridge.scoring.images.disk import data_root, format_size, free_bytes, kept_inventory, resolve_budget, set_estimate
 from bridge.scoring.sandbox.docker_client import engine_available, get_client, reset_client
 
 #: the largest tolerated difference between the host's and the engine's clocks
@@ -118,7 +114,7 @@ def check_disk(client: docker.DockerClient | None, path: Path | None = None) -> 
 
 
 def set_estimate_default() -> int:
-    from bridge.scoring.images.budget import DEFAULT_SET_BYTES
+    from bridge.scoring.images.disk import DEFAULT_SET_BYTES
 
     return DEFAULT_SET_BYTES["python-set"]
 
@@ -146,7 +142,7 @@ def check_images(client: docker.DockerClient) -> Check:
 
 def check_index(client: docker.DockerClient) -> Check:
     """pip in a bridge-networked container downloads a small package from the index the host's
-    pip settings name (what builds use; bridge/scoring/images/host.py)."""
+    pip settings name (what builds use; bridge/scoring/images/base/host.py)."""
     settings = host_pip_index_settings(fresh=True)
     url = settings.get("PIP_INDEX_URL", "https://pypi.org/simple")
     base = f"{BASE_REPO}:{base_recipe_hash()}"
@@ -191,7 +187,7 @@ def check_clock(client: docker.DockerClient | None) -> Check:
         return Check("clock", False, f"host clock reads {time.ctime(now)}", "sync the clock: timedatectl set-ntp true")
     if client is None:
         return Check("clock", True, "host clock plausible")
-    from bridge.scoring.images.inventory import age_epoch
+    from bridge.scoring.images.disk import age_epoch
 
     engine = age_epoch(str(client.info().get("SystemTime", "")))
     skew = abs(engine - now) if engine else 0.0

@@ -202,7 +202,7 @@ def run_job(session: Session, scorer: Callable[[], Scorer]) -> None:
             rec.state = "scored"
         set_job(session, state="done", finished_at=iso(utcnow()), message="scoring finished")
         session.events.append("score", job_id=job_id, summary=summary)
-    except Exception as exc:  # noqa: BLE001 - a job failure is recorded, never raised into a thread
+    except Exception as exc:  # a job failure is recorded, never raised into a thread
         detail = f"{type(exc).__name__}: {exc}"
         (session.dir / "results").mkdir(exist_ok=True)
         (session.dir / "results" / f"job-{job_id}-error.txt").write_text(traceback.format_exc(), encoding="utf-8")

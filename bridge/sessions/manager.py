@@ -405,7 +405,7 @@ class SessionManager:
             if session.record.state in ("active", "paused") and session.recorder is not None:
                 try:
                     session.recorder.checkpoint("server_stop")
-                except Exception:  # noqa: BLE001 - closing must not fail on a vanished workspace
+                except Exception:  # closing must not fail on a vanished workspace
                     pass
                 session.recorder.stop()
                 session.events.append("detach", pid=os.getpid())

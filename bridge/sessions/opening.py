@@ -169,7 +169,7 @@ def abort_start(session: Session, exc: BaseException) -> None:
         session.save()
         session.release()
         session.events.close()
-    except Exception:  # noqa: BLE001 - the original error is what the caller must see
+    except Exception:  # the original error is what the caller must see
         log.exception("could not record the aborted start of %s", session.record.session_id)
 
 

@@ -36,10 +36,6 @@ def _last_times(rec_dir: Path) -> tuple[str | None, dict[str, Any] | None]:
     return last, clock
 
 
-def last_event_time(rec_dir: Path) -> str | None:
-    return _last_times(rec_dir)[0]
-
-
 def settle_orphaned_clock(rec_dir: Path, record: SessionRecord) -> bool:
     """Close a running clock left by a dead process; saves session.json. True when settled.
 

@@ -22,11 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bridge.recording.curve import compute_curve  # noqa: E402
-from bridge.recording.integrity import seal_recording, verify_recording  # noqa: E402
+from bridge.recording.curve import compute_curve
+from bridge.recording.integrity import seal_recording, verify_recording
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.models import ClientInfo
-from bridge.tasks.catalog import Catalog  # noqa: E402
+from bridge.tasks.catalog import Catalog
 
 NAME = "kv-ledger-sample"
 QUIET = 7.0  # > the recorder's auto-checkpoint interval, so each step gets its own commit

@@ -2,9 +2,11 @@
 `rgbridge run --agent command`. It reads the MCP config the run wrote ({mcp_config}), launches
 the server from it, writes the files of a payload into the workspace and then, by mode:
 `solve` submits, `exit` ends without submitting, `hang` never ends; `solve-by-task` takes the
-files of the open session's task from a payload of {task: files}. With MCP_SDK_AGENT_HOLD set,
-every `solve` after the first waits while that file exists (a run to interrupt mid-attempt). It prints a stream-json
-event stream (Claude Code's shape) so the run can build its trajectory.
+files of the open session's task from a payload of {task: files}. With MCP_SDK_AGENT_HOLD set
+(a runner passes the agent only an allow-list of its environment: set it in the command, `env
+MCP_SDK_AGENT_HOLD=FILE python ...`), every `solve` after the first emits a `held` system event and
+then waits while FILE exists (an attempt certainly in flight, for a test to interrupt). It prints a
+stream-json event stream (Claude Code's shape) so the run can build its trajectory.
 
 usage: mcp_sdk_agent.py MODE PAYLOAD.json MCP_CONFIG WORKSPACE
 """
@@ -90,6 +92,7 @@ async def main(mode: str, payload: Path, config: Path, workspace: Path) -> None:
         if mode == "solve" and hold:
             first = Path(hold + ".first")
             if first.exists():
+                emit({"type": "system", "subtype": "held"})  # in the run's stream.jsonl: what a test waits for
                 while Path(hold).exists():
                     time.sleep(0.2)
             first.write_text("")

@@ -38,7 +38,7 @@ _WITH_BODY = {"POST", "PUT", "PATCH"}
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(  # noqa: D401 - stdlib hook
+    def redirect_request(
         self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str, headers: HTTPMessage, newurl: str
     ) -> urllib.request.Request | None:
         return None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import docker
 
-from bridge.scoring.images.store import DepsImage
+from bridge.scoring.images.sets import DepsImage
 from bridge.scoring.java.layers import (
     JavaDependencyError,
     MavenSources,

@@ -23,9 +23,21 @@ from docker.errors import APIError, DockerException
 
 from bridge.errors import ScoringError
 from bridge.locations import cache_dir
-from bridge.scoring.images.build import LABEL_RECIPE, build_lock, hash12, image_exists, say
-from bridge.scoring.images.recipe import APP_GID, APP_UID, BASE_PATH, base_recipe_hash
-from bridge.scoring.images.rootfs import build_rootfs, chroot, remove_tree, run_command
+from bridge.scoring.images.base import (
+    APP_GID,
+    APP_UID,
+    BASE_PATH,
+    LABEL_RECIPE,
+    base_recipe_hash,
+    build_lock,
+    build_rootfs,
+    chroot,
+    hash12,
+    image_exists,
+    remove_tree,
+    run_command,
+    say,
+)
 from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE
 from bridge.scoring.types import ProgressFn
 

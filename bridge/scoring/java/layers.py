@@ -25,11 +25,9 @@ import docker
 from docker.errors import DockerException
 
 from bridge.errors import ScoringError
-from bridge.scoring.images.budget import make_room
-from bridge.scoring.images.build import build_lock, docker_build, hash12, image_exists, say
-from bridge.scoring.images.recipe import APP_GID, APP_UID
-from bridge.scoring.images.store import DepsImage
-from bridge.scoring.images.usage import lease
+from bridge.scoring.images.base import APP_GID, APP_UID, build_lock, docker_build, hash12, image_exists, say
+from bridge.scoring.images.disk import lease, make_room
+from bridge.scoring.images.sets import DepsImage
 from bridge.scoring.java.images import LOCAL_REPO, ensure_java_image
 from bridge.scoring.java.mavencache import cache_settings, export_downloads, serve_cache
 from bridge.scoring.run.workdir import ASSETS

@@ -10,7 +10,7 @@ artifacts are all cached resolve with no network. The cache never enters a layer
 changes where identical artifacts come from.
 
 Its size is capped like the wheel cache (``RGBRIDGE_MAVEN_CACHE_MAX_MB``, see
-``bridge/scoring/images/pkgcache.py``): the unit of eviction is one artifact version folder, whose mtime
+``bridge/scoring/images/disk/pkgcache.py``): the unit of eviction is one artifact version folder, whose mtime
 is its last use (set when a build downloads a file of it from the cache or adds one to it).
 """
 
@@ -30,18 +30,15 @@ from typing import TYPE_CHECKING, BinaryIO
 import docker
 from docker.errors import DockerException
 
-from bridge.locations import cache_dir
-from bridge.scoring.images.pkgcache import cache_limit_bytes, evict_lru, touch
+from bridge.scoring.images.disk import cache_limit_bytes, evict_lru, touch
+from bridge.scoring.images.disk import maven_cache_root as cache_root
+from bridge.scoring.images.disk import maven_version_dirs as version_dirs
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
 DOWNLOADED_LIST = "/opt/m2/rgbridge-downloaded.txt"
 MAX_EXPORT_BYTES = 4_000_000_000
-
-
-def cache_root() -> Path:
-    return cache_dir() / "maven-repo"
 
 
 def bridge_gateway(client: docker.DockerClient) -> str | None:
@@ -70,15 +67,6 @@ class _ReadOnly(http.server.SimpleHTTPRequestHandler):
         if result is not None:  # a file is being served: its version folder was just used
             touch(Path(self.translate_path(self.path)).parent)
         return result
-
-
-def version_dirs(root: Path) -> list[Path]:
-    """The cache's eviction units: folders that hold files (an artifact version's folder)."""
-    out = []
-    for folder, _dirs, files in os.walk(root):
-        if files and Path(folder) != root:
-            out.append(Path(folder))
-    return out
 
 
 def evict(root: Path | None = None, max_bytes: int | None = None) -> list[Path]:

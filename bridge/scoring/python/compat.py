@@ -20,11 +20,16 @@ import docker
 
 from bridge.errors import ScoringError
 from bridge.scoring import upstream
-from bridge.scoring.images.base import official_python_image
-from bridge.scoring.images.build import DependencyInstallError, docker_build, image_exists
-from bridge.scoring.images.deps import ensure_deps_image
-from bridge.scoring.images.recipe import APP_DIRS, APP_GID, APP_UID
-from bridge.scoring.images.store import DepsImage
+from bridge.scoring.images.base import (
+    APP_DIRS,
+    APP_GID,
+    APP_UID,
+    DependencyInstallError,
+    docker_build,
+    image_exists,
+    official_python_image,
+)
+from bridge.scoring.images.sets import DepsImage, ensure_deps_image
 from bridge.scoring.python.plan import FALLBACK_PACKAGES, TEST_TOOLS
 from bridge.scoring.result import DSRResult, ProfileResult
 from bridge.scoring.run.profile_run import ProfileRun
@@ -100,7 +105,7 @@ def run_compat(run: ProfileRun) -> ProfileResult:
                 timeout=task.manifest.timeouts.build,
                 progress=ctx.image_progress,
                 env_volume=True,
-                defer_check=True,
+                allow_pending_check=True,
                 installer=installer,
             )
         finally:

@@ -22,10 +22,8 @@ import tempfile
 from pathlib import Path
 
 from bridge.scoring.deploy import wait_deployed
-from bridge.scoring.images.build import DependencyInstallError
-from bridge.scoring.images.deps import ensure_deps_image
-from bridge.scoring.images.store import DepsImage
-from bridge.scoring.images.tester import ensure_tester_image
+from bridge.scoring.images.base import DependencyInstallError, ensure_tester_image
+from bridge.scoring.images.sets import DepsImage, ensure_deps_image
 from bridge.scoring.python.plan import OUR_INI, golden_ini
 from bridge.scoring.python.strict_grade import grade_suite
 from bridge.scoring.result import DSRResult, PassAt1, ProfileResult
@@ -79,7 +77,7 @@ def run_strict(run: ProfileRun) -> ProfileResult:
             timeout=task.manifest.timeouts.build,
             progress=ctx.image_progress,
             env_volume=True,
-            defer_check=True,
+            allow_pending_check=True,
             installer=installer,
             before_build=lambda: run.ctx.turns.wait("strict"),
         )

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import docker
 
-from bridge.scoring.images.tester import TESTER_PINS
+from bridge.scoring.images.base import TESTER_PINS
 from bridge.scoring.result import ProfileResult, ScoreResult
 from bridge.scoring.run.engine import score_repo
 from bridge.scoring.types import ProfileChoice, TaskProgressFn

@@ -9,12 +9,11 @@ the outcome `infra_error` (flagged for re-run), never an exception escaping a wo
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import docker
@@ -231,29 +230,6 @@ def default_scorer(
         return result
 
     return scorer
-
-
-def summary_rows(results: Sequence[ScoreResult]) -> list[dict[str, object]]:
-    rows = []
-    for r in results:
-        for name, p in r.profiles.items():
-            rows.append(
-                {
-                    "task": r.task_id,
-                    "profile": name,
-                    "outcome": p.outcome,
-                    "dsr": p.dsr.success,
-                    "passed": p.pass_at_1.passed,
-                    "total": p.pass_at_1.total,
-                    "pass_at_1": p.pass_at_1.score,
-                    "api_coverage": p.api_coverage.score if p.api_coverage else None,
-                }
-            )
-    return rows
-
-
-def load_result(path: Path) -> ScoreResult:
-    return ScoreResult.model_validate(json.loads(path.read_text(encoding="utf-8")))
 
 
 def make_backend(name: str, *, ray_address: str | None = None) -> Backend:

@@ -164,7 +164,7 @@ def node_label() -> str:
     node_id = ctx.get_node_id() or "?"
     try:
         ip = ray.util.get_node_ip_address()
-    except Exception:  # noqa: BLE001 - a label only
+    except Exception:  # a label only
         ip = "?"
     return f"{ip}/{node_id[:6]}"
 
@@ -497,7 +497,7 @@ class RayBackend:
         while not self._closed.is_set():
             try:
                 items = ray.get(self._box.drain.remote(), timeout=10)
-            except Exception:  # noqa: BLE001 - progress is best effort
+            except Exception:  # progress is best effort
                 items = []
             for key, node, message in items:
                 with self._lock:

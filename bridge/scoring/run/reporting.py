@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 _NUMERIC_KEYS = frozenset({"score", "total", "passed", "failed", "total_apis", "implemented_apis"})
 
 LANGS = ("python", "java")
+#: a row of an agent run whose agent CLI failed (auth, rate limit, crash...: bridge/agents/failures.py):
+#: not the agent's work, so like an infra_error it is in no mean; unlike one it has no profile
+AGENT_ERROR = "agent_error"
+TOKEN_KINDS = ("input", "output", "cache_read", "cache_write")
 _TASK_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
 
@@ -103,7 +107,7 @@ def summarize_upstream(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def infer_outcome(entry: Mapping[str, Any]) -> str:
     """Outcome of a result dict: our `outcome` key, else derived from upstream's fields."""
     outcome = entry.get("outcome")
-    if outcome in OUTCOMES:
+    if outcome in OUTCOMES or outcome == AGENT_ERROR:
         return str(outcome)
     if entry.get("error") is not None or entry.get("exit_code") == EXIT_UNEXPECTED:
         return "infra_error"
@@ -124,12 +128,23 @@ def profile_rows(entries: Iterable[Mapping[str, Any]], profile: str) -> list[dic
     """
     rows: list[dict[str, Any]] = []
     for e in entries:
+        if is_agent_error(e):  # nothing of the agent's was scored
+            continue
         prof = (e.get("rgbridge") or {}).get("profiles", {}).get(profile)
         if prof is not None:
             rows.append({"repo_name": e.get("repo_name"), "lang": e.get("lang"), **prof})
         elif profile == "compat" and "rgbridge" not in e:
             rows.append(dict(e))
     return rows
+
+
+def is_agent_error(entry: Mapping[str, Any]) -> bool:
+    return entry.get("outcome") == AGENT_ERROR
+
+
+def scored_entries(entries: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The entries that count in the means: an agent run's `agent_error` rows are left out."""
+    return [e for e in entries if not is_agent_error(e)]
 
 
 def summarize_strict(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -141,11 +156,11 @@ def summarize_strict(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     fault: they are excluded and counted separately. AC means are over counted repos with
     endpoints (a README without endpoints says nothing about the repo).
     """
-    counts = {o: 0 for o in OUTCOMES}
+    counts = {o: 0 for o in (*OUTCOMES, AGENT_ERROR)}
     for r in results:
         counts[infer_outcome(r)] += 1
     # infra_error (engine fault) and task_error (ungradable task) are nobody's score
-    counted = [r for r in results if infer_outcome(r) not in ("infra_error", "task_error")]
+    counted = [r for r in results if infer_outcome(r) not in ("infra_error", "task_error", AGENT_ERROR)]
     infra = [r for r in results if infer_outcome(r) == "infra_error"]  # by what broke: runner.infra_reason
 
     def pass_score(r: Mapping[str, Any]) -> float:
@@ -196,6 +211,50 @@ def build_entry(result: ScoreResult, primary: str | None = None) -> dict[str, An
         "profiles": {name: p.model_dump(mode="json") for name, p in result.profiles.items()},
     }
     return entry
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
+
+
+def _tries(entry: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """An agent row's tries: the final one (its `run`) and the ones retried before it."""
+    run = entry.get("run")
+    if not isinstance(run, Mapping):
+        return []
+    earlier = [r for r in run.get("retried") or [] if isinstance(r, Mapping)]
+    return [run, *earlier]
+
+
+def _sum_tries(tries: Iterable[Mapping[str, Any]]) -> tuple[float | None, dict[str, int | None]]:
+    cost: float | None = None
+    tokens: dict[str, int | None] = dict.fromkeys(TOKEN_KINDS)
+    for t in tries:
+        c = _number(t.get("cost_usd"))
+        if c is not None:
+            cost = (cost or 0.0) + c
+        split = t.get("tokens")
+        if isinstance(split, Mapping):
+            for kind in TOKEN_KINDS:
+                n = _number(split.get(kind))
+                if n is not None:
+                    tokens[kind] = (tokens[kind] or 0) + int(n)
+    return (round(cost, 6) if cost is not None else None), tokens
+
+
+def cost_metadata(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """An agent run's spending as its CLIs reported it, every try counted (a retried failure cost
+    too): the run's cost and tokens (input, output, cache read, cache write; None where no CLI
+    reported them), the same per task, and the attempts that stayed `agent_error`."""
+    cost, tokens = _sum_tries(t for e in entries for t in _tries(e))
+    by_task: dict[str, dict[str, Any]] = {}
+    for task in sorted({str(e.get("repo_name")) for e in entries}):
+        c, tk = _sum_tries(t for e in entries if str(e.get("repo_name")) == task for t in _tries(e))
+        by_task[task] = {"cost_usd": c, "tokens": tk}
+    errored = sorted(_entry_key(e) for e in entries if is_agent_error(e))
+    return {"cost_usd": cost, "tokens": tokens, "by_task": by_task, "errored_attempts": errored}
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -356,7 +415,7 @@ class RunWriter:
         meta.setdefault("rgbridge_version", exact_version())
         report = {
             "metadata": meta,
-            "summary": summarize_upstream(results),
+            "summary": summarize_upstream(scored_entries(results)),
             "results": results,
             "strict_summary": summarize_strict(profile_rows(results, "strict")),
             "compat_strict_view": summarize_strict(profile_rows(results, "compat")),

@@ -28,7 +28,7 @@ from requests.exceptions import ReadTimeout, Timeout
 
 from bridge.errors import ScoringError
 from bridge.fs.files import pid_alive
-from bridge.scoring.images.usage import holding
+from bridge.scoring.images.disk import holding
 from bridge.scoring.java.compat import run_java_compat
 from bridge.scoring.java.layers import MavenSources
 from bridge.scoring.java.plan import java_compat_plan, java_strict_plan
@@ -185,7 +185,7 @@ def infra_reason(exc: BaseException) -> InfraReason:
     errors), the disk (no space, the disk budget), the package index, an image (missing, failed
     to build), a timeout of the infrastructure (the engine's API not answering in time) or the
     bridge itself (anything else)."""
-    from bridge.scoring.images.budget import DiskBudgetError
+    from bridge.scoring.images.disk import DiskBudgetError
 
     text = f"{type(exc).__name__}: {exc}".lower()
     if isinstance(exc, DiskBudgetError) or (isinstance(exc, OSError) and exc.errno == errno.ENOSPC):

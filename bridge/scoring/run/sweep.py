@@ -15,7 +15,7 @@ import docker
 import requests
 from docker.errors import DockerException, NotFound
 
-from bridge.scoring.images.inventory import remove_images
+from bridge.scoring.images.disk import remove_images
 from bridge.scoring.sandbox.containers import remove_container
 from bridge.scoring.sandbox.docker_client import LABEL_RUN, owner_filter
 

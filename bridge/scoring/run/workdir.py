@@ -14,9 +14,8 @@ from pathlib import Path
 import docker
 
 from bridge.fs.walk import copy_tree_at
-from bridge.scoring.images.build import DependencyInstallError
-from bridge.scoring.images.deps import REJECTED_NOTE
-from bridge.scoring.images.store import DepsImage
+from bridge.scoring.images.base import DependencyInstallError
+from bridge.scoring.images.sets import REJECTED_NOTE, DepsImage
 from bridge.scoring.result import ProfileResult
 from bridge.scoring.sandbox.docker_sandbox import DockerRuntime
 from bridge.scoring.sandbox.protocol import SandboxLimits, SandboxRuntime
@@ -158,7 +157,7 @@ def score_on_accepted_set(
 ) -> ProfileResult:
     """A profile's score on its dependency set, kept only once pip accepts the set.
 
-    ``build(installer)`` makes the set (``ensure_deps_image`` with ``defer_check``: pip may still
+    ``build(installer)`` makes the set (``ensure_deps_image`` with ``allow_pending_check``: pip may still
     be checking uv's install while ``score`` runs); a rejection scores again on pip's own set
     (``installer="pip"``), with the note at the top of ``build.log``. A failed install is
     ``build_failed(error)``. The build log is written before the score (its name is then part
@@ -176,8 +175,8 @@ def score_on_accepted_set(
                 logs.write("build.log", note + deps.log_tail)
             result = score(deps)
         finally:
-            accepted = deps.confirm()  # also when the score failed: the set is settled either way
-        if deps.pending is not None and not result.build_error:
+            accepted = deps.settle()  # also when the score failed: the set is settled either way
+        if deps.pending_check is not None and not result.build_error:
             logs.write("build.log", note + deps.build_log())
         if accepted:
             return result

@@ -100,7 +100,7 @@ class SandboxSpec:
     metadata: dict[str, str] = field(default_factory=dict)
     share_network_of: Sandbox | None = None
     #: read-only volumes (name -> path): a dependency environment kept in a volume
-    #: (bridge/scoring/images/env_volume.py); a volume that does not exist is an error, never
+    #: (bridge/scoring/images/sets/env_volume.py); a volume that does not exist is an error, never
     #: an empty one created on the fly
     volumes: dict[str, str] = field(default_factory=dict)
 

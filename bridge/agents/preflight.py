@@ -1,0 +1,56 @@
+"""Before any agent of `rgbridge run` starts: the adapter's model key is in the environment (or
+`--model-base-url` names an endpoint of the user's), the CLI prints its version (the row records
+it) and it is the one `--agent-version` asks for. A refusal leaves no attempt folder behind."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from typing import TYPE_CHECKING
+
+from bridge.agents.adapter import AgentError
+from bridge.agents.registry import adapter as find_adapter
+
+if TYPE_CHECKING:
+    from bridge.agents.attempt import RunSettings
+    from bridge.agents.runner import RunOptions
+
+
+def check_key(options: RunOptions) -> None:
+    """The adapter's model key is in the environment, or `--model-base-url` names an endpoint of
+    the user's (which may take another key or none). Checked before anything is written."""
+    agent = find_adapter(options.agent)
+    if agent.key_env and not options.model_base_url and not any(os.environ.get(k) for k in agent.key_env):
+        raise AgentError(
+            f"agent {agent.name}: no model key in the environment (set {' or '.join(agent.key_env)}, or give "
+            "--model-base-url for an endpoint of your own); no agent was started"
+        )
+
+
+def check_cli(options: RunOptions, settings: RunSettings) -> None:
+    """The CLI is there and prints its version (the row records it), the one `--agent-version` asks for."""
+    agent, version = settings.adapter, settings.agent_version
+    if agent.name == "command":
+        if not (shutil.which(settings.binary) or os.access(settings.binary, os.X_OK)):
+            raise AgentError(f"--agent-cmd: {settings.binary!r} is not an executable on PATH; no agent was started")
+    elif version == "unknown":
+        raise AgentError(
+            f"agent {agent.name}: `{settings.binary} {' '.join(agent.version_args)}` printed no version: the CLI "
+            f"cannot run here ({agent.installed_by}); no agent was started"
+        )
+    if options.agent_version and not version_matches(options.agent_version, version):
+        raise AgentError(
+            f"--agent-version {options.agent_version}: {settings.binary} is version {version!r}; "
+            "install that version or pass its binary with --agent-bin"
+        )
+
+
+_VERSION = re.compile(r"\d+(?:\.\d+)+(?:[-+.][0-9A-Za-z.]+)?")
+
+
+def version_matches(wanted: str, line: str) -> bool:
+    """`2.1.332` matches the line `2.1.332 (Claude Code)` and `codex-cli 2.1.332`; never a prefix
+    (`2.1` is not `2.1.332`)."""
+    wanted = wanted.strip()
+    return bool(wanted) and (wanted == line.strip() or wanted in _VERSION.findall(line))

@@ -1,0 +1,137 @@
+#!/bin/bash
+# rgbridge's install script of a dependency set, run by the build container
+# (bridge/scoring/images/sets/buildbox.py copies it next to the requirement files and starts it).
+#
+# Settings: environment variables, exported by install.env next to this script (the host
+# writes it; buildbox.install_settings names them) -- never the container's own environment,
+# which a commit would keep in the image:
+#   RGBRIDGE_MODE          index | pip | local
+#     index: uv resolves and installs each file in turn as pip would (every index searched for
+#            the best version, the host's index settings, cached wheels for identical files);
+#            then pip's own dry run over all the files must find nothing left to install, else
+#            the build exits RGBRIDGE_UV_REJECTED and the host rebuilds it in pip mode
+#     pip:   pip alone, the package cache offered as the last extra index (pip prefers the later
+#            index for an identical file, so a cached wheel is not downloaded again)
+#     local: no network: the cache and a wheelhouse only (--no-index)
+#   RGBRIDGE_FILES         the requirement files' names (in this folder), in install order
+#   RGBRIDGE_READY_MARK    printed once the environment is final, before pip's check ("": none)
+#   RGBRIDGE_CHECKED_MARK  printed once pip accepted the set, before the bytecode (compile late)
+#   RGBRIDGE_CHECK         1: pip's check runs here; 0: the caller runs it
+#   RGBRIDGE_COMPILE_LATE  1: bytecode after the ready mark and pip's verdict (sets in volumes),
+#                          off the score's critical path; 0: compiled by the last file's install
+#   RGBRIDGE_HOLD_COMPILE  1 (with compile late and a ready mark): after the verdict the
+#                          bytecode waits for RGBRIDGE_GO_SIGNAL (the host sends it when the score
+#                          beside it is over) or RGBRIDGE_HOLD_LIMIT seconds
+#   RGBRIDGE_UV_REJECTED   exit status of a build whose uv install pip does not accept
+#   RGBRIDGE_CACHE_DIR RGBRIDGE_OUTBOX_DIR RGBRIDGE_TOOLS_DIR
+#                          read-only mounts: the package cache's view, a wheelhouse, the uv binary
+#   RGBRIDGE_SCRATCH       where pip's cache and report go (removed at exit)
+# pip.env (next to this script) holds the host's pip index settings. A file verify.sh there is
+# sourced after the installs in index mode (a delta build's check, closest.py).
+#
+# The first line of output names the active environment's prefix (the folder the host exports
+# as the layer), printed before anything of the agent's runs. The build writes nothing on the
+# host: the host fills the package cache itself.
+set -u
+BUILD_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+. "$BUILD_DIR/install.env"
+SCRATCH="$RGBRIDGE_SCRATCH"
+# The build files never reach the layer, whatever way the script ends.
+trap 'rm -rf "$BUILD_DIR" "$SCRATCH/rgbridge-pip" "$SCRATCH/rgbridge-report.json"' EXIT
+hold=0
+if [ "$RGBRIDGE_COMPILE_LATE" = 1 ] && [ "$RGBRIDGE_HOLD_COMPILE" = 1 ] && [ -n "$RGBRIDGE_READY_MARK" ]; then
+  # set before anything is printed: the host signals only after the verdict's mark
+  hold=1
+  go=0
+  trap 'go=1' "$RGBRIDGE_GO_SIGNAL"
+fi
+echo "RGBRIDGE_PREFIX=$(python -c 'import sys; print(sys.prefix if sys.prefix != sys.base_prefix else "")')"
+. "$BUILD_DIR/pip.env"
+export PIP_CACHE_DIR="$SCRATCH/rgbridge-pip"
+# phase times in build.log (where a slow build spends its time)
+phase() { echo "RGBRIDGE_PHASE $1 $(date +%s.%N)"; }
+pip_() { python -m pip "$@" --progress-bar off; }
+phase start
+reqs=()
+for name in $RGBRIDGE_FILES; do reqs+=("$BUILD_DIR/$name"); done
+
+if [ "$RGBRIDGE_MODE" = local ]; then
+  for r in "${reqs[@]}"; do
+    pip_ install --no-index --find-links "$RGBRIDGE_OUTBOX_DIR" --find-links "$RGBRIDGE_CACHE_DIR/flat" -r "$r" || exit 1
+  done
+  exit 0
+fi
+
+if [ "$RGBRIDGE_MODE" = pip ]; then
+  export PIP_EXTRA_INDEX_URL="${PIP_EXTRA_INDEX_URL:+$PIP_EXTRA_INDEX_URL }file://$RGBRIDGE_CACHE_DIR/simple/"
+  echo RGBRIDGE_INSTALLER=pip
+  for r in "${reqs[@]}"; do
+    pip_ install -r "$r" || exit 1
+  done
+  phase installed
+  exit 0
+fi
+
+export SSL_CERT_FILE="${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}"
+# the host's pip index settings, as uv spells them
+UV_INDEX_ARGS=()
+[ -n "${PIP_INDEX_URL:-}" ] && UV_INDEX_ARGS+=(--index-url "$PIP_INDEX_URL")
+for u in ${PIP_EXTRA_INDEX_URL:-}; do UV_INDEX_ARGS+=(--extra-index-url "$u"); done
+for h in ${PIP_TRUSTED_HOST:-}; do UV_INDEX_ARGS+=(--allow-insecure-host "$h"); done
+echo RGBRIDGE_INSTALLER=uv
+# uv unpacks wheels into its cache and hard-links them into the environment: with the cache on
+# the environment's own file system (a folder in it, removed before anyone sees the
+# environment) nothing is copied twice; the installed files stay when the cache goes
+UV_CACHE="$(python -c 'import sys; print(sys.prefix)')/.rgbridge-uv-cache"
+i=0
+for r in "${reqs[@]}"; do
+  i=$((i + 1))
+  # bytecode by the last file's install (uv compiles the whole environment: once is enough)
+  compile=()
+  [ "$i" = "${#reqs[@]}" ] && [ "$RGBRIDGE_COMPILE_LATE" != 1 ] && compile=(--compile-bytecode)
+  "$RGBRIDGE_TOOLS_DIR/uv" pip install --python "$(command -v python)" --index-strategy unsafe-best-match \
+    --find-links "$RGBRIDGE_CACHE_DIR/flat" "${compile[@]}" --link-mode hardlink --cache-dir "$UV_CACHE" \
+    "${UV_INDEX_ARGS[@]}" -r "$r" || { echo "RGBRIDGE_UV_REJECTED uv could not install $r"; exit "$RGBRIDGE_UV_REJECTED"; }
+  phase installed
+done
+if [ -f "$BUILD_DIR/verify.sh" ]; then
+  . "$BUILD_DIR/verify.sh"
+fi
+# uv's lock file in the environment folder is not part of what pip would leave there
+rm -rf "$UV_CACHE" "$(python -c 'import sys; print(sys.prefix)')/.lock"
+if [ -n "$RGBRIDGE_READY_MARK" ]; then
+  echo "$RGBRIDGE_READY_MARK"
+fi
+if [ "$RGBRIDGE_CHECK" = 1 ]; then
+  # pip's own dry run of every file in the environment uv made installs nothing: pip's rules
+  # (specifiers, markers, extras, pre-releases) accept what uv chose. --no-index: an installed
+  # distribution that satisfies a requirement needs no index, and one that does not makes the
+  # dry run fail, which rejects uv's result all the same. One run over all the files: the final
+  # environment must satisfy each of them, and files that conflict with each other are rejected
+  # (pip then installs them in turn).
+  files=()
+  for r in "${reqs[@]}"; do files+=(-r "$r"); done
+  report="$SCRATCH/rgbridge-report.json"
+  { pip_ install --dry-run --no-index --quiet --report "$report" "${files[@]}" &&
+    python3 -c 'import json, sys; sys.exit(1 if json.load(open(sys.argv[1])).get("install") else 0)' "$report"; } ||
+    { echo 'RGBRIDGE_UV_REJECTED pip does not accept what uv installed'; exit "$RGBRIDGE_UV_REJECTED"; }
+  phase checked
+fi
+if [ "$RGBRIDGE_COMPILE_LATE" = 1 ]; then
+  # what uv's --compile-bytecode does: every module of the environment's site-packages. What a
+  # score imports before its file is written is compiled in memory; each .pyc appears whole.
+  if [ -n "$RGBRIDGE_READY_MARK" ]; then
+    echo "$RGBRIDGE_CHECKED_MARK"
+  fi
+  if [ "$hold" = 1 ]; then
+    # `wait` returns as soon as the trapped signal arrives; a signal between the test and
+    # `wait` costs one more second at most
+    while [ "$go" = 0 ] && [ "$SECONDS" -lt "$RGBRIDGE_HOLD_LIMIT" ]; do
+      sleep 1 &
+      wait $! 2>/dev/null
+    done
+  fi
+  python -c 'import compileall, sysconfig; compileall.compile_dir(sysconfig.get_paths()["purelib"], quiet=1, workers=0)' >/dev/null
+  phase compiled
+fi
+exit 0
