@@ -7,8 +7,10 @@ runs two tasks × 2 attempts. Proves: the report equals the same run's with `--b
 (scores, counts, configuration; times and session ids aside) and the attempts ran on both
 workers; a node whose CLI version differs is refused by the pre-flight, naming it, before any
 attempt starts (and `rgbridge doctor --ray-address` names it too); Ctrl-C cancels the attempt in
-flight (its processes gone) and `--resume` completes with no attempt scored twice; a worker
-killed in the middle of an attempt has it re-run from scratch on the other worker, scored once.
+flight (its processes gone) and `--resume` completes with no attempt scored twice, on the run's
+backend or the other one; the real Claude Code and Codex CLIs (scripted model on loopback) run
+on the nodes; a worker node killed in the middle of an attempt has it re-run from scratch on the
+other worker, scored once.
 """
 
 from __future__ import annotations
@@ -225,20 +227,24 @@ def test_cli_version_mismatch_refused_before_any_attempt(cluster, agent_cli, tmp
     _wait("the odd node marked dead", lambda: not [n for n in ray.nodes() if n["Alive"] and n["NodeID"] == odd_id], 120)
 
 
-def test_ctrl_c_cancels_then_resume_completes(cluster, tmp_path: Path, no_driver_keys: None) -> None:
+@pytest.mark.parametrize(("first", "then"), [("ray", None), ("local", "ray"), ("ray", "local")])
+def test_ctrl_c_cancels_then_resume_completes(
+    first: str, then: str | None, cluster, tmp_path: Path, no_driver_keys: None
+) -> None:
+    """Ctrl-C mid-attempt, then `--resume` (with the run's backend, or the other one)."""
     pay, out = payload(tmp_path, "kv-ledger"), tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **cluster.auth_env()}
     cmd = [sys.executable, "-m", "bridge.cli", *_args(out, "rayint", agent_cmd("hang", pay), tasks=("kv-ledger",))]
-    cmd += ["--backend", "ray", "--ray-address", cluster.address]
-    cmd[cmd.index("--time-limit") + 1] = "25"
+    cmd += ["--backend", first, "--ray-address", cluster.address]
+    cmd[cmd.index("--time-limit") + 1] = "20"
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    first = out / "intermediate" / "rayint" / "kv-ledger.a1.json"
+    first_file = out / "intermediate" / "rayint" / "kv-ledger.a1.json"
     try:
-        _wait("the first attempt scored", first.exists, 400, proc)
+        _wait("the first attempt scored", first_file.exists, 400, proc)
         _wait("the second attempt's agent", lambda: _agents_of(pay), 200, proc)
-        first_bytes = first.read_bytes()
+        first_bytes = first_file.read_bytes()
         assert json.loads(first_bytes).get("outcome") != "infra_error", first_bytes
-        proc.send_signal(signal.SIGINT)  # Ctrl-C while the second agent works on a node
+        proc.send_signal(signal.SIGINT)  # Ctrl-C while the second agent works (on a node, or here)
         output, _ = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
@@ -247,13 +253,20 @@ def test_ctrl_c_cancels_then_resume_completes(cluster, tmp_path: Path, no_driver
     assert proc.returncode == 130, output
     assert not (out / "intermediate" / "rayint" / "kv-ledger.a2.json").exists()
     _wait("the cancelled agent's processes to end", lambda: not _agents_of(pay), 60)
-    assert rgbridge(["run", "--resume", "--output-dir", str(out)]) == 0
+    resume = ["run", "--resume", "--output-dir", str(out)] + (["--backend", then] if then else [])
+    assert rgbridge(resume) == 0
     report = report_of(out)
     assert sorted(r["attempt"] for r in report["results"]) == [1, 2]
-    assert report["metadata"]["resumed"] == ["kv-ledger.a1"] and report["metadata"]["backend"] == "ray"
-    assert first.read_bytes() == first_bytes  # the scored attempt was kept, not redone
+    assert report["metadata"]["resumed"] == ["kv-ledger.a1"] and report["metadata"]["backend"] == (then or first)
+    assert first_file.read_bytes() == first_bytes  # the scored attempt was kept, not redone
     recs = recordings_of(out)
     assert len(recs) == 2 and all(sum(1 for e in events(r) if e["type"] == "score") == 1 for r in recs)
+    facts = _ray_facts(out)
+    assert ("kv-ledger.a1" in facts) == (first == "ray") and ("kv-ledger.a2" in facts) == ((then or first) == "ray")
+    if first == "local":  # cut short here: its folders kept aside, its session never scored
+        (aside,) = [p for p in (out / "recordings" / "rayint" / "kv-ledger").iterdir() if ".interrupted-" in p.name]
+        (old,) = [p.parent for p in aside.rglob("session.json")]
+        assert not any(e["type"] == "score" for e in events(old))
 
 
 @pytest.mark.parametrize("agent", ["claude-code", "codex"])
