@@ -68,7 +68,8 @@ SettingsFor = Callable[["RunOptions", Catalog, Path], RunSettings]
 
 
 def _sandbox_kind(options: RunOptions) -> str:
-    return str(getattr(options, "sandbox", "auto") or "auto")  # RunOptions.sandbox (issue 30), when merged
+    # the sandbox the run uses, as runconfig.py reads it ("none" until RunOptions has `sandbox`)
+    return str(getattr(options, "sandbox", "none") or "none")
 
 
 # ----------------------------------------------------------------------------- worker side
