@@ -63,12 +63,25 @@ def _require_ray() -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(docker_client, request):
+def node_dir(tmp_path_factory) -> Path:
+    """Where the nodes keep their attempts' private folders (RGBRIDGE_RAY_ATTEMPTS_DIR)."""
+    return tmp_path_factory.mktemp("node-attempts")
+
+
+def no_node_folders_left(node_dir: Path) -> None:
+    """Every execution's folder is gone: removed by its worker, or by its reaper when the worker
+    was killed (a forced cancel, a node lost)."""
+    _wait("the nodes' attempt folders removed", lambda: not list(node_dir.glob("*/*")), 60)
+
+
+@pytest.fixture(scope="module")
+def cluster(docker_client, request, node_dir: Path):
     _require_ray()
     from raycluster import LocalCluster
 
+    keys = {"ANTHROPIC_API_KEY": SECRET, "OPENAI_API_KEY": SECRET}
     local = LocalCluster(
-        workers=2, resources={"agent": 1}, env={"ANTHROPIC_API_KEY": SECRET, "OPENAI_API_KEY": SECRET}
+        workers=2, resources={"agent": 1}, env={**keys, "RGBRIDGE_RAY_ATTEMPTS_DIR": str(node_dir)}
     ).start()
     try:
         with local.driver_env():
@@ -229,7 +242,7 @@ def test_cli_version_mismatch_refused_before_any_attempt(cluster, agent_cli, tmp
 
 @pytest.mark.parametrize(("first", "then"), [("ray", None), ("local", "ray"), ("ray", "local")])
 def test_ctrl_c_cancels_then_resume_completes(
-    first: str, then: str | None, cluster, tmp_path: Path, no_driver_keys: None
+    first: str, then: str | None, cluster, node_dir: Path, tmp_path: Path, no_driver_keys: None
 ) -> None:
     """Ctrl-C mid-attempt, then `--resume` (with the run's backend, or the other one)."""
     pay, out = payload(tmp_path, "kv-ledger"), tmp_path / "out"
@@ -253,6 +266,7 @@ def test_ctrl_c_cancels_then_resume_completes(
     assert proc.returncode == 130, output
     assert not (out / "intermediate" / "rayint" / "kv-ledger.a2.json").exists()
     _wait("the cancelled agent's processes to end", lambda: not _agents_of(pay), 60)
+    no_node_folders_left(node_dir)
     resume = ["run", "--resume", "--output-dir", str(out)] + (["--backend", then] if then else [])
     assert rgbridge(resume) == 0
     report = report_of(out)
@@ -313,7 +327,9 @@ def _node_proc(cluster, pid: int) -> subprocess.Popen[bytes]:
     raise AssertionError("the agent runs under no node of the cluster")
 
 
-def test_worker_killed_mid_attempt_is_rerun_elsewhere(cluster, tmp_path: Path, no_driver_keys: None) -> None:
+def test_worker_killed_mid_attempt_is_rerun_elsewhere(
+    cluster, node_dir: Path, tmp_path: Path, no_driver_keys: None
+) -> None:
     import threading
 
     import ray
@@ -346,3 +362,4 @@ def test_worker_killed_mid_attempt_is_rerun_elsewhere(cluster, tmp_path: Path, n
     assert [p.name for p in (out / "intermediate" / "raykill").glob("*.json")] == ["kv-ledger.a1.json"]
     (rec,) = recordings_of(out)
     assert sum(1 for e in events(rec) if e["type"] == "score") == 1
+    no_node_folders_left(node_dir)  # the killed node's execution too: its reaper removed it

@@ -46,7 +46,7 @@ from bridge.agents.ray_checks import (
     gather_facts,
 )
 from bridge.agents.ray_transfer import pack_folder, pack_recordings, receive_recording, unpack_folder
-from bridge.agents.reaper import start_reaper, stop_reaper
+from bridge.agents.reaper import settle, start_reaper, stop_reaper
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.scoring.run.ray_backend import ProgressBox, connect, node_label
@@ -158,6 +158,8 @@ def attempt_on_node(options: RunOptions, settings_for: SettingsFor, meta: dict[s
         if crash:
             raise crash[0]
         attempt_seconds = time.monotonic() - run_started
+        # a detached scoring process may still clean its temporary folder up: packed once it is done
+        settle(str(root), exclude=(reaper,) if reaper else ())
         recordings = pack_recordings(attempt.rec_dir, root)
         folder, left_out = pack_folder(attempt.dir) if attempt.dir.is_dir() else (b"", [])
         return {
@@ -171,6 +173,7 @@ def attempt_on_node(options: RunOptions, settings_for: SettingsFor, meta: dict[s
             "node_seconds": round(time.monotonic() - began, 3),
         }
     finally:
+        settle(str(root), exclude=(reaper,) if reaper else (), timeout=10.0)
         shutil.rmtree(root, ignore_errors=True)
         stop_reaper(reaper)
 

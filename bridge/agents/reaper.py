@@ -26,13 +26,18 @@ POLL_SECONDS = 0.5
 
 
 def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead but not yet waited for, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _read(path: str) -> bytes:
@@ -43,12 +48,13 @@ def _read(path: str) -> bytes:
         return b""
 
 
-def working_in(root: str) -> list[int]:
-    """PIDs (other than this one) whose cwd is under `root` or that name it in argv or environ."""
+def working_in(root: str, exclude: tuple[int, ...] = ()) -> list[int]:
+    """PIDs (other than this one and `exclude`) whose cwd is under `root` or that name it in argv
+    or environ."""
     needle = root.encode()
     found = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
+        if not entry.isdigit() or int(entry) in (os.getpid(), *exclude):
             continue
         try:
             cwd = os.readlink(f"/proc/{entry}/cwd")
@@ -85,27 +91,44 @@ def reap(root: str) -> int:
     return killed
 
 
-def start_reaper(root: Path) -> subprocess.Popen[bytes] | None:
-    """A reaper for the attempt in `root`, watching this process (the Ray worker)."""
+def settle(root: str, exclude: tuple[int, ...] = (), timeout: float = 30.0) -> list[int]:
+    """Wait until no process works in `root` (an attempt's detached scoring process finishing
+    its clean-up), then kill what is left after `timeout`; the PIDs killed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not working_in(root, exclude):
+            return []
+        time.sleep(0.2)
+    left = working_in(root, exclude)
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return left
+
+
+def start_reaper(root: Path) -> int | None:
+    """A reaper for the attempt in `root`, watching this process (the Ray worker); its PID.
+    Started through a short-lived parent, so it is no child of the worker: Ray kills a worker's
+    children with it (a forced cancel), and the reaper must outlive the worker to do its job."""
+    launch = (
+        "import subprocess, sys; d = subprocess.DEVNULL; "
+        "print(subprocess.Popen(sys.argv[1:], stdin=d, stdout=d, stderr=d, start_new_session=True).pid)"
+    )
+    argv = [sys.executable, "-m", "bridge.agents.reaper", str(os.getpid()), str(root)]
     try:
-        return subprocess.Popen(  # noqa: S603 - this module, no shell
-            [sys.executable, "-m", "bridge.agents.reaper", str(os.getpid()), str(root)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,  # outlives this worker: that is its job
-        )
-    except OSError:
+        out = subprocess.run([sys.executable, "-c", launch, *argv], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
         return None
+    pid = out.stdout.strip()
+    return int(pid) if out.returncode == 0 and pid.isdigit() else None
 
 
-def stop_reaper(reaper: subprocess.Popen[bytes] | None) -> None:
-    """The attempt ended in its worker (which removed `root`): the reaper is not needed."""
-    if reaper is None:
-        return
-    reaper.terminate()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        reaper.wait(timeout=5)
+def stop_reaper(pid: int | None) -> None:
+    """The attempt ended in its worker, which removed `root`: the reaper exits by itself within
+    a poll; told at once here."""
+    if pid is not None and alive(pid):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
 
 
 def main(argv: list[str]) -> int:
