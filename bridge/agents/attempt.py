@@ -279,7 +279,10 @@ class Attempt:
             scoring_seconds = scoring_span(self.rec_dir / sid) or round(time.monotonic() - scoring_started, 3)
             if submitted_by == "agent":
                 # The agent submitted: its recording was sealed without the agent's files; add them
-                # and seal again (the seal covers every file of the recording).
+                # and seal again (the seal covers every file of the recording). The detached scoring
+                # process seals after its result shows: ours must come after its, never beside it.
+                while held_elsewhere(self.rec_dir / sid) and time.monotonic() < deadline and not self.stop.is_set():
+                    time.sleep(0.2)
                 self._keep_trajectory(mgr, sid, parsed, how, state, record_event=False)
                 try_seal(self.rec_dir / sid)
         finally:
