@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.agents.adapter import Adapter, AttemptSetup, Launch, base_env
+from bridge.agents.adapter import Adapter, AttemptSetup, Launch, base_env, server_entry
 from bridge.agents.events import Call, ParsedRun, Step, add_tokens, arguments, as_dict, as_list, as_str, clip
-from bridge.agents.mcp_configs import SERVER_KEY, document, render_text, stdio_entry
+from bridge.agents.mcp_configs import SERVER_KEY, document, render_text
 
 NAME = "codex"
 PROVIDER = "rgbridge-endpoint"
@@ -43,7 +43,7 @@ def config(setup: AttemptSetup) -> dict[str, Any]:
                 "env_key": KEY_ENV,  # the key itself stays in the environment
             }
         }
-    doc.update(document("codex", stdio_entry("codex", setup.server.command, setup.server.args, setup.server.env)))
+    doc.update(document("codex", server_entry("codex", setup)))
     return doc
 
 

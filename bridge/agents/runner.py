@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from bridge.agents.adapter import SERVER_ENV_ALLOW, AgentError, base_env
-from bridge.agents.attempt import Attempt, RunSettings, Stopped, attempt_key
+from bridge.agents.adapter import BASE_ENV_ALLOW, SERVER_ENV_ALLOW, AgentError, base_env
+from bridge.agents.attempt import Attempt, RunSettings, Stopped, attempt_key, sandbox_metadata
 from bridge.agents.command import words
 from bridge.agents.registry import adapter as find_adapter
 from bridge.errors import BridgeError
@@ -50,12 +50,18 @@ class RunOptions(BaseModel):
     run_id: str
     recordings: str
     server_args: list[str] = Field(default_factory=list)
+    #: how each agent is confined (bridge/agents/confine/; `none` marks every row unconfined)
+    sandbox: Literal["auto", "bwrap", "docker", "none"] = "auto"
+    #: what else the agents may read (`--agent-bind`, read-only): absolute paths
+    agent_binds: list[str] = Field(default_factory=list)
 
 
 def server_env() -> dict[str, str]:
-    """What the agent's MCP server needs of ours: the same data, caches and engine (its HOME is
-    the attempt's), and the import path of this bridge. Never a token or an API key."""
-    env = {k: os.environ[k] for k in SERVER_ENV_ALLOW if os.environ.get(k)}
+    """What the attempt's MCP server (started by the run, outside the agent's sandbox) needs of
+    ours: the same data, caches and engine, HOME and the temp folder, the import path of this
+    bridge. Never a token or an API key: the agent's keys stay with the agent."""
+    names = (*BASE_ENV_ALLOW, "HOME", "TMPDIR", *SERVER_ENV_ALLOW)
+    env = {k: os.environ[k] for k in names if os.environ.get(k)}
     env.update({k: v for k, v in os.environ.items() if k.startswith("RGBRIDGE_") and k not in ("RGBRIDGE_TOKEN",)})
     env["RGBRIDGE_HOME"] = str(data_home())
     env["RGBRIDGE_CACHE"] = str(cache_dir())
@@ -102,6 +108,8 @@ def settings_for(options: RunOptions, catalog: Catalog, output_dir: Path) -> Run
         agent_cmd=options.agent_cmd,
         server_args=tuple(options.server_args),
         server_env=server_env(),
+        sandbox=options.sandbox,
+        agent_binds=tuple(Path(p) for p in options.agent_binds),
     )
 
 
@@ -194,6 +202,7 @@ def execute(
         "resumed": sorted(done),
         "failed_attempts": failures,
         "predictions_dir": str(output_dir / "attempts"),
+        **sandbox_metadata(settings),
     }
     return writer.finalize(meta), rows
 

@@ -1,0 +1,171 @@
+"""No gap (issue 30, item 3): from the session's start to the agent's end one bridge process owns an
+attempt's session, records its workspace and watches the golden files, whatever the agent does
+and whenever it connects.
+
+`rgbridge run` starts the attempt's MCP server (HTTP on loopback, the attempt's own credential)
+before the agent; the server opens the session itself. An agent that copies the golden tests and
+the solution into its workspace before it ever connects (or never connects) is recorded live
+and flagged contaminated. (Before, the run opened the session, closed its manager and left the
+session unwatched until the agent's own stdio server re-attached it.) These runs use no sandbox,
+so the agent can read the task folder: what is shown is the watch, not the confinement."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.agents.attempt_server import AttemptServer, ServerStartError
+from bridge.cli import main as rgbridge
+from bridge.recording.clock import parse_iso
+from tests.test_agent_run import REPO_ROOT, agent_cmd, events, payload, recordings_of, report_of
+
+GAP_AGENT = REPO_ROOT / "tests" / "agents" / "gap_agent.py"
+TASK = "kv-ledger"
+TASK_DIR = REPO_ROOT / "tasks" / TASK
+
+
+@pytest.fixture()
+def no_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RGBRIDGE_TOKEN", raising=False)
+
+
+def run(out: Path, cmd: str, *extra: str) -> int:
+    return rgbridge(
+        ["run", "--agent", "command", "--agent-cmd", cmd, "--tasks", TASK, "--time-limit", "120",
+         "--sandbox", "none", "--output-dir", str(out), "--run-id", out.name, *extra]
+    )  # fmt: skip
+
+
+def agent_window(out: Path) -> tuple[float, float]:
+    """When the agent ran (epoch seconds), from the attempt's state."""
+    state = json.loads((out / "attempts" / TASK / "a1" / "state.json").read_text())
+    end = float(state["agent_ended_at"])
+    return end - float(state["agent_seconds"]), end
+
+
+def at(event: dict[str, Any]) -> float:
+    return parse_iso(event["t"]).timestamp()
+
+
+def assert_held_through_the_agent(rec: Path, window: tuple[float, float]) -> None:
+    """No `recorder_stopped` or `detach` between the session's start and the agent's end (or its
+    submission, which seals the recording: the recorder stops there by design)."""
+    evs = events(rec)
+    started = at(next(e for e in evs if e["type"] == "session_start"))
+    assert started <= window[0] + 1.0  # the session was open before the agent started
+    sealed = next((e["seq"] for e in evs if e["type"] == "checkpoint" and e.get("reason") == "seal"), None)
+    let_go = [
+        e
+        for e in evs
+        if e["type"] in ("recorder_stopped", "detach", "reattach")
+        and at(e) < window[1]
+        and (sealed is None or e["seq"] < sealed)
+    ]
+    assert let_go == [], let_go
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("mode", ["connect", "never"])
+def test_golden_reads_before_connecting_are_recorded(mode: str, docker_client, tmp_path: Path, no_token: None) -> None:
+    out = tmp_path / f"gap-{mode}"
+    assert run(out, f"{sys.executable} {GAP_AGENT} {mode} {TASK_DIR} {{mcp_config}} {{workspace}}") == 0
+    (row,) = report_of(out)["results"]
+    assert row["run"]["submitted_by"] == ("agent" if mode == "connect" else "agent_exit")
+    window = agent_window(out)
+    (rec,) = recordings_of(out)
+    evs = events(rec)
+    # the copies were recorded live, by the recorder, while the agent ran (not found afterwards)
+    copied = {"app.py", "golden_tests/test_keys.py", "early.txt"}
+    live = {e["path"]: e for e in evs if e["type"] == "file_created" and not e.get("synthetic")}
+    assert copied <= set(live), sorted(live)
+    for path in copied:
+        assert window[0] - 1.0 <= at(live[path]) <= window[1] + 1.0, (path, live[path]["t"], window)
+    # ... and so were the reads of the golden files: the attempt is contaminated
+    golden = [e for e in evs if e["type"] == "golden_access"]
+    assert golden and all(window[0] - 1.0 <= at(e) <= window[1] + 1.0 for e in golden), golden
+    assert row["contaminated"] is True
+    assert_held_through_the_agent(rec, window)
+
+
+@pytest.mark.docker
+def test_honest_run_is_held_by_one_process(docker_client, tmp_path: Path, no_token: None) -> None:
+    out = tmp_path / "honest"
+    assert run(out, agent_cmd("solve", payload(tmp_path, TASK))) == 0
+    report = report_of(out)
+    (row,) = report["results"]
+    assert row["contaminated"] is False and row["run"]["submitted_by"] == "agent"
+    assert row["rgbridge"]["profiles"]["strict"]["pass_at_1"]["score"] == 1.0
+    assert row["run"]["sandbox"]["kind"] == "none" and row["run"]["sandbox"]["confined"] is False
+    assert report["metadata"]["sandbox"] == "none" and report["metadata"]["unconfined"] is True
+    (rec,) = recordings_of(out)
+    assert_held_through_the_agent(rec, agent_window(out))
+    kinds = [e["type"] for e in events(rec)]
+    assert kinds.count("session_start") == 1 and "reattach" not in kinds[: kinds.index("submit")]
+    # the agent's MCP config: an HTTP entry with its own credential, which reached nothing else
+    entry = json.loads((out / "attempts" / TASK / "a1" / "home" / "mcp.json").read_text())["mcpServers"]["rgbridge"]
+    assert entry["url"].startswith("http://127.0.0.1:") and entry["headers"]["Authorization"].startswith(
+        "Bearer rgbc1."
+    )
+    credential = entry["headers"]["Authorization"].split()[1].encode()
+    for path in [*rec.rglob("*"), *(out / "attempts" / TASK / "a1" / "workspace").rglob("*")]:
+        if path.is_file() and not path.is_symlink():
+            assert credential not in path.read_bytes(), f"credential in {path}"
+    assert not (out / "attempts" / TASK / "a1" / "server" / "ready.json").exists()
+    options = json.loads((out / "run.json").read_text())
+    assert options["sandbox"] == "none" and options["agent_binds"] == []
+
+
+def test_a_failed_server_start_says_why(tmp_path: Path) -> None:
+    """The server's own error (its stderr) is the error of the attempt."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env.pop("RGBRIDGE_TOKEN", None)
+    ws, rec = tmp_path / "ws", tmp_path / "rec"
+    ws.mkdir()
+    argv = [sys.executable, "-m", "mcp_server", "--transport", "http", "--port", "0", "--workspace", str(ws),
+            "--recordings", str(rec), "--start-task", "no-such-task", "--ready-file", str(tmp_path / "ready.json")]  # fmt: skip
+    with pytest.raises(ServerStartError) as err:
+        AttemptServer.start(
+            argv, env=env, ready_file=tmp_path / "ready.json", stderr=tmp_path / "e.log", stop=threading.Event()
+        )
+    assert "exited (2) before it was ready" in str(err.value) and "no-such-task" in str(err.value)
+    # one that never gets ready is ended at the time limit, with what it said
+    stuck = [
+        sys.executable,
+        "-c",
+        "import sys, time; print('stuck on purpose', file=sys.stderr, flush=True); time.sleep(60)",
+    ]
+    started = time.monotonic()
+    with pytest.raises(ServerStartError) as err:
+        AttemptServer.start(
+            stuck,
+            env=env,
+            ready_file=tmp_path / "r2.json",
+            stderr=tmp_path / "e2.log",
+            stop=threading.Event(),
+            timeout=3,
+        )
+    assert "not ready after 3 s" in str(err.value) and "stuck on purpose" in str(err.value)
+    assert time.monotonic() - started < 30
+
+
+def test_a_failed_server_start_fails_the_attempt_with_its_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'the bridge could not start: disk on fire' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("RGBRIDGE_PYTHON", str(fake))  # the interpreter the run starts the server with
+    out = tmp_path / "failed"
+    assert run(out, f"{sys.executable} -c pass {{mcp_config}}") == 0
+    report = report_of(out)
+    assert report["results"] == []
+    message = report["metadata"]["failed_attempts"][f"{TASK}.a1"]
+    assert "exited (3) before it was ready" in message and "disk on fire" in message
+    assert not (out / "attempts" / TASK / "a1" / "agent" / "stream.jsonl").exists()  # no agent was started
