@@ -20,9 +20,10 @@ import os
 import secrets
 import sys
 import threading
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, Any, cast
 
 from bridge.agents.attempt_server import ServerReady
 from bridge.credentials import is_client_token, mint_client_credential
@@ -34,8 +35,10 @@ from bridge.sessions.models import ClientInfo
 from bridge.sessions.verbs import START
 from bridge.sessions.verbspec import CallContext
 from mcp_server.ownership import CREDENTIAL_PREFIX, Caller
-from mcp_server.tools import BridgeTools
-from mcp_server.workspace import resolve_workspace
+from mcp_server.workspace import find_root, resolve_workspace
+
+if TYPE_CHECKING:
+    from mcp_server.tools import BridgeTools
 
 log = logging.getLogger("mcp_server.attempt_mode")
 
@@ -71,25 +74,39 @@ def server_token(given: str | None) -> str:
     return given or secrets.token_urlsafe(32)
 
 
-def open_attempt(args: argparse.Namespace, manager: SessionManager, tools: BridgeTools, token: str) -> tuple[str, str]:
-    """Open the attempt's session (recorder and golden watch running when this returns) and make
-    it the one session of a fresh client credential: (session id, credential)."""
-    credential = mint_client_credential(token)
+@dataclass(frozen=True)
+class OpenAttempt:
+    session_id: str
+    client_id: str
+    credential: str  # the agent's bearer token
+
+
+def open_attempt(args: argparse.Namespace, manager: SessionManager, token: str) -> OpenAttempt:
+    """Open the attempt's session in `--workspace` (its recorder and golden watch are running
+    when this returns) for a fresh client credential minted from `token`."""
+    root = find_root(args.workspace)
     context = CallContext(
         client=ClientInfo(name=args.client_name or "rgbridge-run", version=args.client_version or ""),
-        locate=partial(resolve_workspace, tools.root),
-        within=tools.root.path if tools.root else None,
+        locate=partial(resolve_workspace, root),
+        within=root.path if root else None,
     )
     opened = START.invoke(manager, None, context=context, task_id=args.start_task, workspace=None)
-    session_id = cast(StartTaskResult, opened).session_id
-    tools.owners.started(Caller(key=CREDENTIAL_PREFIX + credential.client_id, over_http=True), session_id)
-    log.info("attempt session %s of %s open for client %s", session_id, args.start_task, credential.client_id)
-    return session_id, credential.token
+    credential = mint_client_credential(token)
+    attempt = OpenAttempt(cast(StartTaskResult, opened).session_id, credential.client_id, credential.token)
+    log.info("attempt session %s of %s open for client %s", attempt.session_id, args.start_task, attempt.client_id)
+    return attempt
 
 
-def write_ready(path: Path, *, url: str, credential: str, session_id: str) -> None:
+def claim(server: Any, attempt: OpenAttempt) -> None:
+    """The session belongs to the attempt's credential: its calls without a session id mean it,
+    and no other caller may use it (mcp_server/ownership.py)."""
+    tools: BridgeTools = server.bridge_tools
+    tools.owners.started(Caller(key=CREDENTIAL_PREFIX + attempt.client_id, over_http=True), attempt.session_id)
+
+
+def write_ready(path: Path, url: str, attempt: OpenAttempt) -> None:
     """The ready file, whole or not at all, readable by this user only (mkstemp's 0600)."""
-    ready = ServerReady(url=url, credential=credential, session_id=session_id, pid=os.getpid())
+    ready = ServerReady(url=url, credential=attempt.credential, session_id=attempt.session_id, pid=os.getpid())
     write_json_atomic(path, ready.model_dump(mode="json"))
     os.chmod(path, 0o600)
 

@@ -133,7 +133,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from bridge.sessions.scorer import not_dumpable
     from bridge.sessions.settings import SessionSettings
     from bridge.tasks.catalog import Catalog
-    from mcp_server.server import build_server
     from mcp_server.transport import Ended, end_on_signals, run_http, run_stdio
 
     # the server holds the golden files of its sessions' tasks in memory (README, "Threat model"):
@@ -154,19 +153,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
     ended: Ended | None = None
     end_on_signals()
     try:
+        url = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{port}/mcp"
+        attempt = None
+        if args.start_task:
+            # The session is open and watched, and the socket listens, before the MCP SDK is even
+            # imported: the agent starts (and queues its first connection) meanwhile.
+            assert sock is not None
+            token = attempt_mode.server_token(token_given)
+            attempt = attempt_mode.open_attempt(args, manager, token)
+            attempt_mode.end_with_stdin(signal.SIGTERM)
+            listen_http(sock)
+            attempt_mode.write_ready(args.ready_file, url, attempt)
+        from mcp_server.server import build_server
+
         server = build_server(manager, default_workspace=_abs(args.workspace), owns_manager=True)
         if args.transport == "stdio":
             run_stdio(server)
             return 0
         assert sock is not None
-        url = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{port}/mcp"
-        if args.start_task:
-            token = attempt_mode.server_token(token_given)
-            session_id, credential = attempt_mode.open_attempt(args, manager, server.bridge_tools, token)  # type: ignore[attr-defined]
-            attempt_mode.end_with_stdin(signal.SIGTERM)
-            listen_http(sock)
-            attempt_mode.write_ready(args.ready_file, url=url, credential=credential, session_id=session_id)
-            print(f"rgbridge: serving session {session_id} at {url}", file=sys.stderr, flush=True)
+        if attempt is not None:
+            attempt_mode.claim(server, attempt)
+            print(f"rgbridge: serving session {attempt.session_id} at {url}", file=sys.stderr, flush=True)
         else:
             token, token_path = load_or_create_token(token_given, manager.recordings_dir)
             listen_http(sock)
