@@ -43,9 +43,9 @@ def run(out: Path, cmd: str, *extra: str) -> int:
     )  # fmt: skip
 
 
-def agent_window(out: Path) -> tuple[float, float]:
+def agent_window(out: Path, task: str = TASK, attempt: int = 1) -> tuple[float, float]:
     """When the agent ran (epoch seconds), from the attempt's state."""
-    state = json.loads((out / "attempts" / TASK / "a1" / "state.json").read_text())
+    state = json.loads((out / "attempts" / task / f"a{attempt}" / "state.json").read_text())
     end = float(state["agent_ended_at"])
     return end - float(state["agent_seconds"]), end
 

@@ -144,12 +144,14 @@ class Attempt:
         server = self._start_server()
         sid = server.ready.session_id
         try:
-            self._save(phase="running", session_id=sid)
+            self._save(phase="running", session_id=sid, server_seconds=server.ready_seconds)
             ended, parsed, sandbox = self._run_agent(server)
             agent_ended_at = time.time()
         finally:
             # the agent's processes are all gone (or it never started): the session is let go
+            ending = time.monotonic()
             server.end()
+            self._save(server_end_seconds=round(time.monotonic() - ending, 3))
         self._save(
             # a run stopped mid-agent redoes the attempt on resume; an ended agent's work is scored
             phase="stopped" if ended.how == "stopped" else "agent_done",

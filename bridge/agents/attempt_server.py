@@ -54,6 +54,7 @@ class AttemptServer:
     proc: subprocess.Popen[bytes]
     ready: ServerReady
     stderr: Path
+    ready_seconds: float = 0.0  # from its start to its ready file
 
     @classmethod
     def start(
@@ -80,7 +81,8 @@ class AttemptServer:
                 start_new_session=True,  # a Ctrl-C on the terminal reaches the run, which ends it in order
             )
         server = cls(proc, ServerReady(url="", credential="", session_id="", pid=proc.pid), stderr)
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
         while True:
             if ready_file.is_file():
                 try:
@@ -89,6 +91,7 @@ class AttemptServer:
                     server.end()
                     raise ServerStartError(f"the attempt's MCP server wrote a bad ready file: {exc}") from None
                 ready_file.unlink(missing_ok=True)  # the credential stays with the run and the agent only
+                server.ready_seconds = round(time.monotonic() - started, 3)
                 return server
             if proc.poll() is not None:
                 raise ServerStartError(
