@@ -260,7 +260,7 @@ def test_resume_after_ctrl_c_scores_no_attempt_twice(docker_client, tmp_path: Pa
     pay, out = payload(tmp_path, "kv-ledger"), tmp_path / "out"
     hold = tmp_path / "hold"
     hold.write_text("")
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "MCP_SDK_AGENT_HOLD": str(hold)}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     cmd = [
         sys.executable,
         "-m",
@@ -269,7 +269,8 @@ def test_resume_after_ctrl_c_scores_no_attempt_twice(docker_client, tmp_path: Pa
         "--agent",
         "command",
         "--agent-cmd",
-        agent_cmd("solve", pay),
+        # the agent's environment is an allow-list: the hold reaches it through its command
+        f"env MCP_SDK_AGENT_HOLD={hold} " + agent_cmd("solve", pay),
         "--tasks",
         "kv-ledger",
         "--attempts",
