@@ -163,9 +163,75 @@ def test_a_failed_server_start_fails_the_attempt_with_its_error(
     fake.chmod(0o755)
     monkeypatch.setenv("RGBRIDGE_PYTHON", str(fake))  # the interpreter the run starts the server with
     out = tmp_path / "failed"
-    assert run(out, f"{sys.executable} -c pass {{mcp_config}}") == 0
+    binds = ["--agent-bind", str(tmp_path / "venv"), "--agent-bind", "relative/tools"]
+    assert run(out, f"{sys.executable} -c pass {{mcp_config}}", *binds) == 0
+    options = json.loads((out / "run.json").read_text())  # what --resume reads back
+    assert options["sandbox"] == "none"
+    assert options["agent_binds"] == [str(tmp_path / "venv"), os.path.abspath("relative/tools")]
     report = report_of(out)
     assert report["results"] == []
     message = report["metadata"]["failed_attempts"][f"{TASK}.a1"]
     assert "exited (3) before it was ready" in message and "disk on fire" in message
     assert not (out / "attempts" / TASK / "a1" / "agent" / "stream.jsonl").exists()  # no agent was started
+
+
+# ----------------------------------------------------------------------------- fast checks
+
+#: where each adapter's HTTP entry keeps its url and its bearer header (their documented formats)
+HTTP_KEYS = {
+    "claude-code": ("url", "headers"),
+    "command": ("url", "headers"),
+    "cursor-agent": ("url", "headers"),
+    "copilot": ("url", "headers"),
+    "gemini": ("httpUrl", "headers"),
+    "codex": ("url", "http_headers"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HTTP_KEYS))
+def test_every_adapter_gets_an_http_entry_with_its_credential(name: str, tmp_path: Path) -> None:
+    import tomllib
+
+    from bridge.agents.adapter import AttemptSetup, HttpServer
+    from bridge.agents.mcp_configs import SERVER_KEY
+    from bridge.agents.registry import adapter
+
+    for sub in ("ws", "home", "tmp"):
+        (tmp_path / sub).mkdir()
+    url, token = "http://127.0.0.1:40123/mcp", "rgbc1.abcdef.0123456789abcdef0123456789abcdef"
+    setup = AttemptSetup(
+        binary="/opt/bin/agent", prompt="p", workspace=tmp_path / "ws", home=tmp_path / "home", tmp=tmp_path / "tmp",
+        server=HttpServer(url, token), agent_cmd="/bin/agent {prompt} {mcp_config}",
+    )  # fmt: skip
+    launch = adapter(name).build(setup)
+    (path, text), *_ = [(p, t) for p, t in launch.files.items() if SERVER_KEY in t]
+    assert path.is_relative_to(setup.home)  # never in the workspace, which is recorded
+    doc = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    entry = (doc.get("mcpServers") or doc.get("mcp_servers"))[SERVER_KEY]
+    url_key, headers_key = HTTP_KEYS[name]
+    assert entry[url_key] == url and entry[headers_key] == {"Authorization": f"Bearer {token}"}
+    assert "command" not in entry and "args" not in entry
+
+
+def test_protected_paths_cover_what_the_agent_must_not_see(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bridge.agents.protected import protected_paths
+    from bridge.agents.runner import RunOptions, settings_for
+    from bridge.locations import cache_dir, data_home
+    from bridge.tasks.catalog import Catalog
+
+    monkeypatch.setenv("RGBRIDGE_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("RGBRIDGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/engine.sock")
+    tasks = REPO_ROOT / "tasks"
+    options = RunOptions(
+        agent="command", agent_cmd="true {prompt}", tasks=[TASK], run_id="p", recordings=str(tmp_path / "rec"),
+        server_args=["--tasks", str(tasks)], sandbox="bwrap", agent_binds=[str(tmp_path / "venv")],
+    )  # fmt: skip
+    settings = settings_for(options, Catalog.from_options(tasks), tmp_path / "out")
+    assert settings.sandbox == "bwrap" and settings.agent_binds == (tmp_path / "venv",)
+    protected = set(protected_paths(settings))
+    for path in (tasks, TASK_DIR, TASK_DIR / "tests", TASK_DIR / "solution", tmp_path / "rec", data_home(),
+                 cache_dir(), tmp_path / "out", Path("/var/run/docker.sock"), tmp_path / "engine.sock"):  # fmt: skip
+        assert path in protected, path
+    assert all(p.is_absolute() for p in protected)
+    assert tmp_path / "venv" not in protected
