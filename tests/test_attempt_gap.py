@@ -235,3 +235,35 @@ def test_protected_paths_cover_what_the_agent_must_not_see(tmp_path: Path, monke
         assert path in protected, path
     assert all(p.is_absolute() for p in protected)
     assert tmp_path / "venv" not in protected
+
+
+KILLER = """
+import os, signal, sys, time
+from pathlib import Path
+workspace = Path(sys.argv[1])
+for entry in Path("/proc").iterdir():
+    try:
+        cmd = (entry / "cmdline").read_bytes().split(b"\\0")
+    except OSError:
+        continue
+    if b"--start-task" in cmd and str(workspace).encode() in cmd:
+        os.kill(int(entry.name), signal.SIGKILL)
+(workspace / "after.txt").write_text("written after the server was killed")
+time.sleep(1)
+"""
+
+
+@pytest.mark.docker
+def test_an_agent_that_kills_the_server_is_reported(docker_client, tmp_path: Path, no_token: None) -> None:
+    """Unconfined, an agent can kill the attempt's server (a sandbox's own PID namespace hides it):
+    the row says the session went unwatched, and the run still finishes the attempt."""
+    script = tmp_path / "killer.py"
+    script.write_text(KILLER)
+    out = tmp_path / "killer"
+    assert run(out, f"{sys.executable} {script} {{workspace}}") == 0
+    (row,) = report_of(out)["results"]
+    assert row["run"]["submitted_by"] == "agent_exit"
+    assert "exited (-9) before the agent ended" in row["run"]["errors"][0], row["run"]["errors"]
+    (rec,) = recordings_of(out)
+    kinds = [e["type"] for e in events(rec)]
+    assert "reattach" in kinds and kinds.index("reattach") < kinds.index("submit")  # the run took it back

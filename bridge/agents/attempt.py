@@ -149,9 +149,9 @@ class Attempt:
             agent_ended_at = time.time()
         finally:
             # the agent's processes are all gone (or it never started): the session is let go
-            ending = time.monotonic()
+            lost, ending = server.lost(), time.monotonic()
             server.end()
-            self._save(server_end_seconds=round(time.monotonic() - ending, 3))
+            self._save(server_end_seconds=round(time.monotonic() - ending, 3), server_lost=lost)
         self._save(
             # a run stopped mid-agent redoes the attempt on resume; an ended agent's work is scored
             phase="stopped" if ended.how == "stopped" else "agent_done",
@@ -394,6 +394,8 @@ class Attempt:
             "errors": parsed.errors[:5],
             "sandbox": state.get("sandbox") or {"kind": self.s.sandbox, "version": "", "confined": False},
         }
+        if state.get("server_lost"):  # the session went unwatched from then on: the row says so
+            entry["run"]["errors"].insert(0, str(state["server_lost"]))
         return entry
 
 

@@ -107,6 +107,13 @@ class AttemptServer:
                 )
             time.sleep(0.05)
 
+    def lost(self) -> str | None:
+        """Why the server is gone already (before the run ended it), or None while it runs."""
+        code = self.proc.poll()
+        if code is None:
+            return None
+        return f"the attempt's MCP server exited ({code}) before the agent ended: {self.stderr_tail()[-500:]}"
+
     def stderr_tail(self) -> str:
         try:
             with open(self.stderr, "rb") as fh:
