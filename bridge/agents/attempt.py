@@ -249,7 +249,7 @@ class Attempt:
             time_limit=self.s.time_limit,
             stop=self.stop,
         )
-        return ended, {"kind": self.s.sandbox, "version": "", "confined": False}
+        return ended, declared_sandbox(self.s)
 
     # ------------------------------------------------------------------ after the agent
     def _finish(self, sid: str, ended: Ended | None, parsed: ParsedRun | None) -> dict[str, Any]:
@@ -392,7 +392,7 @@ class Attempt:
             "cost_usd": parsed.cost_usd,
             "trajectory": str(self.dir / "agent" / "trajectory.json"),
             "errors": parsed.errors[:5],
-            "sandbox": state.get("sandbox") or {"kind": self.s.sandbox, "version": "", "confined": False},
+            "sandbox": state.get("sandbox") or declared_sandbox(self.s),
         }
         if state.get("server_lost"):  # the session went unwatched from then on: the row says so
             entry["run"]["errors"].insert(0, str(state["server_lost"]))
@@ -401,6 +401,11 @@ class Attempt:
 
 def _python() -> str:
     return sys.executable
+
+
+def declared_sandbox(settings: RunSettings) -> dict[str, Any]:
+    """The row's run.sandbox as the run's options declare it (no agent confined by it)."""
+    return {"kind": settings.sandbox, "version": "", "confined": False}
 
 
 def sandbox_metadata(settings: RunSettings) -> dict[str, Any]:

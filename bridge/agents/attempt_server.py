@@ -105,7 +105,7 @@ class AttemptServer:
                 raise ServerStartError(
                     f"the attempt's MCP server was not ready after {timeout:.0f} s: {server.stderr_tail()}"
                 )
-            time.sleep(0.05)
+            time.sleep(0.02)
 
     def lost(self) -> str | None:
         """Why the server is gone already (before the run ended it), or None while it runs."""
