@@ -267,3 +267,55 @@ def test_an_agent_that_kills_the_server_is_reported(docker_client, tmp_path: Pat
     (rec,) = recordings_of(out)
     kinds = [e["type"] for e in events(rec)]
     assert "reattach" in kinds and kinds.index("reattach") < kinds.index("submit")  # the run took it back
+
+
+def test_each_attempt_server_serves_its_own_credential_only(tmp_path: Path) -> None:
+    """Two attempts' servers side by side: each answers its own agent's credential (a call without
+    a session id means its attempt's session) and refuses the other's and none; the server token
+    is never written; ended, each lets its session go still open (the run takes it back)."""
+    import anyio
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from bridge.sessions.live import load_record
+
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env.pop("RGBRIDGE_TOKEN", None)
+    servers = []
+    try:
+        for name in ("a", "b"):
+            (tmp_path / name / "ws").mkdir(parents=True)
+            argv = [sys.executable, "-m", "mcp_server", "--transport", "http", "--port", "0",
+                    "--workspace", str(tmp_path / name / "ws"), "--recordings", str(tmp_path / name / "rec"),
+                    "--start-task", TASK, "--client-name", "test", "--ready-file", str(tmp_path / name / "ready")]  # fmt: skip
+            server = AttemptServer.start(
+                argv, env=env, ready_file=tmp_path / name / "ready", stderr=tmp_path / name / "err", stop=threading.Event()
+            )  # fmt: skip
+            assert server is not None
+            servers.append(server)
+        a, b = (s.ready for s in servers)
+        assert a.url != b.url and a.credential != b.credential
+
+        async def status(url: str, credential: str) -> str:
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {credential}"}, timeout=60)
+            async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+                result = await client.call_tool("task_status", {})
+                return str(result.structured_content["session_id"])
+
+        assert anyio.run(status, a.url, a.credential) == a.session_id
+        assert anyio.run(status, b.url, b.credential) == b.session_id
+        import requests
+
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+        for url, token in ((b.url, a.credential), (a.url, b.credential), (a.url, "")):
+            answer = requests.post(url, json=init, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+            assert answer.status_code == 401, (url, answer.status_code)
+    finally:
+        for server in servers:
+            server.end()
+    assert not list(tmp_path.rglob("http-token")) and not list(tmp_path.rglob("ready"))
+    for name, ready in zip(("a", "b"), (s.ready for s in servers), strict=True):
+        rec = tmp_path / name / "rec" / ready.session_id
+        assert load_record(rec).state == "active"  # let go, not quit: the run submits it
+        assert [e["type"] for e in events(rec)][-1] == "detach"
