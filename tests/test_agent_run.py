@@ -295,6 +295,9 @@ def test_resume_after_ctrl_c_scores_no_attempt_twice(docker_client, tmp_path: Pa
     output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, output
     assert not (out / "intermediate" / "resumed" / "kv-ledger.a2.json").exists()
+    # the stopped attempt's server (started by the run) is gone with the run
+    left = subprocess.run(["pgrep", "-f", f"{out}.*--start-task"], capture_output=True, text=True)
+    assert left.stdout.strip() == ""
     hold.unlink()
     assert rgbridge(["run", "--resume", "--output-dir", str(out)]) == 0
     report = report_of(out)

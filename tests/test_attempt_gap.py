@@ -319,3 +319,30 @@ def test_each_attempt_server_serves_its_own_credential_only(tmp_path: Path) -> N
         rec = tmp_path / name / "rec" / ready.session_id
         assert load_record(rec).state == "active"  # let go, not quit: the run submits it
         assert [e["type"] for e in events(rec)][-1] == "detach"
+
+
+def test_a_server_whose_run_died_lets_the_session_go(tmp_path: Path) -> None:
+    """The run holds the server's standard input: when it closes (a run killed with SIGKILL closes
+    it too) the server ends as on SIGTERM and lets the session go."""
+    from bridge.sessions.ownership import held_elsewhere
+
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env.pop("RGBRIDGE_TOKEN", None)
+    (tmp_path / "ws").mkdir()
+    argv = [sys.executable, "-m", "mcp_server", "--transport", "http", "--port", "0", "--workspace",
+            str(tmp_path / "ws"), "--recordings", str(tmp_path / "rec"), "--start-task", TASK,
+            "--ready-file", str(tmp_path / "ready")]  # fmt: skip
+    server = AttemptServer.start(
+        argv, env=env, ready_file=tmp_path / "ready", stderr=tmp_path / "err", stop=threading.Event()
+    )
+    assert server is not None
+    rec = tmp_path / "rec" / server.ready.session_id
+    try:
+        assert held_elsewhere(rec)
+        assert server.proc.stdin is not None
+        server.proc.stdin.close()  # no signal: only the end of its input
+        assert server.proc.wait(timeout=60) is not None
+    finally:
+        server.end()
+    assert not held_elsewhere(rec)
+    assert "detach" in [e["type"] for e in events(rec)]
