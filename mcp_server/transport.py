@@ -18,14 +18,16 @@ import socket
 import sys
 import threading
 from pathlib import Path
-from typing import Any
-
-from mcp.server.mcpserver import MCPServer
-from mcp.server.transport_security import TransportSecuritySettings
+from typing import TYPE_CHECKING, Any
 
 from bridge.credentials import SERVER_TOKEN_FILE, is_client_token, verify_client_token
 from bridge.errors import BridgeError
 from mcp_server.ownership import CREDENTIAL_SCOPE_KEY
+
+if TYPE_CHECKING:  # the MCP SDK is imported where it is used: an attempt's server opens its
+    # session and announces itself before it pays for the SDK (mcp_server/attempt_mode.py)
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.transport_security import TransportSecuritySettings
 
 log = logging.getLogger("mcp_server.transport")
 
@@ -80,6 +82,8 @@ def load_or_create_token(given: str | None, token_dir: Path) -> tuple[str, Path]
 
 def security_settings(host: str, port: int, allowed_hosts: list[str] | None = None) -> TransportSecuritySettings:
     """Host/Origin allow-lists: loopback names on our port, plus the bound host and any extras."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
     hosts = {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
     origins = {f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://[::1]:{port}"}
     for extra in [host, *(allowed_hosts or [])]:

@@ -17,22 +17,18 @@ from pathlib import Path
 import pytest
 
 from bridge.cli import main as rgbridge
-from tests.helpers import SECRET, assert_atif, events, no_secret_on_disk, recordings_of, report_of
+from tests.helpers import (
+    SECRET,
+    agent_cmd,
+    assert_atif,
+    events,
+    no_secret_on_disk,
+    payload,
+    recordings_of,
+    report_of,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-AGENT = REPO_ROOT / "tests" / "agents" / "mcp_sdk_agent.py"
-
-
-def payload(tmp_path: Path, task: str) -> Path:
-    """The oracle's files as the scripted agent's input (read here, before any session is open)."""
-    src = REPO_ROOT / "tasks" / task / "solution"
-    path = tmp_path / f"payload-{task}.json"
-    path.write_text(json.dumps({p.relative_to(src).as_posix(): p.read_text() for p in src.rglob("*") if p.is_file()}))
-    return path
-
-
-def agent_cmd(mode: str, payload_file: Path) -> str:
-    return f"{sys.executable} {AGENT} {mode} {payload_file} {{mcp_config}} {{workspace}}"
 
 
 def assert_agent_beside_files(rec: Path, tmp_path: Path, capsys) -> None:
@@ -279,6 +275,9 @@ def test_resume_after_ctrl_c_scores_no_attempt_twice(docker_client, tmp_path: Pa
             proc.communicate()
     assert proc.returncode == 130, output
     assert not (out / "intermediate" / "resumed" / "kv-ledger.a2.json").exists()
+    # the stopped attempt's server (started by the run) is gone with the run
+    left = subprocess.run(["pgrep", "-f", f"{out}.*--start-task"], capture_output=True, text=True)
+    assert left.stdout.strip() == ""
     assert rgbridge(["run", "--resume", "--output-dir", str(out)]) == 0
     report = report_of(out)
     assert sorted(r["attempt"] for r in report["results"]) == [1, 2]

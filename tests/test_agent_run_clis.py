@@ -18,12 +18,23 @@ from typing import Any
 import pytest
 
 from bridge.cli import main as rgbridge
-from tests.helpers import SECRET, assert_atif, events, no_secret_on_disk, recordings_of, report_of
+from tests.helpers import (
+    SECRET,
+    agent_window,
+    assert_atif,
+    assert_held_through_the_agent,
+    events,
+    no_secret_on_disk,
+    recordings_of,
+    report_of,
+)
 from tests.scripted_model import Conversation, Reply, ScriptedModel, read_solution, solve_task_policy
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TASKS = ("kv-ledger", "word-duel")
 CLI_BINARY = {"claude-code": "claude", "codex": "codex"}
+#: the MCP config each adapter writes into the attempt's HOME
+MCP_CONFIG = {"claude-code": ".rgbridge-mcp.json", "codex": ".codex/config.toml"}
 TIMINGS: dict[str, list[dict[str, Any]]] = {}
 
 
@@ -105,6 +116,15 @@ def test_real_cli_two_tasks_two_attempts(
         names = [c.function_name for s in trajectory.steps for c in s.tool_calls or []]
         assert "mcp__rgbridge__submit_task" in names, names
         assert trajectory.final_metrics.total_prompt_tokens, "tokens as the CLI reported them"
+        # the CLI reached the attempt's server (started by the run, outside the agent) over HTTP
+        # with its own credential; that server held the session from its start to the agent's end
+        home = out / "attempts" / row["repo_name"] / f"a{row['attempt']}" / "home"
+        config = (home / MCP_CONFIG[agent]).read_text()
+        assert re.search(r"http://127\.0\.0\.1:[0-9]+/mcp", config) and "Bearer rgbc1." in config, config
+        assert '"command"' not in config and "command =" not in config
+        assert_held_through_the_agent(
+            Path(row["run"]["recording"]), agent_window(out, row["repo_name"], row["attempt"])
+        )
     assert report["summary"]["avg_pass_at_1"] == 1.0 and report["strict_summary"]["avg_pass_at_1"] == 1.0
     assert f"{agent} " in printed and "compat Pass@2 1.0000" in printed
     for rec in recordings_of(out):

@@ -13,11 +13,21 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bridge.agents.adapter import Adapter, AttemptSetup, Launch, base_env
-from bridge.agents.events import Call, ParsedRun, Step, add_tokens, arguments, as_dict, as_list, clip, model_name
+from bridge.agents.adapter import Adapter, AttemptSetup, Launch, base_env, server_entry
+from bridge.agents.events import (
+    Call,
+    ParsedRun,
+    Step,
+    add_tokens,
+    arguments,
+    as_dict,
+    as_list,
+    clip,
+    model_name,
+)
 from bridge.agents.failures import Failure, FailureClass, classify_text, from_status
 from bridge.agents.failures import clip as clip_message
-from bridge.agents.mcp_configs import SERVER_KEY, document, render_text, stdio_entry
+from bridge.agents.mcp_configs import SERVER_KEY, document, render_text
 
 NAME = "codex"
 PROVIDER = "rgbridge-endpoint"
@@ -49,7 +59,7 @@ def config(setup: AttemptSetup) -> dict[str, Any]:
                 "env_key": KEY_ENV,  # the key itself stays in the environment
             }
         }
-    doc.update(document("codex", stdio_entry("codex", setup.server.command, setup.server.args, setup.server.env)))
+    doc.update(document("codex", server_entry("codex", setup)))
     return doc
 
 

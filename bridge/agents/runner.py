@@ -34,13 +34,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from bridge.agents.adapter import SERVER_ENV_ALLOW, AgentError, base_env
-from bridge.agents.attempt import Attempt, RunSettings, Stopped, attempt_key
+from bridge.agents.adapter import BASE_ENV_ALLOW, SERVER_ENV_ALLOW, AgentError, base_env
+from bridge.agents.attempt import Attempt, Stopped, attempt_key
 from bridge.agents.command import words
+from bridge.agents.confine import ready_sandbox
 from bridge.agents.preflight import check_cli, check_key
 from bridge.agents.prompt import load_template
 from bridge.agents.registry import adapter as find_adapter
 from bridge.agents.retries import Budget, backoff, entry_cost, set_aside
+from bridge.agents.run_settings import RunSettings, sandbox_metadata
 from bridge.agents.runconfig import CONFIG_FILE, CONFIG_METADATA, check_config, config_line, run_config
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
@@ -80,12 +82,18 @@ class RunOptions(BaseModel):
     prompt_file: str | None = None
     agent_version: str | None = None
     max_cost: float | None = Field(None, gt=0)
+    #: how each agent is confined (bridge/agents/confine/; `none` marks every row unconfined)
+    sandbox: Literal["auto", "bwrap", "docker", "none"] = "auto"
+    #: what else the agents may read (`--agent-bind`, read-only): absolute paths
+    agent_binds: list[str] = Field(default_factory=list)
 
 
 def server_env() -> dict[str, str]:
-    """What the agent's MCP server needs of ours: the same data, caches and engine (its HOME is
-    the attempt's), and the import path of this bridge. Never a token or an API key."""
-    env = {k: os.environ[k] for k in SERVER_ENV_ALLOW if os.environ.get(k)}
+    """What the attempt's MCP server (started by the run, outside the agent's sandbox) needs of
+    ours: the same data, caches and engine, HOME and the temp folder, the import path of this
+    bridge. Never a token or an API key: the agent's keys stay with the agent."""
+    names = (*BASE_ENV_ALLOW, "HOME", "TMPDIR", *SERVER_ENV_ALLOW)
+    env = {k: os.environ[k] for k in names if os.environ.get(k)}
     env.update({k: v for k, v in os.environ.items() if k.startswith("RGBRIDGE_") and k not in ("RGBRIDGE_TOKEN",)})
     env["RGBRIDGE_HOME"] = str(data_home())
     env["RGBRIDGE_CACHE"] = str(cache_dir())
@@ -110,6 +118,7 @@ def settings_for(options: RunOptions, catalog: Catalog, output_dir: Path) -> Run
         binary = options.agent_bin or words(options.agent_cmd)[0]
     else:
         binary = agent.find_binary(options.agent_bin)
+    confiner = ready_sandbox(options.sandbox)
     probe_home = output_dir / ".probe-home"
     probe_home.mkdir(parents=True, exist_ok=True)
     from bridge.agents.adapter import AttemptSetup, McpServer
@@ -132,6 +141,10 @@ def settings_for(options: RunOptions, catalog: Catalog, output_dir: Path) -> Run
         agent_cmd=options.agent_cmd,
         server_args=tuple(options.server_args),
         server_env=server_env(),
+        # the pre-flight of the sandbox: one that cannot start is refused before any agent runs
+        sandbox=confiner.kind,
+        confiner=confiner,
+        agent_binds=tuple(Path(p) for p in options.agent_binds),
     )
 
 
@@ -278,6 +291,7 @@ def execute(
             },
             "retries": options.retries,
             **cost_metadata(rows),
+            **sandbox_metadata(settings),
         }
         if options.max_cost is not None:
             meta["max_cost_usd"] = options.max_cost

@@ -62,6 +62,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--recordings", type=Path, metavar="DIR", help="where sessions are recorded (default OUT/recordings)"
     )
     p.add_argument("--run-id", metavar="ID", help="the run's id (default: the time)")
+    p.add_argument(
+        "--sandbox",
+        choices=("auto", "bwrap", "docker", "none"),
+        default="auto",
+        help="how each agent is confined (default auto: bubblewrap where it works, else Docker; "
+        "none runs it unconfined and marks every row so)",
+    )
+    p.add_argument(
+        "--agent-bind",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a path the agent may also read (read-only; repeatable), e.g. its own virtual environment",
+    )
     p.add_argument("--resume", action="store_true", help="finish a stopped run in OUT (scored attempts are kept)")
     p.add_argument("--show-prompt", action="store_true", help="print the prompt of the first task and exit")
     p.add_argument(
@@ -183,6 +198,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             prompt_file=str(_abs(args.prompt_file)) if args.prompt_file else None,
             agent_version=args.agent_version,
             max_cost=args.max_cost,
+            sandbox=args.sandbox,
+            agent_binds=[str(_abs(p)) for p in args.agent_bind],
         )
     assert out is not None
     if args.show_config:
