@@ -247,6 +247,10 @@ def test_resume_after_ctrl_c_scores_no_attempt_twice(docker_client, tmp_path: Pa
         str(out),
         "--run-id",
         "resumed",
+        # the scripted agent and the test talk through files of the test's own folder (`hold`,
+        # `hold.first`), which a sandbox rightly hides: this test is about Ctrl-C and resume
+        "--sandbox",
+        "none",
     ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     first = out / "intermediate" / "resumed" / "kv-ledger.a1.json"
