@@ -63,6 +63,9 @@ class AttemptSetup:
     model: str | None = None
     model_base_url: str | None = None
     agent_cmd: str | None = None  # the `command` adapter's template
+    #: the run confines the agent itself (bridge/agents/confine/): a CLI's own sandbox, which
+    #: cannot nest inside it, is turned off
+    confined: bool = False
 
 
 @dataclass

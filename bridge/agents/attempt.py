@@ -32,7 +32,7 @@ from typing import Any, cast
 from bridge.agents.adapter import AttemptSetup, HttpServer, Launch
 from bridge.agents.attempt_server import AttemptServer
 from bridge.agents.command import words
-from bridge.agents.confine import confinement_for, sandbox_for
+from bridge.agents.confine import Confinement, confinement_for, sandbox_for
 from bridge.agents.events import ParsedRun, read_stream
 from bridge.agents.failures import Failure
 from bridge.agents.process import Ended, run_agent
@@ -120,11 +120,12 @@ class Attempt:
         for sub in ("workspace", "home", "tmp", "agent"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         self._save(phase="starting", started_at=time.time())
+        confinement = self._confinement()  # a refused bind fails the attempt before its session opens
         server = self._start_server()
         sid = server.ready.session_id
         try:
             self._save(phase="running", session_id=sid, server_seconds=server.ready_seconds)
-            ended, parsed, sandbox = self._run_agent(server)
+            ended, parsed, sandbox = self._run_agent(server, confinement)
             agent_ended_at = time.time()
         finally:
             # the agent's processes are all gone (or it never started): the session is let go
@@ -198,9 +199,10 @@ class Attempt:
             model=self.s.model,
             model_base_url=self.s.model_base_url,
             agent_cmd=self.s.agent_cmd,
+            confined=self.s.sandbox != "none",
         )
 
-    def _run_agent(self, server: AttemptServer) -> tuple[Ended, ParsedRun, dict[str, Any]]:
+    def _run_agent(self, server: AttemptServer, confinement: Confinement) -> tuple[Ended, ParsedRun, dict[str, Any]]:
         setup = self.setup(HttpServer(server.ready.url, server.ready.credential))
         launch = self.s.adapter.build(setup)
         for path, text in launch.files.items():
@@ -211,14 +213,12 @@ class Attempt:
         (self.dir / "agent" / "prompt.txt").write_text(setup.prompt, encoding="utf-8")
         write_json_atomic(self.dir / "agent" / "run_config.json", self.s.run_config)
         self.live.state = "agent"
-        ended, sandbox = self._confined_run(launch)
+        ended, sandbox = self._confined_run(launch, confinement)
         parsed = self.s.adapter.parse(read_stream(self.dir / "agent" / "stream.jsonl"), setup.prompt)
         return ended, parsed, sandbox
 
-    def _confined_run(self, launch: Launch) -> tuple[Ended, dict[str, Any]]:
-        """The agent's processes, confined as `--sandbox` says; how they were (the row's
-        run.sandbox). Every process of the agent is gone when this returns."""
-        sandbox = self.s.confiner or sandbox_for("none")
+    def _confinement(self) -> Confinement:
+        """What the agent may see (bridge/agents/confine/), checked against what the bridge protects."""
         program = words(self.s.agent_cmd) if self.s.adapter.name == "command" and self.s.agent_cmd else [self.s.binary]
         confinement = confinement_for(
             workspace=self.workspace,
@@ -228,6 +228,13 @@ class Attempt:
             agent_binds=self.s.agent_binds,
             protected=protected_paths(self.s),
         )
+        (self.s.confiner or sandbox_for("none")).describe(confinement)  # SandboxError on a refused bind
+        return confinement
+
+    def _confined_run(self, launch: Launch, confinement: Confinement) -> tuple[Ended, dict[str, Any]]:
+        """The agent's processes, confined as `--sandbox` says; how they were (the row's
+        run.sandbox). Every process of the agent is gone when this returns."""
+        sandbox = self.s.confiner or sandbox_for("none")
         ended = run_agent(
             launch.argv,
             env=launch.env,
@@ -324,7 +331,16 @@ class Attempt:
         write_json_atomic(self.dir / "agent" / "trajectory.json", atif)
         target = self.rec_dir / sid / "agent"
         target.mkdir(parents=True, exist_ok=True)
-        for name in ("stream.jsonl", "stream.jsonl.times", "prompt.txt", "run_config.json", "stderr.log"):
+        # confinement.json: how the attempt was confined (sandbox kind and version, binds, limits)
+        names = (
+            "stream.jsonl",
+            "stream.jsonl.times",
+            "prompt.txt",
+            "run_config.json",
+            "stderr.log",
+            "confinement.json",
+        )
+        for name in names:
             if (self.dir / "agent" / name).is_file():
                 shutil.copyfile(self.dir / "agent" / name, target / name)
         write_json_atomic(target / "trajectory.json", atif)

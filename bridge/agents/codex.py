@@ -38,7 +38,10 @@ def config(setup: AttemptSetup) -> dict[str, Any]:
     """config.toml for one attempt, as data (one document with our server in it)."""
     doc: dict[str, Any] = {
         "approval_policy": "never",
-        "sandbox_mode": "workspace-write",
+        # Codex's own sandbox (bubblewrap, Landlock) cannot start inside the run's (no user
+        # namespace or uid map there): a confined attempt runs with it off, as Harbor runs Codex
+        # inside its containers; an unconfined one keeps it.
+        "sandbox_mode": "danger-full-access" if setup.confined else "workspace-write",
         "check_for_update_on_startup": False,
         "analytics": {"enabled": False},
         "feedback": {"enabled": False},
