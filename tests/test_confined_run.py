@@ -197,6 +197,7 @@ def test_real_claude_code_bash_reaches_nothing_and_it_still_scores(
     found = findings(output)
     assert {r: found.get(r) for r in REACHES} == dict.fromkeys(REACHES, "no"), output
     assert left == []
+    assert not (tmp_path / f"planted-{marker}").exists() and not (out / "recordings" / f"planted-{marker}").exists()
     golden, _ = golden_and_solution()
     assert golden.read_text() not in output
     (row,) = report_of(out)["results"]
