@@ -205,3 +205,23 @@ def test_real_claude_code_bash_reaches_nothing_and_it_still_scores(
     for profile in ("compat", "strict"):
         p1 = row["rgbridge"]["profiles"][profile]["pass_at_1"]
         assert p1["total"] > 0 and p1["passed"] == p1["total"], (profile, p1)
+
+
+@pytest.mark.docker
+def test_an_attempt_over_its_disk_limit_ends_as_resource_limit_and_is_scored(
+    docker_client, tmp_path: Path, no_token: None
+) -> None:
+    out = tmp_path / "out"
+    fill = "head -c 8000000 /dev/zero > {workspace}/filler.bin; sleep 120"
+    code = rgbridge(
+        ["run", "--agent", "command", "--agent-cmd", f"sh -c '{fill}'", "--tasks", TASK, "--time-limit", "120",
+         "--sandbox", "bwrap", "--agent-disk", "4M", "--output-dir", str(out), "--run-id", "filler"]
+    )  # fmt: skip
+    assert code == 0
+    report = report_of(out)
+    (row,) = report["results"]
+    assert row["run"]["ended"] == "resource_limit" and row["run"]["sandbox"]["limit_hit"] == "workspace_bytes"
+    assert row["run"]["submitted_by"] == "resource_limit" and row["outcome"] != "agent_error"
+    assert row["run"]["sandbox"]["limits"]["workspace_bytes"] == 4 * 1024**2
+    assert report["metadata"]["config"]["limits"]["workspace_bytes"] == 4 * 1024**2
+    assert row["run"]["agent_seconds"] < 100  # ended by the limit, not the clock

@@ -227,6 +227,7 @@ class Attempt:
             program=program,
             agent_binds=self.s.agent_binds,
             protected=protected_paths(self.s),
+            limits=self.s.limits,
         )
         (self.s.confiner or sandbox_for("none")).describe(confinement)  # SandboxError on a refused bind
         return confinement
@@ -275,7 +276,10 @@ class Attempt:
                 prompt = self.s.prompt.render(self.task, self.s.time_limit)
                 parsed = self.s.adapter.parse(read_stream(self.dir / "agent" / "stream.jsonl"), prompt)
             how = ended.how if ended else str(state.get("ended", "exit"))
+            # cut by the clock or by a resource limit, the agent's work is still scored as it stands
             signal: Signal = "time_limit" if how == "time_limit" else "agent_exit"
+            if how == "resource_limit":
+                signal = "resource_limit"
             scoring_started = time.monotonic()
             if live and mgr.status(sid).state in ("active", "paused"):
                 self._keep_trajectory(mgr, sid, parsed, how, state)

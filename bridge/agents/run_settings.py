@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bridge.agents.adapter import Adapter
-from bridge.agents.confine import Sandbox
+from bridge.agents.confine import Limits, Sandbox
 from bridge.agents.prompt import PromptTemplate, bridge_template
 from bridge.tasks.catalog import Catalog
 
@@ -41,6 +41,8 @@ class RunSettings:
     confiner: Sandbox | None = None
     #: what else the agent may read (`--agent-bind`, read-only)
     agent_binds: tuple[Path, ...] = ()
+    #: one attempt's limits (memory, processes, disk of its folders)
+    limits: Limits = field(default_factory=Limits)
 
 
 def declared_sandbox(settings: RunSettings) -> dict[str, Any]:

@@ -29,6 +29,7 @@ CONFIG_METADATA = (
     "time_limit_seconds",
     "attempts",
     "sandbox",
+    "limits",
     "bridge_version",
 )
 
@@ -53,6 +54,7 @@ def run_config(options: RunOptions, settings: RunSettings, template: PromptTempl
         # the kind the run's pre-flight resolved (`auto` is bwrap on one machine, docker on another)
         "sandbox": settings.sandbox,
         "agent_binds": [str(p) for p in settings.agent_binds],
+        "limits": settings.limits.as_dict(),
         "bridge_version": exact_version(),
     }
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()

@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field
 from bridge.agents.adapter import BASE_ENV_ALLOW, SERVER_ENV_ALLOW, AgentError, base_env
 from bridge.agents.attempt import Attempt, Stopped, attempt_key
 from bridge.agents.command import words
-from bridge.agents.confine import ready_sandbox
+from bridge.agents.confine import Limits, ready_sandbox
 from bridge.agents.preflight import check_cli, check_key
 from bridge.agents.prompt import load_template
 from bridge.agents.registry import adapter as find_adapter
@@ -86,6 +86,8 @@ class RunOptions(BaseModel):
     sandbox: Literal["auto", "bwrap", "docker", "none"] = "auto"
     #: what else the agents may read (`--agent-bind`, read-only): absolute paths
     agent_binds: list[str] = Field(default_factory=list)
+    #: one attempt's limits (bridge/agents/confine/model.py Limits: memory, processes, disk)
+    limits: dict[str, int] = Field(default_factory=dict)
 
 
 def server_env() -> dict[str, str]:
@@ -145,6 +147,7 @@ def settings_for(options: RunOptions, catalog: Catalog, output_dir: Path) -> Run
         sandbox=confiner.kind,
         confiner=confiner,
         agent_binds=tuple(Path(p) for p in options.agent_binds),
+        limits=Limits(**options.limits),
     )
 
 
@@ -375,3 +378,10 @@ def preview_config(options: RunOptions, catalog: Catalog) -> dict[str, Any]:
         settings = settings_for(options, catalog, Path(scratch))
     check_cli(options, settings)
     return run_config(options, settings, template)
+
+
+def limits_option(memory: int | None, pids: int | None, disk: int | None) -> dict[str, int]:
+    """`--agent-memory/--agent-pids/--agent-disk` as RunOptions.limits: only what was given (the
+    rest keeps Limits' documented defaults)."""
+    given = {"memory_bytes": memory, "pids": pids, "workspace_bytes": disk}
+    return {k: v for k, v in given.items() if v is not None}

@@ -28,6 +28,7 @@ from bridge.agents.runner import (
     RunOptions,
     default_run_id,
     execute,
+    limits_option,
     load_options,
     preview_config,
 )
@@ -37,6 +38,7 @@ from bridge.errors import BridgeError
 from bridge.fs.walk import walk_files_at
 from bridge.reports.leaderboard import leaderboard_lines
 from bridge.reports.table import render_table
+from bridge.scoring.images.disk import parse_size
 from bridge.sessions.attempts import check_run_id
 from bridge.tasks.catalog import Catalog
 
@@ -77,6 +79,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="PATH",
         help="a path the agent may also read (read-only; repeatable), e.g. its own virtual environment",
     )
+    p.add_argument("--agent-memory", type=_size, metavar="SIZE", help="memory of one attempt's processes (default 4G)")
+    p.add_argument(
+        "--agent-pids", type=at_least(8), metavar="N", help="processes of one attempt at once (default 1024)"
+    )
+    p.add_argument("--agent-disk", type=_size, metavar="SIZE", help="disk of one attempt's folders (default 2G)")
     p.add_argument("--resume", action="store_true", help="finish a stopped run in OUT (scored attempts are kept)")
     p.add_argument("--show-prompt", action="store_true", help="print the prompt of the first task and exit")
     p.add_argument(
@@ -200,6 +207,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             max_cost=args.max_cost,
             sandbox=args.sandbox,
             agent_binds=[str(_abs(p)) for p in args.agent_bind],
+            limits=limits_option(args.agent_memory, args.agent_pids, args.agent_disk),
         )
     assert out is not None
     if args.show_config:
@@ -305,3 +313,13 @@ def _files(workspace: Path | None) -> int:
 
 
 _FILES_CAP = 10000
+
+
+def _size(text: str) -> int:
+    try:
+        size = parse_size(text)
+    except BridgeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a size above zero (e.g. 4G, 512M)")
+    return size
