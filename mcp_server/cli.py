@@ -103,8 +103,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         check_bind(args.host, allow_remote=args.allow_remote, token_given=bool(token_given))
         sock = bind_http(args.host, args.port)  # before any announcement: a busy port is the first word
 
+    from bridge.sessions.linux import not_dumpable
     from bridge.sessions.manager import SessionManager
-    from bridge.sessions.scorer import not_dumpable
     from bridge.sessions.settings import SessionSettings
     from bridge.tasks.catalog import Catalog
     from mcp_server.server import build_server

@@ -104,3 +104,15 @@ def score_sets(docker_client):
         except ImageNotFound:
             pass
         remove_volume(docker_client, volume_for(tag, "/opt/venv").name)
+
+
+@pytest.fixture(autouse=True)
+def private_scoring_slots(tmp_path_factory, monkeypatch) -> Path:
+    """Scoring slots of this test's own (bridge/sessions/slots.py): an in-process grader of this
+    process takes them, so a fake score never waits behind the engine scores other runs on the
+    machine hold. Detached scoring processes are other processes: they keep the machine's."""
+    from bridge.sessions import slots
+
+    root = tmp_path_factory.mktemp("scoring-slots")
+    monkeypatch.setattr(slots, "slots_dir", lambda: root)
+    return root

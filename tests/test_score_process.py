@@ -1,4 +1,4 @@
-"""The pieces of the detached scoring process (bridge/sessions/scorer.py) and of the in-memory
+"""The pieces of the detached scoring process (bridge/sessions/score_process.py) and of the in-memory
 golden files (bridge/sessions/contamination.py), each against the real kernel: the golden
 archive round trip, the private scratch folder no other process can see, the machine-wide
 scoring slots, and the sweep of what earlier versions and killed processes left behind."""
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.sessions import contamination, scorer
+from bridge.sessions import contamination, score_process, slots
 from bridge.tasks.catalog import Catalog
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -39,13 +39,13 @@ def test_the_golden_archive_holds_what_scoring_reads_and_unpacks_to_it(tmp_path:
     assert tree(staged.solution_dir) == tree(task.solution_dir)
     assert staged.content_hash == task.content_hash and staged.root == task.root
     # framed for the pipe and back
-    again, data = scorer.unframe(scorer.frame(task, archive))
+    again, data = score_process.unframe(score_process.frame(task, archive))
     assert again == task and data == archive
 
 
 SCRATCH = textwrap.dedent("""
     import sys, time
-    from bridge.sessions.scorer import private_scratch
+    from bridge.sessions.score_process import private_scratch
     folder, fd, gap = private_scratch()
     (folder / "secret.py").write_text("golden")
     print(folder, gap or "", flush=True)
@@ -65,12 +65,12 @@ def test_the_scratch_folder_is_empty_from_outside_and_survives_no_kill(tmp_path:
             pytest.skip(f"no private mount namespace here: {gap}")
         assert folder.parent == tmp_path and folder.is_dir()
         assert list(folder.iterdir()) == []  # the file exists only in the process's own namespace
-        scorer.sweep_scratch(tmp_path)
+        score_process.sweep_scratch(tmp_path)
         assert folder.is_dir()  # a live scoring process's folder is left alone
     finally:
         proc.kill()
         proc.wait(10)
-    scorer.sweep_scratch(tmp_path)
+    score_process.sweep_scratch(tmp_path)
     assert not folder.exists()  # a killed one's mount point is swept
 
 
@@ -93,7 +93,7 @@ def test_scoring_slots_bound_jobs_across_holders(tmp_path: Path) -> None:
 
     def job(i: int) -> None:
         nonlocal inside, peak
-        with scorer.scoring_slot(2, lambda: waited.append(i), root=tmp_path):
+        with slots.scoring_slot(2, lambda: waited.append(i), root=tmp_path):
             with lock:
                 inside += 1
                 peak = max(peak, inside)
