@@ -6,16 +6,18 @@ scoring slots, and the sweep of what earlier versions and killed processes left 
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import textwrap
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from bridge.sessions import contamination, score_process, slots
+from bridge.sessions import contamination, linux, score_process, slots
 from bridge.tasks.catalog import Catalog
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -108,3 +110,24 @@ def test_scoring_slots_bound_jobs_across_holders(tmp_path: Path) -> None:
         t.join(30)
     assert peak == 2
     assert len(waited) >= 2  # the others were told they wait
+
+
+def test_off_linux_every_linux_call_takes_the_one_fallback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """bridge/sessions/linux.py on another platform: `Unsupported` from each call, and the
+    scratch folder falls back to a plain 0700 folder with the reason."""
+    monkeypatch.setattr(linux, "sys", SimpleNamespace(platform="darwin"))
+    with pytest.raises(linux.Unsupported, match="Linux-only"):
+        linux.inotify_init()
+    with pytest.raises(linux.Unsupported, match="Linux-only"):
+        linux.mount_private_tmpfs(tmp_path)  # refused before any unshare of this test process
+    linux.not_dumpable()  # best effort: nothing to do, nothing raised
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    folder, fd, gap = score_process.private_scratch()
+    try:
+        assert gap is not None and "Linux-only (platform darwin)" in gap
+        assert folder.parent == tmp_path and stat.S_IMODE(folder.stat().st_mode) == 0o700
+    finally:
+        os.close(fd)
+        score_process.drop_scratch(folder, private=False)
+    assert not folder.exists()

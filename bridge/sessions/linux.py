@@ -79,9 +79,9 @@ def mount_private_tmpfs(folder: Path) -> None:
     """Move this process into a private mount namespace and mount a 0700 tmpfs on `folder`:
     what is written there is seen by this process and its children only, and is gone when they
     end. Needs a single-threaded process (unshare(2)); root, or unprivileged user namespaces."""
+    libc = _libc()
     if threading.active_count() != 1:
         raise Unsupported("the process is not single-threaded")
-    libc = _libc()
     if libc.unshare(_CLONE_NEWNS) != 0:  # root (CAP_SYS_ADMIN); else an unprivileged user namespace
         uid, gid = os.getuid(), os.getgid()
         _check(libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare")
