@@ -131,3 +131,24 @@ def test_off_linux_every_linux_call_takes_the_one_fallback(monkeypatch: pytest.M
         os.close(fd)
         score_process.drop_scratch(folder, private=False)
     assert not folder.exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux-only")
+def test_not_dumpable_makes_the_process_non_dumpable() -> None:
+    code = textwrap.dedent("""
+        import ctypes
+        from bridge.sessions import linux
+        libc = ctypes.CDLL(None, use_errno=True)
+        before = libc.prctl(3, 0, 0, 0, 0)  # PR_GET_DUMPABLE
+        linux.not_dumpable()
+        print(before, libc.prctl(3, 0, 0, 0, 0))
+    """)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        check=True,
+    )
+    assert out.stdout.split() == ["1", "0"], out
