@@ -129,8 +129,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         sock = bind_http(args.host, args.port)  # before any announcement: a busy port is the first word
         port = sock.getsockname()[1]  # the one bound (--port 0: the kernel's choice)
 
+    from bridge.sessions.linux import not_dumpable
     from bridge.sessions.manager import SessionManager
-    from bridge.sessions.scorer import not_dumpable
     from bridge.sessions.settings import SessionSettings
     from bridge.tasks.catalog import Catalog
     from mcp_server.transport import Ended, end_on_signals, run_http, run_stdio

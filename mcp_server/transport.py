@@ -233,7 +233,7 @@ def end_on_signals() -> None:
     """Treat SIGINT, SIGTERM and SIGHUP like the end of stdin: the first one unwinds the server
     (recorders checkpoint and stop, sessions are released); later ones are ignored so they
     cannot cut that orderly close short. Scores do not depend on it: they are computed in
-    detached scoring processes (bridge/sessions/scorer.py)."""
+    detached scoring processes (bridge/sessions/score_process.py)."""
 
     def handler(signum: int, _frame: object) -> None:
         for sig in END_SIGNALS:
