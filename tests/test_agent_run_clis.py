@@ -111,6 +111,8 @@ def test_real_cli_two_tasks_two_attempts(
             p1 = row["rgbridge"]["profiles"][profile]["pass_at_1"]
             assert p1["total"] > 0 and p1["passed"] == p1["total"], (row["repo_name"], profile, p1)
         assert row["contaminated"] is False
+        # the default sandbox (`--sandbox auto`: bubblewrap, installed by scripts/setup.sh) confined it
+        assert row["run"]["sandbox"]["kind"] == "bwrap" and row["run"]["sandbox"]["confined"] is True
         assert row["run"]["submitted_by"] == "agent" and row["run"]["tool_calls"] >= 4
         trajectory = assert_atif(Path(row["run"]["trajectory"]))
         names = [c.function_name for s in trajectory.steps for c in s.tool_calls or []]
