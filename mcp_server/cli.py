@@ -133,7 +133,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from bridge.sessions.manager import SessionManager
     from bridge.sessions.settings import SessionSettings
     from bridge.tasks.catalog import Catalog
-    from mcp_server.transport import Ended, end_on_signals, run_http, run_stdio
+    from mcp_server.transport import Ended, end_on_signals, raise_if_ended, run_http, run_stdio
 
     # the server holds the golden files of its sessions' tasks in memory (README, "Threat model"):
     # other processes of the user may not read its memory or descriptors
@@ -167,6 +167,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from mcp_server.server import build_server
 
         server = build_server(manager, default_workspace=_abs(args.workspace), owns_manager=True)
+        raise_if_ended()  # a signal whose Ended was lost while the server was being built
         if args.transport == "stdio":
             run_stdio(server)
             return 0

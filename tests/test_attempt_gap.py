@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -143,6 +145,9 @@ def test_a_failed_server_start_fails_the_attempt_with_its_error(
     fake.chmod(0o755)
     monkeypatch.setenv("RGBRIDGE_PYTHON", str(fake))  # the interpreter the run starts the server with
     out = tmp_path / "failed"
+    (tmp_path / "venv").mkdir()  # binds must exist (bridge/agents/confine/scope.py)
+    (tmp_path / "relative" / "tools").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
     binds = ["--agent-bind", str(tmp_path / "venv"), "--agent-bind", "relative/tools"]
     assert run(out, f"{sys.executable} -c pass {{mcp_config}}", *binds) == 0
     options = json.loads((out / "run.json").read_text())  # what --resume reads back
@@ -321,8 +326,34 @@ def test_a_server_whose_run_died_lets_the_session_go(tmp_path: Path) -> None:
         assert held_elsewhere(rec)
         assert server.proc.stdin is not None
         server.proc.stdin.close()  # no signal: only the end of its input
-        assert server.proc.wait(timeout=60) is not None
+        assert server.proc.wait(timeout=300) is not None  # a loaded machine imports the SDK slowly
     finally:
         server.end()
     assert not held_elsewhere(rec)
     assert "detach" in [e["type"] for e in events(rec)]
+
+
+def test_an_end_signal_lost_in_a_finalizer_still_ends_the_server(tmp_path: Path) -> None:
+    """A SIGTERM whose Ended lands in a finalizer is dropped by Python ("Exception ignored in"),
+    and later end signals are ignored by then: the server must still end (it hung for good, seen
+    when the run closed an attempt server's input while it was starting)."""
+    script = tmp_path / "lost.py"
+    script.write_text(
+        "import os, signal, sys, time\n"
+        "from mcp_server.transport import Ended, end_on_signals, raise_if_ended\n"
+        "end_on_signals()\n"
+        "class Finalized:\n"
+        "    def __del__(self):\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        time.sleep(0.2)  # the handler runs here; its Ended is dropped\n"
+        "Finalized()\n"
+        "try:\n"
+        "    raise_if_ended()\n"
+        "except Ended as exc:\n"
+        "    sys.exit(100 + exc.signum)\n"
+        "sys.exit(1)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert "Exception ignored" in done.stderr  # the Ended really was lost in the finalizer
+    assert done.returncode == 100 + signal.SIGTERM, done.stderr
