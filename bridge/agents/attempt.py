@@ -20,7 +20,6 @@ its server left is resumed), one that did not is submitted for it, one that hang
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import threading
@@ -31,6 +30,7 @@ from typing import Any, cast
 
 from bridge.agents.adapter import AttemptSetup, HttpServer, Launch
 from bridge.agents.attempt_server import AttemptServer
+from bridge.agents.attempt_state import AttemptState
 from bridge.agents.command import words
 from bridge.agents.confine import Confinement, confinement_for, sandbox_for
 from bridge.agents.events import ParsedRun, read_stream
@@ -89,15 +89,11 @@ class Attempt:
         self.live = Live(workspace=self.workspace, stream=self.dir / "agent" / "stream.jsonl")
 
     # ------------------------------------------------------------------ state on disk
-    def state(self) -> dict[str, Any]:
-        try:
-            data = json.loads((self.dir / STATE_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
+    def state(self) -> AttemptState:
+        return AttemptState.load(self.dir / STATE_FILE)
 
     def _save(self, **fields: Any) -> None:
-        write_json_atomic(self.dir / STATE_FILE, {**self.state(), **fields})
+        self.state().updated(**fields).save(self.dir / STATE_FILE)
 
     def _manager(self, *, reattach: bool) -> SessionManager:
         return SessionManager(
@@ -112,8 +108,8 @@ class Attempt:
     def run(self) -> dict[str, Any]:
         """The attempt to its report entry (resuming whatever an earlier run left)."""
         state = self.state()
-        if state.get("session_id") and state.get("phase") in ("agent_done", "submitted"):
-            return self._finish(state["session_id"], None, None)
+        if state.session_id and state.phase in ("agent_done", "submitted"):
+            return self._finish(state.session_id, None, None)
         self._clear_unfinished()
         self.live.state = "starting"
         self.live.started = time.monotonic()
@@ -275,7 +271,7 @@ class Attempt:
             if parsed is None:  # resumed after the agent ended: read its stream again
                 prompt = self.s.prompt.render(self.task, self.s.time_limit)
                 parsed = self.s.adapter.parse(read_stream(self.dir / "agent" / "stream.jsonl"), prompt)
-            how = ended.how if ended else str(state.get("ended", "exit"))
+            how = ended.how if ended else (state.ended or "exit")
             # cut by the clock or by a resource limit, the agent's work is still scored as it stands
             signal: Signal = "time_limit" if how == "time_limit" else "agent_exit"
             if how == "resource_limit":
@@ -283,7 +279,7 @@ class Attempt:
             scoring_started = time.monotonic()
             if live and mgr.status(sid).state in ("active", "paused"):
                 self._keep_trajectory(mgr, sid, parsed, how, state)
-                failure = parsed.attempt_failure(how, state.get("exit_code"), self.dir / "agent" / "stderr.log")
+                failure = parsed.attempt_failure(how, state.exit_code, self.dir / "agent" / "stderr.log")
                 if failure is not None:  # the CLI failed, the agent did not: nothing is scored
                     mgr.quit(sid, f"agent_error ({failure.cls}): {failure.message}")
                     self._save(phase="agent_error", agent_error=failure.as_dict(0))
@@ -320,7 +316,7 @@ class Attempt:
         sid: str,
         parsed: ParsedRun,
         how: str,
-        state: dict[str, Any],
+        state: AttemptState,
         *,
         record_event: bool = True,
     ) -> None:
@@ -356,8 +352,8 @@ class Attempt:
                 version=self.s.agent_version,
                 model=parsed.model or self.s.model,
                 ended=how,
-                exit_code=state.get("exit_code"),
-                agent_seconds=float(state.get("agent_seconds") or 0.0),
+                exit_code=state.exit_code,
+                agent_seconds=state.agent_seconds or 0.0,
                 tool_calls=parsed.tool_calls,
                 steps=len(parsed.steps),
                 trajectory="agent/trajectory.json",
@@ -392,12 +388,12 @@ class Attempt:
         else:  # the scoring job failed: an engine fault, not the agent's (infra_error)
             entry = {"repo_name": self.task.id, "lang": self.task.lang, "error": status.message or "scoring failed"}
             entry["outcome"] = "infra_error"
-        started = float(state.get("started_at") or time.time())
+        started = state.started_at or time.time()
         wall = round(time.time() - started, 3)
-        agent_seconds = float(state.get("agent_seconds") or 0.0)
+        agent_seconds = state.agent_seconds or 0.0
         # The bridge's own share: the attempt's wall time outside the agent's run and the scoring
         # (they overlap when the agent submitted and waited for its server to score).
-        agent_end = float(state.get("agent_ended_at") or started + agent_seconds)
+        agent_end = state.agent_ended_at or started + agent_seconds
         busy = (
             agent_seconds
             + scoring_seconds
@@ -410,8 +406,8 @@ class Attempt:
         entry["run"] = {
             "session_id": status.session_id,
             "recording": str(self.rec_dir / status.session_id),
-            "ended": state.get("ended"),
-            "exit_code": state.get("exit_code"),
+            "ended": state.ended,
+            "exit_code": state.exit_code,
             "submitted_by": submitted_by,
             "wall_seconds": wall,
             "agent_seconds": agent_seconds,
@@ -430,10 +426,10 @@ class Attempt:
             "prompt_hash": self.s.prompt.digest,
             "time_limit_seconds": self.s.time_limit,
             "config_hash": self.s.run_config.get("hash"),
-            "sandbox": state.get("sandbox") or declared_sandbox(self.s),
+            "sandbox": state.sandbox or declared_sandbox(self.s),
         }
-        if state.get("server_lost"):  # the session went unwatched from then on: the row says so
-            entry["run"]["errors"].insert(0, str(state["server_lost"]))
+        if state.server_lost:  # the session went unwatched from then on: the row says so
+            entry["run"]["errors"].insert(0, state.server_lost)
         return entry
 
 
