@@ -44,7 +44,8 @@ from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.recording.integrity import try_seal
 from bridge.scoring.result import ScoreResult
-from bridge.scoring.run.reporting import build_entry
+from bridge.scoring.run.report_row import AgentInfo, AgentRunInfo, ReportRow
+from bridge.scoring.run.reporting import build_row
 from bridge.sessions.live import load_record
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.models import ResultStatus, SessionRecord, Signal, result_status
@@ -379,15 +380,16 @@ class Attempt:
         failure: Failure | None = None,
     ) -> dict[str, Any]:
         state = self.state()
+        task = {"repo_name": self.task.id, "lang": self.task.lang}
         if failure is not None:  # not the agent's work: no score, in no mean (runner retries it)
-            entry: dict[str, Any] = {"repo_name": self.task.id, "lang": self.task.lang, "outcome": "agent_error"}
-            entry["agent_error"] = failure.as_dict(0)
+            row = ReportRow.model_validate({**task, "outcome": "agent_error", "agent_error": failure.as_dict(0)})
         elif status.state == "done" and status.result is not None:
             result = ScoreResult.model_validate(status.result)
-            entry = build_entry(result, "compat" if "compat" in result.profiles else None)
+            row = build_row(result, "compat" if "compat" in result.profiles else None)
         else:  # the scoring job failed: an engine fault, not the agent's (infra_error)
-            entry = {"repo_name": self.task.id, "lang": self.task.lang, "error": status.message or "scoring failed"}
-            entry["outcome"] = "infra_error"
+            row = ReportRow.model_validate(
+                {**task, "error": status.message or "scoring failed", "outcome": "infra_error"}
+            )
         started = state.started_at or time.time()
         wall = round(time.time() - started, 3)
         agent_seconds = state.agent_seconds or 0.0
@@ -399,38 +401,40 @@ class Attempt:
             + scoring_seconds
             - overlap((agent_end - agent_seconds, agent_end), scoring_window(self.rec_dir / status.session_id))
         )
-        model = parsed.model or self.s.model
-        entry["agent"] = {"name": self.s.adapter.name, "version": self.s.agent_version, "model": model}
-        entry["attempt"] = self.number
-        entry["contaminated"] = status.contaminated
-        entry["run"] = {
-            "session_id": status.session_id,
-            "recording": str(self.rec_dir / status.session_id),
-            "ended": state.ended,
-            "exit_code": state.exit_code,
-            "submitted_by": submitted_by,
-            "wall_seconds": wall,
-            "agent_seconds": agent_seconds,
-            "scoring_seconds": scoring_seconds,
-            "overhead_seconds": round(max(0.0, wall - busy), 3),
-            "tool_calls": parsed.tool_calls,
-            "steps": len(parsed.steps),
-            "prompt_tokens": parsed.prompt_tokens,
-            "completion_tokens": parsed.completion_tokens,
-            "cached_tokens": parsed.cached_tokens,
-            "tokens": parsed.token_split(),
-            "cost_usd": parsed.cost_usd,
-            "trajectory": str(self.dir / "agent" / "trajectory.json"),
-            "errors": parsed.errors[:5],
-            "prompt": str(self.dir / "agent" / "prompt.txt"),
-            "prompt_hash": self.s.prompt.digest,
-            "time_limit_seconds": self.s.time_limit,
-            "config_hash": self.s.run_config.get("hash"),
-            "sandbox": state.sandbox or declared_sandbox(self.s),
-        }
+        errors = parsed.errors[:5]
         if state.server_lost:  # the session went unwatched from then on: the row says so
-            entry["run"]["errors"].insert(0, state.server_lost)
-        return entry
+            errors.insert(0, state.server_lost)
+        row.agent = AgentInfo(
+            name=self.s.adapter.name, version=self.s.agent_version, model=parsed.model or self.s.model
+        )
+        row.attempt = self.number
+        row.contaminated = status.contaminated
+        row.run = AgentRunInfo(
+            session_id=status.session_id,
+            recording=str(self.rec_dir / status.session_id),
+            ended=state.ended,
+            exit_code=state.exit_code,
+            submitted_by=submitted_by,
+            wall_seconds=wall,
+            agent_seconds=agent_seconds,
+            scoring_seconds=scoring_seconds,
+            overhead_seconds=round(max(0.0, wall - busy), 3),
+            tool_calls=parsed.tool_calls,
+            steps=len(parsed.steps),
+            prompt_tokens=parsed.prompt_tokens,
+            completion_tokens=parsed.completion_tokens,
+            cached_tokens=parsed.cached_tokens,
+            tokens=parsed.token_split(),
+            cost_usd=parsed.cost_usd,
+            trajectory=str(self.dir / "agent" / "trajectory.json"),
+            errors=errors,
+            prompt=str(self.dir / "agent" / "prompt.txt"),
+            prompt_hash=self.s.prompt.digest,
+            time_limit_seconds=self.s.time_limit,
+            config_hash=self.s.run_config.get("hash"),
+            sandbox=state.sandbox or declared_sandbox(self.s),
+        )
+        return row.to_json()
 
 
 def _python() -> str:
