@@ -20,7 +20,6 @@ its server left is resumed), one that did not is submitted for it, one that hang
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import threading
@@ -31,6 +30,7 @@ from typing import Any, cast
 
 from bridge.agents.adapter import AttemptSetup, HttpServer, Launch
 from bridge.agents.attempt_server import AttemptServer
+from bridge.agents.attempt_state import AttemptState
 from bridge.agents.command import words
 from bridge.agents.confine import Confinement, confinement_for, sandbox_for
 from bridge.agents.events import ParsedRun, read_stream
@@ -44,7 +44,8 @@ from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.recording.integrity import try_seal
 from bridge.scoring.result import ScoreResult
-from bridge.scoring.run.reporting import build_entry
+from bridge.scoring.run.report_row import AgentInfo, AgentRunInfo, ReportRow
+from bridge.scoring.run.reporting import build_row
 from bridge.sessions.live import load_record
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.models import ResultStatus, SessionRecord, Signal, result_status
@@ -89,15 +90,11 @@ class Attempt:
         self.live = Live(workspace=self.workspace, stream=self.dir / "agent" / "stream.jsonl")
 
     # ------------------------------------------------------------------ state on disk
-    def state(self) -> dict[str, Any]:
-        try:
-            data = json.loads((self.dir / STATE_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
+    def state(self) -> AttemptState:
+        return AttemptState.load(self.dir / STATE_FILE)
 
     def _save(self, **fields: Any) -> None:
-        write_json_atomic(self.dir / STATE_FILE, {**self.state(), **fields})
+        self.state().updated(**fields).save(self.dir / STATE_FILE)
 
     def _manager(self, *, reattach: bool) -> SessionManager:
         return SessionManager(
@@ -112,8 +109,8 @@ class Attempt:
     def run(self) -> dict[str, Any]:
         """The attempt to its report entry (resuming whatever an earlier run left)."""
         state = self.state()
-        if state.get("session_id") and state.get("phase") in ("agent_done", "submitted"):
-            return self._finish(state["session_id"], None, None)
+        if state.session_id and state.phase in ("agent_done", "submitted"):
+            return self._finish(state.session_id, None, None)
         self._clear_unfinished()
         self.live.state = "starting"
         self.live.started = time.monotonic()
@@ -275,7 +272,7 @@ class Attempt:
             if parsed is None:  # resumed after the agent ended: read its stream again
                 prompt = self.s.prompt.render(self.task, self.s.time_limit)
                 parsed = self.s.adapter.parse(read_stream(self.dir / "agent" / "stream.jsonl"), prompt)
-            how = ended.how if ended else str(state.get("ended", "exit"))
+            how = ended.how if ended else (state.ended or "exit")
             # cut by the clock or by a resource limit, the agent's work is still scored as it stands
             signal: Signal = "time_limit" if how == "time_limit" else "agent_exit"
             if how == "resource_limit":
@@ -283,7 +280,7 @@ class Attempt:
             scoring_started = time.monotonic()
             if live and mgr.status(sid).state in ("active", "paused"):
                 self._keep_trajectory(mgr, sid, parsed, how, state)
-                failure = parsed.attempt_failure(how, state.get("exit_code"), self.dir / "agent" / "stderr.log")
+                failure = parsed.attempt_failure(how, state.exit_code, self.dir / "agent" / "stderr.log")
                 if failure is not None:  # the CLI failed, the agent did not: nothing is scored
                     mgr.quit(sid, f"agent_error ({failure.cls}): {failure.message}")
                     self._save(phase="agent_error", agent_error=failure.as_dict(0))
@@ -320,7 +317,7 @@ class Attempt:
         sid: str,
         parsed: ParsedRun,
         how: str,
-        state: dict[str, Any],
+        state: AttemptState,
         *,
         record_event: bool = True,
     ) -> None:
@@ -356,8 +353,8 @@ class Attempt:
                 version=self.s.agent_version,
                 model=parsed.model or self.s.model,
                 ended=how,
-                exit_code=state.get("exit_code"),
-                agent_seconds=float(state.get("agent_seconds") or 0.0),
+                exit_code=state.exit_code,
+                agent_seconds=state.agent_seconds or 0.0,
                 tool_calls=parsed.tool_calls,
                 steps=len(parsed.steps),
                 trajectory="agent/trajectory.json",
@@ -383,58 +380,61 @@ class Attempt:
         failure: Failure | None = None,
     ) -> dict[str, Any]:
         state = self.state()
+        task = {"repo_name": self.task.id, "lang": self.task.lang}
         if failure is not None:  # not the agent's work: no score, in no mean (runner retries it)
-            entry: dict[str, Any] = {"repo_name": self.task.id, "lang": self.task.lang, "outcome": "agent_error"}
-            entry["agent_error"] = failure.as_dict(0)
+            row = ReportRow.model_validate({**task, "outcome": "agent_error", "agent_error": failure.as_dict(0)})
         elif status.state == "done" and status.result is not None:
             result = ScoreResult.model_validate(status.result)
-            entry = build_entry(result, "compat" if "compat" in result.profiles else None)
+            row = build_row(result, "compat" if "compat" in result.profiles else None)
         else:  # the scoring job failed: an engine fault, not the agent's (infra_error)
-            entry = {"repo_name": self.task.id, "lang": self.task.lang, "error": status.message or "scoring failed"}
-            entry["outcome"] = "infra_error"
-        started = float(state.get("started_at") or time.time())
+            row = ReportRow.model_validate(
+                {**task, "error": status.message or "scoring failed", "outcome": "infra_error"}
+            )
+        started = state.started_at or time.time()
         wall = round(time.time() - started, 3)
-        agent_seconds = float(state.get("agent_seconds") or 0.0)
+        agent_seconds = state.agent_seconds or 0.0
         # The bridge's own share: the attempt's wall time outside the agent's run and the scoring
         # (they overlap when the agent submitted and waited for its server to score).
-        agent_end = float(state.get("agent_ended_at") or started + agent_seconds)
+        agent_end = state.agent_ended_at or started + agent_seconds
         busy = (
             agent_seconds
             + scoring_seconds
             - overlap((agent_end - agent_seconds, agent_end), scoring_window(self.rec_dir / status.session_id))
         )
-        model = parsed.model or self.s.model
-        entry["agent"] = {"name": self.s.adapter.name, "version": self.s.agent_version, "model": model}
-        entry["attempt"] = self.number
-        entry["contaminated"] = status.contaminated
-        entry["run"] = {
-            "session_id": status.session_id,
-            "recording": str(self.rec_dir / status.session_id),
-            "ended": state.get("ended"),
-            "exit_code": state.get("exit_code"),
-            "submitted_by": submitted_by,
-            "wall_seconds": wall,
-            "agent_seconds": agent_seconds,
-            "scoring_seconds": scoring_seconds,
-            "overhead_seconds": round(max(0.0, wall - busy), 3),
-            "tool_calls": parsed.tool_calls,
-            "steps": len(parsed.steps),
-            "prompt_tokens": parsed.prompt_tokens,
-            "completion_tokens": parsed.completion_tokens,
-            "cached_tokens": parsed.cached_tokens,
-            "tokens": parsed.token_split(),
-            "cost_usd": parsed.cost_usd,
-            "trajectory": str(self.dir / "agent" / "trajectory.json"),
-            "errors": parsed.errors[:5],
-            "prompt": str(self.dir / "agent" / "prompt.txt"),
-            "prompt_hash": self.s.prompt.digest,
-            "time_limit_seconds": self.s.time_limit,
-            "config_hash": self.s.run_config.get("hash"),
-            "sandbox": state.get("sandbox") or declared_sandbox(self.s),
-        }
-        if state.get("server_lost"):  # the session went unwatched from then on: the row says so
-            entry["run"]["errors"].insert(0, str(state["server_lost"]))
-        return entry
+        errors = parsed.errors[:5]
+        if state.server_lost:  # the session went unwatched from then on: the row says so
+            errors.insert(0, state.server_lost)
+        row.agent = AgentInfo(
+            name=self.s.adapter.name, version=self.s.agent_version, model=parsed.model or self.s.model
+        )
+        row.attempt = self.number
+        row.contaminated = status.contaminated
+        row.run = AgentRunInfo(
+            session_id=status.session_id,
+            recording=str(self.rec_dir / status.session_id),
+            ended=state.ended,
+            exit_code=state.exit_code,
+            submitted_by=submitted_by,
+            wall_seconds=wall,
+            agent_seconds=agent_seconds,
+            scoring_seconds=scoring_seconds,
+            overhead_seconds=round(max(0.0, wall - busy), 3),
+            tool_calls=parsed.tool_calls,
+            steps=len(parsed.steps),
+            prompt_tokens=parsed.prompt_tokens,
+            completion_tokens=parsed.completion_tokens,
+            cached_tokens=parsed.cached_tokens,
+            tokens=parsed.token_split(),
+            cost_usd=parsed.cost_usd,
+            trajectory=str(self.dir / "agent" / "trajectory.json"),
+            errors=errors,
+            prompt=str(self.dir / "agent" / "prompt.txt"),
+            prompt_hash=self.s.prompt.digest,
+            time_limit_seconds=self.s.time_limit,
+            config_hash=self.s.run_config.get("hash"),
+            sandbox=state.sandbox or declared_sandbox(self.s),
+        )
+        return row.to_json()
 
 
 def _python() -> str:
