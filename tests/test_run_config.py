@@ -177,11 +177,15 @@ def test_costs_summed_per_task_and_run() -> None:
 def test_configuration_leaves_out_what_changes_no_row() -> None:
     from dataclasses import dataclass
 
+    from bridge.agents.confine import Limits
     from bridge.agents.prompt import bridge_template
 
     @dataclass
     class Settings:
         agent_version: str = "1.2.3"
+        sandbox: str = "bwrap"
+        agent_binds: tuple[Path, ...] = ()
+        limits: Limits = Limits()
 
     base = {"agent": "codex", "tasks": ["kv-ledger"], "run_id": "x", "recordings": "/r"}
     one = run_config(RunOptions(**base), Settings(), bridge_template())  # type: ignore[arg-type]
