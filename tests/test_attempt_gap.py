@@ -138,7 +138,7 @@ def test_a_failed_server_start_says_why(tmp_path: Path) -> None:
 
 
 def test_a_failed_server_start_fails_the_attempt_with_its_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    docker_client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\necho 'the bridge could not start: disk on fire' >&2\nexit 3\n")
