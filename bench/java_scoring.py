@@ -30,8 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bridge.scoring.java.images import ensure_java_image, java_image_tag
 from bridge.scoring.java.layers import MavenSources, jdeps_tag, repo_poms
-from bridge.scoring.run.engine import score_repo
+from bridge.scoring.run.engine import ScoreOptions, score_repo
 from bridge.scoring.sandbox.docker_client import get_client
+from bridge.scoring.types import ScoreRequest, profile_choice
 from bridge.tasks.catalog import Catalog
 
 TASK = "link-shortener"
@@ -59,7 +60,12 @@ def main() -> int:
     def score(repo: Path, profile: str = "both", cache: bool = False) -> tuple[float, dict[str, tuple]]:
         started = time.monotonic()
         with tempfile.TemporaryDirectory() as out:
-            r = score_repo(task, repo, profile=profile, use_cache=cache, output_dir=Path(out), client=client)
+            r = score_repo(
+                task,
+                repo,
+                ScoreRequest(profile=profile_choice(profile), use_cache=cache, output_dir=Path(out)),
+                ScoreOptions(client=client),
+            )
         seconds = round(time.monotonic() - started, 1)
         return seconds, {n: (p.outcome, p.dsr.success, p.pass_at_1.score) for n, p in r.profiles.items()}
 

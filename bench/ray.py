@@ -34,7 +34,8 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from bridge.scoring.run.evaluate import evaluate
+from bridge.scoring.run.engine import ScoreOptions
+from bridge.scoring.run.evaluate import EvaluationOptions, EvaluationRequest, evaluate
 from bridge.tasks.catalog import Catalog
 
 SOURCE_TASK = "kv-ledger"
@@ -82,11 +83,18 @@ def main() -> int:
         tmp = Path(tmp_name)
         catalog, preds = make_inputs(tmp, args.repos)
         # Warm-up (not timed): the dependency image of the oracle exists before either backend runs.
-        evaluate(catalog, preds, output_dir=tmp / "warm", only=[f"{SOURCE_TASK}-0"], profile="both")
+        evaluate(
+            catalog,
+            EvaluationRequest(
+                predictions_dir=preds, output_dir=tmp / "warm", only=[f"{SOURCE_TASK}-0"], profile="both"
+            ),
+        )
 
         t0 = time.monotonic()
         local, _, _ = evaluate(
-            catalog, preds, output_dir=tmp / "local", workers=args.local_workers, profile="both", use_cache=False
+            catalog,
+            EvaluationRequest(predictions_dir=preds, output_dir=tmp / "local", profile="both", use_cache=False),
+            EvaluationOptions(workers=args.local_workers),
         )
         local_s = time.monotonic() - t0
 
@@ -103,12 +111,8 @@ def main() -> int:
                 t0 = time.monotonic()
                 remote, _, _ = evaluate(
                     catalog,
-                    preds,
-                    output_dir=tmp / "ray",
-                    workers=2 * args.repos,
-                    profile="both",
-                    use_cache=False,
-                    backend=backend,
+                    EvaluationRequest(predictions_dir=preds, output_dir=tmp / "ray", profile="both", use_cache=False),
+                    EvaluationOptions(workers=2 * args.repos, scoring=ScoreOptions(backend=backend)),
                 )
                 ray_s = time.monotonic() - t0
                 nodes = sorted({t["node"] for t in backend.timings})
@@ -117,13 +121,10 @@ def main() -> int:
                 only = [f"{SOURCE_TASK}-{i}" for i in range(min(args.overhead_jobs, args.repos))]
                 evaluate(
                     catalog,
-                    preds,
-                    output_dir=tmp / "overhead",
-                    workers=1,
-                    profile="strict",
-                    only=only,
-                    use_cache=False,
-                    backend=backend,
+                    EvaluationRequest(
+                        predictions_dir=preds, output_dir=tmp / "overhead", profile="strict", only=only, use_cache=False
+                    ),
+                    EvaluationOptions(workers=1, scoring=ScoreOptions(backend=backend)),
                 )
                 overheads = [t["wall_seconds"] - t["score_seconds"] for t in backend.timings]
                 worker_side = [t["worker_seconds"] - t["score_seconds"] for t in backend.timings]

@@ -145,7 +145,7 @@ class HighWater(threading.Thread):
 def one_run(tasks_dir: Path, preds: Path, out: Path, workers: int, budget: str | None) -> dict[str, Any]:
     from bridge.scoring.images.disk import BUDGET_ENV, books_dir, evictions
     from bridge.scoring.images.sets import wait_for_cache_fills
-    from bridge.scoring.run.evaluate import evaluate
+    from bridge.scoring.run.evaluate import EvaluationOptions, EvaluationRequest, evaluate
     from bridge.scoring.sandbox.docker_client import get_client
     from bridge.tasks.catalog import Catalog
 
@@ -159,7 +159,11 @@ def one_run(tasks_dir: Path, preds: Path, out: Path, workers: int, budget: str |
     sampler = HighWater()
     sampler.start()
     started = time.monotonic()
-    report, _writer, _plan = evaluate(catalog, preds, output_dir=out, workers=workers, profile="both", use_cache=False)
+    report, _writer, _plan = evaluate(
+        catalog,
+        EvaluationRequest(predictions_dir=preds, output_dir=out, profile="both", use_cache=False),
+        EvaluationOptions(workers=workers),
+    )
     wall = time.monotonic() - started
     peak = sampler.stop()
     wait_for_cache_fills()

@@ -60,10 +60,11 @@ from bridge.scoring.images.sets import (
 from bridge.scoring.python.compat import compat_extras
 from bridge.scoring.result import DSRResult, PassAt1
 from bridge.scoring.run.engine import score_repo
-from bridge.scoring.run.evaluate import evaluate
+from bridge.scoring.run.evaluate import EvaluationOptions, EvaluationRequest, evaluate
 from bridge.scoring.run.workdir import ASSETS, requirements_of
 from bridge.scoring.sandbox.containers import read_logs, remove_container, wait_with_timeout
 from bridge.scoring.sandbox.docker_client import get_client
+from bridge.scoring.types import ScoreRequest, profile_choice
 from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
 
@@ -86,7 +87,11 @@ def say(text: str) -> None:
 def timed_score(task: Task, repo: Path, out: Path, *, profile: str, use_cache: bool) -> tuple[float, Any]:
     started = time.monotonic()
     result = score_repo(
-        task, repo, profile=profile, use_cache=use_cache, output_dir=out, run_id=f"bench-{uuid.uuid4().hex[:8]}"
+        task,
+        repo,
+        ScoreRequest(
+            profile=profile_choice(profile), use_cache=use_cache, output_dir=out, run_id=f"bench-{uuid.uuid4().hex[:8]}"
+        ),
     )
     return time.monotonic() - started, result
 
@@ -246,7 +251,11 @@ def time_evaluate(tasks_dir: Path, preds: Path, out: Path, workers: int, profile
         (repo / ".bench-nonce").write_text(uuid.uuid4().hex, encoding="utf-8")
     catalog = Catalog.from_options(tasks_dir)
     started = time.monotonic()
-    report, writer, _plan = evaluate(catalog, preds, output_dir=out, workers=workers, profile=profile)
+    report, writer, _plan = evaluate(
+        catalog,
+        EvaluationRequest(predictions_dir=preds, output_dir=out, profile=profile),
+        EvaluationOptions(workers=workers),
+    )
     seconds = time.monotonic() - started
     data = json.loads(report.read_text(encoding="utf-8"))
     scores = [(r["repo_name"], r["pass_at_1"]["score"]) for r in data["results"]]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -33,7 +34,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
     parser.add_argument(
-        "--port", type=at_least(1, 65535), default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT})"
+        "--port",
+        type=at_least(0, 65535),
+        default=DEFAULT_PORT,
+        help=f"HTTP port (default {DEFAULT_PORT}; 0: a free port, announced once bound)",
     )
     parser.add_argument(
         "--token", default=None, help="HTTP bearer token (default: $RGBRIDGE_TOKEN, else a fresh random token)"
@@ -80,6 +84,24 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "run id in the recordings folder count); default: a fresh run per process",
     )
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    # The attempt mode of `rgbridge run` (mcp_server/attempt_mode.py): the run starts the server,
+    # the server opens the attempt's session and holds it for the agent.
+    attempt = parser.add_argument_group("one attempt of `rgbridge run` (what the run passes)")
+    attempt.add_argument(
+        "--start-task",
+        metavar="TASK",
+        help="open a session of TASK in --workspace at start-up and serve it to one client over HTTP "
+        "(a fresh server token, never written; the client's credential goes to --ready-file); the "
+        "server ends on SIGTERM or at the end of its standard input",
+    )
+    attempt.add_argument("--client-name", metavar="NAME", help="the client recorded for that session")
+    attempt.add_argument("--client-version", metavar="VERSION", help="its version")
+    attempt.add_argument(
+        "--ready-file",
+        type=Path,
+        metavar="FILE",
+        help="written (mode 0600) once the session is open and the server listens: url, credential, session id",
+    )
     add_disk_budget_option(parser)
 
 
@@ -95,20 +117,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     configure_logging(args.log_level)
     from bridge.scoring.images.disk import apply_budget_option
+    from mcp_server import attempt_mode
 
+    attempt_mode.check_options(args)
     apply_budget_option(getattr(args, "disk_budget", None))
     token_given = args.token or os.environ.get("RGBRIDGE_TOKEN") or None
     sock = None
+    port = args.port
     if args.transport == "http":
         check_bind(args.host, allow_remote=args.allow_remote, token_given=bool(token_given))
         sock = bind_http(args.host, args.port)  # before any announcement: a busy port is the first word
+        port = sock.getsockname()[1]  # the one bound (--port 0: the kernel's choice)
 
+    from bridge.sessions.linux import not_dumpable
     from bridge.sessions.manager import SessionManager
-    from bridge.sessions.scorer import not_dumpable
     from bridge.sessions.settings import SessionSettings
     from bridge.tasks.catalog import Catalog
-    from mcp_server.server import build_server
-    from mcp_server.transport import Ended, end_on_signals, run_http, run_stdio
+    from mcp_server.transport import Ended, end_on_signals, raise_if_ended, run_http, run_stdio
 
     # the server holds the golden files of its sessions' tasks in memory (README, "Threat model"):
     # other processes of the user may not read its memory or descriptors
@@ -128,17 +153,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
     ended: Ended | None = None
     end_on_signals()
     try:
+        url = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{port}/mcp"
+        attempt = None
+        if args.start_task:
+            # The session is open and watched, and the socket listens, before the MCP SDK is even
+            # imported: the agent starts (and queues its first connection) meanwhile.
+            assert sock is not None
+            token = attempt_mode.server_token(token_given)
+            attempt = attempt_mode.open_attempt(args, manager, token)
+            attempt_mode.end_with_stdin(signal.SIGTERM)
+            listen_http(sock)
+            attempt_mode.write_ready(args.ready_file, url, attempt)
+        from mcp_server.server import build_server
+
         server = build_server(manager, default_workspace=_abs(args.workspace), owns_manager=True)
+        raise_if_ended()  # a signal whose Ended was lost while the server was being built
         if args.transport == "stdio":
             run_stdio(server)
             return 0
-        token, token_path = load_or_create_token(token_given, manager.recordings_dir)
         assert sock is not None
-        listen_http(sock)
-        url = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{args.port}/mcp"
-        print(f"rgbridge: serving MCP at {url}", file=sys.stderr)
-        print(f"rgbridge: bearer token (also in {token_path}, mode 0600): {token}", file=sys.stderr, flush=True)
-        run_http(server, host=args.host, port=args.port, token=token, allowed_hosts=args.allowed_host, sock=sock)
+        if attempt is not None:
+            attempt_mode.claim(server, attempt)
+            print(f"rgbridge: serving session {attempt.session_id} at {url}", file=sys.stderr, flush=True)
+        else:
+            token, token_path = load_or_create_token(token_given, manager.recordings_dir)
+            listen_http(sock)
+            print(f"rgbridge: serving MCP at {url}", file=sys.stderr)
+            print(f"rgbridge: bearer token (also in {token_path}, mode 0600): {token}", file=sys.stderr, flush=True)
+        run_http(server, host=args.host, port=port, token=token, allowed_hosts=args.allowed_host, sock=sock)
         return 0
     except Ended as exc:
         ended = exc

@@ -18,14 +18,16 @@ import socket
 import sys
 import threading
 from pathlib import Path
-from typing import Any
-
-from mcp.server.mcpserver import MCPServer
-from mcp.server.transport_security import TransportSecuritySettings
+from typing import TYPE_CHECKING, Any
 
 from bridge.credentials import SERVER_TOKEN_FILE, is_client_token, verify_client_token
 from bridge.errors import BridgeError
 from mcp_server.ownership import CREDENTIAL_SCOPE_KEY
+
+if TYPE_CHECKING:  # the MCP SDK is imported where it is used: an attempt's server opens its
+    # session and announces itself before it pays for the SDK (mcp_server/attempt_mode.py)
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.transport_security import TransportSecuritySettings
 
 log = logging.getLogger("mcp_server.transport")
 
@@ -80,6 +82,8 @@ def load_or_create_token(given: str | None, token_dir: Path) -> tuple[str, Path]
 
 def security_settings(host: str, port: int, allowed_hosts: list[str] | None = None) -> TransportSecuritySettings:
     """Host/Origin allow-lists: loopback names on our port, plus the bound host and any extras."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
     hosts = {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
     origins = {f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://[::1]:{port}"}
     for extra in [host, *(allowed_hosts or [])]:
@@ -199,12 +203,21 @@ def run_http(
 
     app = http_app(server, host=host, port=port, token=token, allowed_hosts=allowed_hosts)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    server_ = uvicorn.Server(config)
+    raise_if_ended()  # a signal whose Ended was lost before the server started
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if RECEIVED:  # one that came between the check above and uvicorn's own handlers
+                self.should_exit = True
+
+    server_ = Server(config)
     # uvicorn shuts down gracefully on SIGINT/SIGTERM (the lifespan closes the manager); a hang-up
     # is one more way to end the server (`end_on_signals`), taken the same graceful way
     if threading.current_thread() is threading.main_thread():  # handlers can only be set there
         signal.signal(signal.SIGHUP, lambda _sig, frame: server_.handle_exit(signal.SIGTERM, frame))
     server_.run(sockets=[sock] if sock is not None else None)
+    raise_if_ended()  # ended by an early signal: leave as a signal ends the server
 
 
 def run_stdio(server: MCPServer) -> None:
@@ -225,15 +238,28 @@ class Ended(KeyboardInterrupt):
         self.signum = signum
 
 
+#: the end signals received: an exception raised by a signal handler while the interpreter runs a
+#: finalizer or a C callback is reported and dropped ("Exception ignored in ..."), and later
+#: signals are ignored by then, so the server checks this before it serves (`raise_if_ended`)
+RECEIVED: list[int] = []
+
+
+def raise_if_ended() -> None:
+    """Raise the Ended of an end signal that came earlier, if its exception was lost."""
+    if RECEIVED:
+        raise Ended(RECEIVED[0])
+
+
 def end_on_signals() -> None:
     """Treat SIGINT, SIGTERM and SIGHUP like the end of stdin: the first one unwinds the server
     (recorders checkpoint and stop, sessions are released); later ones are ignored so they
     cannot cut that orderly close short. Scores do not depend on it: they are computed in
-    detached scoring processes (bridge/sessions/scorer.py)."""
+    detached scoring processes (bridge/sessions/score_process.py)."""
 
     def handler(signum: int, _frame: object) -> None:
         for sig in END_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
+        RECEIVED.append(signum)
         raise Ended(signum)
 
     if threading.current_thread() is not threading.main_thread():  # embedded: the host handles signals

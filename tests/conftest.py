@@ -156,3 +156,15 @@ def chromium() -> str:
             pytest.fail("chromium required (RGBRIDGE_REQUIRE_CHROMIUM=1) but not installed")
         pytest.skip("chromium not installed (apt-get install -y chromium); set RGBRIDGE_REQUIRE_CHROMIUM=1 to fail")
     return path
+
+
+@pytest.fixture(autouse=True)
+def private_scoring_slots(tmp_path_factory, monkeypatch) -> Path:
+    """Scoring slots of this test's own (bridge/sessions/slots.py): an in-process grader of this
+    process takes them, so a fake score never waits behind the engine scores other runs on the
+    machine hold. Detached scoring processes are other processes: they keep the machine's."""
+    from bridge.sessions import slots
+
+    root = tmp_path_factory.mktemp("scoring-slots")
+    monkeypatch.setattr(slots, "slots_dir", lambda: root)
+    return root

@@ -23,6 +23,7 @@ from typing import Any
 
 from mcp import StdioServerParameters
 
+from bridge.recording.clock import parse_iso
 from bridge.scoring import upstream
 from bridge.scoring.result import APICoverage, DSRResult, PassAt1, ProfileResult, ScoreResult
 from bridge.scoring.types import ScoreRequest
@@ -308,23 +309,6 @@ def assert_no_active_content(page: str, *, attempt_links: bool = False) -> None:
 SECRET = "sk-test-never-on-disk-4b1d"
 
 
-#: the `command` adapter's scripted agent, built on the `mcp` SDK's own client
-SCRIPTED_AGENT = REPO_ROOT / "tests" / "agents" / "mcp_sdk_agent.py"
-
-
-def payload(tmp_path: Path, task: str) -> Path:
-    """The oracle's files as the scripted agent's input (read here, before any session is open)."""
-    src = REPO_ROOT / "tasks" / task / "solution"
-    path = tmp_path / f"payload-{task}.json"
-    path.write_text(json.dumps({p.relative_to(src).as_posix(): p.read_text() for p in src.rglob("*") if p.is_file()}))
-    return path
-
-
-def agent_cmd(mode: str, payload_file: Path) -> str:
-    """`--agent-cmd` for the scripted agent in `mode` (solve, solve-by-task, exit, hang)."""
-    return f"{sys.executable} {SCRIPTED_AGENT} {mode} {payload_file} {{mcp_config}} {{workspace}}"
-
-
 def report_of(out: Path) -> dict[str, Any]:
     (path,) = out.glob("report_*.json")
     return json.loads(path.read_text())
@@ -387,3 +371,48 @@ def make_score(
             "strict": prof("strict", strict_passed, strict_outcome),
         },
     )
+
+
+# ------------------------------------------------------------------ agent runs (tests/test_agent_run*.py, test_attempt_gap.py)
+AGENT = REPO_ROOT / "tests" / "agents" / "mcp_sdk_agent.py"
+GAP_TASK = "kv-ledger"
+
+
+def payload(tmp_path: Path, task: str) -> Path:
+    """The oracle's files as the scripted agent's input (read here, before any session is open)."""
+    src = REPO_ROOT / "tasks" / task / "solution"
+    path = tmp_path / f"payload-{task}.json"
+    path.write_text(json.dumps({p.relative_to(src).as_posix(): p.read_text() for p in src.rglob("*") if p.is_file()}))
+    return path
+
+
+def agent_cmd(mode: str, payload_file: Path) -> str:
+    return f"{sys.executable} {AGENT} {mode} {payload_file} {{mcp_config}} {{workspace}}"
+
+
+def agent_window(out: Path, task: str = GAP_TASK, attempt: int = 1) -> tuple[float, float]:
+    """When the agent ran (epoch seconds), from the attempt's state."""
+    state = json.loads((out / "attempts" / task / f"a{attempt}" / "state.json").read_text())
+    end = float(state["agent_ended_at"])
+    return end - float(state["agent_seconds"]), end
+
+
+def at(event: dict[str, Any]) -> float:
+    return parse_iso(event["t"]).timestamp()
+
+
+def assert_held_through_the_agent(rec: Path, window: tuple[float, float]) -> None:
+    """No `recorder_stopped` or `detach` between the session's start and the agent's end (or its
+    submission, which seals the recording: the recorder stops there by design)."""
+    evs = events(rec)
+    started = at(next(e for e in evs if e["type"] == "session_start"))
+    assert started <= window[0] + 1.0  # the session was open before the agent started
+    sealed = next((e["seq"] for e in evs if e["type"] == "checkpoint" and e.get("reason") == "seal"), None)
+    let_go = [
+        e
+        for e in evs
+        if e["type"] in ("recorder_stopped", "detach", "reattach")
+        and at(e) < window[1]
+        and (sealed is None or e["seq"] < sealed)
+    ]
+    assert let_go == [], let_go

@@ -85,7 +85,9 @@ def assert_errored_row(out: Path, cls: str, retries: int) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- the command adapter
 
 
-def test_command_agent_killed_by_a_signal_is_retried_then_exits_non_zero(tmp_path: Path, keys: None, capsys) -> None:
+def test_command_agent_killed_by_a_signal_is_retried_then_exits_non_zero(
+    docker_client, tmp_path: Path, keys: None, capsys
+) -> None:
     out = tmp_path / "out"
     crash = f"{PY} -c 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'"
     code = run(out, "--agent", "command", "--agent-cmd", crash, "--retries", "2", "--retry-backoff", "0.2,0.3")
@@ -102,7 +104,7 @@ def test_command_agent_killed_by_a_signal_is_retried_then_exits_non_zero(tmp_pat
     assert_errored_row(tmp_path / "ok", "cli_crash", 0)
 
 
-def test_command_agent_missing_binary_and_reported_rate_limit(tmp_path: Path, keys: None) -> None:
+def test_command_agent_missing_binary_and_reported_rate_limit(docker_client, tmp_path: Path, keys: None) -> None:
     missing = "/bin/sh -c 'exec /nonexistent/agent-cli'"
     assert run(tmp_path / "missing", "--agent", "command", "--agent-cmd", missing, "--retries", "0") == 3
     assert_errored_row(tmp_path / "missing", "cli_missing", 0)
@@ -181,7 +183,9 @@ def test_real_cli_provider_failures_are_agent_errors(
 # ----------------------------------------------------------------------------- refused before any agent
 
 
-def test_missing_key_is_refused_before_any_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+def test_missing_key_is_refused_before_any_agent(
+    docker_client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
     for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "CODEX_API_KEY"):
         monkeypatch.delenv(var, raising=False)
     for agent, var in (("claude-code", "ANTHROPIC_API_KEY"), ("codex", "OPENAI_API_KEY")):
@@ -195,7 +199,7 @@ def test_missing_key_is_refused_before_any_agent(tmp_path: Path, monkeypatch: py
     assert run(tmp_path / "own", "--agent", "codex", "--model-base-url", "http://127.0.0.1:9/v1", "--show-config") == 0
 
 
-def test_cli_without_a_version_is_refused(tmp_path: Path, keys: None, capsys) -> None:
+def test_cli_without_a_version_is_refused(docker_client, tmp_path: Path, keys: None, capsys) -> None:
     silent = tmp_path / "claude"
     silent.write_text("#!/bin/sh\nexit 1\n")
     silent.chmod(0o755)

@@ -247,6 +247,10 @@ def test_resume_after_ctrl_c_scores_no_attempt_twice(docker_client, tmp_path: Pa
         str(out),
         "--run-id",
         "resumed",
+        # the scripted agent and the test talk through files of the test's own folder (`hold`,
+        # `hold.first`), which a sandbox rightly hides: this test is about Ctrl-C and resume
+        "--sandbox",
+        "none",
     ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     first = out / "intermediate" / "resumed" / "kv-ledger.a1.json"
@@ -275,6 +279,9 @@ def test_resume_after_ctrl_c_scores_no_attempt_twice(docker_client, tmp_path: Pa
             proc.communicate()
     assert proc.returncode == 130, output
     assert not (out / "intermediate" / "resumed" / "kv-ledger.a2.json").exists()
+    # the stopped attempt's server (started by the run) is gone with the run
+    left = subprocess.run(["pgrep", "-f", f"{out}.*--start-task"], capture_output=True, text=True)
+    assert left.stdout.strip() == ""
     assert rgbridge(["run", "--resume", "--output-dir", str(out)]) == 0
     report = report_of(out)
     assert sorted(r["attempt"] for r in report["results"]) == [1, 2]

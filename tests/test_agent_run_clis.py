@@ -9,6 +9,7 @@ here builds a command line."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,11 +18,22 @@ from typing import Any
 import pytest
 
 from bridge.cli import main as rgbridge
-from tests.helpers import SECRET, assert_atif, events, no_secret_on_disk, recordings_of, report_of
+from tests.helpers import (
+    SECRET,
+    agent_window,
+    assert_atif,
+    assert_held_through_the_agent,
+    events,
+    no_secret_on_disk,
+    recordings_of,
+    report_of,
+)
 from tests.scripted_model import CLI_BINARY, ScriptedModel, by_task_policy
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TASKS = ("kv-ledger", "word-duel")
+#: the MCP config each adapter writes into the attempt's HOME
+MCP_CONFIG = {"claude-code": ".rgbridge-mcp.json", "codex": ".codex/config.toml"}
 TIMINGS: dict[str, list[dict[str, Any]]] = {}
 
 
@@ -83,11 +95,22 @@ def test_real_cli_two_tasks_two_attempts(
             p1 = row["rgbridge"]["profiles"][profile]["pass_at_1"]
             assert p1["total"] > 0 and p1["passed"] == p1["total"], (row["repo_name"], profile, p1)
         assert row["contaminated"] is False
+        # the default sandbox (`--sandbox auto`: bubblewrap, installed by scripts/setup.sh) confined it
+        assert row["run"]["sandbox"]["kind"] == "bwrap" and row["run"]["sandbox"]["confined"] is True
         assert row["run"]["submitted_by"] == "agent" and row["run"]["tool_calls"] >= 4
         trajectory = assert_atif(Path(row["run"]["trajectory"]))
         names = [c.function_name for s in trajectory.steps for c in s.tool_calls or []]
         assert "mcp__rgbridge__submit_task" in names, names
         assert trajectory.final_metrics.total_prompt_tokens, "tokens as the CLI reported them"
+        # the CLI reached the attempt's server (started by the run, outside the agent) over HTTP
+        # with its own credential; that server held the session from its start to the agent's end
+        home = out / "attempts" / row["repo_name"] / f"a{row['attempt']}" / "home"
+        config = (home / MCP_CONFIG[agent]).read_text()
+        assert re.search(r"http://127\.0\.0\.1:[0-9]+/mcp", config) and "Bearer rgbc1." in config, config
+        assert '"command"' not in config and "command =" not in config
+        assert_held_through_the_agent(
+            Path(row["run"]["recording"]), agent_window(out, row["repo_name"], row["attempt"])
+        )
     assert report["summary"]["avg_pass_at_1"] == 1.0 and report["strict_summary"]["avg_pass_at_1"] == 1.0
     assert f"{agent} " in printed and "compat Pass@2 1.0000" in printed
     for rec in recordings_of(out):

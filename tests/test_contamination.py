@@ -10,13 +10,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from bridge.recording.events import read_events
 from bridge.reports.html import render_html
 from bridge.reports.runreport import recording_report
-from bridge.sessions import contamination
+from bridge.sessions import contamination, linux
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.settings import SessionSettings
 from bridge.tasks.catalog import Catalog
@@ -267,12 +268,9 @@ def test_get_result_over_real_mcp_stdio_reports_contamination(tmp_path: Path, ta
 def test_without_inotify_the_session_runs_and_records_the_gap(
     tmp_path: Path, task_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Off Linux (simulated: the libc lookup fails) nothing is watched, and the recording says so."""
-
-    def unsupported() -> None:
-        raise contamination.Unsupported("inotify is Linux-only (platform test)")
-
-    monkeypatch.setattr(contamination, "_libc", unsupported)
+    """Off Linux (simulated: bridge/sessions/linux.py sees another platform) nothing is watched,
+    and the recording says so."""
+    monkeypatch.setattr(linux, "sys", SimpleNamespace(platform="darwin"))
     mgr = _manager(tmp_path, task_copy, "rec", scorer=NullScorer())
     try:
         status = mgr.start(TASK, tmp_path / "ws")

@@ -40,6 +40,7 @@ from bridge.scoring.run.engine import score_repo
 from bridge.scoring.run.reporting import summarize_strict
 from bridge.scoring.run.runner import infra_reason
 from bridge.scoring.sandbox.docker_client import make_labels
+from bridge.scoring.types import ScoreRequest
 from bridge.tasks.catalog import Catalog
 
 REPO = Path(__file__).resolve().parent.parent
@@ -191,7 +192,7 @@ def test_a_budget_smaller_than_one_set_is_a_clear_error(docker_client, own_cache
     shutil.copytree(task.root / "solution", repo)
     with open(repo / "requirements.txt", "a") as fh:
         fh.write("\nsix==1.11.0\n")  # a set never built: the budget is asked for room
-    result = score_repo(task, repo, profile="strict", use_cache=False, output_dir=tmp_path / "out")
+    result = score_repo(task, repo, ScoreRequest(profile="strict", use_cache=False, output_dir=tmp_path / "out"))
     strict = result.profiles["strict"]
     assert strict.outcome == "infra_error" and strict.infra_reason == "disk"
     assert "smaller than one dependency set" in (strict.error or "")

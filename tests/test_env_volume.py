@@ -375,7 +375,8 @@ def test_a_score_pip_rejects_is_run_again_on_pips_set(
     scored again on pip's own set and the build log says so; the result is the oracle's."""
     import shutil
 
-    from bridge.scoring.run.engine import score_repo
+    from bridge.scoring.run.engine import ScoreOptions, score_repo
+    from bridge.scoring.types import ScoreRequest
     from bridge.tasks.catalog import Catalog
 
     monkeypatch.setattr(buildbox, "uv_tool", lambda: wrong_uv)
@@ -386,7 +387,10 @@ def test_a_score_pip_rejects_is_run_again_on_pips_set(
     score_sets(base_image, repo, task)
     progress: list[str] = []
     result = score_repo(
-        task, repo, profile="both", use_cache=False, output_dir=tmp_path / "out", progress=progress.append
+        task,
+        repo,
+        ScoreRequest(profile="both", use_cache=False, output_dir=tmp_path / "out"),
+        ScoreOptions(progress=progress.append),
     )
     for name in ("strict", "compat"):
         prof = result.profile(name)

@@ -28,8 +28,9 @@ from pathlib import Path
 import pytest
 
 from bridge.scoring.result import ProfileResult, ScoreResult
-from bridge.scoring.run.engine import score_repo
+from bridge.scoring.run.engine import ScoreOptions, score_repo
 from bridge.scoring.run.workdir import LOG_CAP_BYTES
+from bridge.scoring.types import ScoreRequest
 from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
 
@@ -146,11 +147,8 @@ def hostile(docker_client, tasks_dir: Path, tmp_path_factory):
         result = score_repo(
             the_task,
             repo,
-            profile=case.profile,
-            use_cache=False,
-            output_dir=scratch / "out",
-            run_id=run_id,
-            client=docker_client,
+            ScoreRequest(profile=case.profile, use_cache=False, output_dir=scratch / "out", run_id=run_id),
+            ScoreOptions(client=docker_client),
         )
         seconds = time.monotonic() - started
         rss_growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before

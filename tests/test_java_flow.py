@@ -17,7 +17,7 @@ from mcp import Client, stdio_client
 
 from bridge.recording.rescore import rescore
 from bridge.reports.export import leaderboard_rows
-from bridge.scoring.run.evaluate import evaluate
+from bridge.scoring.run.evaluate import EvaluationRequest, evaluate
 from bridge.tasks.catalog import Catalog
 from tests.helpers import stdio_params
 
@@ -86,7 +86,9 @@ def test_evaluate_reports_java_by_language(docker_client, tasks_dir: Path, tmp_p
     preds = tmp_path / "preds"
     _copy_tree(tasks_dir / TASK_ID / "solution", preds / TASK_ID)
     (preds / TASK_ID / "NOTES.md").write_text(f"{uuid.uuid4()}\n")  # a fresh snapshot: really scored
-    report_path, _, _ = evaluate(catalog, preds, output_dir=tmp_path / "out", profile="both")
+    report_path, _, _ = evaluate(
+        catalog, EvaluationRequest(predictions_dir=preds, output_dir=tmp_path / "out", profile="both")
+    )
     report = json.loads(report_path.read_text())
     s = report["summary"]
     assert s["java_repos"] == 1 and s["python_repos"] == 0

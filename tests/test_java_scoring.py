@@ -27,7 +27,8 @@ from bridge.scoring.java.images import ensure_java_image
 from bridge.scoring.java.layers import MavenSources, ensure_java_deps_image, repo_poms
 from bridge.scoring.java.mavencache import cache_root
 from bridge.scoring.result import ScoreResult
-from bridge.scoring.run.engine import score_repo
+from bridge.scoring.run.engine import ScoreOptions, score_repo
+from bridge.scoring.types import ScoreRequest
 from bridge.tasks.catalog import Catalog
 
 pytestmark = pytest.mark.docker
@@ -147,12 +148,8 @@ def scored(docker_client, java_image, tasks_dir: Path, tmp_path_factory):
         result = score_repo(
             task,
             repos[name],
-            profile="both",
-            use_cache=False,
-            output_dir=out,
-            run_id=run_id,
-            client=docker_client,
-            maven=maven,
+            ScoreRequest(profile="both", use_cache=False, output_dir=out, run_id=run_id),
+            ScoreOptions(client=docker_client, maven=maven),
         )
         left = docker_client.containers.list(all=True, filters={"label": [f"rgbridge.run_id={run_id}"]})
         return Scored(result, out, [c.name for c in left])
@@ -301,12 +298,8 @@ def _mirror_then_cache(docker_client, tasks_dir: Path, tmp_path: Path) -> None:
         result = score_repo(
             task,
             repo,
-            profile="strict",
-            use_cache=False,
-            output_dir=tmp_path / "out",
-            client=docker_client,
-            maven=MavenSources(settings=settings, online=True),
-            run_id="test-java-mirror",
+            ScoreRequest(profile="strict", use_cache=False, output_dir=tmp_path / "out", run_id="test-java-mirror"),
+            ScoreOptions(client=docker_client, maven=MavenSources(settings=settings, online=True)),
         )
     finally:
         server.shutdown()

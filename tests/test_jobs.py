@@ -1,6 +1,7 @@
-"""Scoring jobs of a session: bounded (at most RGBRIDGE_MAX_JOBS at once, the rest queued in
-order) and on non-daemon threads, so a process that ends finishes and seals the scores it
-started instead of dropping them half-written."""
+"""Scoring jobs of a session: one launcher and one slot discipline for both modes (at most
+RGBRIDGE_MAX_JOBS at once on the machine, in the same flocked slots a detached scoring process
+takes), and in-process jobs on non-daemon threads, so a process that ends finishes and seals the
+scores it started instead of dropping them half-written."""
 
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ import pytest
 
 from bridge.errors import SessionError
 from bridge.scoring.result import DSRResult, PassAt1, ProfileResult, ScoreResult
-from bridge.sessions import jobs
-from bridge.sessions.jobs import JobSlots, max_jobs
+from bridge.sessions import slots
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.settings import SessionSettings
+from bridge.sessions.slots import DEFAULT_MAX_JOBS, max_jobs
 from bridge.tasks.catalog import Catalog
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -70,69 +71,22 @@ class GatedScorer:
                 self.running -= 1
 
 
-def test_slots_bound_and_keep_order() -> None:
-    slots = JobSlots(2)
-    lock = threading.Lock()
-    order: list[int] = []
-    running = peak = 0
-    release = threading.Event()
-
-    def job(ticket: int) -> None:
-        nonlocal running, peak
-        with slots.slot(ticket):
-            with lock:
-                order.append(ticket)
-                running += 1
-                peak = max(peak, running)
-            release.wait(10)
-            time.sleep(0.01)
-            with lock:
-                running -= 1
-
-    tickets = [slots.ticket() for _ in range(6)]
-    threads = [threading.Thread(target=job, args=(t,)) for t in reversed(tickets)]  # started out of order
-    for t in threads:
-        t.start()
-    time.sleep(0.2)
-    assert sorted(order) == [0, 1] and slots.must_wait(tickets[2])
-    release.set()
-    for t in threads:
-        t.join(10)
-    assert order == tickets and peak == 2
-
-
-def test_an_abandoned_ticket_does_not_block_the_queue() -> None:
-    slots = JobSlots(1)
-    first, lost, third = slots.ticket(), slots.ticket(), slots.ticket()
-    with slots.slot(first):
-        slots.abandon(lost)
-    done = threading.Event()
-
-    def job() -> None:
-        with slots.slot(third):
-            done.set()
-
-    threading.Thread(target=job).start()
-    assert done.wait(5)
-
-
 def test_a_bad_job_limit_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tasks_dir: Path) -> None:
     monkeypatch.setenv("RGBRIDGE_MAX_JOBS", "many")
     with pytest.raises(SessionError, match="RGBRIDGE_MAX_JOBS"):
         max_jobs()
-    monkeypatch.setattr(jobs, "_slots", None)
     with pytest.raises(SessionError, match="RGBRIDGE_MAX_JOBS"):
         SessionManager(Catalog.from_options(tasks_dir), recordings_dir=tmp_path / "rec")
     monkeypatch.setenv("RGBRIDGE_MAX_JOBS", "0")
     assert max_jobs() == 1
     monkeypatch.delenv("RGBRIDGE_MAX_JOBS")
-    assert max_jobs() == jobs.DEFAULT_MAX_JOBS
+    assert max_jobs() == DEFAULT_MAX_JOBS
 
 
 def test_jobs_beyond_the_limit_wait_queued_and_all_finish(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tasks_dir: Path
 ) -> None:
-    monkeypatch.setattr(jobs, "_slots", JobSlots(1))
+    monkeypatch.setenv("RGBRIDGE_MAX_JOBS", "1")
     scorer = GatedScorer()
     mgr = SessionManager(
         Catalog.from_options(tasks_dir),
@@ -149,20 +103,84 @@ def test_jobs_beyond_the_limit_wait_queued_and_all_finish(
             ids.append(status.session_id)
         for sid in ids:
             mgr.submit(sid)
-        deadline = time.monotonic() + 30
-        while not scorer.started and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)
-        states = [mgr.result(sid) for sid in ids]
-        assert scorer.started == ["first"]
-        assert [s.state for s in states] == ["running", "queued", "queued"]
-        assert all("waiting for a scoring slot" in (s.message or "") for s in states[1:])
+        states = wait_for(lambda: [mgr.result(sid) for sid in ids], lambda states: waiting(states) == 2)
+        assert len(scorer.started) == 1  # the first free slot goes first, in no promised order
+        assert sorted(s.state for s in states) == ["queued", "queued", "running"]
         scorer.gate.set()
         mgr.wait_jobs(60)
         assert [mgr.result(sid).state for sid in ids] == ["done", "done", "done"]
-        assert scorer.started == ["first", "second", "third"] and scorer.peak == 1
+        assert sorted(scorer.started) == ["first", "second", "third"] and scorer.peak == 1
     finally:
         scorer.gate.set()
+        mgr.close()
+
+
+def waiting(states: list) -> int:
+    return sum(1 for s in states if s.state == "queued" and "waiting for a scoring slot" in (s.message or ""))
+
+
+def wait_for(get, done, seconds: float = 60.0):
+    """`get()` once `done` holds for it (polled), else its last value."""
+    deadline = time.monotonic() + seconds
+    value = get()
+    while not done(value) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        value = get()
+    return value
+
+
+HOLD_SLOT = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from bridge.sessions.slots import scoring_slot
+    with scoring_slot(1, lambda: None, root=Path(sys.argv[1])):
+        print("held", flush=True)
+        sys.stdin.read()
+    """
+)
+
+
+def test_an_in_process_job_waits_for_the_slot_another_process_holds(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tasks_dir: Path
+) -> None:
+    """The in-process mode takes the machine-wide slots a detached scoring process takes: with one
+    slot, held by another process, its job waits queued and says why; it scores once the slot
+    is let go."""
+    monkeypatch.setenv("RGBRIDGE_MAX_JOBS", "1")
+    root = slots.slots_dir()  # this test's own folder (conftest)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_SLOT, str(root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    scorer = GatedScorer()
+    scorer.gate.set()
+    mgr = SessionManager(
+        Catalog.from_options(tasks_dir),
+        recordings_dir=tmp_path / "rec",
+        scorer=scorer,
+        settings=SessionSettings(seal_quiet_seconds=0.2),
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert mgr.scoring_mode == "in_process"
+        sid = mgr.start("word-duel", tmp_path / "ws").session_id
+        mgr.submit(sid)
+        state = wait_for(lambda: mgr.result(sid), lambda s: waiting([s]) == 1, seconds=30)
+        assert state.state == "queued" and "on this machine" in (state.message or ""), state
+        time.sleep(1.5)  # several tries of the slots later, still nothing scored
+        assert scorer.started == [] and mgr.result(sid).state == "queued"
+        holder.communicate("", timeout=30)  # the other process lets its slot go
+        mgr.wait_jobs(60)
+        assert mgr.result(sid).state == "done" and len(scorer.started) == 1
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.wait(10)
         mgr.close()
 
 
@@ -205,7 +223,8 @@ def test_a_process_that_ends_finishes_and_seals_the_score_it_started(tmp_path: P
         text=True,
         timeout=120,
         cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        # its own cache, so its slots: the machine's may be held by other runs' engine scores
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "RGBRIDGE_CACHE": str(tmp_path / "cache")},
     )
     assert proc.returncode == 0, proc.stderr
     sid = proc.stdout.split()[-1]
@@ -262,7 +281,8 @@ def test_a_process_told_not_to_finish_leaves_its_job_to_the_next_bridge(tmp_path
         text=True,
         timeout=120,
         cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        # its own cache, so its slots: the machine's may be held by other runs' engine scores
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "RGBRIDGE_CACHE": str(tmp_path / "cache")},
     )
     assert proc.returncode == 0, proc.stderr
     assert time.monotonic() - started < 30

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from bridge.scoring.result import ProfileResult, ScoreResult
-from bridge.scoring.run.engine import score_repo
+from bridge.scoring.run.engine import ScoreOptions, score_repo
+from bridge.scoring.types import ScoreRequest
 from bridge.tasks.model import load_task
 
 pytestmark = pytest.mark.docker
@@ -55,11 +56,8 @@ def parity(docker_client, tmp_path_factory):
         result = score_repo(
             task,
             repo,
-            profile="both",
-            use_cache=False,
-            output_dir=base / name / "out",
-            run_id=run_id,
-            client=docker_client,
+            ScoreRequest(profile="both", use_cache=False, output_dir=base / name / "out", run_id=run_id),
+            ScoreOptions(client=docker_client),
         )
         left = docker_client.containers.list(
             all=True, filters={"label": ["rgbridge.owner=rgbridge", f"rgbridge.run_id={run_id}"]}

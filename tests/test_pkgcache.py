@@ -29,7 +29,8 @@ from bridge.scoring.images.base import (
 )
 from bridge.scoring.images.disk import WheelCache, pkgcache
 from bridge.scoring.images.sets import deps_image_tag, ensure_deps_image, wait_for_cache_fills
-from bridge.scoring.run.engine import score_repo
+from bridge.scoring.run.engine import ScoreOptions, score_repo
+from bridge.scoring.types import ScoreRequest
 from bridge.tasks.catalog import Catalog
 
 
@@ -302,11 +303,8 @@ def test_wheelhouse_mode_never_builds_the_agents_folder_on_the_host(
     result = score_repo(
         task,
         repo,
-        profile="both",
-        use_cache=False,
-        output_dir=tmp_path / "out",
-        run_id=f"test-evil-req-{spelling}",
-        client=docker_client,
+        ScoreRequest(profile="both", use_cache=False, output_dir=tmp_path / "out", run_id=f"test-evil-req-{spelling}"),
+        ScoreOptions(client=docker_client),
     )
     assert not marker.exists()
     for name in ("strict", "compat"):

@@ -133,7 +133,7 @@ def test_bridge_and_file_templates_tell_the_time_limit(tmp_path: Path, capsys) -
     assert code == 2 and "--prompt-file" in err
 
 
-def test_prompt_kept_in_the_attempt_and_its_recording(checkout: Path, tmp_path: Path) -> None:
+def test_prompt_kept_in_the_attempt_and_its_recording(checkout: Path, docker_client, tmp_path: Path) -> None:
     """An attempt's rendered prompt in `agent/prompt.txt` of the attempt folder and of the recording,
     the template's hash and the time limit in its row (an agent that crashes: nothing to score)."""
     out = tmp_path / "out"

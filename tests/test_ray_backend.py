@@ -27,7 +27,8 @@ from typing import Any
 import pytest
 
 from bridge.errors import ScoringError
-from bridge.scoring.run.evaluate import evaluate
+from bridge.scoring.run.engine import ScoreOptions
+from bridge.scoring.run.evaluate import EvaluationOptions, EvaluationRequest, evaluate
 from bridge.tasks.catalog import Catalog
 
 pytestmark = pytest.mark.docker
@@ -145,7 +146,11 @@ def preds(catalog: Catalog, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def local_report(catalog: Catalog, preds: Path, tmp_path_factory, docker_client) -> Path:
     out = tmp_path_factory.mktemp("local")
-    path, _, _ = evaluate(catalog, preds, output_dir=out, profile="both", workers=2, use_cache=False)
+    path, _, _ = evaluate(
+        catalog,
+        EvaluationRequest(predictions_dir=preds, output_dir=out, profile="both", use_cache=False),
+        EvaluationOptions(workers=2),
+    )
     return path
 
 
@@ -155,14 +160,8 @@ def test_ray_report_equals_local(
     seen: list[str] = []
     path, writer, _ = evaluate(
         catalog,
-        preds,
-        output_dir=tmp_path,
-        profile="both",
-        workers=4,
-        use_cache=False,
-        backend=backend,
-        run_id="raycmp",
-        progress=lambda _t, m: seen.append(m),
+        EvaluationRequest(predictions_dir=preds, output_dir=tmp_path, profile="both", use_cache=False, run_id="raycmp"),
+        EvaluationOptions(workers=4, progress=lambda _t, m: seen.append(m), scoring=ScoreOptions(backend=backend)),
     )
     local, remote = _comparable(local_report), _comparable(path)
     assert remote == local
@@ -200,14 +199,10 @@ def test_node_killed_mid_run_still_complete(
     def run() -> None:
         box["path"], box["writer"], _ = evaluate(
             catalog,
-            preds,
-            output_dir=tmp_path,
-            profile="both",
-            workers=4,
-            use_cache=False,
-            backend=backend,
-            run_id="raykill",
-            progress=on_progress,
+            EvaluationRequest(
+                predictions_dir=preds, output_dir=tmp_path, profile="both", use_cache=False, run_id="raykill"
+            ),
+            EvaluationOptions(workers=4, progress=on_progress, scoring=ScoreOptions(backend=backend)),
         )
 
     backend.timings.clear()
@@ -249,14 +244,14 @@ def test_retries_exhausted_is_infra_error_then_resume(
     def run() -> None:
         box["path"], _, _ = evaluate(
             catalog,
-            preds,
-            output_dir=tmp_path,
-            profile="both",
-            workers=4,
-            use_cache=False,
-            backend=no_retry,
-            run_id="raynoretry",
-            progress=lambda _t, m: hit.set() if f"/{victim[:6]}] started" in m else None,
+            EvaluationRequest(
+                predictions_dir=preds, output_dir=tmp_path, profile="both", use_cache=False, run_id="raynoretry"
+            ),
+            EvaluationOptions(
+                workers=4,
+                progress=lambda _t, m: hit.set() if f"/{victim[:6]}] started" in m else None,
+                scoring=ScoreOptions(backend=no_retry),
+            ),
         )
 
     thread = threading.Thread(target=run)
@@ -280,13 +275,15 @@ def test_retries_exhausted_is_infra_error_then_resume(
     # --resume re-runs exactly that repo (infra errors are not the agent's fault) into a full report
     path, _, plan = evaluate(
         catalog,
-        preds,
-        output_dir=tmp_path,
-        profile="both",
-        resume=True,
-        use_cache=False,
-        backend=backend,
-        run_id="raynoretry2",
+        EvaluationRequest(
+            predictions_dir=preds,
+            output_dir=tmp_path,
+            profile="both",
+            resume=True,
+            use_cache=False,
+            run_id="raynoretry2",
+        ),
+        EvaluationOptions(scoring=ScoreOptions(backend=backend)),
     )
     assert [t.id for t, _ in plan.todo] == [failed[0][0]]
     assert _comparable(path) == _comparable(local_report)
@@ -294,20 +291,24 @@ def test_retries_exhausted_is_infra_error_then_resume(
 
 def test_resume_half_local_half_ray(backend, catalog: Catalog, preds: Path, local_report: Path, tmp_path: Path) -> None:
     first, _, _ = evaluate(
-        catalog, preds, output_dir=tmp_path, profile="both", only=[ORACLE], use_cache=False, run_id="half-local"
+        catalog,
+        EvaluationRequest(
+            predictions_dir=preds,
+            output_dir=tmp_path,
+            profile="both",
+            only=[ORACLE],
+            use_cache=False,
+            run_id="half-local",
+        ),
     )
     assert [e["repo_name"] for e in json.loads(first.read_text())["results"]] == [ORACLE]
     seen: list[str] = []
     path, _, plan = evaluate(
         catalog,
-        preds,
-        output_dir=tmp_path,
-        profile="both",
-        resume=True,
-        use_cache=False,
-        backend=backend,
-        run_id="half-ray",
-        progress=lambda t, _m: seen.append(t),
+        EvaluationRequest(
+            predictions_dir=preds, output_dir=tmp_path, profile="both", resume=True, use_cache=False, run_id="half-ray"
+        ),
+        EvaluationOptions(progress=lambda t, _m: seen.append(t), scoring=ScoreOptions(backend=backend)),
     )
     assert [t.id for t, _ in plan.todo] == [EMPTY] and set(seen) == {EMPTY}  # only the rest ran on Ray
     report = json.loads(path.read_text(encoding="utf-8"))
@@ -336,14 +337,14 @@ def test_cancel_stops_jobs_and_sweeps(backend, catalog: Catalog, preds: Path, tm
         try:
             evaluate(
                 catalog,
-                preds,
-                output_dir=tmp_path,
-                profile="both",
-                workers=4,
-                use_cache=False,
-                backend=mine,
-                run_id="raycancel",
-                progress=lambda _t, m: started.set() if "] started" in m else None,
+                EvaluationRequest(
+                    predictions_dir=preds, output_dir=tmp_path, profile="both", use_cache=False, run_id="raycancel"
+                ),
+                EvaluationOptions(
+                    workers=4,
+                    progress=lambda _t, m: started.set() if "] started" in m else None,
+                    scoring=ScoreOptions(backend=mine),
+                ),
             )
         except BaseException as exc:  # the test inspects it
             box["exc"] = exc
@@ -365,13 +366,15 @@ def test_cancel_stops_jobs_and_sweeps(backend, catalog: Catalog, preds: Path, tm
     # the run picks up where it stopped on --resume
     path, _, _ = evaluate(
         catalog,
-        preds,
-        output_dir=tmp_path,
-        profile="both",
-        resume=True,
-        use_cache=False,
-        backend=backend,
-        run_id="raycancel2",
+        EvaluationRequest(
+            predictions_dir=preds,
+            output_dir=tmp_path,
+            profile="both",
+            resume=True,
+            use_cache=False,
+            run_id="raycancel2",
+        ),
+        EvaluationOptions(scoring=ScoreOptions(backend=backend)),
     )
     assert sorted(e["repo_name"] for e in json.loads(path.read_text())["results"]) == sorted([ORACLE, EMPTY])
 

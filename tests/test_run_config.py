@@ -86,7 +86,9 @@ def run_crash(out: Path, *args: str) -> int:
     )
 
 
-def test_runs_print_their_configuration_and_resume_refuses_a_change(tmp_path: Path, keys: None, capsys) -> None:
+def test_runs_print_their_configuration_and_resume_refuses_a_change(
+    docker_client, tmp_path: Path, keys: None, capsys
+) -> None:
     capsys.readouterr()
     assert run_crash(tmp_path / "a", "--time-limit", "60") == 0
     first = printed_hash(" ".join(capsys.readouterr().out.split()))
@@ -115,7 +117,7 @@ def test_runs_print_their_configuration_and_resume_refuses_a_change(tmp_path: Pa
     assert "configuration changed" in err and "prompt_hash" in err
 
 
-def test_max_cost_stops_starting_attempts(tmp_path: Path, keys: None, capsys) -> None:
+def test_max_cost_stops_starting_attempts(docker_client, tmp_path: Path, keys: None, capsys) -> None:
     agent = tmp_path / "pricey.py"
     result = {
         "type": "result",
@@ -177,11 +179,15 @@ def test_costs_summed_per_task_and_run() -> None:
 def test_configuration_leaves_out_what_changes_no_row() -> None:
     from dataclasses import dataclass
 
+    from bridge.agents.confine import Limits
     from bridge.agents.prompt import bridge_template
 
     @dataclass
     class Settings:
         agent_version: str = "1.2.3"
+        sandbox: str = "bwrap"
+        agent_binds: tuple[Path, ...] = ()
+        limits: Limits = Limits()
 
     base = {"agent": "codex", "tasks": ["kv-ledger"], "run_id": "x", "recordings": "/r"}
     one = run_config(RunOptions(**base), Settings(), bridge_template())  # type: ignore[arg-type]

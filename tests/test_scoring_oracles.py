@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from bridge.scoring.result import ScoreResult
-from bridge.scoring.run.engine import score_repo
+from bridge.scoring.run.engine import ScoreOptions, score_repo
+from bridge.scoring.types import ScoreRequest
 from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
 
@@ -65,7 +66,10 @@ def scored(docker_client, catalog: Catalog, tmp_path_factory):
         out = base / f"out-{name}"
         run_id = f"test-oracles-{name}"
         result = score_repo(
-            task, repo, profile="both", use_cache=False, output_dir=out, run_id=run_id, client=docker_client
+            task,
+            repo,
+            ScoreRequest(profile="both", use_cache=False, output_dir=out, run_id=run_id),
+            ScoreOptions(client=docker_client),
         )
         return Scored(result, out, _leftovers(docker_client, run_id))
 

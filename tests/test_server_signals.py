@@ -195,7 +195,7 @@ def test_a_killed_scoring_process_is_resumed_by_the_next_server_start(
 
     async def kill_everything() -> None:
         for _ in range(100):
-            scorers = pids_with("bridge.sessions.scorer", str(rec))
+            scorers = pids_with("bridge.sessions.score_process", str(rec))
             if scorers:
                 break
             await anyio.sleep(0.05)
@@ -246,13 +246,13 @@ def test_a_server_still_up_relaunches_a_scoring_process_that_died(
             shutil.copy(path, ws / path.name)
         (ws / "NOTES.md").write_text(f"run {time.time_ns()}\n")
         mgr.submit(st.session_id)
-        proc = mgr.sessions[st.session_id].scorer_proc
+        proc = mgr.sessions[st.session_id].score_process
         assert proc is not None
         proc.kill()
         proc.wait(10)
         result = mgr.result(st.session_id, wait_seconds=TIMEOUT)
         assert result.state == "done", result.message
         assert result.summary["strict"]["pass_at_1"] == 1.0 and result.summary["compat"]["pass_at_1"] == 1.0
-        assert mgr.sessions[st.session_id].scorer_proc is not proc  # a new one scored it
+        assert mgr.sessions[st.session_id].score_process is not proc  # a new one scored it
     finally:
         mgr.close()

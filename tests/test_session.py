@@ -240,8 +240,8 @@ def test_the_engines_scorer_scores_under_the_requests_run_id(
     task = Catalog.from_options(tasks_dir).get("kv-ledger")
     seen: dict[str, object] = {}
 
-    def fake_score_repo(task, repo_dir, **kwargs):
-        seen.update(kwargs)
+    def fake_score_repo(task, repo_dir, request, options):
+        seen.update(request=request, options=options)
         return ScoreResult(
             task_id=task.id,
             task_hash=task.content_hash,
@@ -259,8 +259,8 @@ def test_the_engines_scorer_scores_under_the_requests_run_id(
         run_id="session-abc", output_dir=out, snapshot_hash="a" * 64, profile="strict", use_cache=False
     )
     engine.default_scorer()(task, tmp_path, request, lambda _m: None)
-    assert seen["run_id"] == "session-abc" and seen["profile"] == "strict" and seen["use_cache"] is False
-    assert seen["output_dir"] == out
+    assert seen["request"] is request  # the session's request reaches the engine whole
+    assert seen["options"].progress is not None
     assert "recorder tree hash " + "a" * 64 in (out / "snapshot-hash-note.txt").read_text()
     with pytest.raises(AttributeError):
         request.run_id = "other"  # type: ignore[misc]

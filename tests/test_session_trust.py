@@ -164,7 +164,7 @@ def test_cli_submit_attaches_only_the_named_session_and_reports_progress(
 ) -> None:
     """Opening 8(d): `rgbridge submit --workspace A` with no live server re-attaches A only (B's
     recording is not touched) and waits for scoring, printing progress, with no fixed cap. The
-    score comes from the detached scoring process (bridge/sessions/scorer.py): the real engine."""
+    score comes from the detached scoring process (bridge/sessions/score_process.py): the real engine."""
     from bridge.cli import main as cli
 
     rec = tmp_path / "rec"

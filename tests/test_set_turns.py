@@ -56,7 +56,8 @@ def test_stricts_build_starts_once_compats_set_is_installed(
 ) -> None:
     import shutil
 
-    from bridge.scoring.run.engine import score_repo
+    from bridge.scoring.run.engine import ScoreOptions, score_repo
+    from bridge.scoring.types import ScoreRequest
     from bridge.tasks.catalog import Catalog
 
     monkeypatch.setattr(workdir, "TURN_LIMIT", 300.0)  # a slow first download must not end the wait
@@ -67,7 +68,12 @@ def test_stricts_build_starts_once_compats_set_is_installed(
     reqs = (repo / "requirements.txt").read_text(encoding="utf-8") + f"fastapi>=0.0.{uuid.uuid4().int % 10**12}\n"
     (repo / "requirements.txt").write_text(reqs, encoding="utf-8")
     score_sets(base_image, repo, task)
-    result = score_repo(task, repo, profile="both", use_cache=False, output_dir=tmp_path / "out", client=docker_client)
+    result = score_repo(
+        task,
+        repo,
+        ScoreRequest(profile="both", use_cache=False, output_dir=tmp_path / "out"),
+        ScoreOptions(client=docker_client),
+    )
     assert result.profile("compat").pass_at_1.score == 1.0
     assert result.profile("strict").pass_at_1.score == 1.0
     logs = tmp_path / "out" / "logs"

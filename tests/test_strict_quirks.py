@@ -301,7 +301,8 @@ CASES: dict[str, tuple[str, str]] = {
 def quirks(docker_client, tmp_path_factory):
     base = tmp_path_factory.mktemp("quirks")
     controls = make_control_repos(base / "controls")
-    from bridge.scoring.run.engine import score_repo
+    from bridge.scoring.run.engine import ScoreOptions, score_repo
+    from bridge.scoring.types import ScoreRequest
 
     def repo_for(quirk: str, kind: str) -> Path:
         if kind != "solution":
@@ -320,11 +321,13 @@ def quirks(docker_client, tmp_path_factory):
         return score_repo(
             task,
             repo_for(quirk, kind),
-            profile="both",
-            use_cache=False,
-            output_dir=base / "out" / case,
-            run_id=f"test-quirk-{case.replace('_', '-')}",
-            client=docker_client,
+            ScoreRequest(
+                profile="both",
+                use_cache=False,
+                output_dir=base / "out" / case,
+                run_id=f"test-quirk-{case.replace('_', '-')}",
+            ),
+            ScoreOptions(client=docker_client),
         )
 
     pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="quirk-score")

@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bridge.agents import mcp_configs
 from bridge.agents.events import ParsedRun
@@ -32,11 +33,21 @@ class AgentError(BridgeError):
 
 @dataclass(frozen=True)
 class McpServer:
-    """How the agent's MCP client launches the bridge for this attempt."""
+    """A bridge the agent's MCP client launches itself over stdio (IDE-style; `rgbridge run` starts
+    the attempt's server itself instead: HttpServer)."""
 
     command: str
     args: list[str]
     env: dict[str, str]
+
+
+@dataclass(frozen=True)
+class HttpServer:
+    """The attempt's MCP server the run started (bridge/agents/attempt_server.py): its streamable
+    HTTP endpoint on loopback and the agent's own credential, the bearer token of every request."""
+
+    url: str
+    token: str
 
 
 @dataclass(frozen=True)
@@ -48,10 +59,13 @@ class AttemptSetup:
     workspace: Path
     home: Path
     tmp: Path
-    server: McpServer
+    server: McpServer | HttpServer
     model: str | None = None
     model_base_url: str | None = None
     agent_cmd: str | None = None  # the `command` adapter's template
+    #: the run confines the agent itself (bridge/agents/confine/): a CLI's own sandbox, which
+    #: cannot nest inside it, is turned off
+    confined: bool = False
 
 
 @dataclass
@@ -139,10 +153,19 @@ def base_env(adapter: Adapter, setup: AttemptSetup) -> dict[str, str]:
     return env
 
 
+def server_entry(client: str, setup: AttemptSetup) -> dict[str, Any]:
+    """Our server's entry in the client's format: an HTTP entry with the agent's bearer token for
+    the attempt's server, a stdio entry for a server the client launches."""
+    server = setup.server
+    if isinstance(server, HttpServer):
+        return mcp_configs.http_entry(client, server.url, token=server.token)
+    return mcp_configs.stdio_entry(client, server.command, server.args, server.env)
+
+
 def config_file(client: str, setup: AttemptSetup, name: str = mcp_configs.SERVER_KEY) -> tuple[Path, str]:
     """The client's MCP config for this attempt's server: path (under the attempt's HOME for
     home-relative formats, else the workspace) and text, from the same writers as `ide-config`."""
     fmt = mcp_configs.client_format(client)
-    entry = mcp_configs.stdio_entry(client, setup.server.command, setup.server.args, setup.server.env)
+    entry = server_entry(client, setup)
     base = setup.home if fmt.home_relative else setup.workspace
     return base / fmt.relative_path, mcp_configs.render_text(client, mcp_configs.document(client, entry, name))

@@ -1,15 +1,18 @@
 """One attempt of an agent on a task, owned by the run from start to score.
 
 1. A fresh attempt folder: the workspace, the agent's own HOME and TMPDIR, its recordings folder.
-2. The run opens the session itself (the START verb, in this process) and lets it go: the MCP
-   server the agent launches re-attaches it, so the session starts when the agent starts and
-   does not wait for the agent to call start_task.
-3. The agent runs in its own process group until it exits, the time limit ends it (SIGTERM,
-   then SIGKILL) or the run stops.
-4. Once the group is gone (and with it the MCP server and its hold on the session), the run
-   re-attaches the session, records what the agent did (`agent_run`, its stream and ATIF
+2. The run starts the attempt's MCP server (bridge/agents/attempt_server.py), outside the agent's
+   process tree: it opens the session itself and holds it, recorder and golden-file watch running,
+   so the session starts before the agent does and does not wait for the agent to connect or to
+   call start_task; the agent reaches it over HTTP on loopback with its own credential.
+3. The agent runs in its sandbox (`--sandbox`, bridge/agents/confine/: it sees its workspace, HOME,
+   TMPDIR, its CLI and the system's libraries, nothing else) until it exits, the time limit or a
+   resource limit ends it, or the run stops; all of its processes are gone when it returns.
+4. Then the run ends the server (the session is let go; a submitted one's scoring process carries
+   on), re-attaches the session, records what the agent did (`agent_run`, its stream and ATIF
    trajectory in the recording) and, if the agent did not submit, submits the workspace as it
    is (`time_limit` or `agent_exit`; `--on-exit abandon` quits instead), then waits for the score.
+   From the session's start to the agent's end exactly one bridge process owned the session.
 
 Nothing depends on the agent behaving: an agent that submitted has its score finished (a job
 its server left is resumed), one that did not is submitted for it, one that hangs is cut.
@@ -17,36 +20,37 @@ its server left is resumed), one that did not is submitted for it, one that hang
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
-from bridge.agents.adapter import Adapter, AttemptSetup, McpServer
+from bridge.agents.adapter import AttemptSetup, HttpServer, Launch
+from bridge.agents.attempt_server import AttemptServer
+from bridge.agents.attempt_state import AttemptState
+from bridge.agents.command import words
+from bridge.agents.confine import Confinement, confinement_for, sandbox_for
 from bridge.agents.events import ParsedRun, read_stream
 from bridge.agents.failures import Failure
 from bridge.agents.process import Ended, run_agent
-from bridge.agents.prompt import PromptTemplate, bridge_template
+from bridge.agents.protected import protected_paths
+from bridge.agents.run_settings import RunSettings, declared_sandbox
+from bridge.agents.timing import overlap, scoring_span, scoring_window
 from bridge.agents.trajectory import to_atif
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
-from bridge.recording.clock import parse_iso
 from bridge.recording.integrity import try_seal
 from bridge.scoring.result import ScoreResult
-from bridge.scoring.run.reporting import build_entry
-from bridge.sessions.answers import StartTaskResult
+from bridge.scoring.run.report_row import AgentInfo, AgentRunInfo, ReportRow
+from bridge.scoring.run.reporting import build_row
 from bridge.sessions.live import load_record
 from bridge.sessions.manager import SessionManager
-from bridge.sessions.models import ClientInfo, ResultStatus, SessionRecord, Signal, result_status
+from bridge.sessions.models import ResultStatus, SessionRecord, Signal, result_status
 from bridge.sessions.ownership import held_elsewhere
 from bridge.sessions.settings import SessionSettings
-from bridge.sessions.verbs import START
-from bridge.sessions.verbspec import CallContext
-from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
 
 STATE_FILE = "state.json"
@@ -56,30 +60,6 @@ SCORE_POLL_SECONDS = 2.0
 
 class Stopped(BridgeError):
     """The run was stopped (Ctrl-C) while this attempt ran; `--resume` picks it up."""
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """What every attempt of one run shares."""
-
-    adapter: Adapter
-    binary: str
-    agent_version: str
-    catalog: Catalog
-    output_dir: Path
-    recordings: Path
-    run_id: str
-    time_limit: float
-    profile: str
-    on_exit: Literal["submit", "abandon"] = "submit"
-    model: str | None = None
-    model_base_url: str | None = None
-    agent_cmd: str | None = None
-    server_args: tuple[str, ...] = ()  # task source options passed to the agent's MCP server
-    server_env: dict[str, str] = field(default_factory=dict)
-    # issue 31: the prompt template (bridge/agents/prompt.py) and the run's configuration (runner.run_config)
-    prompt: PromptTemplate = field(default_factory=bridge_template)
-    run_config: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -111,15 +91,11 @@ class Attempt:
         self.live = Live(workspace=self.workspace, stream=self.dir / "agent" / "stream.jsonl")
 
     # ------------------------------------------------------------------ state on disk
-    def state(self) -> dict[str, Any]:
-        try:
-            data = json.loads((self.dir / STATE_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
+    def state(self) -> AttemptState:
+        return AttemptState.load(self.dir / STATE_FILE)
 
     def _save(self, **fields: Any) -> None:
-        write_json_atomic(self.dir / STATE_FILE, {**self.state(), **fields})
+        self.state().updated(**fields).save(self.dir / STATE_FILE)
 
     def _manager(self, *, reattach: bool) -> SessionManager:
         return SessionManager(
@@ -134,24 +110,34 @@ class Attempt:
     def run(self) -> dict[str, Any]:
         """The attempt to its report entry (resuming whatever an earlier run left)."""
         state = self.state()
-        if state.get("session_id") and state.get("phase") in ("agent_done", "submitted"):
-            return self._finish(state["session_id"], None, None)
+        if state.session_id and state.phase in ("agent_done", "submitted"):
+            return self._finish(state.session_id, None, None)
         self._clear_unfinished()
         self.live.state = "starting"
         self.live.started = time.monotonic()
         for sub in ("workspace", "home", "tmp", "agent"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         self._save(phase="starting", started_at=time.time())
-        sid = self._open_session()
-        self._save(phase="running", session_id=sid)
-        ended, parsed = self._run_agent(sid)
+        confinement = self._confinement()  # a refused bind fails the attempt before its session opens
+        server = self._start_server()
+        sid = server.ready.session_id
+        try:
+            self._save(phase="running", session_id=sid, server_seconds=server.ready_seconds)
+            ended, parsed, sandbox = self._run_agent(server, confinement)
+            agent_ended_at = time.time()
+        finally:
+            # the agent's processes are all gone (or it never started): the session is let go
+            lost, ending = server.lost(), time.monotonic()
+            server.end()
+            self._save(server_end_seconds=round(time.monotonic() - ending, 3), server_lost=lost)
         self._save(
             # a run stopped mid-agent redoes the attempt on resume; an ended agent's work is scored
             phase="stopped" if ended.how == "stopped" else "agent_done",
             ended=ended.how,
             exit_code=ended.exit_code,
             agent_seconds=ended.seconds,
-            agent_ended_at=time.time(),
+            agent_ended_at=agent_ended_at,
+            sandbox=sandbox,
         )
         if ended.how == "stopped":
             raise Stopped(f"{self.key}: stopped")
@@ -174,33 +160,33 @@ class Attempt:
         for path in leftovers:
             path.rename(path.with_name(f"{path.name}.interrupted-{stamp}"))
 
-    def _open_session(self) -> str:
-        mgr = self._manager(reattach=False)
-        try:
-            context = CallContext(client=ClientInfo(name=self.s.adapter.name, version=self.s.agent_version))
-            opened = START.invoke(mgr, None, context=context, task_id=self.task.id, workspace=str(self.workspace))
-            return cast(StartTaskResult, opened).session_id
-        finally:
-            mgr.close()  # the agent's MCP server re-attaches the session
-
-    def setup(self) -> AttemptSetup:
-        server = McpServer(
-            command=self.s.server_env.get("RGBRIDGE_PYTHON", "") or _python(),
-            args=[
-                "-m",
-                "mcp_server",
-                "--workspace",
-                str(self.workspace),
-                "--recordings",
-                str(self.rec_dir),
-                "--run-id",
-                self.s.run_id,
-                "--profile",
-                self.s.profile,
-                *self.s.server_args,
-            ],
-            env={k: v for k, v in self.s.server_env.items() if k != "RGBRIDGE_PYTHON"},
+    def _start_server(self) -> AttemptServer:
+        """The attempt's MCP server, its session open and held (Stopped if the run stops first)."""
+        server_dir = self.dir / "server"
+        options = {
+            "--transport": "http",
+            "--host": "127.0.0.1",
+            "--port": "0",  # a free port, read back from the ready file
+            "--workspace": str(self.workspace),
+            "--recordings": str(self.rec_dir),
+            "--run-id": self.s.run_id,
+            "--profile": self.s.profile,
+            "--start-task": self.task.id,
+            "--client-name": self.s.adapter.name,
+            "--client-version": self.s.agent_version,
+            "--ready-file": str(server_dir / "ready.json"),
+        }
+        python = self.s.server_env.get("RGBRIDGE_PYTHON", "") or _python()
+        argv = [python, "-m", "mcp_server", *[w for pair in options.items() for w in pair], *self.s.server_args]
+        env = {k: v for k, v in self.s.server_env.items() if k != "RGBRIDGE_PYTHON"}
+        server = AttemptServer.start(
+            argv, env=env, ready_file=server_dir / "ready.json", stderr=server_dir / "stderr.log", stop=self.stop
         )
+        if server is None:
+            raise Stopped(f"{self.key}: stopped")
+        return server
+
+    def setup(self, server: HttpServer) -> AttemptSetup:
         return AttemptSetup(
             binary=self.s.binary,
             prompt=self.s.prompt.render(self.task, self.s.time_limit),
@@ -211,18 +197,43 @@ class Attempt:
             model=self.s.model,
             model_base_url=self.s.model_base_url,
             agent_cmd=self.s.agent_cmd,
+            confined=self.s.sandbox != "none",
         )
 
-    def _run_agent(self, sid: str) -> tuple[Ended, ParsedRun]:
-        setup = self.setup()
+    def _run_agent(self, server: AttemptServer, confinement: Confinement) -> tuple[Ended, ParsedRun, dict[str, Any]]:
+        setup = self.setup(HttpServer(server.ready.url, server.ready.credential))
         launch = self.s.adapter.build(setup)
         for path, text in launch.files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
+            path.chmod(0o600)  # the agent's credential is in its MCP config
         # what the agent was given and under which configuration, kept with its stream (and recording)
         (self.dir / "agent" / "prompt.txt").write_text(setup.prompt, encoding="utf-8")
         write_json_atomic(self.dir / "agent" / "run_config.json", self.s.run_config)
         self.live.state = "agent"
+        ended, sandbox = self._confined_run(launch, confinement)
+        parsed = self.s.adapter.parse(read_stream(self.dir / "agent" / "stream.jsonl"), setup.prompt)
+        return ended, parsed, sandbox
+
+    def _confinement(self) -> Confinement:
+        """What the agent may see (bridge/agents/confine/), checked against what the bridge protects."""
+        program = words(self.s.agent_cmd) if self.s.adapter.name == "command" and self.s.agent_cmd else [self.s.binary]
+        confinement = confinement_for(
+            workspace=self.workspace,
+            home=self.dir / "home",
+            tmp=self.dir / "tmp",
+            program=program,
+            agent_binds=self.s.agent_binds,
+            protected=protected_paths(self.s),
+            limits=self.s.limits,
+        )
+        (self.s.confiner or sandbox_for("none")).describe(confinement)  # SandboxError on a refused bind
+        return confinement
+
+    def _confined_run(self, launch: Launch, confinement: Confinement) -> tuple[Ended, dict[str, Any]]:
+        """The agent's processes, confined as `--sandbox` says; how they were (the row's
+        run.sandbox). Every process of the agent is gone when this returns."""
+        sandbox = self.s.confiner or sandbox_for("none")
         ended = run_agent(
             launch.argv,
             env=launch.env,
@@ -231,15 +242,23 @@ class Attempt:
             stderr=self.dir / "agent" / "stderr.log",
             time_limit=self.s.time_limit,
             stop=self.stop,
+            sandbox=sandbox,
+            confinement=confinement,
         )
-        parsed = self.s.adapter.parse(read_stream(self.dir / "agent" / "stream.jsonl"), setup.prompt)
-        return ended, parsed
+        how = ended.confinement
+        row = {"kind": sandbox.kind, "version": str(how.get("version", "")), "confined": sandbox.kind != "none"}
+        row["limits"] = how.get("limits") or {}
+        if ended.limit:
+            row["limit_hit"] = ended.limit
+        # the recording says how the attempt was confined (kind, version, binds, limits)
+        write_json_atomic(self.dir / "agent" / "confinement.json", how)
+        return ended, row
 
     # ------------------------------------------------------------------ after the agent
     def _finish(self, sid: str, ended: Ended | None, parsed: ParsedRun | None) -> dict[str, Any]:
         self.live.state = "scoring"
         deadline = time.monotonic() + LOCK_WAIT_SECONDS
-        while held_elsewhere(self.rec_dir / sid):  # the agent's server, or a scoring job it handed on
+        while held_elsewhere(self.rec_dir / sid):  # a scoring job the attempt's server handed on
             if self.stop.is_set():
                 raise Stopped(f"{self.key}: stopped")
             if time.monotonic() > deadline:
@@ -252,14 +271,17 @@ class Attempt:
             live = sid in mgr.sessions  # else finished on disk: the agent's server scored it
             state = self.state()
             if parsed is None:  # resumed after the agent ended: read its stream again
-                setup = self.setup()
-                parsed = self.s.adapter.parse(read_stream(self.dir / "agent" / "stream.jsonl"), setup.prompt)
-            how = ended.how if ended else str(state.get("ended", "exit"))
+                prompt = self.s.prompt.render(self.task, self.s.time_limit)
+                parsed = self.s.adapter.parse(read_stream(self.dir / "agent" / "stream.jsonl"), prompt)
+            how = ended.how if ended else (state.ended or "exit")
+            # cut by the clock or by a resource limit, the agent's work is still scored as it stands
             signal: Signal = "time_limit" if how == "time_limit" else "agent_exit"
+            if how == "resource_limit":
+                signal = "resource_limit"
             scoring_started = time.monotonic()
             if live and mgr.status(sid).state in ("active", "paused"):
                 self._keep_trajectory(mgr, sid, parsed, how, state)
-                failure = parsed.attempt_failure(how, state.get("exit_code"), self.dir / "agent" / "stderr.log")
+                failure = parsed.attempt_failure(how, state.exit_code, self.dir / "agent" / "stderr.log")
                 if failure is not None:  # the CLI failed, the agent did not: nothing is scored
                     mgr.quit(sid, f"agent_error ({failure.cls}): {failure.message}")
                     self._save(phase="agent_error", agent_error=failure.as_dict(0))
@@ -299,7 +321,7 @@ class Attempt:
         sid: str,
         parsed: ParsedRun,
         how: str,
-        state: dict[str, Any],
+        state: AttemptState,
         *,
         record_event: bool = True,
     ) -> None:
@@ -314,7 +336,16 @@ class Attempt:
         write_json_atomic(self.dir / "agent" / "trajectory.json", atif)
         target = self.rec_dir / sid / "agent"
         target.mkdir(parents=True, exist_ok=True)
-        for name in ("stream.jsonl", "stream.jsonl.times", "prompt.txt", "run_config.json", "stderr.log"):
+        # confinement.json: how the attempt was confined (sandbox kind and version, binds, limits)
+        names = (
+            "stream.jsonl",
+            "stream.jsonl.times",
+            "prompt.txt",
+            "run_config.json",
+            "stderr.log",
+            "confinement.json",
+        )
+        for name in names:
             if (self.dir / "agent" / name).is_file():
                 shutil.copyfile(self.dir / "agent" / name, target / name)
         write_json_atomic(target / "trajectory.json", atif)
@@ -326,8 +357,8 @@ class Attempt:
                 version=self.s.agent_version,
                 model=parsed.model or self.s.model,
                 ended=how,
-                exit_code=state.get("exit_code"),
-                agent_seconds=float(state.get("agent_seconds") or 0.0),
+                exit_code=state.exit_code,
+                agent_seconds=state.agent_seconds or 0.0,
                 tool_calls=parsed.tool_calls,
                 steps=len(parsed.steps),
                 trajectory="agent/trajectory.json",
@@ -353,85 +384,62 @@ class Attempt:
         failure: Failure | None = None,
     ) -> dict[str, Any]:
         state = self.state()
+        task = {"repo_name": self.task.id, "lang": self.task.lang}
         if failure is not None:  # not the agent's work: no score, in no mean (runner retries it)
-            entry: dict[str, Any] = {"repo_name": self.task.id, "lang": self.task.lang, "outcome": "agent_error"}
-            entry["agent_error"] = failure.as_dict(0)
+            row = ReportRow.model_validate({**task, "outcome": "agent_error", "agent_error": failure.as_dict(0)})
         elif status.state == "done" and status.result is not None:
             result = ScoreResult.model_validate(status.result)
-            entry = build_entry(result, "compat" if "compat" in result.profiles else None)
+            row = build_row(result, "compat" if "compat" in result.profiles else None)
         else:  # the scoring job failed: an engine fault, not the agent's (infra_error)
-            entry = {"repo_name": self.task.id, "lang": self.task.lang, "error": status.message or "scoring failed"}
-            entry["outcome"] = "infra_error"
-        started = float(state.get("started_at") or time.time())
+            row = ReportRow.model_validate(
+                {**task, "error": status.message or "scoring failed", "outcome": "infra_error"}
+            )
+        started = state.started_at or time.time()
         wall = round(time.time() - started, 3)
-        agent_seconds = float(state.get("agent_seconds") or 0.0)
+        agent_seconds = state.agent_seconds or 0.0
         # The bridge's own share: the attempt's wall time outside the agent's run and the scoring
         # (they overlap when the agent submitted and waited for its server to score).
-        agent_end = float(state.get("agent_ended_at") or started + agent_seconds)
+        agent_end = state.agent_ended_at or started + agent_seconds
         busy = (
             agent_seconds
             + scoring_seconds
             - overlap((agent_end - agent_seconds, agent_end), scoring_window(self.rec_dir / status.session_id))
         )
-        model = parsed.model or self.s.model
-        entry["agent"] = {"name": self.s.adapter.name, "version": self.s.agent_version, "model": model}
-        entry["attempt"] = self.number
-        entry["contaminated"] = status.contaminated
-        entry["run"] = {
-            "session_id": status.session_id,
-            "recording": str(self.rec_dir / status.session_id),
-            "ended": state.get("ended"),
-            "exit_code": state.get("exit_code"),
-            "submitted_by": submitted_by,
-            "wall_seconds": wall,
-            "agent_seconds": agent_seconds,
-            "scoring_seconds": scoring_seconds,
-            "overhead_seconds": round(max(0.0, wall - busy), 3),
-            "tool_calls": parsed.tool_calls,
-            "steps": len(parsed.steps),
-            "prompt_tokens": parsed.prompt_tokens,
-            "completion_tokens": parsed.completion_tokens,
-            "cached_tokens": parsed.cached_tokens,
-            "tokens": parsed.token_split(),
-            "cost_usd": parsed.cost_usd,
-            "trajectory": str(self.dir / "agent" / "trajectory.json"),
-            "errors": parsed.errors[:5],
-            "prompt": str(self.dir / "agent" / "prompt.txt"),
-            "prompt_hash": self.s.prompt.digest,
-            "time_limit_seconds": self.s.time_limit,
-            "config_hash": self.s.run_config.get("hash"),
-        }
-        return entry
+        errors = parsed.errors[:5]
+        if state.server_lost:  # the session went unwatched from then on: the row says so
+            errors.insert(0, state.server_lost)
+        row.agent = AgentInfo(
+            name=self.s.adapter.name, version=self.s.agent_version, model=parsed.model or self.s.model
+        )
+        row.attempt = self.number
+        row.contaminated = status.contaminated
+        row.run = AgentRunInfo(
+            session_id=status.session_id,
+            recording=str(self.rec_dir / status.session_id),
+            ended=state.ended,
+            exit_code=state.exit_code,
+            submitted_by=submitted_by,
+            wall_seconds=wall,
+            agent_seconds=agent_seconds,
+            scoring_seconds=scoring_seconds,
+            overhead_seconds=round(max(0.0, wall - busy), 3),
+            tool_calls=parsed.tool_calls,
+            steps=len(parsed.steps),
+            prompt_tokens=parsed.prompt_tokens,
+            completion_tokens=parsed.completion_tokens,
+            cached_tokens=parsed.cached_tokens,
+            tokens=parsed.token_split(),
+            cost_usd=parsed.cost_usd,
+            trajectory=str(self.dir / "agent" / "trajectory.json"),
+            errors=errors,
+            prompt=str(self.dir / "agent" / "prompt.txt"),
+            prompt_hash=self.s.prompt.digest,
+            time_limit_seconds=self.s.time_limit,
+            config_hash=self.s.run_config.get("hash"),
+            sandbox=state.sandbox or declared_sandbox(self.s),
+        )
+        return row.to_json()
 
 
 def _python() -> str:
     return sys.executable
-
-
-def scoring_window(rec_dir: Path) -> tuple[float, float] | None:
-    """From the submission to the last score of a recording (epoch seconds), from its events."""
-    start = end = None
-    try:
-        lines = (rec_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        try:
-            event = json.loads(line)
-            at = parse_iso(str(event.get("t"))).timestamp()
-        except (ValueError, AttributeError):
-            continue
-        if event.get("type") == "submit" and start is None:
-            start = at
-        elif event.get("type") in ("score", "score_failed"):
-            end = at
-    return (start, end) if start is not None and end is not None and end >= start else None
-
-
-def scoring_span(rec_dir: Path) -> float | None:
-    window = scoring_window(rec_dir)
-    return round(window[1] - window[0], 3) if window else None
-
-
-def overlap(a: tuple[float, float], b: tuple[float, float] | None) -> float:
-    return max(0.0, min(a[1], b[1]) - max(a[0], b[0])) if b else 0.0

@@ -13,11 +13,21 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bridge.agents.adapter import Adapter, AttemptSetup, Launch, base_env
-from bridge.agents.events import Call, ParsedRun, Step, add_tokens, arguments, as_dict, as_list, clip, model_name
+from bridge.agents.adapter import Adapter, AttemptSetup, Launch, base_env, server_entry
+from bridge.agents.events import (
+    Call,
+    ParsedRun,
+    Step,
+    add_tokens,
+    arguments,
+    as_dict,
+    as_list,
+    clip,
+    model_name,
+)
 from bridge.agents.failures import Failure, FailureClass, classify_text, from_status
 from bridge.agents.failures import clip as clip_message
-from bridge.agents.mcp_configs import SERVER_KEY, document, render_text, stdio_entry
+from bridge.agents.mcp_configs import SERVER_KEY, document, render_text
 
 NAME = "codex"
 PROVIDER = "rgbridge-endpoint"
@@ -28,7 +38,10 @@ def config(setup: AttemptSetup) -> dict[str, Any]:
     """config.toml for one attempt, as data (one document with our server in it)."""
     doc: dict[str, Any] = {
         "approval_policy": "never",
-        "sandbox_mode": "workspace-write",
+        # Codex's own sandbox (bubblewrap, Landlock) cannot start inside the run's (no user
+        # namespace or uid map there): a confined attempt runs with it off, as Harbor runs Codex
+        # inside its containers; an unconfined one keeps it.
+        "sandbox_mode": "danger-full-access" if setup.confined else "workspace-write",
         "check_for_update_on_startup": False,
         "analytics": {"enabled": False},
         "feedback": {"enabled": False},
@@ -49,7 +62,7 @@ def config(setup: AttemptSetup) -> dict[str, Any]:
                 "env_key": KEY_ENV,  # the key itself stays in the environment
             }
         }
-    doc.update(document("codex", stdio_entry("codex", setup.server.command, setup.server.args, setup.server.env)))
+    doc.update(document("codex", server_entry("codex", setup)))
     return doc
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bridge.agents.adapter import Adapter, AttemptSetup, Launch, base_env
+from bridge.agents.adapter import Adapter, AttemptSetup, Launch, base_env, server_entry
 from bridge.agents.events import Call, ParsedRun, Step, add_tokens, arguments, as_dict, clip, model_name
 from bridge.agents.failures import Failure, classify_text
 from bridge.agents.failures import clip as clip_message
-from bridge.agents.mcp_configs import client_format, document, stdio_entry
+from bridge.agents.mcp_configs import client_format, document
 
 NAME = "gemini"
 
@@ -24,7 +24,7 @@ def settings(setup: AttemptSetup) -> dict[str, Any]:
         "privacy": {"usageStatisticsEnabled": False},
         "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
     }
-    doc.update(document("gemini", stdio_entry("gemini", setup.server.command, setup.server.args, setup.server.env)))
+    doc.update(document("gemini", server_entry("gemini", setup)))
     return doc
 
 

@@ -115,7 +115,9 @@ def http_entry(
             entry["http_headers"] = {"Authorization": f"Bearer {token}"}
     elif token:
         entry["headers"] = {"Authorization": f"Bearer {token}"}
-    entry.update({k: v for k, v in fmt.extras.items() if k not in ("startup_timeout_sec",)})
+    # the startup limit too: an attempt's server may still be loading the MCP SDK when the agent
+    # connects (mcp_server/attempt_mode.py)
+    entry.update(fmt.extras)
     return entry
 
 

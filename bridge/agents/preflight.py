@@ -13,7 +13,7 @@ from bridge.agents.adapter import AgentError
 from bridge.agents.registry import adapter as find_adapter
 
 if TYPE_CHECKING:
-    from bridge.agents.attempt import RunSettings
+    from bridge.agents.run_settings import RunSettings
     from bridge.agents.runner import RunOptions
 
 

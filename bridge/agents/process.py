@@ -25,6 +25,10 @@ GRACE_SECONDS = 5.0
 WAIT_SECONDS = 0.2
 
 
+#: the exit status a shell, bubblewrap's init or Docker gives a process killed by a signal: 128 + N
+SIGNALLED = 128
+
+
 @dataclass
 class Ended:
     how: str  # "exit" | "time_limit" | "resource_limit" | "stopped"
@@ -77,6 +81,10 @@ def run_agent(
             running.end(0.0)  # whatever went wrong here, nothing of the attempt outlives it
             raise
         code = running.end(grace)
+        if confined and code is not None and SIGNALLED < code <= SIGNALLED + 64:
+            # bubblewrap's init and Docker report a main process killed by signal N as 128 + N;
+            # the run reads the kill as the unconfined Popen reports it (-N): a crash, not an exit
+            code = SIGNALLED - code
         if how == "exit" and code != 0 and confined:
             # the kernel killed the main process (OOM) or refused its fork just before the exit
             late = running.limit_hit()

@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bridge.agents.attempt import Attempt, RunSettings, Stopped
+from bridge.agents.attempt import Attempt, Stopped
 from bridge.agents.ray_checks import (
     AGENT_RESOURCE,
     CHECK_SECONDS,
@@ -47,6 +47,7 @@ from bridge.agents.ray_checks import (
 )
 from bridge.agents.ray_transfer import pack_folder, pack_recordings, receive_recording, unpack_folder
 from bridge.agents.reaper import settle, start_reaper, stop_reaper
+from bridge.agents.run_settings import RunSettings
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.scoring.run.ray_backend import ProgressBox, connect, node_label
@@ -193,7 +194,7 @@ class RemoteAttempt(Attempt):
 
     def run(self) -> dict[str, Any]:
         state = self.state()
-        if state.get("session_id") and state.get("phase") in _FINISHABLE:
+        if state.session_id and state.phase in _FINISHABLE:
             # A local first part left this attempt with its agent ended: its session and
             # workspace are here, so it is finished here, as a local --resume would.
             self.live.node = "driver"

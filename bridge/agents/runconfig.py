@@ -14,8 +14,8 @@ from bridge.errors import BridgeError
 from bridge.release import exact_version
 
 if TYPE_CHECKING:
-    from bridge.agents.attempt import RunSettings
     from bridge.agents.prompt import PromptTemplate
+    from bridge.agents.run_settings import RunSettings
     from bridge.agents.runner import RunOptions
 
 CONFIG_FILE = "config.json"
@@ -29,6 +29,7 @@ CONFIG_METADATA = (
     "time_limit_seconds",
     "attempts",
     "sandbox",
+    "limits",
     "bridge_version",
 )
 
@@ -50,8 +51,10 @@ def run_config(options: RunOptions, settings: RunSettings, template: PromptTempl
         "tasks": list(options.tasks),
         "profile": options.profile,
         "on_exit": options.on_exit,
-        # `sandbox` joins RunOptions with the run sandbox (issue 30); "none" until it does
-        "sandbox": str(getattr(options, "sandbox", "none")),
+        # the kind the run's pre-flight resolved (`auto` is bwrap on one machine, docker on another)
+        "sandbox": settings.sandbox,
+        "agent_binds": [str(p) for p in settings.agent_binds],
+        "limits": settings.limits.as_dict(),
         "bridge_version": exact_version(),
     }
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()

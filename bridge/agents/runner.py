@@ -34,13 +34,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from bridge.agents.adapter import SERVER_ENV_ALLOW, AgentError, base_env
-from bridge.agents.attempt import Attempt, RunSettings, Stopped, attempt_key
+from bridge.agents.adapter import BASE_ENV_ALLOW, SERVER_ENV_ALLOW, AgentError, base_env
+from bridge.agents.attempt import Attempt, Stopped, attempt_key
 from bridge.agents.command import words
+from bridge.agents.confine import Limits, ready_sandbox
 from bridge.agents.preflight import check_cli, check_key
 from bridge.agents.prompt import load_template
 from bridge.agents.registry import adapter as find_adapter
 from bridge.agents.retries import Budget, backoff, entry_cost, set_aside
+from bridge.agents.run_settings import RunSettings, sandbox_metadata
 from bridge.agents.runconfig import CONFIG_FILE, CONFIG_METADATA, check_config, config_line, run_config
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
@@ -81,15 +83,23 @@ class RunOptions(BaseModel):
     prompt_file: str | None = None
     agent_version: str | None = None
     max_cost: float | None = Field(None, gt=0)
+    #: how each agent is confined (bridge/agents/confine/; `none` marks every row unconfined)
+    sandbox: Literal["auto", "bwrap", "docker", "none"] = "auto"
+    #: what else the agents may read (`--agent-bind`, read-only): absolute paths
+    agent_binds: list[str] = Field(default_factory=list)
+    #: one attempt's limits (bridge/agents/confine/model.py Limits: memory, processes, disk)
+    limits: dict[str, int] = Field(default_factory=dict)
     # issue 32: where attempts run (bridge/agents/ray_runs.py)
     backend: Literal["local", "ray"] = "local"
     ray_address: str | None = None
 
 
 def server_env() -> dict[str, str]:
-    """What the agent's MCP server needs of ours: the same data, caches and engine (its HOME is
-    the attempt's), and the import path of this bridge. Never a token or an API key."""
-    env = {k: os.environ[k] for k in SERVER_ENV_ALLOW if os.environ.get(k)}
+    """What the attempt's MCP server (started by the run, outside the agent's sandbox) needs of
+    ours: the same data, caches and engine, HOME and the temp folder, the import path of this
+    bridge. Never a token or an API key: the agent's keys stay with the agent."""
+    names = (*BASE_ENV_ALLOW, "HOME", "TMPDIR", *SERVER_ENV_ALLOW)
+    env = {k: os.environ[k] for k in names if os.environ.get(k)}
     env.update({k: v for k, v in os.environ.items() if k.startswith("RGBRIDGE_") and k not in ("RGBRIDGE_TOKEN",)})
     env["RGBRIDGE_HOME"] = str(data_home())
     env["RGBRIDGE_CACHE"] = str(cache_dir())
@@ -114,6 +124,7 @@ def settings_for(options: RunOptions, catalog: Catalog, output_dir: Path) -> Run
         binary = options.agent_bin or words(options.agent_cmd)[0]
     else:
         binary = agent.find_binary(options.agent_bin)
+    confiner = ready_sandbox(options.sandbox)
     probe_home = output_dir / ".probe-home"
     probe_home.mkdir(parents=True, exist_ok=True)
     from bridge.agents.adapter import AttemptSetup, McpServer
@@ -136,6 +147,11 @@ def settings_for(options: RunOptions, catalog: Catalog, output_dir: Path) -> Run
         agent_cmd=options.agent_cmd,
         server_args=tuple(options.server_args),
         server_env=server_env(),
+        # the pre-flight of the sandbox: one that cannot start is refused before any agent runs
+        sandbox=confiner.kind,
+        confiner=confiner,
+        agent_binds=tuple(Path(p) for p in options.agent_binds),
+        limits=Limits(**options.limits),
     )
 
 
@@ -291,6 +307,7 @@ def execute(
             },
             "retries": options.retries,
             **cost_metadata(rows),
+            **sandbox_metadata(settings),
         }
         if options.max_cost is not None:
             meta["max_cost_usd"] = options.max_cost
@@ -374,3 +391,10 @@ def preview_config(options: RunOptions, catalog: Catalog) -> dict[str, Any]:
         settings = settings_for(options, catalog, Path(scratch))
     check_cli(options, settings)
     return run_config(options, settings, template)
+
+
+def limits_option(memory: int | None, pids: int | None, disk: int | None) -> dict[str, int]:
+    """`--agent-memory/--agent-pids/--agent-disk` as RunOptions.limits: only what was given (the
+    rest keeps Limits' documented defaults)."""
+    given = {"memory_bytes": memory, "pids": pids, "workspace_bytes": disk}
+    return {k: v for k, v in given.items() if v is not None}

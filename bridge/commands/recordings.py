@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
@@ -28,6 +27,7 @@ from bridge.errors import RecordingError
 
 if TYPE_CHECKING:
     from bridge.recording.verify import VerifyReport
+    from bridge.scoring.run.engine import ScoreOptions
     from bridge.tasks.catalog import Catalog
 
 
@@ -51,8 +51,8 @@ def _catalog(args: argparse.Namespace) -> Catalog:
 
 
 @contextlib.contextmanager
-def _backend_scorer(args: argparse.Namespace) -> Iterator[Callable[..., Any] | None]:
-    """`score_repo` bound to the `--backend` of the command line (None = the local default)."""
+def _backend_options(args: argparse.Namespace) -> Iterator[ScoreOptions | None]:
+    """How scores run with the `--backend` of the command line (None = the local default)."""
     from bridge.commands.common import open_backend
 
     backend = open_backend(args)
@@ -62,7 +62,7 @@ def _backend_scorer(args: argparse.Namespace) -> Iterator[Callable[..., Any] | N
     import signal
     import threading
 
-    from bridge.scoring.run.engine import score_repo
+    from bridge.scoring.run.engine import ScoreOptions
 
     previous = None
     if threading.current_thread() is threading.main_thread():
@@ -74,7 +74,7 @@ def _backend_scorer(args: argparse.Namespace) -> Iterator[Callable[..., Any] | N
 
         previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
-        yield functools.partial(score_repo, backend=backend)
+        yield ScoreOptions(backend=backend)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
@@ -183,7 +183,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
             if line and not args.json:
                 status.update(escape(f"rescoring: {line[:100]}"))
 
-        with _backend_scorer(args) as score_fn:
+        with _backend_options(args) as scoring:
             path = rescore(
                 _rec_path(args.recording),
                 profile=args.profile,
@@ -192,7 +192,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
                 use_cache=args.cache,
                 progress=say,
                 verify_first=not args.no_verify,
-                score_fn=score_fn,
+                scoring=scoring,
             )
     data = json.loads(path.read_text(encoding="utf-8"))
     if args.json:
@@ -223,7 +223,7 @@ def cmd_curve(args: argparse.Namespace) -> int:
 
     err = stderr_console()
     with err.status("scoring moments", spinner="dots") as status:
-        with _backend_scorer(args) as score_fn:
+        with _backend_options(args) as scoring:
             curve = compute_curve(
                 _rec_path(args.recording),
                 points=args.points,
@@ -233,7 +233,7 @@ def cmd_curve(args: argparse.Namespace) -> int:
                 use_cache=not args.no_cache,
                 save=not args.no_save,
                 progress=lambda m: status.update(escape(m[:100])),
-                score_fn=score_fn,
+                scoring=scoring,
             )
     if args.json:
         print_json(curve)

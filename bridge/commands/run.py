@@ -28,6 +28,7 @@ from bridge.agents.runner import (
     RunOptions,
     default_run_id,
     execute,
+    limits_option,
     load_options,
     preview_config,
 )
@@ -37,6 +38,7 @@ from bridge.errors import BridgeError
 from bridge.fs.walk import walk_files_at
 from bridge.reports.leaderboard import leaderboard_lines
 from bridge.reports.table import render_table
+from bridge.scoring.images.disk import parse_size
 from bridge.sessions.attempts import check_run_id
 from bridge.tasks.catalog import Catalog
 
@@ -62,6 +64,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--recordings", type=Path, metavar="DIR", help="where sessions are recorded (default OUT/recordings)"
     )
     p.add_argument("--run-id", metavar="ID", help="the run's id (default: the time)")
+    p.add_argument(
+        "--sandbox",
+        choices=("auto", "bwrap", "docker", "none"),
+        default="auto",
+        help="how each agent is confined (default auto: bubblewrap where it works, else Docker; "
+        "none runs it unconfined and marks every row so)",
+    )
+    p.add_argument(
+        "--agent-bind",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a path the agent may also read (read-only; repeatable), e.g. its own virtual environment",
+    )
+    p.add_argument("--agent-memory", type=_size, metavar="SIZE", help="memory of one attempt's processes (default 4G)")
+    p.add_argument(
+        "--agent-pids", type=at_least(8), metavar="N", help="processes of one attempt at once (default 1024)"
+    )
+    p.add_argument("--agent-disk", type=_size, metavar="SIZE", help="disk of one attempt's folders (default 2G)")
     p.add_argument("--resume", action="store_true", help="finish a stopped run in OUT (scored attempts are kept)")
     p.add_argument(
         "--backend",
@@ -195,6 +217,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             prompt_file=str(_abs(args.prompt_file)) if args.prompt_file else None,
             agent_version=args.agent_version,
             max_cost=args.max_cost,
+            sandbox=args.sandbox,
+            agent_binds=[str(_abs(p)) for p in args.agent_bind],
+            limits=limits_option(args.agent_memory, args.agent_pids, args.agent_disk),
             backend=args.backend or "local",
             ray_address=args.ray_address,
         )
@@ -306,3 +331,13 @@ def _files(workspace: Path | None) -> int:
 
 
 _FILES_CAP = 10000
+
+
+def _size(text: str) -> int:
+    try:
+        size = parse_size(text)
+    except BridgeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a size above zero (e.g. 4G, 512M)")
+    return size

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -177,8 +178,9 @@ def cmd_images_list(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from bridge.scoring.run.engine import score_repo
+    from bridge.scoring.run.engine import ScoreOptions, score_repo
     from bridge.scoring.run.reporting import build_entry
+    from bridge.scoring.types import ScoreRequest
 
     task = load_catalog(args, report_errors=False).get(args.task)
     err = stderr_console()
@@ -193,16 +195,13 @@ def cmd_score(args: argparse.Namespace) -> int:
                     if ": " in line and line.split(": ", 1)[0] in ("strict", "compat"):
                         err.print(f"[dim]{escape(line)}[/]", highlight=False)
 
-        result = score_repo(
-            task,
-            args.repo,
+        request = ScoreRequest(
+            output_dir=args.output_dir or Path(tempfile.mkdtemp(prefix="rgbridge-score-")),
             profile=args.profile,
-            output_dir=args.output_dir,
-            wheelhouse=args.wheelhouse,
-            maven=maven_sources(args),
-            progress=say,
             use_cache=not args.no_cache,
         )
+        options = ScoreOptions(wheelhouse=args.wheelhouse, maven=maven_sources(args), progress=say)
+        result = score_repo(task, args.repo, request, options)
     if args.json:
         print_json(result.model_dump(mode="json"))
     else:
@@ -246,7 +245,8 @@ def _run_evaluate(
     backend: Backend | None,
     workers: int,
 ) -> int:
-    from bridge.scoring.run.evaluate import evaluate
+    from bridge.scoring.run.engine import ScoreOptions
+    from bridge.scoring.run.evaluate import EvaluationOptions, EvaluationRequest, evaluate
 
     progress = Progress(
         SpinnerColumn(),
@@ -277,22 +277,22 @@ def _run_evaluate(
                     lines[task_id], description=f"{task_id}: done ({entry.get('outcome')})", total=1, completed=1
                 )
 
-        report_path, writer, _ = evaluate(
-            catalog,
-            args.predictions_dir,
+        request = EvaluationRequest(
+            predictions_dir=args.predictions_dir,
             output_dir=args.output_dir,
             run_id=args.run_id,
-            workers=workers,
-            resume=args.resume,
             profile=args.profile,
-            wheelhouse=args.wheelhouse,
-            maven=maven,
             only=args.repo_names,
+            resume=args.resume,
+            metadata=meta,
+        )
+        options = EvaluationOptions(
+            workers=workers,
+            scoring=ScoreOptions(wheelhouse=args.wheelhouse, maven=maven, backend=backend),
             progress=on_progress,
             on_done=on_done,
-            metadata=meta,
-            backend=backend,
         )
+        report_path, writer, _ = evaluate(catalog, request, options)
     if args.json:
         import json
 

@@ -246,7 +246,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         sid = mgr.attach(record.session_id)
         receipt = VERBS["submit"].invoke(mgr, sid, context=CLI)
         err.print(getattr(receipt, "message", ""))
-        if args.no_wait:  # the job scores in a detached process (bridge/sessions/scorer.py), not here
+        if args.no_wait:  # the job scores in a detached process (bridge/sessions/score_process.py), not here
             return 0
         result = _wait_in_process(mgr, sid, args.timeout)
     finally:

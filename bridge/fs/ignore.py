@@ -2,7 +2,7 @@
 
 Every reader of a workspace or of a snapshot uses these: the recorder's watches and scans,
 manifests and tree hashes, the shadow store's exclude file, staging a snapshot for scoring,
-exporting a scored repo and `recordings verify`. Because the recorder and the scorer leave out
+exporting a scored repo and `recordings verify`. Because the recorder and the scoring engine leave out
 exactly the same files, the recorder's tree hash and the engine's snapshot hash of one workspace
 are the same number.
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.errors import RecordingError
 from bridge.fs.files import write_json_atomic
@@ -27,6 +27,10 @@ from bridge.recording.replay import materialised
 from bridge.recording.rescore import load_task_for
 from bridge.recording.results import write_index
 from bridge.recording.timeline import SPARK, fmt_secs
+from bridge.scoring.types import ScoreRequest, profile_choice
+
+if TYPE_CHECKING:
+    from bridge.scoring.run.engine import ScoreOptions
 
 CURVE_PROFILES = ("strict", "compat")
 
@@ -70,7 +74,7 @@ def compute_curve(
     workers: int = 2,
     profile: str = "strict",
     catalog: Any | None = None,
-    score_fn: Callable[..., Any] | None = None,
+    scoring: ScoreOptions | None = None,
     use_cache: bool = True,
     save: bool = True,
     progress: Callable[[str], None] | None = None,
@@ -80,11 +84,9 @@ def compute_curve(
         raise RecordingError(f"curve profile must be one of {', '.join(CURVE_PROFILES)}")
     if workers < 1:
         raise RecordingError("--workers must be at least 1")
-    if score_fn is None:
-        from bridge.scoring.run.engine import score_repo
+    from bridge.scoring.run.engine import score_repo  # lazy: docker only when scoring
 
-        score_fn = score_repo
-    scorer: Callable[..., Any] = score_fn
+    chosen = profile_choice(profile)
     rec_dir = Path(rec_dir)
     rec = open_recording(rec_dir)
     task = load_task_for(rec.meta.task_id, catalog)
@@ -99,15 +101,13 @@ def compute_curve(
     def score(index: int) -> Any:
         with materialised(rec, states[index], "rgbridge-curve-") as repo:
             say(f"point {index + 1}/{points}: scoring {hashes[index][:12]}")
-            return scorer(
-                task,
-                repo,
-                profile=profile,
+            request = ScoreRequest(
                 output_dir=repo.parent / "out",
-                use_cache=use_cache,
                 run_id=f"curve-{rec.meta.session_id}-{index}"[:60],
-                progress=None,
+                profile=chosen,
+                use_cache=use_cache,
             )
+            return score_repo(task, repo, request, scoring)
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rgbridge-curve") as pool:
         futures = {h: pool.submit(score, i) for h, i in unique.items()}

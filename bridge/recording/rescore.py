@@ -10,8 +10,9 @@ import os
 import re
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.errors import RecordingError
 from bridge.fs.files import write_json_atomic
@@ -22,6 +23,11 @@ from bridge.recording.reader import Recording, open_recording
 from bridge.recording.replay import materialised
 from bridge.recording.results import write_index
 from bridge.recording.verify import verify_recording
+from bridge.scoring.types import ScoreRequest, profile_choice
+
+if TYPE_CHECKING:
+    from bridge.scoring.result import ScoreResult
+    from bridge.scoring.run.engine import ScoreOptions
 
 
 def _now_stamp() -> str:
@@ -37,32 +43,15 @@ def load_task_for(task_id: str, catalog: Any | None) -> Any:
     return catalog.get(task_id)
 
 
-ScoreFn = Callable[..., Any]
-
-
 def score_moment(
-    rec: Recording,
-    moment: Moment,
-    *,
-    task: Any,
-    profile: str,
-    output_dir: Path | None,
-    use_cache: bool,
-    score_fn: ScoreFn | None = None,
-    run_id: str | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> tuple[Any, State]:
+    rec: Recording, moment: Moment, *, task: Any, request: ScoreRequest, options: ScoreOptions | None = None
+) -> tuple[ScoreResult, State]:
     """Materialise a moment into a temp dir and score it with the current grader."""
-    if score_fn is None:
-        from bridge.scoring.run.engine import score_repo
+    from bridge.scoring.run.engine import score_repo  # lazy: docker only when scoring
 
-        score_fn = score_repo
-    scorer: Callable[..., Any] = score_fn
     state = state_at(rec, moment)
     with materialised(rec, state, "rgbridge-replay-") as repo:
-        result = scorer(
-            task, repo, profile=profile, output_dir=output_dir, use_cache=use_cache, run_id=run_id, progress=progress
-        )
+        result = score_repo(task, repo, request, options)
     return result, state
 
 
@@ -73,7 +62,7 @@ def rescore(
     at: str = "submission",
     catalog: Any | None = None,
     use_cache: bool = False,
-    score_fn: ScoreFn | None = None,
+    scoring: ScoreOptions | None = None,
     progress: Callable[[str], None] | None = None,
     verify_first: bool = True,
 ) -> Path:
@@ -102,16 +91,16 @@ def rescore(
     shutil.rmtree(tmp_out, ignore_errors=True)
     tmp_out.mkdir()
     try:
-        result, state = score_moment(
-            rec,
-            moment,
-            task=task,
-            profile=profile,
+        from bridge.scoring.run.engine import ScoreOptions  # lazy: docker only when scoring
+
+        request = ScoreRequest(
             output_dir=tmp_out,
-            use_cache=use_cache,
-            score_fn=score_fn,
             run_id=f"rescore-{rec.meta.session_id}"[:60],
-            progress=progress,
+            profile=profile_choice(profile),
+            use_cache=use_cache,
+        )
+        result, state = score_moment(
+            rec, moment, task=task, request=request, options=replace(scoring or ScoreOptions(), progress=progress)
         )
         label = {
             "kind": "rescore",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -28,21 +30,27 @@ def profile_choice(profile: str) -> ProfileChoice:
     raise ScoringError(f"unknown profile {profile!r} (choose strict, compat or both)")
 
 
-@dataclass(frozen=True, slots=True)
+def lone_run_id() -> str:
+    """The run id of a score that belongs to no run of its own (`rgbridge score`, a test)."""
+    return f"score-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ScoreRequest:
-    """What a caller asks of one score of one snapshot (the task and the repo travel beside it).
+    """What a caller asks of one score of one snapshot (the task and the repo travel beside it;
+    how the score runs is the engine's `ScoreOptions`, bridge/scoring/run/engine.py).
 
     `run_id` tags every container and image the score makes (the `rgbridge.run_id` label the
-    sweep and `rgbridge cleanup` select by), so a caller names it: a session passes its own id,
-    never one guessed from a folder layout.
+    sweep and `rgbridge cleanup` select by): a session passes its own id, never one guessed from
+    a folder layout; a lone score gets `score-<time>-<pid>`.
     """
 
-    #: the run the score belongs to, e.g. `session-<session id>`
-    run_id: str
     #: where result.json and the profile logs go
     output_dir: Path
-    #: the snapshot's tree hash as the caller recorded it; a scorer notes a mismatch
-    snapshot_hash: str
+    #: the run the score belongs to, e.g. `session-<session id>`
+    run_id: str = field(default_factory=lone_run_id)
     profile: ProfileChoice = "both"
     #: reuse a cached result of the same (snapshot, task, grader version, profile)
     use_cache: bool = True
+    #: the snapshot's tree hash as the caller recorded it, if it did; the engine notes a mismatch
+    snapshot_hash: str | None = None

@@ -9,14 +9,12 @@ A session with such an event is reported `contaminated: true` with the events as
 
 inotify cannot tell who opened a file, so the bridge must not read those folders itself while a
 session is open: `held_golden` reads what scoring needs into memory before the watch starts, and
-the session's scoring process gets it through a pipe (bridge/sessions/scorer.py); no copy of a
+the session's scoring process gets it through a pipe (bridge/sessions/score_process.py); no copy of a
 golden file is ever written where the agent's user could read it.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import fnmatch
 import io
@@ -24,7 +22,6 @@ import os
 import select
 import shutil
 import struct
-import sys
 import tarfile
 import tempfile
 import threading
@@ -34,21 +31,22 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bridge.recording.events import read_events
+from bridge.sessions.linux import (
+    IN_ACCESS,
+    IN_CREATE,
+    IN_DONT_FOLLOW,
+    IN_EXCL_UNLINK,
+    IN_IGNORED,
+    IN_ISDIR,
+    IN_MOVED_TO,
+    IN_ONLYDIR,
+    IN_OPEN,
+    IN_Q_OVERFLOW,
+    inotify_add_watch,
+    inotify_init,
+)
 from bridge.tasks.model import Task
 
-# inotify(7) constants (linux/inotify.h).
-IN_ACCESS = 0x00000001
-IN_OPEN = 0x00000020
-IN_CREATE = 0x00000100
-IN_MOVED_TO = 0x00000080
-IN_Q_OVERFLOW = 0x00004000
-IN_IGNORED = 0x00008000
-IN_ONLYDIR = 0x01000000
-IN_DONT_FOLLOW = 0x02000000
-IN_EXCL_UNLINK = 0x04000000
-IN_ISDIR = 0x40000000
-IN_NONBLOCK = os.O_NONBLOCK
-IN_CLOEXEC = os.O_CLOEXEC
 _MASK = IN_ACCESS | IN_OPEN | IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK
 _EVENT = struct.Struct("iIII")
 _S = TypeVar("_S")
@@ -61,20 +59,6 @@ _SKIP_DIRS = frozenset({"__pycache__", ".git", "node_modules", "target", ".venv"
 
 EVENT = "golden_access"
 WARNING_EVENT = "golden_watch_warning"
-
-
-class Unsupported(OSError):
-    """inotify is not available here (not Linux, or the call failed)."""
-
-
-def _libc() -> Any:
-    if not sys.platform.startswith("linux"):
-        raise Unsupported(f"inotify is Linux-only (platform {sys.platform})")
-    name = ctypes.util.find_library("c") or "libc.so.6"
-    libc = ctypes.CDLL(name, use_errno=True)
-    libc.inotify_init1.argtypes = [ctypes.c_int]
-    libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-    return libc
 
 
 # ----------------------------------------------------------------------------- what is golden
@@ -138,7 +122,7 @@ def golden_archive(task: Task) -> bytes:
 
 def unpack_golden(task: Task, archive: bytes, dest: Path) -> Task:
     """The Task that scores from `archive` (`golden_archive`) unpacked into `dest`: a folder
-    only the scoring process can reach (bridge/sessions/scorer.py)."""
+    only the scoring process can reach (bridge/sessions/score_process.py)."""
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
         tar.extractall(dest, filter="data")  # no absolute paths, no escapes, no devices
     solution = dest / "solution" if task.solution_dir is not None else None
@@ -205,11 +189,7 @@ class GoldenWatch:
     _full_warned: bool = False
 
     def start(self) -> None:
-        libc = _libc()
-        fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
-        if fd < 0:
-            raise Unsupported(f"inotify_init1 failed: {os.strerror(ctypes.get_errno())}")
-        self._libc, self._fd = libc, fd
+        self._fd = inotify_init()  # Unsupported off Linux or without inotify: the caller records it
         for tree in self.golden.trees:
             self._add_tree(tree)
         for root, names in self.golden.roots.items():
@@ -229,11 +209,11 @@ class GoldenWatch:
                 self._full_warned = True
                 self.warn(f"more than {MAX_WATCHED_DIRS} golden folders: the rest are not watched")
             return
-        wd = self._libc.inotify_add_watch(self._fd, os.fsencode(folder), _MASK)
-        if wd < 0:
-            err = ctypes.get_errno()
-            if err not in (errno.ENOENT, errno.ENOTDIR):  # vanished or not a folder: nothing to read there
-                self.warn(f"cannot watch {folder}: {os.strerror(err)}")
+        try:
+            wd = inotify_add_watch(self._fd, folder, _MASK)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR):  # vanished or not a folder: nothing to read there
+                self.warn(f"cannot watch {folder}: {exc.strerror}")
             return
         self._wds[wd] = _Watch(folder, only)
         self._by_path[folder] = wd

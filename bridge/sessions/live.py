@@ -41,12 +41,12 @@ class Session:
         self.recorder: Recorder | None = None
         self.job_thread: threading.Thread | None = None
         self.job_done = threading.Event()
-        #: the job went to a detached scoring process (bridge/sessions/scorer.py): this process
+        #: the job went to a detached scoring process (bridge/sessions/score_process.py): this process
         #: no longer writes into the recording and reads the job's state from disk
         self.handed_off = False
-        #: handed off, but this process logs the submitting MCP call first (bridge/sessions/scorer.py)
+        #: handed off, but this process logs the submitting MCP call first (bridge/sessions/score_process.py)
         self.log_pending = False
-        self.scorer_proc: subprocess.Popen[bytes] | None = None
+        self.score_process: subprocess.Popen[bytes] | None = None
         self.timer: threading.Timer | None = None
         #: (st_dev, st_ino) of the workspace folder the session started on (bridge/fs/anchor.py)
         self.anchor: tuple[int, int] | None = None

@@ -7,7 +7,9 @@ their workspaces, and resumes scoring jobs that were interrupted.
 
 `SessionManager` holds the sessions of this process and is the one API of the session verbs; the
 work of each step lives beside it: bridge/sessions/opening.py (start), timelimit.py (the
-working-time limit), submission.py (submit), jobs.py (scoring hand-off, integrity seal, practice).
+working-time limit), submission.py (submit), launch.py (where a job scores: a detached scoring
+process, or the in-process mode of a grader given as a callable), jobs.py (the scoring job,
+integrity seal, practice).
 """
 
 from __future__ import annotations
@@ -18,17 +20,17 @@ import os
 import secrets
 import subprocess
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 from bridge.errors import BridgeError, RecordingError, SessionError
 from bridge.recording.clock import iso, utcnow
 from bridge.sessions import contamination, jobs, opening, submission
-from bridge.sessions import scorer as detached
+from bridge.sessions import score_process as detached
 from bridge.sessions.attach import META_DIR, is_session_id, recording_dir_for
 from bridge.sessions.attempts import check_run_id
 from bridge.sessions.calllog import log_call
+from bridge.sessions.launch import ScoringMode, scoring_mode
 from bridge.sessions.live import Session, recorded_session
 from bridge.sessions.models import (
     SENTINEL,
@@ -46,6 +48,7 @@ from bridge.sessions.models import (
 from bridge.sessions.ownership import held_elsewhere
 from bridge.sessions.rules import rules_text, task_spec, task_summary
 from bridge.sessions.settings import SessionSettings
+from bridge.sessions.slots import max_jobs
 from bridge.sessions.timelimit import arm_timer, disarm_timer
 from bridge.tasks.catalog import Catalog
 
@@ -63,12 +66,14 @@ class SessionManager:
         scorer: Scorer | None = None,
         settings: SessionSettings | None = None,
     ) -> None:
-        """`scorer`: the default Docker engine when None (bridge/scoring/run/engine.py); `settings`:
-        bridge/sessions/settings.py, its defaults when None."""
+        """`scorer`: None scores with the Docker engine in detached scoring processes; a grader
+        given as a callable scores in the in-process mode (bridge/sessions/launch.py), called
+        `scorer(task, repo_dir, request, progress)`. `settings`: bridge/sessions/settings.py, its
+        defaults when None."""
         self.settings = settings = settings if settings is not None else SessionSettings()
         if settings.attempts < 1:
             raise SessionError(f"--attempts must be at least 1 (got {settings.attempts})")
-        jobs.job_slots()  # a bad RGBRIDGE_MAX_JOBS is an error now, not at the first submit
+        max_jobs()  # a bad RGBRIDGE_MAX_JOBS is an error now, not at the first submit
         self.catalog = catalog
         self.named_run = bool(settings.run_id)
         self.run_id = (
@@ -78,7 +83,8 @@ class SessionManager:
         )
         self.recordings_dir = Path(recordings_dir).resolve()
         self.recordings_dir.mkdir(parents=True, exist_ok=True)
-        self._scorer = scorer
+        #: the grader of the in-process mode; None: detached scoring processes
+        self.in_process = scorer
         self.sessions: dict[str, Session] = {}
         self._lock = threading.RLock()
         self._closed = False
@@ -99,12 +105,8 @@ class SessionManager:
 
     # ------------------------------------------------------------------ scoring
     @property
-    def scorer(self) -> Scorer:
-        if self._scorer is None:
-            from bridge.scoring.run.engine import default_scorer  # lazy: docker only when scoring
-
-            self._scorer = default_scorer()
-        return self._scorer
+    def scoring_mode(self) -> ScoringMode:
+        return scoring_mode(self.in_process)
 
     # ------------------------------------------------------------------ start
     def start(
@@ -301,16 +303,8 @@ class SessionManager:
                 signal=signal,
                 settings=self.settings,
                 on_limit=self._on_time_limit,
-                scorer=self._job_scorer(),
+                in_process=self.in_process,
             )
-
-    def _get_scorer(self) -> Scorer:
-        return self.scorer
-
-    def _job_scorer(self) -> Callable[[], Scorer] | None:
-        """None: jobs go to detached scoring processes (the Docker engine, bridge/sessions/scorer.py);
-        a grader given to the manager as a callable scores in a thread of this process."""
-        return None if self._scorer is None else self._get_scorer
 
     def result(self, session_id: str, *, wait_seconds: float = 0.0) -> ResultStatus:
         session = self.sessions.get(session_id)
@@ -385,7 +379,7 @@ class SessionManager:
             settings=self.settings,
             on_sentinel=self._on_sentinel,
             on_limit=self._on_time_limit,
-            scorer=self._job_scorer(),
+            in_process=self.in_process,
         )
         if session is None:
             return None
@@ -393,7 +387,7 @@ class SessionManager:
         return session.record.session_id
 
     def close(self) -> None:
-        """Stop recorders and timers; running and queued jobs finish in their (non-daemon) threads."""
+        """Stop recorders and timers; in-process jobs finish in their (non-daemon) threads."""
         if self._closed:
             return
         self._closed = True
@@ -423,6 +417,6 @@ class SessionManager:
             remaining = None if deadline is None else max(0.0, deadline - utcnow().timestamp())
             if session.job_thread is not None:
                 session.job_thread.join(remaining)
-            elif session.scorer_proc is not None:
+            elif session.score_process is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    session.scorer_proc.wait(remaining)
+                    session.score_process.wait(remaining)

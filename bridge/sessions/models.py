@@ -32,8 +32,9 @@ IDE_FILES = frozenset({".mcp.json", ".DS_Store"})
 SessionState = Literal["active", "paused", "submitted", "scored", "quit"]
 JobState = Literal["not_submitted", "queued", "running", "done", "failed"]
 #: how a submission reached the bridge; `time_limit` is the session's limit or a run's agent cut at
-#: its time limit, `agent_exit` an agent a run drove that ended without submitting (bridge/agents/)
-Signal = Literal["mcp", "sentinel", "cli", "time_limit", "agent_exit"]
+#: its time limit, `resource_limit` a run's agent ended by one of its attempt's limits (memory,
+#: processes, disk), `agent_exit` an agent a run drove that ended without submitting (bridge/agents/)
+Signal = Literal["mcp", "sentinel", "cli", "time_limit", "resource_limit", "agent_exit"]
 
 
 class Scorer(Protocol):

@@ -23,12 +23,12 @@ from bridge.recording.clock import iso, utcnow
 from bridge.sessions import contamination
 from bridge.sessions.attach import MARKER, META_DIR, check_confined, check_recorded_workspace, marker_bytes
 from bridge.sessions.attempts import HeldSession, check_not_nested, next_attempt, recorded_sessions_of_run
+from bridge.sessions.launch import start_job
 from bridge.sessions.live import Session, find_recording_for_workspace, load_record
 from bridge.sessions.models import IDE_FILES, ClientInfo, Scorer, SessionRecord
 from bridge.sessions.ownership import OwnerLock, held_elsewhere
 from bridge.sessions.recorder import Recorder
 from bridge.sessions.recovery import settle_orphaned_clock
-from bridge.sessions.scorer import start_job
 from bridge.sessions.settings import RecorderSettings, SessionSettings
 from bridge.sessions.timelimit import arm_timer
 from bridge.tasks.catalog import Catalog
@@ -283,7 +283,7 @@ def reopen(
     settings: SessionSettings,
     on_sentinel: Callable[[str], None],
     on_limit: Callable[[str], None],
-    scorer: Callable[[], Scorer] | None,
+    in_process: Scorer | None,
 ) -> Session | None:
     """Re-attach one recording after checking it like a new session (bridge/sessions/attach.py):
     a well-formed id equal to its folder, a known task, and a recorded workspace that is
@@ -322,7 +322,7 @@ def reopen(
         else:
             session.events.append("score_resume", job_id=record.job.job_id if record.job else None)
             session.save()
-            start_job(session, scorer, finish_at_exit=settings.finish_jobs_at_exit)  # may hand the recording off
+            start_job(session, in_process, finish_at_exit=settings.finish_jobs_at_exit)  # may hand the recording off
             return session
     except BaseException:
         owner.release()

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from bridge.errors import PathError, RecordingError, SessionError
 from bridge.recording.clock import iso, utcnow
 from bridge.recording.format import SUBMISSION_REF
+from bridge.sessions.launch import start_job
 from bridge.sessions.live import Session
 from bridge.sessions.models import (
     SUBMIT_RETRY_SECONDS,
@@ -23,7 +24,6 @@ from bridge.sessions.models import (
     Submission,
     SubmitReceipt,
 )
-from bridge.sessions.scorer import start_job
 from bridge.sessions.settings import SessionSettings
 from bridge.sessions.timelimit import arm_timer
 
@@ -34,12 +34,12 @@ def submit(
     signal: Signal,
     settings: SessionSettings,
     on_limit: Callable[[str], None],
-    scorer: Callable[[], Scorer] | None,
+    in_process: Scorer | None,
 ) -> SubmitReceipt:
     """Submit an open session whose timer is disarmed; the caller holds `session.lock`.
     `settings` gives the seal's quiet time and wait, the profile and whether the process waits
-    for the job at exit; `on_limit` re-arms the time limit if the submit fails; `scorer` is
-    handed to the job (bridge/sessions/jobs.py)."""
+    for the job at exit; `on_limit` re-arms the time limit if the submit fails; `in_process`:
+    the grader of the in-process mode, None for a detached scoring process (bridge/sessions/launch.py)."""
     rec = session.record
     # The working time ends at the call; its `clock_stop` record is written once the recorder has
     # logged every write made before it (the seal, then the recorder's stop): no file event of
@@ -92,7 +92,7 @@ def submit(
         working_seconds=rec.clock.elapsed(),
         job_id=job.job_id,
     )
-    start_job(session, scorer, finish_at_exit=settings.finish_jobs_at_exit, hold_for_log=signal == "mcp")
+    start_job(session, in_process, finish_at_exit=settings.finish_jobs_at_exit, hold_for_log=signal == "mcp")
     note = "" if seal.stable else " (workspace kept changing while sealing: snapshot marked unstable)"
     return SubmitReceipt(
         session_id=rec.session_id,

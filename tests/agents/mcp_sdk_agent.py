@@ -1,6 +1,7 @@
 """A scripted agent built on a third-party MCP client (the `mcp` SDK's own Client), for
-`rgbridge run --agent command`. It reads the MCP config the run wrote ({mcp_config}), launches
-the server from it, writes the files of a payload into the workspace and then, by mode:
+`rgbridge run --agent command`. It reads the MCP config the run wrote ({mcp_config}) and connects
+as it says (the attempt's server over streamable HTTP with its bearer token, or a stdio server it
+launches), writes the files of a payload into the workspace and then, by mode:
 `solve` submits, `exit` ends without submitting, `hang` never ends; `solve-by-task` takes the
 files of the open session's task from a payload of {task: files}. With MCP_SDK_AGENT_HOLD set
 (a runner passes the agent only an allow-list of its environment: set it in the command, `env
@@ -20,7 +21,9 @@ import time
 from pathlib import Path
 
 import anyio
+import httpx2
 from mcp import Client, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 
 def emit(event: dict) -> None:
@@ -47,16 +50,24 @@ def write_files(files: dict[str, str], workspace: Path, first_id: int) -> None:
         )
 
 
-async def main(mode: str, payload: Path, config: Path, workspace: Path) -> None:
-    files = json.loads(payload.read_text())
-    entry = json.loads(config.read_text())["mcpServers"]["rgbridge"]
+def connect(entry: dict, workspace: Path) -> Client:
+    """An MCP client for our server's config entry: HTTP (url + headers) or stdio (command)."""
+    if "url" in entry:
+        http = httpx2.AsyncClient(headers=entry.get("headers") or {}, timeout=httpx2.Timeout(30, read=120))
+        return Client(streamable_http_client(entry["url"], http_client=http), mode="legacy")
     params = StdioServerParameters(
         command=entry["command"], args=entry["args"], env=entry.get("env"), cwd=str(workspace)
     )
+    return Client(stdio_client(params), mode="legacy")
+
+
+async def main(mode: str, payload: Path, config: Path, workspace: Path) -> None:
+    files = json.loads(payload.read_text())
+    entry = json.loads(config.read_text())["mcpServers"]["rgbridge"]
     emit({"type": "system", "subtype": "init", "model": "scripted-mcp-sdk"})
     if mode == "hang":  # the files first: what the time limit submits must not wait for the server
         write_files(files, workspace, 2)
-    async with Client(stdio_client(params), mode="legacy") as client:
+    async with connect(entry, workspace) as client:
         tools = await client.list_tools()
         emit(
             {

@@ -21,8 +21,11 @@ done
 say docker_socket $found
 kill -0 "$host_pid" 2>/dev/null; say host_pid_signal $?
 seen=1
+# the bridge's server, the run and pytest, as python's module options; the option is kept in $m
+# so that this script's own text (the command line of `sh -c SCRIPT`) does not match
+m=' -m'
 for f in /proc/[0-9]*/cmdline; do
-  if tr '\0' ' ' <"$f" 2>/dev/null | grep -q -e mcp_server -e pytest -e bridge.cli; then seen=0; fi
+  if tr '\0' ' ' <"$f" 2>/dev/null | grep -q -e "$m mcp_server" -e "$m pytest" -e "$m bridge.cli"; then seen=0; fi
 done
 say bridge_process_seen $seen
 # A grandchild in a session of its own, detached from everything, that would outlive the attempt.

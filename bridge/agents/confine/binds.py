@@ -125,6 +125,14 @@ def plan(confinement: Confinement) -> BindPlan:
     protected = [*confinement.protected, *DOCKER_SOCKETS]
     binds = [*read_only, *read_write]
     system_binds = [Path(d) for d in present(SYSTEM_DIRS)] + [Path(e) for e in present(ETC_FILES)]
+    for bind in read_only:
+        # a read-only bind inside a protected folder (a golden test file named in an --agent-cmd,
+        # an --agent-bind of a task's tests/) would show what the folder hides; only the
+        # attempt's own read-write folders live inside one (the run folder)
+        for b in _forms(bind):
+            for prot in protected:
+                if any(p in b.parents for p in _forms(prot)):
+                    raise SandboxError(f"{bind}: inside {prot}, which the bridge keeps from agents; do not bind it")
     masks: dict[Path, Mask] = {}
     for prot in protected:
         prot_forms = _forms(prot)

@@ -146,7 +146,11 @@ def needs_of_template(words: list[str], *, search_path: str | None = None) -> tu
         if word.startswith("/") and "{" not in word and Path(word).exists():
             path = _abs(Path(word))
             needs.append(path)
-            if path.is_file():
+            if path.is_file() and os.access(path, os.X_OK):
+                # a program the template runs through another (`env VAR=1 /venv/bin/python ...`,
+                # `timeout 60 /opt/agent`): it needs what it needs as the first word would
+                needs.extend(needs_of(path, search_path=search_path))
+            elif path.is_file():
                 interpreter = _shebang(path.resolve(), search_path)
                 if interpreter is not None and interpreter.exists():
                     needs.extend(needs_of(interpreter, search_path=search_path))

@@ -25,8 +25,8 @@ import docker
 
 from bridge.scoring.images.base import TESTER_PINS
 from bridge.scoring.result import ProfileResult, ScoreResult
-from bridge.scoring.run.engine import score_repo
-from bridge.scoring.types import ProfileChoice, TaskProgressFn
+from bridge.scoring.run.engine import ScoreOptions, score_repo
+from bridge.scoring.types import ProfileChoice, ScoreRequest, TaskProgressFn
 from bridge.tasks.model import Task
 from bridge.tasks.suite import detect_quirks
 
@@ -118,16 +118,13 @@ def check_task(
             def say(message: str, _task: str = task.id, _progress: TaskProgressFn = progress) -> None:
                 _progress(_task, message)
 
-        result: ScoreResult = score_repo(
-            task,
-            controls[name],
-            profile=profile,
+        request = ScoreRequest(
             output_dir=out_dir / task.id / name,
             run_id=f"conformance-{task.id}-{name}"[:60],
+            profile=profile,
             use_cache=use_cache,
-            client=client,
-            progress=say,
         )
+        result: ScoreResult = score_repo(task, controls[name], request, ScoreOptions(client=client, progress=say))
         row.outcomes[name] = {p: _cell(r) for p, r in result.profiles.items()}
         compat = result.profiles.get("compat")
         if compat is not None:

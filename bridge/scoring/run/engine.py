@@ -1,8 +1,9 @@
 """The scoring engine: one entry point over both profiles, with a result cache.
 
-`score_repo` stages a copy of the repo, computes its snapshot hash and, for each requested
-profile, either returns the cached result for (snapshot hash, task hash, grader version,
-profile) or runs the profile. Profiles run in parallel threads. Engine or bridge faults become
+`score_repo(task, repo_dir, request, options)` stages a copy of the repo, computes its snapshot
+hash and, for each profile the `ScoreRequest` asks for, either returns the cached result for
+(snapshot hash, task hash, grader version, profile) or runs the profile as the `ScoreOptions`
+say. Profiles run in parallel threads. Engine or bridge faults become
 the outcome `infra_error` (flagged for re-run), never an exception escaping a worker.
 """
 
@@ -14,6 +15,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import docker
@@ -30,7 +32,7 @@ from bridge.scoring.run.runner import LiveRuns, LocalBackend, infra_result, node
 from bridge.scoring.run.sweep import sweep
 from bridge.scoring.run.workdir import LogSink, stage_repo
 from bridge.scoring.sandbox.docker_client import get_client
-from bridge.scoring.types import PROFILES, Profile, ProfileChoice, ProgressFn, ScoreRequest
+from bridge.scoring.types import PROFILES, Profile, ProgressFn, ScoreRequest
 from bridge.tasks.model import Task
 
 #: Languages both profiles can score (Python: bridge/scoring/python/; Java: bridge/scoring/java/).
@@ -83,35 +85,40 @@ class ResultCache:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def score_repo(
-    task: Task,
-    repo_dir: Path,
-    *,
-    profile: ProfileChoice = "both",
-    output_dir: Path | None = None,
-    run_id: str | None = None,
-    wheelhouse: Path | None = None,
-    maven: MavenSources | None = None,
-    progress: ProgressFn | None = None,
-    use_cache: bool = True,
-    client: docker.DockerClient | None = None,
-    cache: ResultCache | None = None,
-    backend: Backend | None = None,
-) -> ScoreResult:
-    """Score one repo against one task under the chosen profile(s).
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScoreOptions:
+    """How a score runs (what it scores is its `ScoreRequest`, bridge/scoring/types.py); each
+    default is the local engine's."""
+
+    #: wheels offered to installs before the index (`rgbridge score --wheelhouse`)
+    wheelhouse: Path | None = None
+    #: where Java builds resolve their dependencies (bridge/scoring/java/layers.py)
+    maven: MavenSources | None = None
+    progress: ProgressFn | None = None
+    #: the engine's client (default: bridge/scoring/sandbox/docker_client.py)
+    client: docker.DockerClient | None = None
+    #: the result cache (default: `<cache>/results`)
+    cache: ResultCache | None = None
+    #: where the profiles that missed the cache run (default: this machine)
+    backend: Backend | None = None
+
+
+def score_repo(task: Task, repo_dir: Path, request: ScoreRequest, options: ScoreOptions | None = None) -> ScoreResult:
+    """Score one repo against one task as `request` asks, run as `options` say.
 
     Staging, the snapshot hash, the result cache and result.json stay here whatever the backend;
     the backend only runs the profiles that missed the cache (one job per profile).
     """
+    options = options or ScoreOptions()
     repo_dir = Path(repo_dir)
     if not repo_dir.is_dir():
         raise ScoringError(f"{repo_dir}: not a directory")
-    say = progress or (lambda _msg: None)
-    names = profiles_for(profile)
-    run_id = run_id or f"score-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-    backend = backend or LocalBackend(client)
-    cache = cache or ResultCache()
-    out_root = Path(output_dir) if output_dir else Path(tempfile.mkdtemp(prefix="rgbridge-score-"))
+    say = options.progress or (lambda _msg: None)
+    names = profiles_for(request.profile)
+    use_cache = request.use_cache
+    backend = options.backend or LocalBackend(options.client)
+    cache = options.cache or ResultCache()
+    out_root = Path(request.output_dir)
     out_root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="rgbridge-stage-") as tmp:
         staged = Path(tmp) / "snapshot"
@@ -129,9 +136,9 @@ def score_repo(
                         snapshot_hash=snapshot_hash,
                         profile=name,
                         log_dir=out_root / "logs" / name,
-                        run_id=run_id,
-                        wheelhouse=wheelhouse,
-                        maven=maven,
+                        run_id=request.run_id,
+                        wheelhouse=options.wheelhouse,
+                        maven=options.maven,
                         progress=say,
                     )
                 )
@@ -205,23 +212,15 @@ def deploy_check(
 
 
 def default_scorer(
-    *, wheelhouse: Path | None = None, maven: MavenSources | None = None
+    options: ScoreOptions | None = None,
 ) -> Callable[[Task, Path, ScoreRequest, ProgressFn], ScoreResult]:
-    """A `bridge.sessions.models.Scorer` backed by the Docker engine."""
+    """A `bridge.sessions.models.Scorer` backed by the Docker engine, run as `options` say (the
+    progress each call is given replaces theirs)."""
+    base = options or ScoreOptions()
 
     def scorer(task: Task, repo_dir: Path, request: ScoreRequest, progress: ProgressFn) -> ScoreResult:
-        result = score_repo(
-            task,
-            repo_dir,
-            profile=request.profile,
-            output_dir=request.output_dir,
-            run_id=request.run_id,
-            wheelhouse=wheelhouse,
-            maven=maven,
-            progress=progress,
-            use_cache=request.use_cache,
-        )
-        if result.snapshot_hash != request.snapshot_hash:
+        result = score_repo(task, repo_dir, request, replace(base, progress=progress))
+        if request.snapshot_hash is not None and result.snapshot_hash != request.snapshot_hash:
             # Both hash the same tree with the same rules; record a mismatch rather than hide it.
             (request.output_dir / "snapshot-hash-note.txt").write_text(
                 f"recorder tree hash {request.snapshot_hash}\nscoring tree hash {result.snapshot_hash}\n",

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from bridge.errors import ScoringError
-from bridge.scoring.java.layers import MavenSources
-from bridge.scoring.run.backend import Backend, JobCancelled
-from bridge.scoring.run.engine import score_repo
+from bridge.scoring.run.backend import JobCancelled
+from bridge.scoring.run.engine import ScoreOptions, score_repo
 from bridge.scoring.run.reporting import RunWriter, load_previous
-from bridge.scoring.types import ProfileChoice, TaskProgressFn
+from bridge.scoring.types import ProfileChoice, ScoreRequest, TaskProgressFn
 from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
 
@@ -65,34 +64,60 @@ def nothing_to_score(catalog: Catalog, predictions_dir: Path, skipped: list[str]
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class EvaluationRequest:
+    """What a run scores: the repo folders of `predictions_dir` (one per task, named after its
+    id), and where and under which run its report goes."""
+
+    predictions_dir: Path
+    output_dir: Path
+    #: the report's run id; None makes a fresh one (bridge/scoring/run/reporting.py)
+    run_id: str | None = None
+    profile: ProfileChoice = "both"
+    #: only these task ids (`--repo-names`); None: every folder that names a known task
+    only: Sequence[str] | None = None
+    #: adopt the results an earlier run wrote into `output_dir`, score the rest
+    resume: bool = False
+    use_cache: bool = True
+    #: added to the report's metadata
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluationOptions:
+    """How a run scores: how many repos at once, how each score runs (`scoring`: wheelhouse,
+    Maven sources, backend, ...) and who hears of each task's progress and result."""
+
+    workers: int = 1
+    scoring: ScoreOptions = field(default_factory=ScoreOptions)
+    #: a progress line of one task; it takes the place of `scoring.progress`, which must be None
+    progress: TaskProgressFn | None = None
+    #: called once per scored task with its report entry
+    on_done: Callable[[str, dict[str, Any]], None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.scoring.progress is not None:
+            raise ScoringError("a run's progress names its task: give EvaluationOptions.progress, not scoring.progress")
+
+
 def evaluate(
-    catalog: Catalog,
-    predictions_dir: Path,
-    *,
-    output_dir: Path,
-    run_id: str | None = None,
-    workers: int = 1,
-    resume: bool = False,
-    profile: ProfileChoice = "both",
-    wheelhouse: Path | None = None,
-    maven: MavenSources | None = None,
-    only: list[str] | None = None,
-    progress: TaskProgressFn | None = None,
-    on_done: Callable[[str, dict[str, Any]], None] | None = None,
-    metadata: dict[str, Any] | None = None,
-    backend: Backend | None = None,
-    use_cache: bool = True,
+    catalog: Catalog, request: EvaluationRequest, options: EvaluationOptions | None = None
 ) -> tuple[Path, RunWriter, EvaluationPlan]:
     """Score every repo folder named after a known task; write the run report; return its path.
 
-    `backend` decides where the scoring jobs run (default: this machine); the report is written
-    here either way, and `resume` adopts earlier results whichever backend produced them.
+    `options.scoring.backend` decides where the scoring jobs run (default: this machine); the
+    report is written here either way, and `resume` adopts earlier results whichever backend
+    produced them.
     """
+    options = options or EvaluationOptions()
+    workers, backend, progress, profile = options.workers, options.scoring.backend, options.progress, request.profile
+    output_dir = request.output_dir
     if workers < 1:
         raise ScoringError("--workers must be at least 1")
     output_dir.mkdir(parents=True, exist_ok=True)
-    the_plan = plan(catalog, predictions_dir, output_dir=output_dir, resume=resume, only=only)
-    writer = RunWriter(output_dir, run_id)
+    only = list(request.only) if request.only is not None else None
+    the_plan = plan(catalog, request.predictions_dir, output_dir=output_dir, resume=request.resume, only=only)
+    writer = RunWriter(output_dir, request.run_id)
     writer.adopt(the_plan.resumed)
     started = time.monotonic()
     lock = threading.Lock()
@@ -105,22 +130,18 @@ def evaluate(
         result = score_repo(
             task,
             repo,
-            profile=profile,
-            output_dir=task_out,
-            run_id=f"{writer.run_id}-{task.id}",
-            wheelhouse=wheelhouse,
-            maven=maven,
-            progress=say,
-            backend=backend,
-            use_cache=use_cache,
+            ScoreRequest(
+                output_dir=task_out, run_id=f"{writer.run_id}-{task.id}", profile=profile, use_cache=request.use_cache
+            ),
+            replace(options.scoring, progress=say),
         )
         for prof in result.profiles.values():
             prof.elapsed_seconds = prof.elapsed_seconds or round(time.monotonic() - t0, 3)
         entry = writer.record(result, primary)
         entry_out = dict(entry)
         with lock:
-            if on_done:
-                on_done(task.id, entry_out)
+            if options.on_done:
+                options.on_done(task.id, entry_out)
         return entry_out
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rgbridge-eval") as pool:
@@ -137,12 +158,12 @@ def evaluate(
         except JobCancelled:
             raise KeyboardInterrupt from None
     meta = {
-        "predictions_dir": str(predictions_dir),
+        "predictions_dir": str(request.predictions_dir),
         "total_elapsed_seconds": round(time.monotonic() - started, 2),
         "workers": workers,
         "profile": profile,
         "resumed": sorted(the_plan.resumed),
         "backend": backend.name if backend else "local",
     }
-    meta.update(metadata or {})
+    meta.update(request.metadata)
     return writer.finalize(meta), writer, the_plan

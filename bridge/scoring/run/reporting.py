@@ -33,6 +33,7 @@ from bridge.errors import ScoringError
 from bridge.fs.files import write_json_atomic
 from bridge.release import exact_version
 from bridge.scoring.result import GRADER_VERSION, OUTCOMES, ScoreResult
+from bridge.scoring.run.report_row import ReportRow
 from bridge.scoring.upstream import EXIT_BUILD_FAILED, EXIT_TIMEOUT, EXIT_UNEXPECTED, HARNESS_VERSION
 
 log = logging.getLogger(__name__)
@@ -196,13 +197,11 @@ def summarize_strict(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- entries & files
 
 
-def build_entry(result: ScoreResult, primary: str | None = None) -> dict[str, Any]:
-    """Report entry for one scored repo: upstream dict of the primary profile + our fields."""
+def build_row(result: ScoreResult, primary: str | None = None) -> ReportRow:
+    """Report row for one scored repo: upstream dict of the primary profile + our fields."""
     if primary is None:
         primary = "compat" if "compat" in result.profiles else next(iter(result.profiles), "")
-    entry = result.to_upstream_dict(primary)
-    entry["outcome"] = result.profile(primary).outcome
-    entry["rgbridge"] = {
+    rgbridge = {
         "primary_profile": primary,
         "task_hash": result.task_hash,
         "snapshot_hash": result.snapshot_hash,
@@ -210,7 +209,13 @@ def build_entry(result: ScoreResult, primary: str | None = None) -> dict[str, An
         "created_at": result.created_at.isoformat(),
         "profiles": {name: p.model_dump(mode="json") for name, p in result.profiles.items()},
     }
-    return entry
+    upstream = result.to_upstream_dict(primary)
+    return ReportRow.model_validate({**upstream, "outcome": result.profile(primary).outcome, "rgbridge": rgbridge})
+
+
+def build_entry(result: ScoreResult, primary: str | None = None) -> dict[str, Any]:
+    """The JSON of `build_row`: what report files and their readers hold."""
+    return build_row(result, primary).to_json()
 
 
 def _number(value: object) -> float | None:

@@ -2,24 +2,24 @@
 reach it, with the golden files in a folder no other process can see.
 
 An IDE ends its stdio MCP server with SIGINT, SIGTERM or SIGHUP whenever it likes (README, "Agent
-CLIs"), so a score the server promised must not live in the server. `start_job` hands a job to
-`python -m bridge.sessions.scorer RECORDING JOB_ID`, started in a session of its own
+CLIs"), so a score the server promised must not live in the server. `hand_off` (called by
+bridge/sessions/launch.py) gives a job to `python -m bridge.sessions.score_process RECORDING JOB_ID`, started in a session of its own
 (`start_new_session`: a signal to the client's process group or to the server never reaches it)
 with its stdio off the MCP pipe; the task and its golden archive (held in memory since the
 session opened: bridge/sessions/contamination.py) go down its stdin. The scoring process then:
 
-1. reads stdin whole and makes itself non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`: other processes
+1. reads stdin whole and makes itself non-dumpable (bridge/sessions/linux.py: other processes
    of the user cannot open its `/proc/<pid>/mem`, `fd/` or `root/`);
-2. enters a private mount namespace with a tmpfs over a fresh folder and makes that its TMPDIR:
+2. enters a private mount namespace with a tmpfs over a fresh folder (bridge/sessions/linux.py)
+   and makes that its TMPDIR:
    the golden files, the checked-out snapshot and every staging folder of scoring live there,
    visible to no other process, gone when it ends however it ends (without namespaces, e.g. a
    non-root user where user namespaces are off, it falls back to a 0700 folder removed at its
    end and swept at the next start, and records the gap as a `golden_watch_warning`);
 3. claims the recording (`owner.lock`, bridge/sessions/ownership.py): two processes never score
    the same job; a job held elsewhere, or no longer queued/running under this id, is left alone;
-4. waits for one of `RGBRIDGE_MAX_JOBS` scoring slots, `flock`ed files shared by every bridge
-   process of the machine (the Docker engine is shared too);
-5. runs the job (bridge/sessions/jobs.py `run_job`), which records the score and seals.
+4. scores the job as every job is scored (bridge/sessions/jobs.py `score_in_slot`): it waits for
+   one of the machine-wide `RGBRIDGE_MAX_JOBS` slots, then `run_job` records the score and seals.
 
 A scoring process killed with SIGKILL (or never started) leaves the job queued/running and
 unheld: the next bridge start resumes it (bridge/sessions/opening.py `reopen`), and a server
@@ -29,8 +29,6 @@ that is still up re-launches it when `get_result` finds its scoring process gone
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import fcntl
 import os
 import shutil
@@ -40,16 +38,16 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import bridge
 from bridge.errors import BridgeError
-from bridge.locations import cache_dir
 from bridge.recording.events import EventLog
 from bridge.scoring.result import ScoreResult
 from bridge.scoring.types import ProgressFn, ScoreRequest
 from bridge.sessions import contamination, jobs
+from bridge.sessions.linux import Unsupported, mount_private_tmpfs, not_dumpable, unmount
 from bridge.sessions.live import Session, load_record
 from bridge.sessions.models import Scorer
 from bridge.sessions.ownership import OwnerLock, held_elsewhere
@@ -58,24 +56,6 @@ from bridge.tasks.model import Task
 #: the mount point of a scoring process's private tmpfs (an empty folder seen from outside)
 SCRATCH_PREFIX = "rgbridge-scoring-"
 _HEADER = struct.Struct(">I")
-_CLONE_NEWNS = 0x00020000
-_CLONE_NEWUSER = 0x10000000
-_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
-_MNT_DETACH = 0x2
-_PR_SET_DUMPABLE = 4
-
-
-def start_job(
-    session: Session, scorer: Callable[[], Scorer] | None, *, finish_at_exit: bool = True, hold_for_log: bool = False
-) -> None:
-    """Score the session's submission: in a detached scoring process when `scorer` is None (the
-    Docker engine), else in a thread of this process (a grader given as a callable: tests,
-    embedders; bridge/sessions/jobs.py). `hold_for_log`: the MCP call that submitted is still to
-    be logged into the recording (`finish_hand_off` once it is)."""
-    if scorer is not None:
-        jobs.launch_job(session, scorer, finish_at_exit=finish_at_exit)
-        return
-    hand_off(session, hold_for_log=hold_for_log)
 
 
 def frame(task: Task, archive: bytes) -> bytes:
@@ -89,14 +69,18 @@ def unframe(data: bytes) -> tuple[Task, bytes]:
     return Task.model_validate_json(header), data[_HEADER.size + size :]
 
 
+#: beside the recordings: where scoring processes' stderr goes
+LOGS_DIR = ".score-process-logs"
+
+
 def log_dir(recordings_dir: Path) -> Path:
     """Where scoring processes' stderr goes: beside the recordings, never inside a sealed one."""
-    path = recordings_dir / ".scorer-logs"
+    path = recordings_dir / LOGS_DIR
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
-#: how long a submit's hold waits for its MCP call to be logged before letting the scorer in
+#: how long a submit's hold waits for its MCP call to be logged before letting the scoring process in
 HOLD_SECONDS = 10.0
 #: how long a scoring process waits for the recording while its server logs the submit call
 CLAIM_SECONDS = 30.0
@@ -150,7 +134,7 @@ def hand_off(session: Session, *, hold_for_log: bool = False) -> None:
     try:
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "bridge.sessions.scorer", str(session.dir), rec.job.job_id],
+                [sys.executable, "-m", "bridge.sessions.score_process", str(session.dir), rec.job.job_id],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=log,
@@ -161,7 +145,7 @@ def hand_off(session: Session, *, hold_for_log: bool = False) -> None:
             )
     except OSError:  # no process (e.g. out of descriptors): the job stays queued and is resumed (docstring)
         return
-    session.scorer_proc = proc
+    session.score_process = proc
     assert proc.stdin is not None
     try:
         proc.stdin.write(data)
@@ -183,7 +167,7 @@ def unfinished(session: Session) -> bool:
 def orphaned(session: Session) -> bool:
     """A handed-off job whose scoring process is gone before finishing it (killed, or it never
     started) and that no other process took over: this process may resume it."""
-    proc = session.scorer_proc
+    proc = session.score_process
     if not ((proc is None or proc.poll() is not None) and unfinished(session)):
         return False
     finish_hand_off(session)  # a hold kept for the submit call's log has nobody to wait for now
@@ -195,7 +179,7 @@ def wait(session: Session, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     refresh(session)
     while unfinished(session) and time.monotonic() < deadline:
-        proc = session.scorer_proc
+        proc = session.score_process
         if proc is None or proc.poll() is not None:
             refresh(session)
             return
@@ -206,33 +190,6 @@ def wait(session: Session, seconds: float) -> None:
 # --------------------------------------------------------------------------- in the scoring process
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        raise OSError(ctypes.get_errno(), f"{what}: {os.strerror(ctypes.get_errno())}")
-
-
-def not_dumpable() -> None:
-    """Other processes of this user can no longer read this one's memory or open its fds."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            _check(_libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl")
-
-
-def _enter_private_mounts(libc: ctypes.CDLL) -> None:
-    if libc.unshare(_CLONE_NEWNS) != 0:  # root (CAP_SYS_ADMIN); else an unprivileged user namespace
-        uid, gid = os.getuid(), os.getgid()
-        _check(libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare")
-        Path("/proc/self/setgroups").write_text("deny", encoding="ascii")
-        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1", encoding="ascii")
-        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1", encoding="ascii")
-    # nothing mounted from here on propagates back to the host's namespace
-    _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
-
-
 def private_scratch() -> tuple[Path, int, str | None]:
     """A fresh folder only this process (and its children) can see: a tmpfs mounted on it in a
     private mount namespace. Returns it, a descriptor holding a shared `flock` on the folder
@@ -241,23 +198,16 @@ def private_scratch() -> tuple[Path, int, str | None]:
     folder = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the host's folder, not the tmpfs
     fcntl.flock(fd, fcntl.LOCK_SH)
-    if not sys.platform.startswith("linux"):
-        return folder, fd, f"no mount namespaces on {sys.platform}"
-    if threading.active_count() != 1:  # unshare(CLONE_NEWNS) needs a single-threaded process
-        return folder, fd, "the scoring process was not single-threaded"
     try:
-        libc = _libc()
-        _enter_private_mounts(libc)
-        _check(libc.mount(b"tmpfs", os.fsencode(folder), b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=0700"), "mount")
-    except OSError as exc:
+        mount_private_tmpfs(folder)
+    except Unsupported as exc:  # the one fallback: a plain 0700 folder, the gap recorded
         return folder, fd, f"no private mount namespace ({exc})"
     return folder, fd, None
 
 
 def drop_scratch(folder: Path, private: bool) -> None:
     if private:
-        with contextlib.suppress(OSError, AttributeError):
-            _libc().umount2(os.fsencode(folder), _MNT_DETACH)
+        unmount(folder)
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -286,36 +236,6 @@ def _scratch_in_use(folder: Path) -> bool:
     return False
 
 
-def slots_dir() -> Path:
-    return cache_dir() / "scoring-slots"
-
-
-@contextlib.contextmanager
-def scoring_slot(limit: int, waiting: Callable[[], None], root: Path | None = None) -> Iterator[None]:
-    """Hold one of `limit` machine-wide scoring slots (flocked files; the kernel frees a slot
-    whose holder dies). `waiting` is called once when all are taken."""
-    folder = root or slots_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    told = False
-    while True:
-        for n in range(limit):
-            fd = os.open(folder / f"slot-{n}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                continue
-            try:
-                yield
-            finally:
-                os.close(fd)
-            return
-        if not told:
-            told = True
-            waiting()
-        time.sleep(0.5)
-
-
 def score_job(rec_dir: Path, job_id: str, task: Task, archive: bytes, scratch: Path, gap: str | None) -> int:
     """Claim the recording and score its job (the caller has set up `scratch`)."""
     deadline = time.monotonic() + CLAIM_SECONDS
@@ -333,10 +253,7 @@ def score_job(rec_dir: Path, job_id: str, task: Task, archive: bytes, scratch: P
         session = Session(record, rec_dir, task, owner=owner)
         if gap:
             session.events.append(contamination.WARNING_EVENT, message=f"golden files staged in {scratch}: {gap}")
-        limit = jobs.max_jobs()
-        message = f"waiting for a scoring slot ({limit} jobs score at once on this machine)"
-        with scoring_slot(limit, lambda: jobs.set_job(session, message=message)):
-            jobs.run_job(session, lambda: golden_scorer(archive, scratch / "golden"))
+        jobs.score_in_slot(session, golden_scorer(archive, scratch / "golden"))
         return 0
     finally:
         if session is not None:
@@ -360,7 +277,9 @@ def golden_scorer(archive: bytes, dest: Path) -> Scorer:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: python -m bridge.sessions.scorer RECORDING JOB_ID (started by the bridge)", file=sys.stderr)
+        print(
+            "usage: python -m bridge.sessions.score_process RECORDING JOB_ID (started by the bridge)", file=sys.stderr
+        )
         return 2
     data = sys.stdin.buffer.read()
     not_dumpable()

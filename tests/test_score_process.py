@@ -1,4 +1,4 @@
-"""The pieces of the detached scoring process (bridge/sessions/scorer.py) and of the in-memory
+"""The pieces of the detached scoring process (bridge/sessions/score_process.py) and of the in-memory
 golden files (bridge/sessions/contamination.py), each against the real kernel: the golden
 archive round trip, the private scratch folder no other process can see, the machine-wide
 scoring slots, and the sweep of what earlier versions and killed processes left behind."""
@@ -6,16 +6,18 @@ scoring slots, and the sweep of what earlier versions and killed processes left 
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import textwrap
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from bridge.sessions import contamination, scorer
+from bridge.sessions import contamination, linux, score_process, slots
 from bridge.tasks.catalog import Catalog
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -39,13 +41,13 @@ def test_the_golden_archive_holds_what_scoring_reads_and_unpacks_to_it(tmp_path:
     assert tree(staged.solution_dir) == tree(task.solution_dir)
     assert staged.content_hash == task.content_hash and staged.root == task.root
     # framed for the pipe and back
-    again, data = scorer.unframe(scorer.frame(task, archive))
+    again, data = score_process.unframe(score_process.frame(task, archive))
     assert again == task and data == archive
 
 
 SCRATCH = textwrap.dedent("""
     import sys, time
-    from bridge.sessions.scorer import private_scratch
+    from bridge.sessions.score_process import private_scratch
     folder, fd, gap = private_scratch()
     (folder / "secret.py").write_text("golden")
     print(folder, gap or "", flush=True)
@@ -65,12 +67,12 @@ def test_the_scratch_folder_is_empty_from_outside_and_survives_no_kill(tmp_path:
             pytest.skip(f"no private mount namespace here: {gap}")
         assert folder.parent == tmp_path and folder.is_dir()
         assert list(folder.iterdir()) == []  # the file exists only in the process's own namespace
-        scorer.sweep_scratch(tmp_path)
+        score_process.sweep_scratch(tmp_path)
         assert folder.is_dir()  # a live scoring process's folder is left alone
     finally:
         proc.kill()
         proc.wait(10)
-    scorer.sweep_scratch(tmp_path)
+    score_process.sweep_scratch(tmp_path)
     assert not folder.exists()  # a killed one's mount point is swept
 
 
@@ -93,7 +95,7 @@ def test_scoring_slots_bound_jobs_across_holders(tmp_path: Path) -> None:
 
     def job(i: int) -> None:
         nonlocal inside, peak
-        with scorer.scoring_slot(2, lambda: waited.append(i), root=tmp_path):
+        with slots.scoring_slot(2, lambda: waited.append(i), root=tmp_path):
             with lock:
                 inside += 1
                 peak = max(peak, inside)
@@ -108,3 +110,45 @@ def test_scoring_slots_bound_jobs_across_holders(tmp_path: Path) -> None:
         t.join(30)
     assert peak == 2
     assert len(waited) >= 2  # the others were told they wait
+
+
+def test_off_linux_every_linux_call_takes_the_one_fallback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """bridge/sessions/linux.py on another platform: `Unsupported` from each call, and the
+    scratch folder falls back to a plain 0700 folder with the reason."""
+    monkeypatch.setattr(linux, "sys", SimpleNamespace(platform="darwin"))
+    with pytest.raises(linux.Unsupported, match="Linux-only"):
+        linux.inotify_init()
+    with pytest.raises(linux.Unsupported, match="Linux-only"):
+        linux.mount_private_tmpfs(tmp_path)  # refused before any unshare of this test process
+    linux.not_dumpable()  # best effort: nothing to do, nothing raised
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    folder, fd, gap = score_process.private_scratch()
+    try:
+        assert gap is not None and "Linux-only (platform darwin)" in gap
+        assert folder.parent == tmp_path and stat.S_IMODE(folder.stat().st_mode) == 0o700
+    finally:
+        os.close(fd)
+        score_process.drop_scratch(folder, private=False)
+    assert not folder.exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux-only")
+def test_not_dumpable_makes_the_process_non_dumpable() -> None:
+    code = textwrap.dedent("""
+        import ctypes
+        from bridge.sessions import linux
+        libc = ctypes.CDLL(None, use_errno=True)
+        before = libc.prctl(3, 0, 0, 0, 0)  # PR_GET_DUMPABLE
+        linux.not_dumpable()
+        print(before, libc.prctl(3, 0, 0, 0, 0))
+    """)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        check=True,
+    )
+    assert out.stdout.split() == ["1", "0"], out
