@@ -341,11 +341,12 @@ def test_worker_killed_mid_attempt_is_rerun_elsewhere(
     thread = threading.Thread(target=lambda: box.setdefault("code", rgbridge(args)))
     thread.start()
     try:
-        (agent,) = _wait("the agent on a node", lambda: _agents_of(pay), 300)
-        victim = _node_proc(cluster, agent)
+        # the agent (and its sandbox's process, whose command line holds the agent's)
+        agents = _wait("the agent on a node", lambda: _agents_of(pay), 300)
+        victim = _node_proc(cluster, agents[0])
         time.sleep(2)
         cluster.kill_node(victim)  # the whole node: raylet, its workers (the agent's own group survives it)
-        _wait("the killed attempt's agent to be reaped", lambda: agent not in _agents_of(pay), 60)
+        _wait("the killed attempt's agent to be reaped", lambda: not set(agents) & set(_agents_of(pay)), 60)
     finally:
         thread.join(timeout=900)
     assert not thread.is_alive() and box.get("code") == 0
