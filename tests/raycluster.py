@@ -45,6 +45,9 @@ def _ray_cli() -> str:
     return found
 
 
+PROCESS_TOKEN = secrets.token_hex(32)
+
+
 @dataclass
 class LocalCluster:
     workers: int = 2
@@ -59,9 +62,11 @@ class LocalCluster:
     procs: list[subprocess.Popen] = field(default_factory=list)
     temp_dir: str = ""
     log_dir: str = ""
-    #: this cluster's own auth token: nodes and drivers get it by environment, so neither the
-    #: shared ~/.ray/auth_token nor another cluster on the machine decides who may join
-    token: str = field(default_factory=lambda: secrets.token_hex(32))
+    #: the clusters' own auth token: nodes and drivers get it by environment, so neither the
+    #: shared ~/.ray/auth_token nor another cluster on the machine decides who may join. One per
+    #: test process: Ray caches the token a driver first read (its token loader), so a second
+    #: cluster with another token could not be joined from the same pytest process.
+    token: str = field(default_factory=lambda: PROCESS_TOKEN)
 
     def auth_env(self) -> dict[str, str]:
         return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self.token}
