@@ -56,16 +56,7 @@ class CountingScorer:
             dsr=DSRResult(success=True, message="fake"),
             pass_at_1=PassAt1.from_counts(len(py), 0, 0),
         )
-        result = ScoreResult(
-            task_id=task.id,
-            task_hash=task.content_hash,
-            snapshot_hash=request.snapshot_hash,
-            lang=task.lang,
-            port=task.port,
-            framework=task.framework,
-            profiles={"strict": prof},
-        )
-        (request.output_dir / "result.json").write_text(result.model_dump_json(), encoding="utf-8")
+        result = strict_result(task, request, prof)
         (request.output_dir / "files.json").write_text(json.dumps(files), encoding="utf-8")
         return result
 
@@ -80,17 +71,23 @@ class NullScorer:
             dsr=DSRResult(success=True, message="null"),
             pass_at_1=PassAt1.from_counts(0, 0, 0),
         )
-        result = ScoreResult(
-            task_id=task.id,
-            task_hash=task.content_hash,
-            snapshot_hash=request.snapshot_hash,
-            lang=task.lang,
-            port=task.port,
-            framework=task.framework,
-            profiles={"strict": prof},
-        )
-        (request.output_dir / "result.json").write_text(result.model_dump_json(), encoding="utf-8")
+        result = strict_result(task, request, prof)
         return result
+
+
+def strict_result(task, request, prof: ProfileResult) -> ScoreResult:
+    """The fake scorers' result: one strict profile, written where a scorer writes it."""
+    result = ScoreResult(
+        task_id=task.id,
+        task_hash=task.content_hash,
+        snapshot_hash=request.snapshot_hash,
+        lang=task.lang,
+        port=task.port,
+        framework=task.framework,
+        profiles={"strict": prof},
+    )
+    (request.output_dir / "result.json").write_text(result.model_dump_json(), encoding="utf-8")
+    return result
 
 
 def write_solution(task_dir: Path, ws: Path) -> None:

@@ -22,17 +22,15 @@ import sys
 import time
 from pathlib import Path
 
+from bridge.fs.files import pid_alive
+
 POLL_SECONDS = 0.5
 
 
 def alive(pid: int) -> bool:
     """Whether `pid` runs (a zombie, dead but not yet waited for, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_alive(pid):
         return False
-    except PermissionError:
-        return True
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
