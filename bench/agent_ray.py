@@ -75,7 +75,7 @@ def main() -> int:
     parser.add_argument("--attempts", type=int, default=2)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    from raycluster import LocalCluster
+    from raycluster import LocalCluster, joined
 
     keys = {"ANTHROPIC_API_KEY": "sk-bench-not-a-key", "OPENAI_API_KEY": "sk-bench-not-a-key"}
     result: dict[str, Any] = {"tasks": list(TASKS), "attempts": args.attempts}
@@ -86,31 +86,21 @@ def main() -> int:
         result["local_wall_seconds"] = _run(tmp / "local", payloads, args.attempts)
         for k in keys:  # from here on the keys are the nodes' only
             os.environ.pop(k)
-        cluster = LocalCluster(workers=1, resources={"agent": 1}, env=keys).start()
-        try:
-            with cluster.driver_env():
-                import ray
-
-                ray.init(address=cluster.address, log_to_driver=False, logging_level="WARNING")
-                try:
-                    for nodes in (1, 2):
-                        if nodes == 2:
-                            cluster.add_worker(name="worker-2")
-                        out = tmp / f"ray{nodes}"
-                        wall = _run(out, payloads, args.attempts, "--backend", "ray", "--ray-address", cluster.address)
-                        facts = _attempts(out)
-                        result[f"ray_{nodes}_nodes"] = {
-                            "wall_seconds": wall,
-                            "nodes_used": len({f["node"] for f in facts}),
-                            "overhead_seconds": [f["overhead_seconds"] for f in facts],
-                            "overhead_median": statistics.median(f["overhead_seconds"] for f in facts),
-                            "attempt_seconds": [f["attempt_seconds"] for f in facts],
-                            "not_scored": _not_scored(out),
-                        }
-                finally:
-                    ray.shutdown()
-        finally:
-            cluster.stop()
+        with joined(LocalCluster(workers=1, resources={"agent": 1}, env=keys)) as cluster:
+            for nodes in (1, 2):
+                if nodes == 2:
+                    cluster.add_worker(name="worker-2")
+                out = tmp / f"ray{nodes}"
+                wall = _run(out, payloads, args.attempts, "--backend", "ray", "--ray-address", cluster.address)
+                facts = _attempts(out)
+                result[f"ray_{nodes}_nodes"] = {
+                    "wall_seconds": wall,
+                    "nodes_used": len({f["node"] for f in facts}),
+                    "overhead_seconds": [f["overhead_seconds"] for f in facts],
+                    "overhead_median": statistics.median(f["overhead_seconds"] for f in facts),
+                    "attempt_seconds": [f["attempt_seconds"] for f in facts],
+                    "not_scored": _not_scored(out),
+                }
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:

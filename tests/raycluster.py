@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +46,38 @@ def _ray_cli() -> str:
 
 
 PROCESS_TOKEN = secrets.token_hex(32)
+
+
+def require_ray() -> None:
+    """Skip the test without Ray, or fail it when CI requires Ray (RGBRIDGE_REQUIRE_RAY=1). It
+    looks with find_spec, not an import: Ray reads its auth settings from the environment when
+    imported, and `joined` sets them first."""
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("ray") is None:
+        if os.environ.get("RGBRIDGE_REQUIRE_RAY", "") not in ("", "0", "false", "no"):
+            pytest.fail("Ray required (RGBRIDGE_REQUIRE_RAY=1) but not installed: pip install '.[ray]'")
+        pytest.skip("Ray is not installed (extra 'ray')")
+
+
+@contextlib.contextmanager
+def joined(cluster: LocalCluster, keep_logs: Callable[[], bool] = lambda: False) -> Iterator[LocalCluster]:
+    """The cluster started and this process joined to it (with its token) while inside the block;
+    then the driver leaves and every node is stopped (logs kept when `keep_logs()` says so)."""
+    cluster.start()
+    try:
+        with cluster.driver_env():
+            import ray
+
+            ray.init(address=cluster.address, log_to_driver=False, logging_level="WARNING")
+            try:
+                yield cluster
+            finally:
+                ray.shutdown()
+    finally:
+        cluster.stop(keep_logs=keep_logs())
 
 
 @dataclass

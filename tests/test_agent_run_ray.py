@@ -15,7 +15,6 @@ other worker, scored once.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from raycluster import LocalCluster, joined, require_ray
 
 from bridge.cli import main as rgbridge
 from tests.helpers import agent_cmd, events, no_secret_on_disk, payload, recordings_of, report_of
@@ -55,13 +55,6 @@ VOLATILE = {
 }
 
 
-def _require_ray() -> None:
-    if importlib.util.find_spec("ray") is None:
-        if os.environ.get("RGBRIDGE_REQUIRE_RAY", "") not in ("", "0", "false", "no"):
-            pytest.fail("Ray required (RGBRIDGE_REQUIRE_RAY=1) but not installed: pip install '.[ray]'")
-        pytest.skip("Ray is not installed (extra 'ray')")
-
-
 @pytest.fixture(scope="module")
 def node_dir(tmp_path_factory) -> Path:
     """Where the nodes keep their attempts' private folders (RGBRIDGE_RAY_ATTEMPTS_DIR)."""
@@ -76,24 +69,11 @@ def no_node_folders_left(node_dir: Path) -> None:
 
 @pytest.fixture(scope="module")
 def cluster(docker_client, request, node_dir: Path):
-    _require_ray()
-    from raycluster import LocalCluster
-
+    require_ray()
     keys = {"ANTHROPIC_API_KEY": SECRET, "OPENAI_API_KEY": SECRET}
-    local = LocalCluster(
-        workers=2, resources={"agent": 1}, env={**keys, "RGBRIDGE_RAY_ATTEMPTS_DIR": str(node_dir)}
-    ).start()
-    try:
-        with local.driver_env():
-            import ray
-
-            ray.init(address=local.address, log_to_driver=False, logging_level="WARNING")
-            try:
-                yield local
-            finally:
-                ray.shutdown()
-    finally:
-        local.stop(keep_logs=request.session.testsfailed > 0)  # the nodes' logs say why
+    local = LocalCluster(workers=2, resources={"agent": 1}, env={**keys, "RGBRIDGE_RAY_ATTEMPTS_DIR": str(node_dir)})
+    with joined(local, keep_logs=lambda: request.session.testsfailed > 0) as running:  # the nodes' logs say why
+        yield running
 
 
 @pytest.fixture()

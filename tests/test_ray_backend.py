@@ -12,7 +12,6 @@ Without Ray installed these tests skip, unless RGBRIDGE_REQUIRE_RAY=1 (CI) makes
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from raycluster import LocalCluster, joined, require_ray
 
 from bridge.errors import ScoringError
 from bridge.scoring.run.engine import ScoreOptions
@@ -54,15 +54,6 @@ def _strip_logs(logs: dict[str, str]) -> dict[str, str]:
     # build.log exists only when this scoring built the dependency image: whichever run comes
     # first on the shared engine builds it, so it says nothing about the backend.
     return {k: v for k, v in logs.items() if k != "build"}
-
-
-def _require_ray() -> None:
-    # find_spec, not import: Ray reads its auth settings from the environment when imported,
-    # and the cluster fixture sets them first.
-    if importlib.util.find_spec("ray") is None:
-        if os.environ.get("RGBRIDGE_REQUIRE_RAY", "") not in ("", "0", "false", "no"):
-            pytest.fail("Ray required (RGBRIDGE_REQUIRE_RAY=1) but not installed: pip install '.[ray]'")
-        pytest.skip("Ray is not installed (extra 'ray')")
 
 
 def _strip(data: Any) -> Any:
@@ -104,21 +95,9 @@ def _new_node(before: set[str], timeout: float = 120.0) -> str:
 
 @pytest.fixture(scope="module")
 def cluster(docker_client):
-    _require_ray()
-    from raycluster import LocalCluster
-
-    local = LocalCluster(workers=2).start()
-    try:
-        with local.driver_env():
-            import ray
-
-            ray.init(address=local.address, log_to_driver=False, logging_level="WARNING")
-            try:
-                yield local
-            finally:
-                ray.shutdown()
-    finally:
-        local.stop()
+    require_ray()
+    with joined(LocalCluster(workers=2)) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from bridge.agents.attempt import Attempt
 from bridge.agents.attempt_state import AttemptState
 from bridge.agents.events import Call, ParsedRun, Step
 from bridge.agents.failures import Failure
+from bridge.agents.retries import row_cost, set_aside
 from bridge.scoring.result import ScoreResult
 from bridge.scoring.run.report_row import ReportRow
 from bridge.scoring.run.reporting import build_entry
@@ -91,11 +92,11 @@ def _rows(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, Any
     return {
         "build_entry": build_entry(sample),
         "build_entry_strict": build_entry(sample, "strict"),
-        "agent_scored": _attempt(tmp / "s")._entry(done, _parsed(), "time_limit", 12.25),
-        "agent_infra_error": _attempt(tmp / "i", server_lost="the server exited (1)")._entry(
-            failed, _parsed(), "agent", 3
-        ),
-        "agent_error": _attempt(tmp / "e")._entry(errored, _parsed(), "agent_error", 0.0, failure),
+        "agent_scored": _attempt(tmp / "s")._entry(done, _parsed(), "time_limit", 12.25).to_json(),
+        "agent_infra_error": _attempt(tmp / "i", server_lost="the server exited (1)")
+        ._entry(failed, _parsed(), "agent", 3)
+        .to_json(),
+        "agent_error": _attempt(tmp / "e")._entry(errored, _parsed(), "agent_error", 0.0, failure).to_json(),
     }
 
 
@@ -142,3 +143,43 @@ def test_the_typed_parts_are_checked() -> None:
         ReportRow.model_validate({"repo_name": "x", "lang": "python", "attempt": "first"})
     with pytest.raises(ValidationError):
         ReportRow.model_validate({"repo_name": "x", "lang": "python", "run": {"session_id": "s"}})
+
+
+def test_a_retried_attempt_s_row_keeps_the_json_of_its_tries(tmp_path: Path) -> None:
+    """The run adds its retries to the typed row (runner.one): the failure's class is written
+    under `class`, each set-aside try with what it cost and where its folders went."""
+    attempt = _attempt(tmp_path / "r")
+    errored = ResultStatus(session_id="sess-1", state="not_submitted")
+    row = attempt._entry(errored, _parsed(), "agent_error", 0.0, Failure("rate_limit", "429 from the API"))
+    (attempt.dir / "agent").mkdir(parents=True, exist_ok=True)
+    tried = set_aside(attempt, row, 1)
+    assert not attempt.dir.exists() and Path(str(tried.attempt)).name == "a2.agent-error-1"
+    assert row.run is not None and row.agent_error is not None
+    row.run.retries, row.run.retried = 1, [tried, tried]
+    row.agent_error.retries = 1
+    data = json.loads(json.dumps(row.to_json()))
+    assert data["agent_error"] == {"class": "rate_limit", "message": "429 from the API", "retries": 1}
+    assert data["run"]["retries"] == 1 and list(data["run"])[-2:] == ["retries", "retried"]
+    assert data["run"]["retried"][0] == {
+        "class": "rate_limit",
+        "message": "429 from the API",
+        "cost_usd": 0.0125,
+        "tokens": row.run.tokens,
+        "agent_seconds": 60.5,
+        "attempt": tried.attempt,
+    }
+    assert row_cost(row) == pytest.approx(3 * 0.0125)  # the final try and both set aside
+    again = ReportRow.model_validate(data)
+    assert again.to_json() == data and row_cost(again) == row_cost(row)
+
+
+def test_a_row_s_cost_ignores_what_is_no_cost() -> None:
+    base = {"repo_name": "x", "lang": "python"}
+    assert row_cost(ReportRow.model_validate(base)) == 0.0
+    run = json.loads((GOLDEN / "agent_scored.json").read_text())["run"]
+    row = ReportRow.model_validate({**base, "run": {**run, "cost_usd": None, "retried": [{"cost_usd": -1}, {}]}})
+    assert row_cost(row) == 0.0
+    row = ReportRow.model_validate({**base, "run": {**run, "cost_usd": 2, "retried": [{"cost_usd": 0.5}]}})
+    assert row_cost(row) == 2.5
+    with pytest.raises(ValidationError):  # a boolean is no cost (nor any other number of a row)
+        ReportRow.model_validate({**base, "run": {**run, "cost_usd": True}})

@@ -14,6 +14,7 @@ import pytest
 from bridge.agents.attempt import Attempt
 from bridge.agents.runner import RunOptions, execute
 from bridge.errors import BridgeError
+from bridge.scoring.run.report_row import ReportRow
 from bridge.scoring.run.reporting import RunWriter
 from bridge.tasks.catalog import Catalog
 
@@ -34,7 +35,7 @@ def test_ctrl_c_lost_in_a_finalizer_still_interrupts_the_run(
     released = threading.Event()
     ran: list[str] = []
 
-    def attempt_run(self: Attempt) -> dict[str, object]:
+    def attempt_run(self: Attempt) -> ReportRow:
         ran.append(self.key)
         assert released.wait(60), "the main thread never delivered its Ctrl-C"
         raise BridgeError("a stand-in attempt")  # recorded as a failed attempt: no engine needed

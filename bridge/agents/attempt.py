@@ -107,8 +107,8 @@ class Attempt:
         )
 
     # ------------------------------------------------------------------ the attempt
-    def run(self) -> dict[str, Any]:
-        """The attempt to its report entry (resuming whatever an earlier run left)."""
+    def run(self) -> ReportRow:
+        """The attempt to its report row (resuming whatever an earlier run left)."""
         state = self.state()
         if state.session_id and state.phase in ("agent_done", "submitted"):
             return self._finish(state.session_id, None, None)
@@ -255,7 +255,7 @@ class Attempt:
         return ended, row
 
     # ------------------------------------------------------------------ after the agent
-    def _finish(self, sid: str, ended: Ended | None, parsed: ParsedRun | None) -> dict[str, Any]:
+    def _finish(self, sid: str, ended: Ended | None, parsed: ParsedRun | None) -> ReportRow:
         self.live.state = "scoring"
         deadline = time.monotonic() + LOCK_WAIT_SECONDS
         while held_elsewhere(self.rec_dir / sid):  # a scoring job the attempt's server handed on
@@ -382,7 +382,7 @@ class Attempt:
         submitted_by: str,
         scoring_seconds: float,
         failure: Failure | None = None,
-    ) -> dict[str, Any]:
+    ) -> ReportRow:
         state = self.state()
         task = {"repo_name": self.task.id, "lang": self.task.lang}
         if failure is not None:  # not the agent's work: no score, in no mean (runner retries it)
@@ -438,7 +438,7 @@ class Attempt:
             config_hash=self.s.run_config.get("hash"),
             sandbox=state.sandbox or declared_sandbox(self.s),
         )
-        return row.to_json()
+        return row
 
 
 def _python() -> str:

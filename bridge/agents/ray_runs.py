@@ -51,6 +51,7 @@ from bridge.agents.run_settings import RunSettings
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.scoring.run.ray_backend import ProgressBox, connect, node_label
+from bridge.scoring.run.report_row import ReportRow
 from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
 
@@ -139,7 +140,7 @@ def attempt_on_node(options: RunOptions, settings_for: SettingsFor, meta: dict[s
 
         def body() -> None:
             try:
-                out["entry"] = attempt.run()
+                out["entry"] = attempt.run().to_json()  # JSON crosses to the driver
             except Stopped as exc:
                 out["stopped"] = str(exc)
             except BridgeError as exc:
@@ -192,7 +193,7 @@ class RemoteAttempt(Attempt):
         super().__init__(settings, task, number, stop)
         self.cluster = cluster
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> ReportRow:
         state = self.state()
         if state.session_id and state.phase in _FINISHABLE:
             # A local first part left this attempt with its agent ended: its session and
@@ -257,7 +258,7 @@ class RayAttempts:
 
     # -- one attempt
 
-    def run(self, attempt: RemoteAttempt) -> dict[str, Any]:
+    def run(self, attempt: RemoteAttempt) -> ReportRow:
         ray = self._ray
         meta = {
             "key": attempt.key,
@@ -330,25 +331,16 @@ class RayAttempts:
                 else:
                     no_agent_since = None
 
-    def _infra(self, attempt: RemoteAttempt, exc: BaseException, node: str = "", tries: int = 0) -> dict[str, Any]:
+    def _infra(self, attempt: RemoteAttempt, exc: BaseException, node: str = "", tries: int = 0) -> ReportRow:
         """The attempt could not be run on the cluster: an infra_error row (not the agent's)."""
         attempt.live.state = "infra_error"
         error = f"node {node}: {exc}" if node else f"ray ({tries} retries): {type(exc).__name__}: {first_line(exc)}"
-        return {
-            "repo_name": attempt.task.id,
-            "lang": attempt.task.lang,
-            "outcome": "infra_error",
-            "infra_reason": "ray",
-            "error": error,
-            "agent": {
-                "name": self.settings.adapter.name,
-                "version": self.settings.agent_version,
-                "model": self.options.model,
-            },
-            "attempt": attempt.number,
-        }
+        s, task = self.settings, attempt.task
+        agent = {"name": s.adapter.name, "version": s.agent_version, "model": self.options.model}
+        row = {"repo_name": task.id, "lang": task.lang, "outcome": "infra_error", "infra_reason": "ray", "error": error}
+        return ReportRow.model_validate({**row, "agent": agent, "attempt": attempt.number})
 
-    def _arrive(self, attempt: RemoteAttempt, out: dict[str, Any], submitted: float, lost: list[str]) -> dict[str, Any]:
+    def _arrive(self, attempt: RemoteAttempt, out: dict[str, Any], submitted: float, lost: list[str]) -> ReportRow:
         node = str(out.get("node", "?"))
         attempt.live.node = node
         if "setup_error" in out:
@@ -391,8 +383,10 @@ class RayAttempts:
             out["node_out"]: str(self.settings.output_dir),
             out["node_recordings"]: str(self.settings.recordings),
         }
-        entry: dict[str, Any] = rebase(out["entry"], moves)
-        return entry
+        try:  # the node's JSON, its paths now the driver's
+            return ReportRow.model_validate(rebase(out["entry"], moves))
+        except ValueError as exc:
+            return self._infra(attempt, BridgeError(f"the node's row is no report row: {first_line(exc)}"), node)
 
     # -- progress by node
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from bridge.scoring.run.report_row import ReportRow, RetriedTry
 
 if TYPE_CHECKING:
     from bridge.agents.attempt import Attempt
@@ -18,7 +20,7 @@ def backoff(delays: list[float], retry: int) -> float:
     return max(0.0, float(delays[min(retry, len(delays)) - 1])) if delays else 0.0
 
 
-def set_aside(attempt: Attempt, entry: dict[str, Any], number: int) -> dict[str, Any]:
+def set_aside(attempt: Attempt, row: ReportRow, number: int) -> RetriedTry:
     """The failed try's attempt folder and recording move to `a<k>.agent-error-<n>` (kept, as
     `.interrupted-` folders are); what it was, cost and where it went, for the final row."""
     moved: dict[str, str] = {}
@@ -29,26 +31,21 @@ def set_aside(attempt: Attempt, entry: dict[str, Any], number: int) -> dict[str,
                 target = path.with_name(f"{target.name}-{time.strftime('%Y%m%dT%H%M%S')}")
             path.rename(target)
             moved[name] = str(target)
-    run = entry.get("run") or {}
-    error = entry.get("agent_error") or {}
-    return {
-        "class": error.get("class"),
-        "message": error.get("message"),
-        "cost_usd": run.get("cost_usd"),
-        "tokens": run.get("tokens"),
-        "agent_seconds": run.get("agent_seconds"),
-        **moved,
-    }
+    run, error = row.run, row.agent_error
+    tried: dict[str, object] = {"class": error.cls if error else None, "message": error.message if error else None}
+    if run is not None:
+        tried |= {"cost_usd": run.cost_usd, "tokens": run.tokens, "agent_seconds": run.agent_seconds}
+    return RetriedTry.model_validate({**tried, **moved})
 
 
-def entry_cost(entry: dict[str, Any]) -> float:
+def row_cost(row: ReportRow) -> float:
     """What a row's tries cost as the CLI reported it (the final try and the retried ones)."""
-    run = entry.get("run") or {}
-    total = 0.0
-    for cost in [run.get("cost_usd"), *[(r or {}).get("cost_usd") for r in run.get("retried") or []]]:
-        if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
-            total += float(cost)
-    return total
+    run = row.run
+    if run is None:
+        return 0.0
+    costs = [run.cost_usd, *[r.cost_usd for r in run.retried or []]]
+    # a row read back from disk is untrusted: a cost that is no non-negative number counts nothing
+    return sum(float(c) for c in costs if isinstance(c, int | float) and not isinstance(c, bool) and c >= 0)
 
 
 class Budget:

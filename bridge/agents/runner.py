@@ -41,13 +41,14 @@ from bridge.agents.confine import Limits, ready_sandbox
 from bridge.agents.preflight import check_cli, check_key
 from bridge.agents.prompt import load_template
 from bridge.agents.registry import adapter as find_adapter
-from bridge.agents.retries import Budget, backoff, entry_cost, set_aside
+from bridge.agents.retries import Budget, backoff, row_cost, set_aside
 from bridge.agents.run_settings import RunSettings, sandbox_metadata
 from bridge.agents.runconfig import CONFIG_FILE, CONFIG_METADATA, check_config, config_line, run_config
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.locations import cache_dir, data_home
 from bridge.release import exact_version
+from bridge.scoring.run.report_row import ReportRow, RetriedTry
 from bridge.scoring.run.reporting import RunWriter, bad_number, cost_metadata, new_run_id
 from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
@@ -214,7 +215,7 @@ def execute(
             todo.setdefault(a.task.id, []).append(a)
     started = time.monotonic()
     failures: dict[str, str] = {}
-    budget = Budget(options.max_cost, sum(entry_cost(e) for e in done.values()))
+    budget = Budget(options.max_cost, sum(row_cost(e) for e in done.values()))
 
     def task_attempts(queue: list[Attempt]) -> None:
         for attempt in queue:
@@ -222,14 +223,14 @@ def execute(
                 one(attempt)
 
     def one(attempt: Attempt) -> None:
-        retried: list[dict[str, Any]] = []
+        retried: list[RetriedTry] = []
         if not budget.allows():
             attempt.live.state = "not started (cost cap)"
             budget.skipped.append(attempt.key)
             return
         while True:
             try:
-                entry = attempt.run()
+                row = attempt.run()
             except Stopped:
                 attempt.live.state = "stopped"
                 return
@@ -239,35 +240,33 @@ def execute(
                 if on_event:
                     on_event(attempt.key, f"failed: {exc}")
                 return
-            budget.spend(entry_cost(entry))
-            error = entry.get("agent_error") if entry.get("outcome") == "agent_error" else None
-            if not isinstance(error, dict) or len(retried) >= options.retries or stop.is_set():
+            budget.spend(row_cost(row))
+            error = row.agent_error if row.outcome == "agent_error" else None
+            if error is None or len(retried) >= options.retries or stop.is_set():
                 break
             if not budget.allows():  # the cap stops retries too; this try's row stands
                 budget.skipped.append(f"{attempt.key} (retry {len(retried) + 1})")
                 break
-            retried.append(set_aside(attempt, entry, len(retried) + 1))
+            retried.append(set_aside(attempt, row, len(retried) + 1))
             delay = backoff(options.retry_backoff, len(retried))
             if on_event:
                 on_event(
-                    attempt.key,
-                    f"agent_error ({error.get('class')}): retry {len(retried)} of {options.retries} in {delay:g}s",
+                    attempt.key, f"agent_error ({error.cls}): retry {len(retried)} of {options.retries} in {delay:g}s"
                 )
-            attempt.live.state = f"retry in {delay:g}s ({error.get('class')})"
+            attempt.live.state = f"retry in {delay:g}s ({error.cls})"
             if stop.wait(delay):  # stopped while waiting: `--resume` tries it again
                 attempt.live.state = "stopped"
                 return
             fresh = make(settings, attempt.task, attempt.number, stop)
             attempts[attempt.key] = fresh
             attempt = fresh
-        entry["run"] = {**(entry.get("run") or {}), "retries": len(retried), "retried": retried}
-        if entry.get("outcome") == "agent_error" and isinstance(entry.get("agent_error"), dict):
-            entry["agent_error"]["retries"] = len(retried)
-        writer.record(entry, key=attempt.key)
+        if row.run is not None:
+            row.run.retries, row.run.retried = len(retried), retried
+        if error is not None:
+            error.retries = len(retried)
+        writer.record(row, key=attempt.key)
         if on_event:
-            outcome = entry.get("outcome")
-            what = f"agent_error ({entry['agent_error'].get('class')})" if outcome == "agent_error" else "scored"
-            on_event(attempt.key, what)
+            on_event(attempt.key, f"agent_error ({error.cls})" if error is not None else "scored")
 
     ctrl_c: list[int] = []
     restore = _catch_ctrl_c(ctrl_c)
@@ -351,24 +350,22 @@ def _keyed(writer: RunWriter) -> list[dict[str, Any]]:
     return [{**e, "_key": attempt_key(str(e.get("repo_name")), int(e.get("attempt") or 1))} for e in writer.results]
 
 
-def previous_entries(writer: RunWriter) -> dict[str, dict[str, Any]]:
-    """Scored attempts of this run folder (`intermediate/<run_id>/<task>.a<k>.json`)."""
+def previous_entries(writer: RunWriter) -> dict[str, ReportRow]:
+    """Scored attempts of this run folder (`intermediate/<run_id>/<task>.a<k>.json`); a file that
+    is no row is not one: its attempt runs again."""
 
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, ReportRow] = {}
     if not writer.intermediate_dir.is_dir():
         return out
     for path in sorted(writer.intermediate_dir.glob("*.a*.json")):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            row = ReportRow.model_validate(data)
+        except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
             continue
         # neither an engine's fault nor the agent CLI's failure is a result: resume runs them again
-        if (
-            isinstance(data, dict)
-            and not bad_number(data)
-            and data.get("outcome") not in ("infra_error", "agent_error")
-        ):
-            out[path.stem] = data
+        if not bad_number(data) and row.outcome not in ("infra_error", "agent_error"):
+            out[path.stem] = row
     return out
 
 

@@ -335,7 +335,12 @@ class SessionManager:
             disarm_timer(session)
             rec.clock.stop()
             if session.recorder is not None:
-                session.recorder.checkpoint("quit")
+                try:
+                    session.recorder.checkpoint("quit")
+                except BridgeError as exc:
+                    # the workspace was swapped or removed under the session: its last state
+                    # cannot be read safely, which must not keep the user from leaving
+                    session.events.append("recorder_error", error=f"quit checkpoint: {exc}")
                 session.recorder.stop()
             rec.state = "quit"
             rec.quit_reason = reason or None

@@ -8,12 +8,12 @@ order: `repo_name`, `lang`, the upstream fields, then the bridge's.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, Strict, model_serializer
 
-# ints stay ints in the JSON (a float field would write 600 as 600.0)
-Number = int | float
+# ints stay ints in the JSON (a float field would write 600 as 600.0); strict: `true` is no number
+Number = Annotated[int, Strict()] | Annotated[float, Strict()]
 
 
 class AgentInfo(BaseModel):
@@ -24,6 +24,31 @@ class AgentInfo(BaseModel):
     name: str
     version: str
     model: str | None = None
+
+
+class AgentErrorInfo(BaseModel):
+    """Why an attempt is `agent_error` (bridge/agents/failures.py): the CLI's failure, not the agent's."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    cls: str = Field(alias="class")
+    message: str
+    retries: int = 0
+
+
+class RetriedTry(BaseModel):
+    """A try of an attempt that ended `agent_error` and was set aside before the retry (the row's
+    `run.retried`): its failure, what it cost, where its folders went."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    cls: str | None = Field(default=None, alias="class")
+    message: str | None = None
+    cost_usd: Number | None = None
+    tokens: dict[str, int | None] | None = None
+    agent_seconds: Number | None = None
+    attempt: str | None = None  # the try's attempt folder, renamed `a<k>.agent-error-<n>`
+    recording: str | None = None
 
 
 class AgentRunInfo(BaseModel):
@@ -54,6 +79,8 @@ class AgentRunInfo(BaseModel):
     time_limit_seconds: Number
     config_hash: str | None = None
     sandbox: dict[str, Any]
+    retries: int | None = None  # set by the run once the attempt's retries are over
+    retried: list[RetriedTry] | None = None
 
 
 class ReportRow(BaseModel):
@@ -64,7 +91,7 @@ class ReportRow(BaseModel):
     repo_name: str
     lang: str
     outcome: str | None = None
-    agent_error: dict[str, Any] | None = None  # bridge/agents/failures.py: the CLI's failure
+    agent_error: AgentErrorInfo | None = None
     rgbridge: dict[str, Any] | None = None  # both profiles in full, hashes, grader version
     agent: AgentInfo | None = None
     attempt: int | None = None
@@ -81,5 +108,5 @@ class ReportRow(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The row as its JSON object (only the fields that were set, in the report's key order; values
         as they were given, so a NaN or an int is written as before)."""
-        data: dict[str, Any] = self.model_dump(exclude_unset=True)
+        data: dict[str, Any] = self.model_dump(exclude_unset=True, by_alias=True)
         return data

@@ -383,11 +383,18 @@ class RunWriter:
             return [self._results[k] for k in sorted(self._results)]
 
     def record(
-        self, result: ScoreResult | Mapping[str, Any], primary: str | None = None, *, key: str | None = None
+        self,
+        result: ScoreResult | ReportRow | Mapping[str, Any],
+        primary: str | None = None,
+        *,
+        key: str | None = None,
     ) -> dict[str, Any]:
-        """Store one repo's entry (a ScoreResult or a ready dict) and write it at once; `key`
+        """Store one repo's entry (a ScoreResult, a row, or a row's JSON) and write it at once; `key`
         names its file when a task has several (an agent run's attempts: `<task>.a<k>`)."""
-        entry = build_entry(result, primary) if isinstance(result, ScoreResult) else dict(result)
+        if isinstance(result, ScoreResult):
+            entry = build_entry(result, primary)
+        else:
+            entry = result.to_json() if isinstance(result, ReportRow) else dict(result)
         name = _check_name(key or str(entry.get("repo_name", "")), "task name")
         with self._lock:
             write_json_atomic(self.intermediate_dir / f"{name}.json", entry)
