@@ -7,9 +7,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bridge.agents.adapter import AgentError
+from bridge.agents.adapter import Adapter, AgentError, AttemptSetup, McpServer, base_env
+from bridge.agents.command import words
 from bridge.agents.registry import adapter as find_adapter
 
 if TYPE_CHECKING:
@@ -26,6 +28,20 @@ def check_key(options: RunOptions) -> None:
             f"agent {agent.name}: no model key in the environment (set {' or '.join(agent.key_env)}, or give "
             "--model-base-url for an endpoint of your own); no agent was started"
         )
+
+
+def find_cli(adapter: Adapter, agent_bin: str | None, agent_cmd: str | None, probe_home: Path) -> tuple[str, str]:
+    """(binary, version) of the agent's CLI on this machine: `--agent-bin` or the adapter's own
+    binary, and the version it prints with `probe_home` as its HOME and TMPDIR (the run's and
+    each Ray node's pre-flight ask the same way); the command adapter's program, version "unknown"."""
+    if adapter.name == "command":
+        if not agent_cmd:
+            raise AgentError("--agent command needs --agent-cmd TEMPLATE (with {prompt}, {workspace}, {mcp_config})")
+        return agent_bin or words(agent_cmd)[0], "unknown"
+    binary = adapter.find_binary(agent_bin)
+    probe_home.mkdir(parents=True, exist_ok=True)
+    probe = AttemptSetup(binary, "", probe_home, probe_home, probe_home, McpServer("", [], {}))
+    return binary, adapter.version(binary, base_env(adapter, probe))
 
 
 def check_cli(options: RunOptions, settings: RunSettings) -> None:

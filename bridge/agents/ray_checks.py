@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-from bridge.agents.adapter import Adapter, AgentError, AttemptSetup, McpServer, base_env
-from bridge.agents.command import words
+from bridge.agents.adapter import Adapter, AgentError
+from bridge.agents.preflight import find_cli
 from bridge.agents.registry import ADAPTERS
 from bridge.agents.registry import adapter as find_adapter
 from bridge.errors import BridgeError
@@ -39,19 +39,16 @@ def key_names(adapter: Adapter) -> tuple[str, ...]:
 
 
 def cli_version(adapter: Adapter, agent_bin: str | None, agent_cmd: str | None) -> tuple[str, str]:
-    """(binary, version) of the agent's CLI here, found as `settings_for` finds it."""
+    """(binary, version) of the agent's CLI on this node, found as the run finds it
+    (`preflight.find_cli`); the command adapter's program must be on PATH here."""
+    with tempfile.TemporaryDirectory(prefix="rgbridge-probe-") as tmp:
+        binary, version = find_cli(adapter, agent_bin, agent_cmd, Path(tmp))
     if adapter.name == "command":
-        if not agent_cmd:
-            raise AgentError("--agent command needs --agent-cmd TEMPLATE")
-        binary = agent_bin or words(agent_cmd)[0]
         found = shutil.which(binary)
         if not found:
             raise AgentError(f"{binary}: not found")
-        return found, "unknown"
-    binary = adapter.find_binary(agent_bin)
-    with tempfile.TemporaryDirectory(prefix="rgbridge-probe-") as tmp:
-        probe = AttemptSetup(binary, "", Path(tmp), Path(tmp), Path(tmp), McpServer("", [], {}))
-        return binary, adapter.version(binary, base_env(adapter, probe))
+        return found, version
+    return binary, version
 
 
 def sandbox_facts(kind: str) -> dict[str, Any]:

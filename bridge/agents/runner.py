@@ -34,11 +34,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from bridge.agents.adapter import BASE_ENV_ALLOW, SERVER_ENV_ALLOW, AgentError, base_env
+from bridge.agents.adapter import BASE_ENV_ALLOW, SERVER_ENV_ALLOW
 from bridge.agents.attempt import Attempt, Stopped, attempt_key
-from bridge.agents.command import words
 from bridge.agents.confine import Limits, ready_sandbox
-from bridge.agents.preflight import check_cli, check_key
+from bridge.agents.preflight import check_cli, check_key, find_cli
 from bridge.agents.prompt import load_template
 from bridge.agents.registry import adapter as find_adapter
 from bridge.agents.retries import Budget, backoff, row_cost, set_aside
@@ -119,19 +118,8 @@ def load_options(output_dir: Path) -> RunOptions | None:
 
 def settings_for(options: RunOptions, catalog: Catalog, output_dir: Path) -> RunSettings:
     agent = find_adapter(options.agent)
-    if agent.name == "command":
-        if not options.agent_cmd:
-            raise AgentError("--agent command needs --agent-cmd TEMPLATE (with {prompt}, {workspace}, {mcp_config})")
-        binary = options.agent_bin or words(options.agent_cmd)[0]
-    else:
-        binary = agent.find_binary(options.agent_bin)
+    binary, version = find_cli(agent, options.agent_bin, options.agent_cmd, output_dir / ".probe-home")
     confiner = ready_sandbox(options.sandbox)
-    probe_home = output_dir / ".probe-home"
-    probe_home.mkdir(parents=True, exist_ok=True)
-    from bridge.agents.adapter import AttemptSetup, McpServer
-
-    probe = AttemptSetup(binary, "", output_dir, probe_home, probe_home, McpServer("", [], {}))
-    version = agent.version(binary, base_env(agent, probe)) if agent.name != "command" else "unknown"
     return RunSettings(
         adapter=agent,
         binary=binary,
