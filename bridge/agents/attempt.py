@@ -258,12 +258,10 @@ class Attempt:
     def _finish(self, sid: str, ended: Ended | None, parsed: ParsedRun | None) -> ReportRow:
         self.live.state = "scoring"
         deadline = time.monotonic() + LOCK_WAIT_SECONDS
-        while held_elsewhere(self.rec_dir / sid):  # a scoring job the attempt's server handed on
+        if not self._released(sid, deadline):  # a scoring job the attempt's server handed on
             if self.stop.is_set():
                 raise Stopped(f"{self.key}: stopped")
-            if time.monotonic() > deadline:
-                raise BridgeError(f"{self.key}: session {sid} is still held by another process")
-            time.sleep(0.2)
+            raise BridgeError(f"{self.key}: session {sid} is still held by another process")
         mgr = self._manager(reattach=True)
         try:
             if sid not in mgr.sessions and load_record(self.rec_dir / sid).state in ("active", "paused"):
@@ -303,8 +301,7 @@ class Attempt:
                 # The agent submitted: its recording was sealed without the agent's files; add them
                 # and seal again (the seal covers every file of the recording). The detached scoring
                 # process seals after its result shows: ours must come after its, never beside it.
-                while held_elsewhere(self.rec_dir / sid) and time.monotonic() < deadline and not self.stop.is_set():
-                    time.sleep(0.2)
+                self._released(sid, deadline)
                 self._keep_trajectory(mgr, sid, parsed, how, state, record_event=False)
                 try_seal(self.rec_dir / sid)
         finally:
@@ -314,6 +311,14 @@ class Attempt:
         self.live.state = "done"
         self.live.ended = time.monotonic()
         return entry
+
+    def _released(self, sid: str, deadline: float) -> bool:
+        """Wait until no other process holds the recording; False if stopped or past `deadline` first."""
+        while held_elsewhere(self.rec_dir / sid):
+            if self.stop.is_set() or time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+        return True
 
     def _keep_trajectory(
         self,
