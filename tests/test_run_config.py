@@ -188,6 +188,8 @@ def test_configuration_leaves_out_what_changes_no_row() -> None:
         sandbox: str = "bwrap"
         agent_binds: tuple[Path, ...] = ()
         limits: Limits = Limits()
+        network: str = "closed"
+        allow_hosts: tuple[str, ...] = ()
 
     base = {"agent": "codex", "tasks": ["kv-ledger"], "run_id": "x", "recordings": "/r"}
     one = run_config(RunOptions(**base), Settings(), bridge_template())  # type: ignore[arg-type]
@@ -199,3 +201,9 @@ def test_configuration_leaves_out_what_changes_no_row() -> None:
     assert one["hash"] == other["hash"]
     changed = run_config(RunOptions(**base, model="gpt-x"), Settings(), bridge_template())  # type: ignore[arg-type]
     assert changed["hash"] != one["hash"]
+    # issue 38: the network mode and the allowed hosts are part of what a row is
+    shared = run_config(RunOptions(**base), Settings(network="host"), bridge_template())  # type: ignore[arg-type]
+    allow_a = run_config(RunOptions(**base), Settings(network="allow", allow_hosts=("a.test",)), bridge_template())  # type: ignore[arg-type]
+    allow_b = run_config(RunOptions(**base), Settings(network="allow", allow_hosts=("b.test",)), bridge_template())  # type: ignore[arg-type]
+    assert len({one["hash"], shared["hash"], allow_a["hash"], allow_b["hash"]}) == 4
+    assert allow_a["network"] == "allow" and allow_a["allow_hosts"] == ["a.test"]

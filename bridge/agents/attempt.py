@@ -16,6 +16,8 @@
 
 Nothing depends on the agent behaving: an agent that submitted has its score finished (a job
 its server left is resumed), one that did not is submitted for it, one that hangs is cut.
+
+Why this module is long: one attempt's steps in order, each a short method (issue 37 splits it).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from bridge.agents.attempt_server import AttemptServer
 from bridge.agents.attempt_state import AttemptState
 from bridge.agents.command import words
 from bridge.agents.confine import Confinement, confinement_for, sandbox_for
+from bridge.agents.confine.attempt_net import AttemptNetwork, endpoints_for, network_log
 from bridge.agents.events import ParsedRun, read_stream
 from bridge.agents.failures import Failure
 from bridge.agents.process import Ended, run_agent
@@ -211,7 +214,12 @@ class Attempt:
         (self.dir / "agent" / "prompt.txt").write_text(setup.prompt, encoding="utf-8")
         write_json_atomic(self.dir / "agent" / "run_config.json", self.s.run_config)
         self.live.state = "agent"
-        ended, sandbox = self._confined_run(launch, confinement)
+        # --network (bridge/agents/confine/network.py): the doors open before the agent, close after it
+        doors = endpoints_for(server.ready.url, self.s.model_base_url)
+        with AttemptNetwork(self.s.network, self.s.allow_hosts, doors) as net:
+            launch.env.update(net.env)
+            ended, sandbox = self._confined_run(launch, net.confine(confinement))
+            sandbox["network"] = net.keep(self.dir / "agent" / "network.json")
         parsed = self.s.adapter.parse(read_stream(self.dir / "agent" / "stream.jsonl"), setup.prompt)
         return ended, parsed, sandbox
 
@@ -349,6 +357,7 @@ class Attempt:
             "run_config.json",
             "stderr.log",
             "confinement.json",
+            "network.json",
         )
         for name in names:
             if (self.dir / "agent" / name).is_file():
@@ -368,6 +377,8 @@ class Attempt:
                 steps=len(parsed.steps),
                 trajectory="agent/trajectory.json",
             )
+            for asked in network_log(self.dir / "agent" / "network.json"):
+                mgr.sessions[sid].events.append("network_request", **asked)
 
     def _on_disk(self, sid: str) -> tuple[SessionRecord, Path]:
         return load_record(self.rec_dir / sid), self.rec_dir / sid

@@ -43,6 +43,10 @@ class RunSettings:
     agent_binds: tuple[Path, ...] = ()
     #: one attempt's limits (memory, processes, disk of its folders)
     limits: Limits = field(default_factory=Limits)
+    #: `--network` (bridge/agents/confine/network.py): "closed" | "allow" | "host", and the
+    #: `--allow-host` names the allow mode's proxy lets through
+    network: str = "host"
+    allow_hosts: tuple[str, ...] = ()
 
 
 def declared_sandbox(settings: RunSettings) -> dict[str, Any]:
@@ -52,4 +56,10 @@ def declared_sandbox(settings: RunSettings) -> dict[str, Any]:
 
 def sandbox_metadata(settings: RunSettings) -> dict[str, Any]:
     """What the report's metadata says of the run's confinement."""
-    return {"sandbox": settings.sandbox, "unconfined": settings.sandbox == "none"}
+    return {
+        "sandbox": settings.sandbox,
+        "unconfined": settings.sandbox == "none",
+        "network": settings.network,
+        "allow_hosts": list(settings.allow_hosts),
+        "shared_network": settings.network == "host",
+    }

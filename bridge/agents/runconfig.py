@@ -29,6 +29,8 @@ CONFIG_METADATA = (
     "time_limit_seconds",
     "attempts",
     "sandbox",
+    "network",
+    "allow_hosts",
     "limits",
     "bridge_version",
 )
@@ -37,7 +39,8 @@ CONFIG_METADATA = (
 def run_config(options: RunOptions, settings: RunSettings, template: PromptTemplate) -> dict[str, Any]:
     """What makes this run's rows what they are, and its hash (sha256 of the canonical JSON):
     the agent and its CLI's exact version, the model asked for, the prompt template, the time
-    limit, attempts, tasks, profile, what an unsubmitted end does, the sandbox and the bridge.
+    limit, attempts, tasks, profile, what an unsubmitted end does, the sandbox, the network (mode
+    and allowed hosts) and the bridge.
     Not the run id, folders, workers, retries or the cost cap (they change no row's score)."""
     fields: dict[str, Any] = {
         "agent": options.agent,
@@ -54,6 +57,9 @@ def run_config(options: RunOptions, settings: RunSettings, template: PromptTempl
         # the kind the run's pre-flight resolved (`auto` is bwrap on one machine, docker on another)
         "sandbox": settings.sandbox,
         "agent_binds": [str(p) for p in settings.agent_binds],
+        # issue 38: what the agent could reach (closed, allow and its names, or the host's network)
+        "network": settings.network,
+        "allow_hosts": sorted(settings.allow_hosts),
         "limits": settings.limits.as_dict(),
         "bridge_version": exact_version(),
     }
@@ -65,7 +71,7 @@ def config_line(config: dict[str, Any]) -> str:
     return (
         f"{config['agent']} {config['cli_version']}, model {config['model'] or 'default'}, prompt {config['prompt']} "
         f"{str(config['prompt_hash'])[:12]}, time limit {config['time_limit_seconds']:g}s, "
-        f"{config['attempts']} attempt(s), sandbox {config['sandbox']}, bridge {config['bridge_version']}"
+        f"{config['attempts']} attempt(s), sandbox {config['sandbox']}, network {config.get('network', 'host')}, bridge {config['bridge_version']}"
     )
 
 

@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field
 from bridge.agents.adapter import BASE_ENV_ALLOW, SERVER_ENV_ALLOW
 from bridge.agents.attempt import Attempt, Stopped, attempt_key
 from bridge.agents.confine import Limits, ready_sandbox
+from bridge.agents.confine.netcheck import network_check, resolve_network
 from bridge.agents.preflight import check_cli, check_key, find_cli
 from bridge.agents.prompt import load_template
 from bridge.agents.registry import adapter as find_adapter
@@ -89,6 +90,10 @@ class RunOptions(BaseModel):
     agent_binds: list[str] = Field(default_factory=list)
     #: one attempt's limits (bridge/agents/confine/model.py Limits: memory, processes, disk)
     limits: dict[str, int] = Field(default_factory=dict)
+    #: issue 38: the agent's network (bridge/agents/confine/network.py); None: closed, or host
+    #: under `--sandbox none`; `allow_hosts` are what `allow`'s proxy lets through
+    network: Literal["closed", "allow", "host"] | None = None
+    allow_hosts: list[str] = Field(default_factory=list)
     # issue 32: where attempts run (bridge/agents/ray_runs.py)
     backend: Literal["local", "ray"] = "local"
     ray_address: str | None = None
@@ -120,6 +125,9 @@ def settings_for(options: RunOptions, catalog: Catalog, output_dir: Path) -> Run
     agent = find_adapter(options.agent)
     binary, version = find_cli(agent, options.agent_bin, options.agent_cmd, output_dir / ".probe-home")
     confiner = ready_sandbox(options.sandbox)
+    network = resolve_network(options.network, confiner.kind, options.allow_hosts)
+    if network != "host":
+        network_check(confiner)  # a network mode that cannot start here is refused before any agent
     return RunSettings(
         adapter=agent,
         binary=binary,
@@ -141,6 +149,8 @@ def settings_for(options: RunOptions, catalog: Catalog, output_dir: Path) -> Run
         confiner=confiner,
         agent_binds=tuple(Path(p) for p in options.agent_binds),
         limits=Limits(**options.limits),
+        network=network,
+        allow_hosts=tuple(options.allow_hosts),
     )
 
 

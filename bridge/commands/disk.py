@@ -162,6 +162,7 @@ def cmd_cache_prune(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from bridge.agents.confine import sandbox_check
+    from bridge.agents.confine.netcheck import network_line
     from bridge.scoring.doctor import run_checks
     from bridge.scoring.images.disk import apply_budget_option
 
@@ -171,7 +172,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
         checks = cluster_checks(args.ray_address, args.agent, args.agent_bin)
     else:  # scoring's checks, then the sandbox `rgbridge run` confines its agents in
-        checks = [*run_checks(path=args.path, index=not args.no_index), sandbox_check()]
+        checks = [*run_checks(path=args.path, index=not args.no_index), sandbox_check(), network_line()]
     failed = any(not c.ok and c.severity == "error" for c in checks)
     if args.json:
         print_json({"ok": not failed, "checks": [c.as_dict() for c in checks]})

@@ -72,6 +72,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "none runs it unconfined and marks every row so)",
     )
     p.add_argument(
+        "--network",
+        choices=("closed", "allow", "host"),
+        help="what the agent reaches (default closed: only its MCP server and the model gateway, through "
+        "doors; allow: also the --allow-host names through a logging proxy; host: the host's network, "
+        "rows marked; --sandbox none implies host)",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="with --network allow: a host name the agent may reach (repeatable; exact match)",
+    )
+    p.add_argument(
         "--agent-bind",
         type=Path,
         action="append",
@@ -219,6 +233,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             max_cost=args.max_cost,
             sandbox=args.sandbox,
             agent_binds=[str(_abs(p)) for p in args.agent_bind],
+            network=args.network,
+            allow_hosts=list(args.allow_host),
             limits=limits_option(args.agent_memory, args.agent_pids, args.agent_disk),
             backend=args.backend or "local",
             ray_address=args.ray_address,

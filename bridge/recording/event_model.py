@@ -225,6 +225,19 @@ class AgentRun(EventBase):
     trajectory: str | None = None  # relative path of its ATIF file in the recording
 
 
+class NetworkRequest(EventBase):
+    """A host the agent asked the allow-list proxy for (`rgbridge run --network allow`,
+    bridge/agents/confine/proxy.py), allowed or refused; written with `agent_run`."""
+
+    type: Literal["network_request"]
+    asked_at: str  # when the proxy saw the request (UTC, ISO)
+    method: str  # CONNECT, GET, ...
+    host: str
+    port: int
+    allowed: bool
+    status: int  # what the proxy answered: 200, 403, 502, 400
+
+
 KnownEvent = Annotated[
     LogOpened
     | Seed
@@ -251,7 +264,8 @@ KnownEvent = Annotated[
     | GoldenWatchWarning
     | Quit
     | Attach
-    | AgentRun,
+    | AgentRun
+    | NetworkRequest,
     Field(discriminator="type"),
 ]
 Event = KnownEvent | OtherEvent

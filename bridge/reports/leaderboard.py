@@ -31,6 +31,20 @@ def agent_error_class(entry: Mapping[str, Any]) -> str | None:
     return str(_mapping(entry.get("agent_error")).get("class") or "unknown")[:60]
 
 
+def network_of(meta: Mapping[str, Any], results: Sequence[Mapping[str, Any]] = ()) -> str | None:
+    """The run's `--network` mode as recorded (`host` if any attempt had the host's network),
+    None in reports from before issue 38."""
+    modes = {
+        str(_mapping(_mapping(_mapping(r.get("run")).get("sandbox")).get("network")).get("mode") or "") for r in results
+    }
+    if "host" in modes:
+        return "host"
+    found = meta.get("network") or _mapping(meta.get("config")).get("network")
+    if isinstance(found, str) and found:
+        return found
+    return next(iter(sorted(modes - {""})), None)
+
+
 def is_unconfined(meta: Mapping[str, Any], results: Sequence[Mapping[str, Any]] = ()) -> bool:
     """The run (or one of its attempts) ran the agent without a sandbox (`--sandbox none`)."""
     config = _mapping(meta.get("config"))
@@ -90,6 +104,8 @@ def leaderboard_lines(report: Mapping[str, Any]) -> list[str]:
     )
     if is_unconfined(meta, every):
         head += "  unconfined (no sandbox)"
+    if network_of(meta, every) == "host":
+        head += "  shared network (--network host)"
     lines = [head]
     up = summarize_upstream(profile_rows(results, "compat"))
     st = summarize_strict(profile_rows(results, "strict"))

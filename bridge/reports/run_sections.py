@@ -16,6 +16,7 @@ from bridge.reports.leaderboard import (
     attempt_key,
     errored_attempts,
     is_unconfined,
+    network_of,
     pass_at_k_by_lang,
 )
 from bridge.reports.markup import e, num, table
@@ -96,6 +97,32 @@ def sandbox_html(md: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) ->
     return f"{e(kind)}" + (f" <span class='muted'>{e(', '.join(versions))}</span>" if versions else "")
 
 
+def network_html(md: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) -> str:
+    """The `--network` mode (a badge when it was the host's), the names `allow` let through and
+    every host the agents asked the proxy for, refused ones marked."""
+    mode = network_of(md, results)
+    if mode is None:
+        return NOT_RECORDED
+    html = e(mode) + (" <span class='badge warn'>shared network</span>" if mode == "host" else "")
+    config = _mapping(md.get("config"))
+    allowed = config.get("allow_hosts") or md.get("allow_hosts") or []
+    if allowed:
+        html += f" <span class='muted'>allowed: {e(', '.join(str(h) for h in allowed))}</span>"
+    asked: dict[str, bool] = {}
+    for r in results:
+        net = _mapping(_mapping(_mapping(r.get("run")).get("sandbox")).get("network"))
+        for item in net.get("hosts_asked") or []:
+            if isinstance(item, Mapping) and item.get("host"):
+                asked[str(item["host"])] = asked.get(str(item["host"]), False) or item.get("allowed") is True
+    if asked:
+        html += "<br>hosts asked for: " + ", ".join(
+            e(h) if ok else f"<span class='fail'>{e(h)} (refused)</span>" for h, ok in sorted(asked.items())
+        )
+    elif mode == "allow":
+        html += "<br>hosts asked for: none"
+    return html
+
+
 def whose_row_html(report: Mapping[str, Any]) -> str:
     """Who made this row and with what: the run's configuration as the report recorded it."""
     md = _mapping(report.get("metadata"))
@@ -138,6 +165,7 @@ def whose_row_html(report: Mapping[str, Any]) -> str:
         ["time limit", f"{limit:.0f} s" if limit else NOT_RECORDED],
         ["attempts per task", str(attempts)],
         ["sandbox", sandbox_html(md, results)],
+        ["network", network_html(md, results)],
         ["Pass@k", pass_k_html(report, attempts)],
         [
             "attempts run",
@@ -156,7 +184,7 @@ def whose_row_html(report: Mapping[str, Any]) -> str:
     ]
     listed = errored_attempts(md, results)
     if listed:
-        rows.insert(9, ["errored attempts", f"<span class='fail'>{e(', '.join(listed))}</span>"])
+        rows.insert(10, ["errored attempts", f"<span class='fail'>{e(', '.join(listed))}</span>"])
     if config.get("hash"):
         rows.append(["configuration hash", f"<code>{e(str(config.get('hash'))[:16])}</code>"])
     banner = ""
@@ -164,6 +192,11 @@ def whose_row_html(report: Mapping[str, Any]) -> str:
         banner = (
             "<p class='banner'><span class='badge warn'>unconfined</span> The agent ran without a sandbox "
             "(<code>--sandbox none</code>): it could reach everything its user can.</p>"
+        )
+    if network_of(md, results) == "host":
+        banner += (
+            "<p class='banner'><span class='badge warn'>shared network</span> The agent had the host's network "
+            "(<code>--network host</code>): every service and host this machine reaches.</p>"
         )
     return "<h2>Whose row</h2>" + banner + table(["", ""], rows, cls="meta")
 
@@ -246,6 +279,9 @@ def attempts_html(report: Mapping[str, Any], links: Mapping[str, str] | None = N
         box = e(sandbox.get("kind") or "–")
         if sandbox.get("kind") == "none" or sandbox.get("confined") is False:
             box = f"{e(sandbox.get('kind') or 'none')} <span class='badge warn'>unconfined</span>"
+        mode = _mapping(sandbox.get("network")).get("mode")
+        if mode:
+            box += f" · {e(mode)}" + (" <span class='badge warn'>shared network</span>" if mode == "host" else "")
         rows.append(
             [
                 f"<code>{e(key)}</code>",

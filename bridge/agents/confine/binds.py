@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.agents.confine.model import Confinement, SandboxError
+from bridge.agents.confine.network import Door, isolated
 
 #: system folders: bound read-only, or recreated as the same symlink (merged /usr)
 SYSTEM_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin")
@@ -62,6 +63,12 @@ class BindPlan:
     read_only: tuple[Path, ...]
     read_write: tuple[Path, ...]
     masks: tuple[Mask, ...]
+    network: str = "host"  # "closed" | "allow": its own network namespace, reaching only `doors`
+    doors: tuple[Door, ...] = ()
+
+    @property
+    def isolated(self) -> bool:
+        return isolated(self.network)
 
     def ordered(self) -> list[tuple[Path, str]]:
         """(path, "ro" | "rw" | "mask_dir" | "mask_file") for every bind and mask, parents
@@ -78,6 +85,10 @@ class BindPlan:
             "rw": [str(p) for p in self.read_write],
             "masked": [str(m.path) for m in self.masks],
         }
+
+    def network_dict(self) -> dict[str, object]:
+        """For the recording: the mode and the doors (name, port) the sandbox could reach."""
+        return {"mode": self.network, "doors": [{"name": d.name, "port": d.port} for d in self.doors]}
 
 
 def _forms(path: Path) -> set[Path]:
@@ -154,4 +165,6 @@ def plan(confinement: Confinement) -> BindPlan:
         read_only=read_only,
         read_write=read_write,
         masks=tuple(sorted(masks.values(), key=lambda m: (len(m.path.parts), str(m.path)))),
+        network=confinement.network,
+        doors=confinement.doors if isolated(confinement.network) else (),
     )

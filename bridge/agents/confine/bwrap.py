@@ -1,6 +1,7 @@
 """Bubblewrap: the agent in its own mount and PID namespaces, with only the allow-list of
 bridge/agents/confine/binds.py mounted, every capability dropped, a new session (no terminal to
-inject into) and `--die-with-parent`.
+inject into) and `--die-with-parent`; under a closed network (bridge/agents/confine/network.py)
+its own network namespace too, with the doors' sockets bound and the forwarder started first.
 
 Process end: bwrap's init is PID 1 of the namespace; when it dies the kernel kills everything in
 the namespace, whatever it did (setsid, double fork, nohup). The init dies when the agent's main
@@ -27,6 +28,7 @@ from typing import IO, Any
 from bridge.agents.confine.binds import BindPlan, plan
 from bridge.agents.confine.cgroups import Cgroup, Meter, NamespaceWatch, make_cgroup, pid_namespace
 from bridge.agents.confine.model import Confinement, SandboxError, required
+from bridge.agents.confine.network import INSIDE, forwarded, host_python
 from bridge.agents.confine.none import ProcessRunning
 
 INFO_SECONDS = 30.0
@@ -81,6 +83,14 @@ def bwrap_args(binds: BindPlan, cwd: Path) -> list[str]:
         else:
             args += ["--ro-bind", "/dev/null", str(path)]
     args += read_only_last
+    if binds.isolated:
+        # bubblewrap brings the new namespace's loopback up; the doors' sockets are all it holds
+        args += ["--unshare-net"]
+        if binds.doors:
+            args += ["--tmpfs", str(INSIDE)]
+            for door in binds.doors:
+                args += ["--bind", str(door.socket), str(door.inside)]
+            args += ["--remount-ro", str(INSIDE)]
     args += ["--chdir", str(cwd)]
     return args
 
@@ -191,11 +201,13 @@ class BwrapSandbox:
 
     def describe(self, confinement: Confinement | None) -> dict[str, Any]:
         confinement = required(self.kind, confinement)
+        binds = plan(confinement)
         return {
             "kind": self.kind,
             "version": self.version(),
-            "binds": plan(confinement).as_dict(),
+            "binds": binds.as_dict(),
             "limits": confinement.limits.as_dict(),
+            "network": binds.network_dict(),
         }
 
     def start(
@@ -208,6 +220,8 @@ class BwrapSandbox:
         binds = plan(confinement)
         cgroup: Cgroup | None = make_cgroup(confinement.limits)
         read_fd, write_fd = os.pipe()
+        if binds.isolated and binds.doors:
+            argv = forwarded(argv, binds.doors, host_python())
         command = [path, *bwrap_args(binds, cwd), "--info-fd", str(write_fd), "--", *argv]
         if cgroup is not None:
             command = ["/bin/sh", "-c", JOIN, "rgbridge-cgroup", *map(str, cgroup.procs_files), "--", *command]

@@ -3,9 +3,10 @@ with the same allow-list as bubblewrap mounted at the same paths: the CLI and wh
 read-only, the workspace, HOME and TMPDIR read-write, protected paths under a mount masked.
 
 The container runs as the caller's uid:gid with every capability dropped, no-new-privileges, a
-read-only root and a tmpfs /tmp, its own PID namespace (an init reaps and forwards signals), the
-host's network (loopback reaches the bridge's MCP server and the model endpoint), and the memory
-and pids limits. It is labelled like the scoring containers (owner, kind, the bridge's pid and
+read-only root and a tmpfs /tmp, its own PID namespace (an init reaps and forwards signals), no
+network but its loopback and the doors (`--network none`, the doors' sockets bound and the
+forwarder of bridge/agents/confine/forwarder.py started first, under the image's python3; the
+host's network under `--network host`), and the memory and pids limits. It is labelled like the scoring containers (owner, kind, the bridge's pid and
 host), so the sweeps of bridge/scoring/run remove it if this process dies; ending the attempt
 stops, kills and removes it, and every process in it goes with it.
 
@@ -33,6 +34,7 @@ from docker.types import LogConfig, Mount
 from bridge.agents.confine.binds import BindPlan, plan
 from bridge.agents.confine.cgroups import counted_hit, counters_of
 from bridge.agents.confine.model import Confinement, SandboxError, required
+from bridge.agents.confine.network import forwarded
 from bridge.errors import ScoringError
 from bridge.scoring.images.base import base_image_tag, image_exists
 from bridge.scoring.run.runner import LABEL_PID
@@ -56,6 +58,8 @@ def mounts(binds: BindPlan) -> list[Mount]:
         else:
             found.append(Mount(str(path), "/dev/null", type="bind", read_only=True))
     found.append(Mount("/tmp", None, type="tmpfs", tmpfs_size=TMPFS_BYTES, tmpfs_mode=0o1777))
+    for door in binds.doors if binds.isolated else ():
+        found.append(Mount(str(door.inside), str(door.socket), type="bind"))
     return found
 
 
@@ -197,11 +201,13 @@ class DockerSandbox:
 
     def describe(self, confinement: Confinement | None) -> dict[str, Any]:
         confinement = required(self.kind, confinement)
+        binds = plan(confinement)
         return {
             "kind": self.kind,
             "version": self.version(),
-            "binds": plan(confinement).as_dict(system=False),  # /usr, /etc: the image's own
+            "binds": binds.as_dict(system=False),  # /usr, /etc: the image's own
             "limits": confinement.limits.as_dict(),
+            "network": binds.network_dict(),
         }
 
     def start(
@@ -210,6 +216,8 @@ class DockerSandbox:
         confinement = required(self.kind, confinement)
         binds = plan(confinement)
         limits = confinement.limits
+        if binds.isolated and binds.doors:
+            argv = forwarded(argv, binds.doors)  # the image's python3, found on its PATH
         try:
             client = get_client()
             container = client.containers.create(
@@ -225,7 +233,7 @@ class DockerSandbox:
                 user=f"{os.getuid()}:{os.getgid()}",
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges:true"],
-                network_mode="host",
+                network_mode="none" if binds.isolated else "host",
                 init=True,
                 read_only=True,
                 mem_limit=limits.memory_bytes,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from bridge.agents.confine.network import Door
 from bridge.errors import BridgeError
 
 GIB = 1024**3
@@ -47,6 +48,9 @@ class Confinement:
     read_only: tuple[Path, ...] = ()  # the CLI and what it needs (needs_of), every --agent-bind PATH
     protected: tuple[Path, ...] = ()  # never visible: tasks, dataset, recordings, caches, the socket
     limits: Limits = field(default_factory=Limits)
+    #: "closed" | "allow": a network namespace of its own reaching only `doors`; "host": shared
+    network: str = "host"
+    doors: tuple[Door, ...] = ()
 
     @property
     def read_write(self) -> tuple[Path, ...]:
