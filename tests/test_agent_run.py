@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge.agents.planned import EXIT_UNSCORED
 from bridge.cli import main as rgbridge
 from tests.helpers import (
     SECRET,
@@ -213,10 +214,12 @@ def test_on_exit_abandon_quits_without_scoring(docker_client, tmp_path: Path, ke
                 "abandon",
             ]
         )
-        == 0
+        == EXIT_UNSCORED  # issue 38: a planned attempt without a score
     )
     report = report_of(out)
-    assert report["results"] == [] and "abandoned" in report["metadata"]["failed_attempts"]["kv-ledger.a1"]
+    assert "abandoned" in report["metadata"]["failed_attempts"]["kv-ledger.a1"]
+    (row,) = report["results"]
+    assert row["outcome"] == "not_run" and "abandoned" in row["unscored"]
     (rec,) = recordings_of(out)
     assert json.loads((rec / "session.json").read_text())["state"] == "quit"
 

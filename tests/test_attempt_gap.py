@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from bridge.agents.attempt_server import AttemptServer, ServerStartError
+from bridge.agents.planned import EXIT_UNSCORED
 from bridge.cli import main as rgbridge
 from tests.helpers import (
     REPO_ROOT,
@@ -138,7 +139,7 @@ def test_a_failed_server_start_says_why(tmp_path: Path) -> None:
 
 
 def test_a_failed_server_start_fails_the_attempt_with_its_error(
-    docker_client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    docker_client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\necho 'the bridge could not start: disk on fire' >&2\nexit 3\n")
@@ -149,12 +150,23 @@ def test_a_failed_server_start_fails_the_attempt_with_its_error(
     (tmp_path / "relative" / "tools").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
     binds = ["--agent-bind", str(tmp_path / "venv"), "--agent-bind", "relative/tools"]
-    assert run(out, f"{sys.executable} -c pass {{mcp_config}}", *binds) == 0
+    capsys.readouterr()
+    # issue 38, item 8: the attempt is a row saying why, the leaderboard line counts it, exit non-zero
+    assert run(out, f"{sys.executable} -c pass {{mcp_config}}", *binds) == EXIT_UNSCORED
+    printed = " ".join(capsys.readouterr().out.split())
     options = json.loads((out / "run.json").read_text())  # what --resume reads back
     assert options["sandbox"] == "none"
     assert options["agent_binds"] == [str(tmp_path / "venv"), os.path.abspath("relative/tools")]
     report = report_of(out)
-    assert report["results"] == []
+    (row,) = report["results"]
+    assert row["repo_name"] == TASK and row["attempt"] == 1 and row["outcome"] == "infra_error"
+    assert "disk on fire" in row["unscored"]
+    assert report["metadata"]["unscored_attempts"] == [f"{TASK}.a1"] and report["metadata"]["planned_attempts"] == 1
+    assert "0 of 1 tasks scored" in printed and f"have no score: {TASK}.a1" in printed
+    assert report["summary"]["total_repos"] == 0  # in no mean
+    html = next(out.glob("report_*.html"), None)
+    if html is not None:
+        assert "disk on fire" in html.read_text()
     message = report["metadata"]["failed_attempts"][f"{TASK}.a1"]
     assert "exited (3) before it was ready" in message and "disk on fire" in message
     assert not (out / "attempts" / TASK / "a1" / "agent" / "stream.jsonl").exists()  # no agent was started

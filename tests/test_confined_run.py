@@ -5,7 +5,13 @@ recordings, the host's temp folder, the Docker socket, the bridge's processes, a
 behind — reaches none of them under bubblewrap or Docker, and still solves the task through MCP
 and scores Pass@1 1.0 in both profiles. `--sandbox none` is the control: the same agent reaches
 them, and its row says `unconfined`. The real Claude Code, its Bash tool trying the same reaches,
-is in the last test."""
+is in the last test.
+
+Issue 38: the network is closed by default. The probe also tries a service the test opens on the
+host's 127.0.0.1 (reached only under `--sandbox none`, which shares the host's network) and lists
+the ports listening where it runs: under bubblewrap and Docker only the attempt's doors (its MCP
+server, the model endpoint), through which the honest part still solves the task. The real
+Claude Code and Codex shells try the same, with `rgbridge run`'s defaults."""
 
 from __future__ import annotations
 
@@ -14,15 +20,31 @@ import os
 import re
 import secrets
 import signal
+import socket
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bridge.agents.confine.network import stop_listening
+from bridge.agents.planned import EXIT_UNSCORED
 from bridge.cli import main as rgbridge
 from tests.helpers import AGENT, REPO_ROOT, payload, recordings_of, report_of
-from tests.scripted_model import Call, Calls, Conversation, Reply, ScriptedModel, read_solution, solve_task_policy
+from tests.scripted_model import (
+    CLI_BINARY,
+    Call,
+    Calls,
+    Conversation,
+    Reply,
+    ScriptedModel,
+    _shell_call,
+    _shell_tool,
+    read_solution,
+    solve_task_policy,
+)
 
 PROBE = REPO_ROOT / "tests" / "agents" / "reach_probe.sh"
 HOSTILE = REPO_ROOT / "tests" / "agents" / "hostile_then_solve.sh"
@@ -36,6 +58,7 @@ REACHES = (
     "docker_socket",
     "host_pid_signal",
     "bridge_process_seen",
+    "loopback_service",
 )
 
 
@@ -62,9 +85,42 @@ def findings(text: str) -> dict[str, str]:
     return dict(re.findall(r"^([a-z_]+)=(yes|no|started)$", text, re.M))
 
 
-def probe_args(tmp_path: Path, out: Path, marker: str) -> list[str]:
+def listening(text: str) -> set[int]:
+    """The ports the probe saw listening where it ran (its `listening=` line)."""
+    found = re.search(r"^listening=([0-9,]*)$", text, re.M)
+    assert found, text[:2000]
+    return {int(p) for p in found.group(1).split(",") if p}
+
+
+def door_ports(rec: Path) -> set[int]:
+    return {d["port"] for d in json.loads((rec / "agent" / "confinement.json").read_text())["network"]["doors"]}
+
+
+@pytest.fixture()
+def service() -> Iterator[int]:
+    """A service of the test's own on the host's 127.0.0.1: it answers every connection with a line."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                listener.close()
+                return
+            with conn:
+                conn.sendall(b"host-service\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield listener.getsockname()[1]
+    stop_listening(listener)
+
+
+def probe_args(tmp_path: Path, out: Path, marker: str, port: int) -> list[str]:
     golden, solution = golden_and_solution()
-    return [str(golden), str(solution), str(out / "recordings"), str(tmp_path), str(os.getpid()), marker]
+    return [str(golden), str(solution), str(out / "recordings"), str(tmp_path), str(os.getpid()), marker, str(port)]
 
 
 @pytest.fixture()
@@ -77,14 +133,14 @@ def no_token(monkeypatch: pytest.MonkeyPatch) -> None:
     ("sandbox", "mode"), [("bwrap", "solve"), ("docker", "solve"), ("bwrap", "never"), ("none", "never")]
 )
 def test_a_hostile_agent_reaches_nothing_it_should_not(
-    sandbox: str, mode: str, docker_client, tmp_path: Path, no_token: None
+    sandbox: str, mode: str, docker_client, tmp_path: Path, no_token: None, service: int
 ) -> None:
     out, marker = tmp_path / "out", "rgbridge-left-" + secrets.token_hex(6)
     pay = payload(tmp_path, TASK)
     # the paths the probe tries travel in a file of the test's own (bound read-only as the
     # template names it); named in the template themselves they would be refused as binds
     args = tmp_path / "probe-args"
-    args.write_text(" ".join(probe_args(tmp_path, out, marker)))
+    args.write_text(" ".join(probe_args(tmp_path, out, marker, service)))
     agent = f"{sys.executable} {AGENT} solve {pay} {{mcp_config}} {{workspace}}"
     cmd = f"sh {HOSTILE} {PROBE} {args} {mode} {agent}"
     try:
@@ -109,6 +165,7 @@ def test_a_hostile_agent_reaches_nothing_it_should_not(
         assert report_of(out)["metadata"]["unconfined"] is True
         assert row["contaminated"] is True  # the golden read was seen, at least
         assert left, "an unconfined agent's setsid grandchild outlives it"
+        assert row["run"]["sandbox"]["network"]["mode"] == "host" and service in listening(stream)
         return
     assert {r: found[r] for r in REACHES} == dict.fromkeys(REACHES, "no"), found
     assert planted == [], "a write outside the workspace reached the host"
@@ -120,6 +177,10 @@ def test_a_hostile_agent_reaches_nothing_it_should_not(
     (rec,) = recordings_of(out)
     confinement = json.loads((rec / "agent" / "confinement.json").read_text())
     assert confinement["kind"] == sandbox and confinement["limits"]["pids"] > 0
+    # issue 38: its own network; nothing listens there but its one door (the MCP server)
+    assert confinement["network"]["mode"] == "closed" and row["run"]["sandbox"]["network"]["mode"] == "closed"
+    assert [d["name"] for d in confinement["network"]["doors"]] == ["mcp"]
+    assert listening(stream) == door_ports(rec), stream[:2000]
     assert str(out / "attempts" / TASK / "a1" / "workspace") in confinement["binds"]["rw"]
     for profile in ("compat", "strict"):
         p1 = row["rgbridge"]["profiles"][profile]["pass_at_1"]
@@ -143,15 +204,16 @@ def test_a_bind_inside_a_protected_folder_is_refused_before_the_session_opens(
     )  # fmt: skip
     err = capsys.readouterr().err
     report = report_of(out)
-    assert report["results"] == [] and "which the bridge keeps from agents" in str(
-        report["metadata"]["failed_attempts"]
-    ), (code, err)
+    assert "which the bridge keeps from agents" in str(report["metadata"]["failed_attempts"]), (code, err)
+    (row,) = report["results"]  # issue 38: a row saying why, no score, exit non-zero
+    assert row["outcome"] == "infra_error" and "which the bridge keeps from agents" in row["unscored"]
+    assert code == EXIT_UNSCORED
     assert not list((out / "recordings").rglob("session.json"))
 
 
-def hostile_claude_policy(marker: str, args: list[str]) -> Any:
-    """Claude Code's Bash tool runs the probe first (before any MCP call), then the task is solved
-    through the bridge as an honest agent would."""
+def hostile_shell_policy(marker: str, args: list[str]) -> Any:
+    """The CLI's shell tool (Claude Code's Bash, Codex's exec_command) runs the probe first
+    (before any MCP call), then the task is solved through the bridge as an honest agent would."""
     script = PROBE.read_text()
     solve = solve_task_policy(TASK, read_solution(TASK_DIR))
     command = "sh -c " + _quote(script) + " probe " + " ".join(_quote(a) for a in args)
@@ -159,11 +221,29 @@ def hostile_claude_policy(marker: str, args: list[str]) -> Any:
     def policy(conv: Conversation) -> Calls | Reply:
         if not conv.tools:
             return Reply("OK")
-        if not conv.calls_to("Bash"):
-            return Calls((Call("Bash", {"command": command, "description": "look around"}),))
+        shell = "Bash" if conv.offers("Bash") else _shell_tool(conv)
+        if shell is None:
+            return Reply("no shell tool")
+        if not any("left_behind" in r.text for r in conv.calls_to(shell)):
+            if shell == "Bash":
+                return Calls((Call("Bash", {"command": command, "description": "look around"}),))
+            return Calls((_shell_call(conv, shell, command, None),))
         return solve(conv)
 
     return policy
+
+
+def probe_output(model: ScriptedModel) -> str:
+    """The probe's findings as the model received them (its shell call's result)."""
+    for request in reversed(model.agent_requests()):
+        conv = request.conversation
+        if conv is None:
+            continue
+        for shell in ("Bash", "exec_command", "shell", "shell_command"):
+            for result in conv.calls_to(shell):
+                if "left_behind" in result.text:
+                    return result.text
+    return ""
 
 
 def _quote(text: str) -> str:
@@ -171,29 +251,34 @@ def _quote(text: str) -> str:
 
 
 @pytest.mark.docker
-def test_real_claude_code_bash_reaches_nothing_and_it_still_scores(
-    docker_client, tmp_path: Path, no_token: None, monkeypatch: pytest.MonkeyPatch, agent_cli
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+def test_real_cli_shell_reaches_nothing_and_it_still_scores(
+    agent: str, docker_client, tmp_path: Path, no_token: None, monkeypatch: pytest.MonkeyPatch, agent_cli, service: int
 ) -> None:
-    agent_cli("claude")
+    """`rgbridge run`'s defaults (sandbox auto, network closed): the CLI's own shell tool runs the
+    probe, reaches none of it (no service of the host's loopback either, and nothing listens
+    where it runs but the doors), and the task is still solved through the doors."""
+    agent_cli(CLI_BINARY[agent])
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-scripted-test-key")
-    for var in ("ANTHROPIC_BASE_URL", "CODEX_HOME"):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-scripted-test-key")
+    for var in ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "CODEX_HOME"):
         monkeypatch.delenv(var, raising=False)
     out, marker = tmp_path / "out", "rgbridge-left-" + secrets.token_hex(6)
     try:
-        with ScriptedModel(hostile_claude_policy(marker, probe_args(tmp_path, out, marker))) as model:
+        with ScriptedModel(hostile_shell_policy(marker, probe_args(tmp_path, out, marker, service))) as model:
+            base = model.base_url if agent == "claude-code" else model.openai_base_url
             code = rgbridge(
-                ["run", "--agent", "claude-code", "--tasks", TASK, "--time-limit", "300", "--model",
-                 "scripted-model", "--model-base-url", model.base_url, "--output-dir", str(out), "--run-id",
-                 "claude-hostile", "--retries", "0"]
+                ["run", "--agent", agent, "--tasks", TASK, "--time-limit", "300", "--model",
+                 "scripted-model", "--model-base-url", base, "--output-dir", str(out), "--run-id",
+                 f"{agent}-hostile", "--retries", "0"]
             )  # fmt: skip
-            results = [r for r in model.agent_requests() if r.conversation and r.conversation.calls_to("Bash")]
+            output = probe_output(model)
         left = with_marker(marker)
     finally:
         for pid in with_marker(marker):
             os.kill(pid, signal.SIGKILL)
     assert code == 0
-    assert results, "the scripted model never saw its Bash call's result"
-    output = results[-1].conversation.calls_to("Bash")[0].text  # type: ignore[union-attr]
+    assert output, "the scripted model never saw its shell call's result"
     found = findings(output)
     assert {r: found.get(r) for r in REACHES} == dict.fromkeys(REACHES, "no"), output
     assert left == []
@@ -202,6 +287,11 @@ def test_real_claude_code_bash_reaches_nothing_and_it_still_scores(
     assert golden.read_text() not in output
     (row,) = report_of(out)["results"]
     assert row["run"]["sandbox"]["confined"] is True and row["contaminated"] is False
+    (rec,) = recordings_of(out)
+    doors = json.loads((rec / "agent" / "confinement.json").read_text())["network"]["doors"]
+    assert row["run"]["sandbox"]["network"]["mode"] == "closed"
+    assert sorted(d["name"] for d in doors) == ["mcp", "model"]  # the scripted model is on loopback
+    assert listening(output) == door_ports(rec), output
     for profile in ("compat", "strict"):
         p1 = row["rgbridge"]["profiles"][profile]["pass_at_1"]
         assert p1["total"] > 0 and p1["passed"] == p1["total"], (profile, p1)

@@ -176,3 +176,25 @@ def test_prompt_kept_in_the_attempt_and_its_recording(checkout: Path, docker_cli
     assert report["metadata"]["config"]["prompt_hash"] == digest
     assert report["metadata"]["config"]["time_limit_seconds"] == 600
     assert not (checkout / "EXECUTED").exists()
+
+
+def test_a_run_over_tasks_it_cannot_prepare_is_refused_before_any_agent(checkout: Path, tmp_path: Path, capsys) -> None:
+    """Issue 38, item 8: a RepoGenesis-layout folder lacking the README-only variant of a task:
+    `--prompt upstream` over it is refused before any agent starts, naming that task (before,
+    the task's attempt failed alone and vanished from the report's denominator)."""
+    shutil.rmtree(checkout / "repo_readme_verified_python_no_t" / "Blog")
+    out, marker = tmp_path / "out", tmp_path / "an-agent-ran"
+    capsys.readouterr()
+    code = rgbridge(
+        ["run", "--agent", "command", "--agent-cmd", f"touch {marker}", "--dataset", str(checkout), "--tasks",
+         "Blog", "javalin-task-manager", "--prompt", "upstream", "--sandbox", "none", "--output-dir", str(out),
+         "--run-id", "unprepared"]
+    )  # fmt: skip
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2, err
+    assert "1 of 2 tasks cannot be run (no agent was started)" in err
+    assert "Blog: --prompt upstream:" in err and "repo_readme_verified_python_no_t/Blogismissing" in err.replace(
+        " ", ""
+    )
+    assert "javalin-task-manager:" not in err  # the task that can be prepared is not listed
+    assert not marker.exists() and not (out / "attempts").exists() and not (out / "recordings").exists()

@@ -143,9 +143,11 @@ def test_max_cost_stops_starting_attempts(docker_client, tmp_path: Path, keys: N
     report = report_of(out)
     meta = report["metadata"]
     # kv-ledger: 0.60 spent, retried once (1.20 spent), then no retry and no word-duel
-    (row,) = report["results"]
+    row, skipped = sorted(report["results"], key=lambda r: r["repo_name"])
     assert row["repo_name"] == "kv-ledger" and row["run"]["retries"] == 1
     assert meta["cut_by_cost_cap"] is True and "word-duel.a1" in meta["not_started"]
+    # issue 38: the attempt the cap kept from starting is a row too, in no mean
+    assert skipped["repo_name"] == "word-duel" and skipped["outcome"] == "not_run" and "cost cap" in skipped["unscored"]
     assert meta["cost_usd"] == 1.2 and meta["tokens"] == {
         "input": 200,
         "output": 20,

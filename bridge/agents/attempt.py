@@ -65,6 +65,10 @@ class Stopped(BridgeError):
     """The run was stopped (Ctrl-C) while this attempt ran; `--resume` picks it up."""
 
 
+class Abandoned(BridgeError):
+    """The agent ended without submitting and `--on-exit abandon` quit its session: no score."""
+
+
 @dataclass
 class Live:
     """What the progress table shows of a running attempt (written by the attempt's thread)."""
@@ -297,7 +301,7 @@ class Attempt:
                 if self.s.on_exit == "abandon" and signal == "agent_exit":
                     mgr.quit(sid, "the agent ended without submitting (--on-exit abandon)")
                     self._save(phase="abandoned")
-                    raise BridgeError(f"{self.key}: abandoned (the agent ended without submitting)")
+                    raise Abandoned(f"{self.key}: abandoned (the agent ended without submitting)")
                 mgr.submit(sid, signal=signal)
                 submitted_by: str = signal
             else:

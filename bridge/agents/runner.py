@@ -35,9 +35,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from bridge.agents.adapter import BASE_ENV_ALLOW, SERVER_ENV_ALLOW
-from bridge.agents.attempt import Attempt, Stopped, attempt_key
+from bridge.agents.attempt import Abandoned, Attempt, Stopped, attempt_key
 from bridge.agents.confine import Limits, ready_sandbox
 from bridge.agents.confine.netcheck import network_check, resolve_network
+from bridge.agents.planned import check_planned, unscored_row
 from bridge.agents.preflight import check_cli, check_key, find_cli
 from bridge.agents.prompt import load_template
 from bridge.agents.registry import adapter as find_adapter
@@ -174,6 +175,7 @@ def execute(
         prompt_file=Path(options.prompt_file) if options.prompt_file else None,
         tasks=[catalog.get(t) for t in options.tasks],
     )
+    check_planned(template, [catalog.get(t) for t in options.tasks], options.time_limit)  # issue 38, item 8
     output_dir.mkdir(parents=True, exist_ok=True)
     settings = settings_for(options, catalog, output_dir)
     check_cli(options, settings)
@@ -225,6 +227,8 @@ def execute(
         if not budget.allows():
             attempt.live.state = "not started (cost cap)"
             budget.skipped.append(attempt.key)
+            why = f"not started: the cost cap (--max-cost {options.max_cost}) was reached"
+            writer.record(unscored_row(settings, attempt.task, attempt.number, "not_run", why), key=attempt.key)
             return
         while True:
             try:
@@ -235,6 +239,8 @@ def execute(
             except BridgeError as exc:
                 attempt.live.state = "failed"
                 failures[attempt.key] = str(exc)
+                outcome = "not_run" if isinstance(exc, Abandoned) else "infra_error"  # every planned attempt a row
+                writer.record(unscored_row(settings, attempt.task, attempt.number, outcome, str(exc)), key=attempt.key)
                 if on_event:
                     on_event(attempt.key, f"failed: {exc}")
                 return
@@ -296,6 +302,11 @@ def execute(
             "total_elapsed_seconds": round(time.monotonic() - started, 2),
             "resumed": sorted(done),
             "failed_attempts": failures,
+            # issue 38, item 8: planned attempts without a score (each is a row saying why)
+            "planned_attempts": len(attempts),
+            "unscored_attempts": sorted(
+                attempt_key(str(r.get("repo_name")), int(r.get("attempt") or 1)) for r in rows if r.get("unscored")
+            ),
             "predictions_dir": str(output_dir / "attempts"),
             "config": {
                 **{k: config[k] for k in CONFIG_METADATA},
@@ -362,7 +373,7 @@ def previous_entries(writer: RunWriter) -> dict[str, ReportRow]:
         except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
             continue
         # neither an engine's fault nor the agent CLI's failure is a result: resume runs them again
-        if not bad_number(data) and row.outcome not in ("infra_error", "agent_error"):
+        if not bad_number(data) and row.outcome not in ("infra_error", "agent_error", "not_run"):
             out[path.stem] = row
     return out
 
@@ -382,6 +393,7 @@ def preview_config(options: RunOptions, catalog: Catalog) -> dict[str, Any]:
         prompt_file=Path(options.prompt_file) if options.prompt_file else None,
         tasks=[catalog.get(t) for t in options.tasks],
     )
+    check_planned(template, [catalog.get(t) for t in options.tasks], options.time_limit)
     with tempfile.TemporaryDirectory(prefix="rgbridge-config-") as scratch:
         settings = settings_for(options, catalog, Path(scratch))
     check_cli(options, settings)

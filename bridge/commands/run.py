@@ -2,7 +2,9 @@
 
 Exit codes: 0 done (every attempt scored, or `--allow-errors`), 2 refused or failed (no model
 key, no CLI version, a changed configuration on `--resume`, ...), 3 (`EXIT_AGENT_ERRORS`) some
-attempts stayed `agent_error` after their retries, 130 stopped by Ctrl-C."""
+attempts stayed `agent_error` after their retries, 4 (`EXIT_UNSCORED`) some planned attempts have
+no score (they could not start, were not started under the cost cap, or were abandoned: each is a
+row saying why), 130 stopped by Ctrl-C."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bridge.agents.attempt import Attempt
+from bridge.agents.planned import EXIT_UNSCORED
 from bridge.agents.prompt import PROMPT_KINDS, load_template
 from bridge.agents.registry import ADAPTERS
 from bridge.agents.runner import (
@@ -290,6 +293,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
         )
         return EXIT_AGENT_ERRORS
+    unscored = meta.get("unscored_attempts") or []
+    if unscored:  # issue 38, item 8: every planned attempt has a score, or the exit says so
+        console.print(
+            Text(f"{len(unscored)} planned attempt(s) have no score: {', '.join(unscored)} (exit {EXIT_UNSCORED})")
+        )
+        return EXIT_UNSCORED
     return 0
 
 

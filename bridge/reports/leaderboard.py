@@ -9,7 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bridge.scoring.run.reporting import LANGS, is_agent_error, profile_rows, summarize_strict, summarize_upstream
+from bridge.scoring.run.reporting import (
+    LANGS,
+    is_agent_error,
+    is_unscored,
+    profile_rows,
+    summarize_strict,
+    summarize_upstream,
+)
 from bridge.sessions.attempts import pass_at_k, solved
 
 
@@ -87,6 +94,19 @@ def pass_at_k_by_lang(results: Sequence[Mapping[str, Any]], profile: str, k: int
     return out
 
 
+def tasks_scored(
+    meta: Mapping[str, Any], every: Sequence[Mapping[str, Any]], scored: Sequence[Mapping[str, Any]]
+) -> str:
+    """ ", N of M tasks scored" for an agent run (M: the tasks it planned, `metadata.tasks`), so a
+    row over fewer tasks than planned says so; "" for reports that do not list their tasks."""
+    planned = meta.get("tasks")
+    if not isinstance(planned, list) or not planned:
+        return ""
+    names = {str(t) for t in planned} | {str(r.get("repo_name")) for r in every}
+    have = {str(r.get("repo_name")) for r in scored} & names
+    return f", {len(have)} of {len(names)} tasks scored"
+
+
 def leaderboard_lines(report: Mapping[str, Any]) -> list[str]:
     # A report is a file on disk (untrusted): fields of the wrong shape read as absent.
     meta = _mapping(report.get("metadata"))
@@ -94,13 +114,15 @@ def leaderboard_lines(report: Mapping[str, Any]) -> list[str]:
     agent = _mapping(raw_agent) or ({"name": raw_agent} if isinstance(raw_agent, str) else {})
     every = [r for r in report.get("results") or [] if isinstance(r, Mapping)]
     errored = errored_attempts(meta, every)
-    results = [r for r in every if agent_error_class(r) is None]  # the means are over scored attempts
+    # the means are over scored attempts; a planned attempt without a score still counts below
+    results = [r for r in every if agent_error_class(r) is None and not is_unscored(r)]
     models = sorted({str(_mapping(r.get("agent")).get("model") or "") for r in results} - {""})
     raw_attempts = meta.get("attempts")
     attempts = raw_attempts if isinstance(raw_attempts, int) and raw_attempts > 0 else 1
     head = (
         f"{agent.get('name', '?')} {agent.get('version', '')} + {', '.join(models) or agent.get('model') or '?'}"
-        f"  ({len(every)} attempts, {attempts} per task; bridge {meta.get('bridge_version', '?')})"
+        f"  ({len(every)} attempts, {attempts} per task{tasks_scored(meta, every, results)}; "
+        f"bridge {meta.get('bridge_version', '?')})"
     )
     if is_unconfined(meta, every):
         head += "  unconfined (no sandbox)"

@@ -18,6 +18,7 @@ from bridge.reports.leaderboard import (
     is_unconfined,
     network_of,
     pass_at_k_by_lang,
+    tasks_scored,
 )
 from bridge.reports.markup import e, num, table
 from bridge.scoring.run.reporting import LANGS
@@ -148,6 +149,7 @@ def whose_row_html(report: Mapping[str, Any]) -> str:
     raw_attempts = config.get("attempts") or md.get("attempts")
     attempts = raw_attempts if isinstance(raw_attempts, int) and not isinstance(raw_attempts, bool) else 1
     errored = [r for r in results if agent_error_class(r) is not None]
+    unscored = [r for r in results if r.get("unscored")]
     cost = _number(md.get("cost_usd"))
     if cost is None:
         cost = _sum([_number(_mapping(r.get("run")).get("cost_usd")) for r in results])
@@ -169,9 +171,15 @@ def whose_row_html(report: Mapping[str, Any]) -> str:
         ["Pass@k", pass_k_html(report, attempts)],
         [
             "attempts run",
-            f"{len(results)} ({len(results) - len(errored)} scored"
+            f"{len(results)} ({len(results) - len(errored) - len(unscored)} scored"
             + (f", <span class='fail'>{len(errored)} agent error(s), not in the means</span>" if errored else "")
-            + ")",
+            + (f", <span class='fail'>{len(unscored)} without a score (not run)</span>" if unscored else "")
+            + ")"
+            + e(
+                tasks_scored(
+                    md, results, [r for r in results if agent_error_class(r) is None and not r.get("unscored")]
+                )
+            ),
         ],
         ["cost", _usd(cost) if cost is not None else NOT_RECORDED],
         [
@@ -226,6 +234,11 @@ def pass_k_html(report: Mapping[str, Any], attempts: int) -> str:
 
 
 def _outcome(entry: Mapping[str, Any]) -> str:
+    if entry.get("unscored"):  # a planned attempt without a score: why (bridge/agents/planned.py)
+        return (
+            f"<span class='fail'>{e(entry.get('outcome') or 'not_run')}</span>"
+            f"<br><span class='muted'>{e(str(entry.get('unscored'))[:300])}</span>"
+        )
     cls = agent_error_class(entry)
     if cls is not None:
         err = _mapping(entry.get("agent_error"))

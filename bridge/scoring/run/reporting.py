@@ -143,9 +143,15 @@ def is_agent_error(entry: Mapping[str, Any]) -> bool:
     return entry.get("outcome") == AGENT_ERROR
 
 
+def is_unscored(entry: Mapping[str, Any]) -> bool:
+    """A planned attempt of an agent run that has no score: it could not start, was not started
+    or was abandoned (bridge/agents/planned.py; its reason under `unscored`)."""
+    return bool(entry.get("unscored"))
+
+
 def scored_entries(entries: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The entries that count in the means: an agent run's `agent_error` rows are left out."""
-    return [e for e in entries if not is_agent_error(e)]
+    """The entries that count in the means: an agent run's `agent_error` and unscored rows are left out."""
+    return [e for e in entries if not is_agent_error(e) and not is_unscored(e)]
 
 
 def summarize_strict(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
