@@ -283,3 +283,36 @@ def test_network_json_of_an_attempt_is_read_defensively(tmp_path: Path) -> None:
     assert network_log(tmp_path / "bad.json") == []
     (tmp_path / "odd.json").write_text(json.dumps({"asked": [{"host": "a"}, 3, "x"]}))
     assert network_log(tmp_path / "odd.json") == [{"host": "a"}]
+
+
+def test_the_report_marks_a_shared_network_lists_the_hosts_asked_and_counts_unscored_tasks(tmp_path: Path) -> None:
+    from bridge.reports.leaderboard import leaderboard_lines
+    from bridge.reports.run_sections import attempts_html, whose_row_html
+    from tests.test_reference_rows import make_run
+
+    _, report = make_run(tmp_path)
+    assert "shared network" not in leaderboard_lines(report)[0]  # a report from before issue 38: no claim
+    report["metadata"]["network"] = "host"
+    assert leaderboard_lines(report)[0].endswith("shared network (--network host)")
+    assert "<span class='badge warn'>shared network</span>" in whose_row_html(report)
+    # allow: the names let through, every host asked for (refused ones marked), per attempt too
+    report["metadata"].update(network="allow", config={**report["metadata"]["config"], "allow_hosts": ["127.0.0.2"]})
+    sandbox = report["results"][0]["run"]["sandbox"]
+    sandbox["network"] = {
+        "mode": "allow",
+        "allowed_hosts": ["127.0.0.2"],
+        "hosts_asked": [{"host": "127.0.0.2:8080", "allowed": True}, {"host": "127.0.0.3:80", "allowed": False}],
+    }
+    who = whose_row_html(report)
+    assert "allowed: 127.0.0.2" in who and "127.0.0.2:8080" in who and "127.0.0.3:80 (refused)" in who
+    assert "shared network" not in who and "bwrap · allow" in attempts_html(report)
+    # a planned task with no score is a row, in no mean, counted in the line
+    report["metadata"]["tasks"] = ["kv-ledger", "evil-task", "word-duel"]
+    before = [ln for ln in leaderboard_lines(report) if ln.startswith("  python:")]
+    report["results"].append(
+        {"repo_name": "word-duel", "lang": "python", "outcome": "not_run", "attempt": 1, "unscored": "not started: cap"}
+    )
+    lines = leaderboard_lines(report)
+    assert "5 attempts, 2 per task, 2 of 3 tasks scored;" in lines[0]
+    assert [ln for ln in lines if ln.startswith("  python:")] == before
+    assert "not started: cap" in attempts_html(report) and "1 without a score" in whose_row_html(report)

@@ -71,6 +71,17 @@ def pump(src: socket.socket, dst: socket.socket) -> None:
             dst.shutdown(socket.SHUT_WR)
 
 
+#: a unix socket's path is at most 107 bytes (sun_path); a deep TMPDIR would not fit one
+SOCKET_PATH_MAX = 107
+
+
+def _socket_base() -> str:
+    """The temp folder, or /tmp when the temp folder is too deep for a socket path in it."""
+    base = tempfile.gettempdir()
+    room = len(os.fsencode(base)) + len("/rgbridge-doors-XXXXXXXX/65535.sock")
+    return base if room <= SOCKET_PATH_MAX else "/tmp"
+
+
 def stop_listening(listener: socket.socket) -> None:
     """End a listener another thread accepts on: shut it down (its accept fails at once) and let
     that thread close it. Closing it from here would free its descriptor while the thread may be
@@ -84,7 +95,7 @@ class Doors:
     its endpoint on the host's loopback by a thread of this process. `close()` ends them all."""
 
     def __init__(self) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="rgbridge-doors-"))
+        self.folder = Path(tempfile.mkdtemp(prefix="rgbridge-doors-", dir=_socket_base()))
         self.folder.chmod(0o700)
         self.doors: list[Door] = []
         self._listeners: list[socket.socket] = []
