@@ -316,3 +316,48 @@ def test_the_report_marks_a_shared_network_lists_the_hosts_asked_and_counts_unsc
     assert "5 attempts, 2 per task, 2 of 3 tasks scored;" in lines[0]
     assert [ln for ln in lines if ln.startswith("  python:")] == before
     assert "not started: cap" in attempts_html(report) and "1 without a score" in whose_row_html(report)
+
+
+@needs_bwrap
+@pytest.mark.docker
+def test_run_allow_lets_the_named_host_through_and_records_every_host_asked(
+    docker_client, services: dict[str, Service], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """`rgbridge run --network allow --allow-host 127.0.0.2`: the agent's requests through the
+    proxy, the named host answered and the other refused, each a `network_request` event of the
+    recording; the mode and the name in the run's configuration. (`--on-exit abandon`: nothing
+    to score, so the attempt is a `not_run` row and the exit says so.)"""
+    from bridge.agents.planned import EXIT_UNSCORED
+    from bridge.cli import main as rgbridge
+    from tests.helpers import events, recordings_of
+
+    monkeypatch.delenv("RGBRIDGE_TOKEN", raising=False)
+    agent = tmp_path / "asker.py"
+    agent.write_text(
+        "import sys, urllib.request\n"
+        "for host, port in (('127.0.0.2', sys.argv[1]), ('127.0.0.3', sys.argv[2])):\n"
+        "    try:\n"
+        "        print(host, urllib.request.urlopen(f'http://{host}:{port}/', timeout=10).read().decode())\n"
+        "    except OSError as exc:\n"
+        "        print(host, 'error', getattr(exc, 'code', exc))\n"
+    )
+    out = tmp_path / "out"
+    code = rgbridge(
+        ["run", "--agent", "command", "--agent-cmd", f"{sys.executable} {agent} {services['allowed'].port} "
+         f"{services['refused'].port}", "--tasks", "kv-ledger", "--sandbox", "bwrap", "--network", "allow",
+         "--allow-host", "127.0.0.2", "--on-exit", "abandon", "--output-dir", str(out), "--run-id", "allow",
+         "--retries", "0"]
+    )  # fmt: skip
+    assert code == EXIT_UNSCORED, capsys.readouterr()
+    stream = (out / "attempts" / "kv-ledger" / "a1" / "agent" / "stream.jsonl").read_text()
+    assert f"127.0.0.2 {services['allowed'].body}" in stream and "127.0.0.3 error 403" in stream
+    (rec,) = recordings_of(out)
+    asked = [e for e in events(rec) if e["type"] == "network_request"]
+    assert [(e["host"], e["port"], e["allowed"], e["status"]) for e in asked] == [
+        ("127.0.0.2", services["allowed"].port, True, 200),
+        ("127.0.0.3", services["refused"].port, False, 403),
+    ]
+    kept = json.loads((rec / "agent" / "network.json").read_text())
+    assert kept["mode"] == "allow" and kept["allowed_hosts"] == ["127.0.0.2"] and len(kept["asked"]) == 2
+    config = json.loads((out / "config.json").read_text())
+    assert config["network"] == "allow" and config["allow_hosts"] == ["127.0.0.2"]
