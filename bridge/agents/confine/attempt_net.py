@@ -28,15 +28,15 @@ def loopback_port(url: str) -> int:
     return parts.port
 
 
-def endpoints_for(mcp_url: str, model_base_url: str | None) -> dict[str, int]:
-    """The doors of one attempt: its MCP server, and a `--model-base-url` on this host's loopback
-    (a provider of the user's own, e.g. a local model server or a test's scripted one). A model
-    host elsewhere is reached only through the model gateway (issue 38, part A), which adds its
-    own door."""
+def endpoints_for(mcp_url: str, model_url: str | None) -> dict[str, int]:
+    """The doors of one attempt: its MCP server, and the model endpoint the agent is given when
+    it is on this host's loopback: the model gateway's URL (issue 38, part A), else a
+    `--model-base-url` of the user's own (a local model server, a test's scripted one). A model
+    host elsewhere gets no door: the agent reaches it through the gateway only."""
     doors = {"mcp": loopback_port(mcp_url)}
-    if model_base_url:
+    if model_url:
         with contextlib.suppress(ValueError):
-            doors["model"] = loopback_port(model_base_url)
+            doors["model"] = loopback_port(model_url)
     return doors
 
 
