@@ -285,39 +285,6 @@ def test_network_json_of_an_attempt_is_read_defensively(tmp_path: Path) -> None:
     assert network_log(tmp_path / "odd.json") == [{"host": "a"}]
 
 
-def test_the_report_marks_a_shared_network_lists_the_hosts_asked_and_counts_unscored_tasks(tmp_path: Path) -> None:
-    from bridge.reports.leaderboard import leaderboard_lines
-    from bridge.reports.run_sections import attempts_html, whose_row_html
-    from tests.test_reference_rows import make_run
-
-    _, report = make_run(tmp_path)
-    assert "shared network" not in leaderboard_lines(report)[0]  # a report from before issue 38: no claim
-    report["metadata"]["network"] = "host"
-    assert leaderboard_lines(report)[0].endswith("shared network (--network host)")
-    assert "<span class='badge warn'>shared network</span>" in whose_row_html(report)
-    # allow: the names let through, every host asked for (refused ones marked), per attempt too
-    report["metadata"].update(network="allow", config={**report["metadata"]["config"], "allow_hosts": ["127.0.0.2"]})
-    sandbox = report["results"][0]["run"]["sandbox"]
-    sandbox["network"] = {
-        "mode": "allow",
-        "allowed_hosts": ["127.0.0.2"],
-        "hosts_asked": [{"host": "127.0.0.2:8080", "allowed": True}, {"host": "127.0.0.3:80", "allowed": False}],
-    }
-    who = whose_row_html(report)
-    assert "allowed: 127.0.0.2" in who and "127.0.0.2:8080" in who and "127.0.0.3:80 (refused)" in who
-    assert "shared network" not in who and "bwrap · allow" in attempts_html(report)
-    # a planned task with no score is a row, in no mean, counted in the line
-    report["metadata"]["tasks"] = ["kv-ledger", "evil-task", "word-duel"]
-    before = [ln for ln in leaderboard_lines(report) if ln.startswith("  python:")]
-    report["results"].append(
-        {"repo_name": "word-duel", "lang": "python", "outcome": "not_run", "attempt": 1, "unscored": "not started: cap"}
-    )
-    lines = leaderboard_lines(report)
-    assert "5 attempts, 2 per task, 2 of 3 tasks scored;" in lines[0]
-    assert [ln for ln in lines if ln.startswith("  python:")] == before
-    assert "not started: cap" in attempts_html(report) and "1 without a score" in whose_row_html(report)
-
-
 @needs_bwrap
 @pytest.mark.docker
 def test_run_allow_lets_the_named_host_through_and_records_every_host_asked(
@@ -361,3 +328,28 @@ def test_run_allow_lets_the_named_host_through_and_records_every_host_asked(
     assert kept["mode"] == "allow" and kept["allowed_hosts"] == ["127.0.0.2"] and len(kept["asked"]) == 2
     config = json.loads((out / "config.json").read_text())
     assert config["network"] == "allow" and config["allow_hosts"] == ["127.0.0.2"]
+
+
+@needs_bwrap
+def test_a_network_mode_that_cannot_start_here_is_refused_before_any_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from bridge.agents.confine import netcheck
+    from bridge.cli import main as rgbridge
+
+    out, marker = tmp_path / "out", tmp_path / "an-agent-ran"
+    capsys.readouterr()
+    code = rgbridge(
+        ["run", "--agent", "command", "--agent-cmd", f"touch {marker}", "--tasks", "kv-ledger", "--sandbox", "none",
+         "--network", "closed", "--output-dir", str(out), "--run-id", "nonet"]
+    )  # fmt: skip
+    assert code == 2 and "--network closed needs a sandbox" in capsys.readouterr().err
+    assert not marker.exists() and not (out / "attempts").exists()
+    # a sandbox whose closed network does not work (here: no interpreter for the forwarder)
+    monkeypatch.setattr(netcheck, "host_python", lambda: "/nonexistent/python3")
+    netcheck.forget_network_checks()
+    try:
+        with pytest.raises(SandboxError, match="did not reach its door.*/nonexistent/python3"):
+            netcheck.network_check(BwrapSandbox())
+    finally:
+        netcheck.forget_network_checks()

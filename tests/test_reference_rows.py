@@ -517,3 +517,35 @@ def test_run_page_in_chromium(chromium: str, tmp_path: Path) -> None:
         chromium, tmp_path / "profile", "--dump-dom", (tmp_path / "report_attempts").iterdir().__next__().as_uri()
     )
     assert "says submitting now" in linked.stdout.decode("utf-8", errors="replace")
+
+
+def test_the_report_marks_a_shared_network_lists_the_hosts_asked_and_counts_unscored_tasks(tmp_path: Path) -> None:
+    from bridge.reports.run_sections import attempts_html, whose_row_html
+
+    # issue 38: the network mode, the hosts asked for, and every planned task counted
+    _, report = make_run(tmp_path)
+    assert "shared network" not in leaderboard_lines(report)[0]  # a report from before issue 38: no claim
+    report["metadata"]["network"] = "host"
+    assert leaderboard_lines(report)[0].endswith("shared network (--network host)")
+    assert "<span class='badge warn'>shared network</span>" in whose_row_html(report)
+    # allow: the names let through, every host asked for (refused ones marked), per attempt too
+    report["metadata"].update(network="allow", config={**report["metadata"]["config"], "allow_hosts": ["127.0.0.2"]})
+    sandbox = report["results"][0]["run"]["sandbox"]
+    sandbox["network"] = {
+        "mode": "allow",
+        "allowed_hosts": ["127.0.0.2"],
+        "hosts_asked": [{"host": "127.0.0.2:8080", "allowed": True}, {"host": "127.0.0.3:80", "allowed": False}],
+    }
+    who = whose_row_html(report)
+    assert "allowed: 127.0.0.2" in who and "127.0.0.2:8080" in who and "127.0.0.3:80 (refused)" in who
+    assert "shared network" not in who and "bwrap · allow" in attempts_html(report)
+    # a planned task with no score is a row, in no mean, counted in the line
+    report["metadata"]["tasks"] = ["kv-ledger", "evil-task", "word-duel"]
+    before = [ln for ln in leaderboard_lines(report) if ln.startswith("  python:")]
+    report["results"].append(
+        {"repo_name": "word-duel", "lang": "python", "outcome": "not_run", "attempt": 1, "unscored": "not started: cap"}
+    )
+    lines = leaderboard_lines(report)
+    assert "5 attempts, 2 per task, 2 of 3 tasks scored;" in lines[0]
+    assert [ln for ln in lines if ln.startswith("  python:")] == before
+    assert "not started: cap" in attempts_html(report) and "1 without a score" in whose_row_html(report)

@@ -101,8 +101,9 @@ def trial(sandbox: Sandbox) -> None:
         stop_listening(other_listener)
     if len(seen) != 2 or seen[0] != door_token:
         raise SandboxError(
-            f"--network closed: the {sandbox.kind} sandbox did not reach its door (saw {' '.join(seen) or 'nothing'}); "
-            "use --network host (rows are marked), or fix the sandbox (rgbridge doctor)"
+            f"--network closed: the {sandbox.kind} sandbox did not reach its door (saw {' '.join(seen) or 'nothing'}; "
+            f"the doors' forwarder runs under {python} inside it); use --network host (rows are marked), "
+            "or fix the sandbox (rgbridge doctor)"
         )
     if seen[1] == other_token:
         raise SandboxError(
