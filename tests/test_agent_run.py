@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.agents.planned import EXIT_UNSCORED
+from bridge.agents.run.planned import EXIT_UNSCORED
 from bridge.cli import main as rgbridge
 from tests.helpers import (
     SECRET,

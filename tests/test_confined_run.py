@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from bridge.agents.confine.network import stop_listening
-from bridge.agents.planned import EXIT_UNSCORED
+from bridge.agents.run.planned import EXIT_UNSCORED
 from bridge.cli import main as rgbridge
 from tests.helpers import AGENT, REPO_ROOT, payload, recordings_of, report_of
 from tests.scripted_model import (

@@ -29,7 +29,7 @@ from bridge.agents.confine.bwrap import BwrapSandbox
 from bridge.agents.confine.docker import DockerSandbox
 from bridge.agents.confine.netcheck import network_line, resolve_network, trial
 from bridge.agents.confine.network import host_python, stop_listening
-from bridge.agents.process import run_agent
+from bridge.agents.confine.process import run_agent
 
 HAS_BWRAP = shutil.which("bwrap") is not None
 needs_bwrap = pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap is not installed")
@@ -294,7 +294,7 @@ def test_run_allow_lets_the_named_host_through_and_records_every_host_asked(
     proxy, the named host answered and the other refused, each a `network_request` event of the
     recording; the mode and the name in the run's configuration. (`--on-exit abandon`: nothing
     to score, so the attempt is a `not_run` row and the exit says so.)"""
-    from bridge.agents.planned import EXIT_UNSCORED
+    from bridge.agents.run.planned import EXIT_UNSCORED
     from bridge.cli import main as rgbridge
     from tests.helpers import events, recordings_of
 

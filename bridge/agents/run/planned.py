@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bridge.agents.adapter import AgentError
-from bridge.agents.prompt import PromptTemplate
-from bridge.agents.run_settings import RunSettings
+from bridge.agents.adapters.base import AgentError
+from bridge.agents.run.prompt import PromptTemplate
+from bridge.agents.run.settings import RunSettings
 from bridge.errors import BridgeError
 from bridge.scoring.run.report_row import AgentInfo, ReportRow
 from bridge.tasks.model import Task
