@@ -224,7 +224,7 @@ class Attempt:
             tmp=self.dir / "tmp",
             program=program,
             agent_binds=self.s.agent_binds,
-            protected=protected_paths(self.s),
+            protected=protected_paths(self.s.server_args, self.s.catalog, self.s.recordings, self.s.output_dir),
             limits=self.s.limits,
         )
         (self.s.confiner or sandbox_for("none")).describe(confinement)  # SandboxError on a refused bind
