@@ -242,7 +242,7 @@ SCORING_LANGUAGE_WINGS = ("bridge.scoring.python", "bridge.scoring.java")
 SCORING_COMMON_WINGS = ("bridge.scoring.run", "bridge.scoring.sandbox", "bridge.scoring.images")
 SCORING_SHARED = {
     f"bridge.scoring.{name}"
-    for name in ("coverage", "deploy", "failures", "grading", "plan", "result", "types", "upstream")
+    for name in ("coverage", "deploy", "explanations", "grading", "plan", "result", "types", "upstream")
 }
 
 

@@ -34,7 +34,7 @@ Severity = Literal["error", "warning"]
 
 
 def key_names(adapter: Adapter) -> tuple[str, ...]:
-    """The adapter's model key variables (bridge/agents/run/preflight.py `check_key` reads the same)."""
+    """The adapter's model key variables (bridge/agents/run/agent_checks.py `check_key` reads the same)."""
     return adapter.key_env
 
 

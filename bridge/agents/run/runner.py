@@ -6,7 +6,7 @@ scored, `report_<run_id>.json` with both profiles, agent name, version and model
 output folder and run id keeps every scored attempt (it is never scored twice), finishes the
 ones whose agent had ended, and redoes the ones cut before their agent ended.
 
-Before any agent starts (`preflight`): the adapter's model key must be in the environment unless
+Before any agent starts (`agent_checks`): the adapter's model key must be in the environment unless
 `--model-base-url` names another endpoint, the CLI must print its version (and match
 `--agent-version`), and `config.json` pins the run's configuration (`run_config`: CLI version,
 model, prompt template hash, time limit, attempts, sandbox, bridge version; its hash); a resume
@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from bridge.agents.attempt.lifecycle import Attempt, Stopped, attempt_key
+from bridge.agents.run.agent_checks import check_cli, check_key
 from bridge.agents.run.config import CONFIG_FILE, CONFIG_METADATA, check_config, config_line, run_config
 from bridge.agents.run.options import RUN_FILE, RunOptions
-from bridge.agents.run.preflight import check_cli, check_key
 from bridge.agents.run.prompt import load_template
 from bridge.agents.run.retries import Budget, backoff, row_cost, set_aside
 from bridge.agents.run.settings import RunSettings, sandbox_metadata, settings_for

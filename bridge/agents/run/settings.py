@@ -12,7 +12,7 @@ from typing import Any, Literal
 from bridge.agents.adapters.base import BASE_ENV_ALLOW, SERVER_ENV_ALLOW, Adapter
 from bridge.agents.adapters.probe import find_cli
 from bridge.agents.adapters.registry import adapter as find_adapter
-from bridge.agents.confine import Limits, Sandbox, ready_sandbox
+from bridge.agents.confine import Confiner, Limits, ready_sandbox
 from bridge.agents.run.options import RunOptions
 from bridge.agents.run.prompt import PromptTemplate, bridge_template
 from bridge.locations import cache_dir, data_home
@@ -44,7 +44,7 @@ class RunSettings:
     #: how the agent is confined (bridge/agents/confine/): the kind the pre-flight resolved
     #: ("bwrap" | "docker" | "none") and the sandbox itself (None: unconfined)
     sandbox: str = "none"
-    confiner: Sandbox | None = None
+    confiner: Confiner | None = None
     #: what else the agent may read (`--agent-bind`, read-only)
     agent_binds: tuple[Path, ...] = ()
     #: one attempt's limits (memory, processes, disk of its folders)
