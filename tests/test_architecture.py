@@ -395,6 +395,13 @@ def test_the_agents_order_check_sees_an_annotation_only_import(tmp_path: Path, m
     assert _agents_rank("bridge.agents.run.runner") > _agents_rank("bridge.agents.confine.protected")  # type: ignore[operator]
 
 
+def test_run_options_are_a_leaf_of_the_wing() -> None:
+    """RunOptions (what `run.json` keeps) imports nothing of the agents wing but the sandbox kinds."""
+    graph = _imports(_modules())
+    inside = {t for t in graph["bridge.agents.run.options"] if t.startswith(AGENTS + ".")}
+    assert inside <= {"bridge.agents.confine", "bridge.agents.confine.choose"}, inside
+
+
 def test_no_command_branch_outside_the_command_adapter() -> None:
     """Adapters declare what differs (bridge/agents/adapters/base.py's hooks); the run never tests
     an adapter's name."""

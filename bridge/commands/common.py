@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
+from bridge.scoring.run.backend import BACKENDS
 from bridge.tasks.catalog import Catalog
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ def add_profile_option(parser: argparse.ArgumentParser, default: str | None = "b
 def add_backend_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend",
-        choices=("local", "ray"),
+        choices=BACKENDS,
         default="local",
         help="where scoring jobs run: this machine (default) or a Ray cluster (extra 'ray')",
     )

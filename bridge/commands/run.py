@@ -22,6 +22,7 @@ from rich.text import Text
 
 from bridge.agents.adapters.registry import ADAPTERS
 from bridge.agents.attempt.lifecycle import Attempt
+from bridge.agents.confine import KINDS
 from bridge.agents.run.options import RunOptions, load_options
 from bridge.agents.run.prompt import PROMPT_KINDS, load_template
 from bridge.agents.run.runner import (
@@ -46,6 +47,7 @@ from bridge.fs.walk import walk_files_at
 from bridge.reports.leaderboard import leaderboard_lines
 from bridge.reports.table import render_table
 from bridge.scoring.images.disk import parse_size
+from bridge.scoring.run.backend import BACKENDS
 from bridge.sessions.attempts import check_run_id
 from bridge.tasks.catalog import Catalog
 
@@ -71,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--run-id", metavar="ID", help="the run's id (default: the time)")
     p.add_argument(
         "--sandbox",
-        choices=("auto", "bwrap", "docker", "none"),
+        choices=KINDS,
         default="auto",
         help="how each agent is confined (default auto: bubblewrap where it works, else Docker; "
         "none runs it unconfined and marks every row so)",
@@ -92,7 +94,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--resume", action="store_true", help="finish a stopped run in OUT (scored attempts are kept)")
     p.add_argument(
         "--backend",
-        choices=("local", "ray"),
+        choices=BACKENDS,
         help="where attempts run: here (local, the default) or on a Ray cluster's nodes offering 'agent'",
     )
     p.add_argument("--ray-address", metavar="HOST:PORT", help="the Ray cluster (default: $RAY_ADDRESS, else auto)")
