@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.agents.confine import Confinement, Sandbox, SandboxError
+from bridge.agents.confine import Confinement, Confiner, SandboxError
 from bridge.agents.confine.attempt_net import AttemptNetwork, endpoints_for, network_log
 from bridge.agents.confine.bwrap import BwrapSandbox
 from bridge.agents.confine.docker import DockerSandbox
@@ -113,7 +113,7 @@ def services() -> Iterator[dict[str, Service]]:
         service.close()
 
 
-def run_probe(sandbox: Sandbox, mode: str, services: dict[str, Service], folder: Path) -> tuple[dict[str, str], list]:
+def run_probe(sandbox: Confiner, mode: str, services: dict[str, Service], folder: Path) -> tuple[dict[str, str], list]:
     for name in ("w", "h", "t"):
         (folder / name).mkdir(parents=True, exist_ok=True)
     base = Confinement(workspace=folder / "w", home=folder / "h", tmp=folder / "t")
@@ -137,7 +137,7 @@ def run_probe(sandbox: Sandbox, mode: str, services: dict[str, Service], folder:
     return dict(line.split("=", 1) for line in lines if "=" in line), asked
 
 
-def check_modes(sandbox: Sandbox, services: dict[str, Service], tmp_path: Path) -> None:
+def check_modes(sandbox: Confiner, services: dict[str, Service], tmp_path: Path) -> None:
     door = services["door"].body
     closed, asked = run_probe(sandbox, "closed", services, tmp_path / "closed")
     assert closed == {"door": door, "service": "refused", "allowed_direct": "refused"} and asked == []
@@ -331,6 +331,7 @@ def test_run_allow_lets_the_named_host_through_and_records_every_host_asked(
 
 
 @needs_bwrap
+@pytest.mark.docker  # the run's pre-flight asks the engine first
 def test_a_network_mode_that_cannot_start_here_is_refused_before_any_agent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:

@@ -178,7 +178,10 @@ def test_prompt_kept_in_the_attempt_and_its_recording(checkout: Path, docker_cli
     assert not (checkout / "EXECUTED").exists()
 
 
-def test_a_run_over_tasks_it_cannot_prepare_is_refused_before_any_agent(checkout: Path, tmp_path: Path, capsys) -> None:
+@pytest.mark.docker  # the run's pre-flight asks the engine first
+def test_a_run_over_tasks_it_cannot_prepare_is_refused_before_any_agent(
+    checkout: Path, docker_client, tmp_path: Path, capsys
+) -> None:
     """Issue 38, item 8: a RepoGenesis-layout folder lacking the README-only variant of a task:
     `--prompt upstream` over it is refused before any agent starts, naming that task (before,
     the task's attempt failed alone and vanished from the report's denominator)."""

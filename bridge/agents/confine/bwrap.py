@@ -178,7 +178,7 @@ class BwrapRunning(ProcessRunning):
         return self.proc.returncode
 
 
-class BwrapSandbox:
+class BwrapConfiner:
     kind = "bwrap"
 
     def __init__(self) -> None:

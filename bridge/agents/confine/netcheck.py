@@ -16,7 +16,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from bridge.agents.confine.model import Confinement, Sandbox, SandboxError
+from bridge.agents.confine.model import Confinement, Confiner, SandboxError
 from bridge.agents.confine.network import NETWORK_MODES, Doors, host_python, stop_listening
 from bridge.scoring.doctor import Check
 
@@ -72,7 +72,7 @@ def _token_server(token: str) -> tuple[socket.socket, int]:
     return listener, listener.getsockname()[1]
 
 
-def trial(sandbox: Sandbox) -> None:
+def trial(sandbox: Confiner) -> None:
     """SandboxError naming what failed when the closed network does not work in `sandbox`."""
     door_token, other_token = secrets.token_hex(6), secrets.token_hex(6)
     door_listener, door_port = _token_server(door_token)
@@ -112,7 +112,7 @@ def trial(sandbox: Sandbox) -> None:
         )
 
 
-def network_check(sandbox: Sandbox) -> None:
+def network_check(sandbox: Confiner) -> None:
     """`trial`, once per process and sandbox kind (a run asks once; its attempts reuse it)."""
     if sandbox.kind not in _checked:
         try:
