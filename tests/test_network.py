@@ -25,8 +25,8 @@ import pytest
 
 from bridge.agents.confine import Confinement, Confiner, SandboxError
 from bridge.agents.confine.attempt_net import AttemptNetwork, endpoints_for, network_log
-from bridge.agents.confine.bwrap import BwrapSandbox
-from bridge.agents.confine.docker import DockerSandbox
+from bridge.agents.confine.bwrap import BwrapConfiner
+from bridge.agents.confine.docker import DockerConfiner
 from bridge.agents.confine.netcheck import network_line, resolve_network, trial
 from bridge.agents.confine.network import host_python, stop_listening
 from bridge.agents.confine.process import run_agent
@@ -213,9 +213,9 @@ def test_the_proxy_lets_exactly_the_named_host_through_and_logs_the_rest(service
 def test_bwrap_closed_reaches_only_its_doors_allow_only_the_named_host(
     services: dict[str, Service], tmp_path: Path
 ) -> None:
-    check_modes(BwrapSandbox(), services, tmp_path)
+    check_modes(BwrapConfiner(), services, tmp_path)
     # the control: the host's network, the same probe reaches the host's service
-    shared, _ = run_probe(BwrapSandbox(), "host", services, tmp_path / "host")
+    shared, _ = run_probe(BwrapConfiner(), "host", services, tmp_path / "host")
     assert shared["service"] == services["service"].body and shared["allowed_direct"] == "connected"
     line = network_line()
     assert line.ok and "--network closed works in" in line.detail, line
@@ -247,9 +247,9 @@ def test_an_unprivileged_user_gets_the_closed_network_or_the_fix(unprivileged_us
     home = Path(tempfile.mkdtemp(prefix="rgbridge-netuser-", dir="/tmp"))
     os.chown(home, pwd.getpwnam(unprivileged_user).pw_uid, -1)
     code = (
-        "from bridge.agents.confine.bwrap import BwrapSandbox; from bridge.agents.confine.netcheck import trial\n"
+        "from bridge.agents.confine.bwrap import BwrapConfiner; from bridge.agents.confine.netcheck import trial\n"
         "from bridge.agents.confine import SandboxError\n"
-        "try:\n    trial(BwrapSandbox()); print('ok')\n"
+        "try:\n    trial(BwrapConfiner()); print('ok')\n"
         "except SandboxError as exc:\n    print('refused', exc)\n"
     )
     try:
@@ -271,7 +271,7 @@ def test_an_unprivileged_user_gets_the_closed_network_or_the_fix(unprivileged_us
 def test_docker_network_none_reaches_only_its_doors(
     docker_client, services: dict[str, Service], tmp_path: Path
 ) -> None:
-    sandbox = DockerSandbox()
+    sandbox = DockerConfiner()
     sandbox.check()
     trial(sandbox)
     check_modes(sandbox, services, tmp_path)
@@ -351,6 +351,6 @@ def test_a_network_mode_that_cannot_start_here_is_refused_before_any_agent(
     netcheck.forget_network_checks()
     try:
         with pytest.raises(SandboxError, match="did not reach its door.*/nonexistent/python3"):
-            netcheck.network_check(BwrapSandbox())
+            netcheck.network_check(BwrapConfiner())
     finally:
         netcheck.forget_network_checks()
