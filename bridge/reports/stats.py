@@ -144,7 +144,7 @@ def bootstrap_interval(
         return None
     rng = random.Random(seed)
     n = len(values)
-    means = sorted(_mean([values[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples))
+    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(resamples))
     tail = (1.0 - level) / 2
     return Interval(_mean(values), _percentile(means, tail), _percentile(means, 1.0 - tail), n)
 

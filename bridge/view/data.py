@@ -9,7 +9,7 @@ confined readers of bridge/view/catalog.py. Strings are passed on as data; the p
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,50 @@ def _num(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+#: (item path, signature, seed) -> what was computed from the files as they were
+_MEMO: dict[tuple[Any, ...], Any] = {}
+MEMO_SIZE = 256
+
+
+def _signature(item: Item) -> tuple[Any, ...]:
+    """What changes when the item's report changes: size and mtime of the files it is read from."""
+    if item.kind == "live":
+        options = run_options(item.path)
+        folder = item.path / "intermediate" / str(options.get("run_id"))
+        files = sorted(folder.glob("*.json"))[:5000] if folder.is_dir() else []
+    elif item.kind == "run":
+        files = sorted(item.path.glob("report_*.json"))
+    elif item.kind == "recording":
+        files = [item.path / "session.json", item.path / "results" / "index.json", item.path / "events.jsonl"]
+        files += sorted((item.path / "results").glob("*/result.json"))
+    else:
+        files = [item.path / "result.json"]
+    out = []
+    for f in files:
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        out.append((f.name, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def memo(item: Item, what: str, seed: int, build: Callable[[], Any]) -> Any:
+    """`build()`, computed again only when the item's files changed (a live run's page polls)."""
+    key = (item.path, what, seed, _signature(item))
+    if key not in _MEMO:
+        if len(_MEMO) >= MEMO_SIZE:
+            _MEMO.clear()
+        _MEMO[key] = build()
+    return _MEMO[key]
+
+
 def report_of(item: Item) -> dict[str, Any]:
+    """The item's report (read again only when its files changed)."""
+    return memo(item, "report", 0, lambda: _read_report(item))  # type: ignore[no-any-return]
+
+
+def _read_report(item: Item) -> dict[str, Any]:
     """The item's report; a run still going is its rows so far (`intermediate/<run>/`)."""
     if item.kind != "live":
         return open_target(item.path).report
@@ -122,7 +165,7 @@ def run_summary(item: Item, report: Mapping[str, Any], *, seed: int = DEFAULT_SE
         "cost_usd": cost,
         "attempts": len(results),
         "outcomes": outcomes,
-        "statistics": {s.profile: s.as_dict() for s in all_stats(report, seed=seed)},
+        "statistics": memo(item, "stats", seed, lambda: {s.profile: s.as_dict() for s in all_stats(report, seed=seed)}),
     }
 
 
@@ -179,13 +222,7 @@ def run_detail(
     shown = [r for r in rows.values() if _matches(r, filters)]
     shown.sort(key=SORTS.get(filters.get("sort", "task"), SORTS["task"]))
     counts = {s: sum(1 for r in rows.values() if r["status"] == s) for s in STATUSES}
-    per_task = []
-    for task, scores in sorted(
-        task_scores([r for r in report.get("results") or [] if isinstance(r, Mapping)], "strict").items()
-    ):
-        iv = bootstrap_interval(scores.pass_at_1, seed=seed)
-        if iv is not None:
-            per_task.append({"task": task, "attempts": iv.tasks, "mean": iv.mean, "low": iv.low, "high": iv.high})
+    per_task = memo(item, "per_task", seed, lambda: _per_task(report, seed))
     return {
         "run": run_summary(item, report, seed=seed),
         "metadata": {k: v for k, v in _mapping(report.get("metadata")).items() if not isinstance(v, (dict, list))},
@@ -197,6 +234,17 @@ def run_detail(
         "outcomes": sorted({r["outcome"] for r in rows.values() if r["outcome"]}),
         "error_classes": sorted({r["error_class"] for r in rows.values() if r["error_class"]}),
     }
+
+
+def _per_task(report: Mapping[str, Any], seed: int) -> list[dict[str, Any]]:
+    """Each task's mean Pass@1 (strict) over its attempts, with a bootstrap interval over them."""
+    out = []
+    results = [r for r in report.get("results") or [] if isinstance(r, Mapping)]
+    for task, scores in sorted(task_scores(results, "strict").items()):
+        iv = bootstrap_interval(scores.pass_at_1, seed=seed)
+        if iv is not None:
+            out.append({"task": task, "attempts": iv.tasks, "mean": iv.mean, "low": iv.low, "high": iv.high})
+    return out
 
 
 def find_entry(item: Item, report: Mapping[str, Any], key: str) -> dict[str, Any] | None:
