@@ -27,8 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from bridge.view.catalog import discover  # noqa: E402
 from bridge.view.data import _MEMO  # noqa: E402
-from tests.test_view import Served  # noqa: E402
-from tests.view_runs import finished_run  # noqa: E402
+from tests.view_runs import Served, finished_run  # noqa: E402
 
 
 def _get(url: str) -> tuple[float, int]:

@@ -7,11 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import threading
-import time
 from collections.abc import Iterator
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +15,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from bridge.reports.stats import paired_difference, per_task_pass_at_1
-from bridge.view.catalog import Catalog, discover
+from bridge.view.catalog import discover
 from bridge.view.server import build_app
-from tests.helpers import HtmlTags, run_chromium
-from tests.view_runs import LiveRun, finished_run
+from tests.helpers import HtmlTags
+from tests.view_runs import LiveRun, Served, all_cells, client, dom, finished_run, table_cells
 
 SCORES_A = {"kv-ledger": [35, 35], "word-duel": [0, 10]}
 SCORES_B = {"kv-ledger": [35, 0], "word-duel": [0, 0]}  # the flawed run
@@ -36,10 +32,6 @@ def runs(tmp_path: Path) -> dict[str, Any]:
     catalog = discover([a, b, live.dir])
     ids = {i.path.name: i.id for i in catalog.items}
     return {"a": a, "b": b, "live": live, "catalog": catalog, "ids": ids, "tmp": tmp_path}
-
-
-def client(catalog: Catalog, **kw: Any) -> TestClient:
-    return TestClient(build_app(catalog, **kw), base_url="http://127.0.0.1:8765")
 
 
 def test_api_serves_runs_run_attempt_and_compare(runs: dict[str, Any]) -> None:
@@ -212,105 +204,6 @@ def test_export_bundle_has_every_page_without_script(runs: dict[str, Any], tmp_p
 # ----------------------------------------------------------------------------- real Chromium
 
 
-class Served:
-    """The view's app on a loopback port, in a thread of this process."""
-
-    def __init__(self, catalog: Catalog, on_request: Any = None) -> None:
-        import uvicorn
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        app = build_app(catalog, port=self.port)
-
-        async def watched(scope: Any, receive: Any, send: Any) -> None:
-            if on_request and scope["type"] == "http":
-                on_request(scope["path"])
-            await app(scope, receive, send)
-
-        self.server = uvicorn.Server(uvicorn.Config(watched, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> Served:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline, "the view did not start"
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-
-class _Cells(HTMLParser):
-    """The text of each cell of one table's body, row by row."""
-
-    def __init__(self, table_id: str) -> None:
-        super().__init__()
-        self.table_id, self.inside, self.rows = table_id, False, []  # type: list[list[str]]
-        self.in_body = False
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "table":
-            self.inside = ("id", self.table_id) in attrs
-        elif self.inside and tag == "tbody":
-            self.in_body = True
-        elif self.in_body and tag == "tr":
-            self.rows.append([])
-        elif self.in_body and tag == "td":
-            self.rows[-1].append("")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "table":
-            self.inside = self.in_body = False
-
-    def handle_data(self, data: str) -> None:
-        if self.in_body and self.rows and self.rows[-1]:
-            self.rows[-1][-1] += data
-
-
-def all_cells(page: str) -> list[str]:
-    """The text of every table cell of a page, in order."""
-    cells: list[str] = []
-
-    class Parser(HTMLParser):
-        depth = 0
-
-        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-            if tag == "td":
-                cells.append("")
-                self.depth += 1
-
-        def handle_endtag(self, tag: str) -> None:
-            if tag == "td":
-                self.depth -= 1
-
-        def handle_data(self, data: str) -> None:
-            if self.depth:
-                cells[-1] += data
-
-    Parser().feed(page)
-    return [" ".join(c.split()) for c in cells]
-
-
-def table_cells(page: str, table_id: str) -> list[list[str]]:
-    parser = _Cells(table_id)
-    parser.feed(page)
-    return parser.rows
-
-
-def dom(chromium: str, profile: Path, url: str, budget_ms: int = 0) -> str:
-    args = ["--dump-dom", url] if not budget_ms else [f"--virtual-time-budget={budget_ms}", "--dump-dom", url]
-    done = run_chromium(chromium, profile, *args)
-    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
-    return done.stdout.decode("utf-8", errors="replace")
-
-
 @pytest.fixture
 def browser_profile(tmp_path: Path) -> Iterator[Path]:
     path = tmp_path / "chrome-profile"
@@ -386,3 +279,15 @@ def test_browser_export_opens_from_disk_with_the_same_content(
         assert "<h1>" in from_disk and from_disk.count("<h2>") == served_page.count("<h2>"), file
         assert "<svg" in from_disk, file
     assert os.path.getsize(out / "compare.html") > 1000
+
+
+def test_compare_lays_the_published_rows_beside(runs: dict[str, Any]) -> None:
+    reference = Path(__file__).parent / "fixtures" / "leaderboard" / "results.json"
+    ids = runs["ids"]
+    c = client(runs["catalog"], reference=reference)
+    page = c.get("/compare", params=[("run", ids["run-a"]), ("run", ids["run-b"])]).text
+    assert page.count("<h2>Beside the reference rows</h2>") == 2 and "class='paper'" in page.replace('"', "'")
+    assert (
+        "Beside the reference rows"
+        not in client(runs["catalog"]).get("/compare", params=[("run", ids["run-a"]), ("run", ids["run-b"])]).text
+    )

@@ -1,18 +1,27 @@
 """Run folders built by hand for the view's tests and bench: finished runs (a copy of the sample
 recording with an agent trajectory, hostile texts in it), and a run still going (`run.json`,
-attempt states, rows written one by one) that a test can advance."""
+attempt states, rows written one by one) that a test can advance; the view served on loopback in
+a thread, and pages read back (Chromium's DOM, table cells)."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import socket
+import threading
 import time
 from datetime import datetime, timedelta
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+from starlette.testclient import TestClient
+
 from bridge.scoring.result import ScoreResult
 from bridge.scoring.run.reporting import RunWriter, build_entry
+from bridge.view.catalog import Catalog
+from bridge.view.server import build_app
+from tests.helpers import run_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "recordings" / "samples" / "kv-ledger-sample"
@@ -158,3 +167,109 @@ class LiveRun:
     def error(self, task: str, k: int) -> None:
         folder = self.folder(task, k)
         (folder / "state.json").write_text(json.dumps({"phase": "agent_error", "agent_error": {"class": "rate_limit"}}))
+
+
+# ----------------------------------------------------------------------------- serving and reading pages
+
+
+def client(catalog: Catalog, **kw: Any) -> TestClient:
+    return TestClient(build_app(catalog, **kw), base_url="http://127.0.0.1:8765")
+
+
+class Served:
+    """The view's app on a loopback port, in a thread of this process."""
+
+    def __init__(self, catalog: Catalog, on_request: Any = None) -> None:
+        import uvicorn
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        app = build_app(catalog, port=self.port)
+
+        async def watched(scope: Any, receive: Any, send: Any) -> None:
+            if on_request and scope["type"] == "http":
+                on_request(scope["path"])
+            await app(scope, receive, send)
+
+        self.server = uvicorn.Server(uvicorn.Config(watched, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> Served:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert time.monotonic() < deadline, "the view did not start"
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+class _Cells(HTMLParser):
+    """The text of each cell of one table's body, row by row."""
+
+    def __init__(self, table_id: str) -> None:
+        super().__init__()
+        self.table_id, self.inside, self.rows = table_id, False, []  # type: list[list[str]]
+        self.in_body = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self.inside = ("id", self.table_id) in attrs
+        elif self.inside and tag == "tbody":
+            self.in_body = True
+        elif self.in_body and tag == "tr":
+            self.rows.append([])
+        elif self.in_body and tag == "td":
+            self.rows[-1].append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "table":
+            self.inside = self.in_body = False
+
+    def handle_data(self, data: str) -> None:
+        if self.in_body and self.rows and self.rows[-1]:
+            self.rows[-1][-1] += data
+
+
+def all_cells(page: str) -> list[str]:
+    """The text of every table cell of a page, in order."""
+    cells: list[str] = []
+
+    class Parser(HTMLParser):
+        depth = 0
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "td":
+                cells.append("")
+                self.depth += 1
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag == "td":
+                self.depth -= 1
+
+        def handle_data(self, data: str) -> None:
+            if self.depth:
+                cells[-1] += data
+
+    Parser().feed(page)
+    return [" ".join(c.split()) for c in cells]
+
+
+def table_cells(page: str, table_id: str) -> list[list[str]]:
+    parser = _Cells(table_id)
+    parser.feed(page)
+    return parser.rows
+
+
+def dom(chromium: str, profile: Path, url: str, budget_ms: int = 0) -> str:
+    args = ["--dump-dom", url] if not budget_ms else [f"--virtual-time-budget={budget_ms}", "--dump-dom", url]
+    done = run_chromium(chromium, profile, *args)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    return done.stdout.decode("utf-8", errors="replace")

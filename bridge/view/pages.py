@@ -423,5 +423,5 @@ def compare_page(data: Mapping[str, Any], links: Links, reference: str = "") -> 
     body += "<h2>Statistics</h2>" + "".join(f"<h3>{e(r['name'])}</h3>{stats_table(r)}" for r in runs)
     body += _plots(runs)
     if reference:
-        body += "<h2>Beside the published rows</h2>" + reference
+        body += reference  # each run among the published rows (bridge/reports/reference.py)
     return shell("Compare " + " · ".join(names), body, links)
