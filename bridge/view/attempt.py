@@ -62,7 +62,7 @@ def _t_s(stamp: object, started: datetime | None) -> float | None:
 
 
 def trajectory(data: Any, started: datetime | None) -> list[dict[str, Any]]:
-    """ATIF steps (bridge/agents/trajectory.py writes them) as rows: source, time, message, calls
+    """ATIF steps (bridge/agents/attempt/trajectory.py writes them) as rows: source, time, message, calls
     with their arguments, results, tokens. Fields of the wrong shape read as absent."""
     steps = data.get("steps") if isinstance(data, dict) else None
     out: list[dict[str, Any]] = []

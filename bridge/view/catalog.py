@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bridge.agents.run.options import RUN_FILE  # the options of a run, written before any attempt
 from bridge.errors import BridgeError, PathError, RecordingError
 from bridge.fs.paths import confine
 from bridge.reports.targets import KINDS
@@ -29,7 +30,6 @@ MAX_CHILDREN = 500
 MAX_FILE_BYTES = 8 * 1024 * 1024
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _TASK = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-RUN_FILE = "run.json"  # bridge/agents/runner.py: the options of a run, written before any attempt
 
 
 @dataclass(frozen=True)

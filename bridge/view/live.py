@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bridge.agents.attempt_state import AttemptState
+from bridge.agents.attempt.state import AttemptState
 from bridge.view.catalog import read_bytes
 
 #: bytes read from the end of the agent's event stream to find its last tool call
