@@ -83,6 +83,17 @@ def test_live_run_shows_queued_running_scored_errored(runs: dict[str, Any]) -> N
     running = rows["kv-ledger.a1"]["cells"]
     assert running[1] == "running" and running[-1] == "mcp__repogenesis__submit" and running[7].endswith("s")
     assert rows["word-duel.a1"]["cells"][4] == "35/35 (1.0000)" and rows["word-duel.a2"]["cells"][3] == "rate_limit"
+    # the running attempt's page: its steps so far, read from the agent's stream by its adapter
+    one = c.get(f"/api/runs/{rid}/attempts/kv-ledger.a1").json()
+    assert [call["name"] for s in one["steps"] for call in s["calls"]] == ["mcp__repogenesis__submit"]
+    assert one["row"] is None and one["recording"] is None
+    # a stream that is a symlink out of the served folders leads nowhere
+    stream = live.folder("kv-ledger", 1) / "agent" / "stream.jsonl"
+    outside = runs["tmp"] / "outside.jsonl"
+    outside.write_text(stream.read_text().replace("mcp__repogenesis__submit", "OUTSIDE"))
+    stream.unlink()
+    stream.symlink_to(outside)
+    assert c.get(f"/api/runs/{rid}/attempts/kv-ledger.a1").json()["steps"] == []
 
 
 def test_guard_host_origin_token_and_headers(runs: dict[str, Any]) -> None:

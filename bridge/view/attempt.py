@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +156,28 @@ def workspace(rec_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return out, timeline
 
 
+def stream_trajectory(run: Path, folder: Path) -> tuple[dict[str, Any] | None, datetime | None]:
+    """The trajectory of an attempt still running: its agent's event stream so far, read by the
+    run's adapter as the run reads it at the end (bridge/agents/attempt/lifecycle.py)."""
+    from bridge.agents.adapters.events import read_stream
+    from bridge.agents.adapters.registry import adapter
+    from bridge.agents.attempt.trajectory import to_atif
+    from bridge.view.catalog import run_options
+    from bridge.view.live import load_state
+
+    name = run_options(run).get("agent")
+    stream = folder / "agent" / "stream.jsonl"
+    if not isinstance(name, str) or read_bytes(run, str(stream.relative_to(run)), limit=1) is None:
+        return None, None  # no stream yet, or not a regular file (a symlink leads nowhere)
+    try:
+        parsed = adapter(name).parse(read_stream(stream), "")
+    except (BridgeError, ValueError, TypeError, KeyError):
+        return None, None
+    state = load_state(run, folder)
+    started = datetime.fromtimestamp(state.started_at, UTC) if state and state.started_at else None
+    return to_atif(parsed, session_id="", agent=name, version="", extra={}), started
+
+
 def attempt_detail(catalog: Catalog, item: Item, key: str) -> dict[str, Any]:
     """Everything the attempt page shows; RecordingError when the run has no such attempt."""
     from bridge.recording.curve import latest_curve
@@ -183,6 +205,8 @@ def attempt_detail(catalog: Catalog, item: Item, key: str) -> dict[str, Any]:
         curve = latest_curve(rec)
     if steps_src is None and folder is not None:
         steps_src = read_json(item.path, str(folder.relative_to(item.path) / "agent" / "trajectory.json"))
+    if steps_src is None and folder is not None and item.kind == "live":
+        steps_src, started = stream_trajectory(item.path, folder)
     present = [n for n in RECORDING_FILES if rec is not None and read_bytes(rec, n, limit=1) is not None]
     if rec is not None and (rec / "results").is_dir():
         present += sorted(

@@ -66,16 +66,21 @@ def last_tool_call(folder: Path) -> str | None:
     return last[:200] if last else None
 
 
-def attempt_status(run: Path, folder: Path, now: float) -> dict[str, Any] | None:
-    """The status fields of the run page's row for an attempt without a row yet; None: queued."""
-    state_bytes = read_bytes(run, str(folder.relative_to(run) / "state.json"))
-    if state_bytes is None:
+def load_state(run: Path, folder: Path) -> AttemptState | None:
+    """The attempt's `state.json`, if it is a regular file of the run folder that parses."""
+    data = read_bytes(run, str(folder.relative_to(run) / "state.json"))
+    if data is None:
         return None
     try:
-        state = AttemptState.model_validate_json(state_bytes)
+        return AttemptState.model_validate_json(data)
     except ValueError:
         return None
-    if state.phase is None:
+
+
+def attempt_status(run: Path, folder: Path, now: float) -> dict[str, Any] | None:
+    """The status fields of the run page's row for an attempt without a row yet; None: queued."""
+    state = load_state(run, folder)
+    if state is None or state.phase is None:
         return None
     status = "errored" if state.phase == "agent_error" else "scored" if state.phase == "scored" else "running"
     elapsed = now - state.started_at if state.started_at is not None and status == "running" else None
