@@ -45,6 +45,8 @@ def test_api_serves_runs_run_attempt_and_compare(runs: dict[str, Any]) -> None:
     # one run: filtered and sorted
     detail = c.get(f"/api/runs/{ids['run-a']}", params={"task": "word", "sort": "pass"}).json()
     assert [r["key"] for r in detail["attempts"]] == ["word-duel.a2", "word-duel.a1"]
+    slow = c.get(f"/api/runs/{ids['run-a']}", params={"over": "31.5", "sort": "time"}).json()["attempts"]
+    assert [r["key"] for r in slow] == ["kv-ledger.a2", "word-duel.a2"]  # 32 s each, a1s took 31 s
     assert detail["counts"] == {"queued": 0, "running": 0, "scored": 4, "errored": 0} and not detail["going"]
     # one attempt: trajectory, file events with diffs, tests at submit, curve, recording files
     one = c.get(f"/api/runs/{ids['run-a']}/attempts/kv-ledger.a1").json()

@@ -179,9 +179,20 @@ def runs(catalog: Catalog, *, seed: int = DEFAULT_SEED) -> list[dict[str, Any]]:
     return out
 
 
+def _seconds(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 def _matches(row: Mapping[str, Any], filters: Mapping[str, str]) -> bool:
     task, outcome, error = filters.get("task", ""), filters.get("outcome", ""), filters.get("error", "")
     if task and task.lower() not in row["task"].lower():
+        return False
+    over = _seconds(filters.get("over", ""))
+    took = row["wall_seconds"] if row["wall_seconds"] is not None else row["elapsed_seconds"]
+    if over is not None and (took is None or took < over):
         return False
     if outcome and outcome not in (row["outcome"], row["status"]):
         return False

@@ -238,6 +238,7 @@ def _filters(detail: Mapping[str, Any]) -> str:
         f"<label>task<br><input name='task' value='{e(f.get('task', ''))}'></label>"
         + select("outcome", list(dict.fromkeys(outcomes)), "outcome / status")
         + select("error", ["", *detail.get("error_classes", [])], "error class")
+        + f"<label>took at least (s)<br><input name='over' size='6' value='{e(f.get('over', ''))}'></label>"
         + select("sort", ["task", "outcome", "error", "time", "pass"], "sort by")
         + "<button type='submit'>apply</button></form>"
     )

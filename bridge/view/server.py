@@ -45,7 +45,7 @@ HEADERS = {
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
-FILTERS = ("task", "outcome", "error", "sort")
+FILTERS = ("task", "outcome", "error", "over", "sort")
 
 #: the one script of the served pages: the run page's live update (polls its JSON, sets text only)
 VIEW_JS = """(function () {
