@@ -304,3 +304,16 @@ def test_compare_lays_the_published_rows_beside(runs: dict[str, Any]) -> None:
         "Beside the reference rows"
         not in client(runs["catalog"]).get("/compare", params=[("run", ids["run-a"]), ("run", ids["run-b"])]).text
     )
+
+
+def test_sandbox_and_network_badges_from_the_rows(tmp_path: Path) -> None:
+    from bridge.view.catalog import Item
+    from bridge.view.data import run_summary
+    from bridge.view.pages import badges
+
+    row = {"repo_name": "t", "run": {"sandbox": {"kind": "docker", "network": {"mode": "none"}}}}
+    summary = run_summary(Item("x", tmp_path, "run"), {"metadata": {}, "results": [row]})
+    assert summary["sandbox"] == "docker" and summary["network"] == "none" and not summary["unconfined"]
+    assert "sandbox docker" in badges(summary) and "network none" in badges(summary)
+    bare = run_summary(Item("y", tmp_path, "run"), {"metadata": {"sandbox": "none"}, "results": []})
+    assert bare["unconfined"] and "badge warn'>unconfined" in badges(bare)

@@ -146,7 +146,13 @@ def run_summary(item: Item, report: Mapping[str, Any], *, seed: int = DEFAULT_SE
     for r in results:
         row = attempt_row(r)
         outcomes[row["outcome"]] = outcomes.get(row["outcome"], 0) + 1
-    sandbox = md.get("sandbox") or config.get("sandbox")
+    boxes = [_mapping(_mapping(r.get("run")).get("sandbox")) for r in results]
+    sandbox = md.get("sandbox") or config.get("sandbox") or next((b.get("kind") for b in boxes if b.get("kind")), None)
+    network = (
+        md.get("network") or config.get("network") or next((b["network"] for b in boxes if b.get("network")), None)
+    )
+    if isinstance(network, Mapping):  # a network block: its mode or kind names it
+        network = network.get("mode") or network.get("kind")
     return {
         "id": item.id,
         "name": item.path.name,
@@ -161,7 +167,7 @@ def run_summary(item: Item, report: Mapping[str, Any], *, seed: int = DEFAULT_SE
         "date": md.get("timestamp") or md.get("created_at") or md.get("run_id"),
         "sandbox": sandbox if isinstance(sandbox, str) else None,
         "unconfined": md.get("unconfined") is True or sandbox == "none",
-        "network": config.get("network") if isinstance(config.get("network"), str) else None,
+        "network": network if isinstance(network, str) else None,
         "cost_usd": cost,
         "attempts": len(results),
         "outcomes": outcomes,
