@@ -120,6 +120,14 @@ def test_guard_host_origin_token_and_headers(runs: dict[str, Any]) -> None:
     assert (
         bearer.get("/api/runs", headers={"host": "127.0.0.1:8765", "authorization": "Bearer s3cret"}).status_code == 403
     )
+    # a wildcard bind answers any name of the machine, with the token, and same-origin only
+    wild = TestClient(build_app(runs["catalog"], host="0.0.0.0", token="s3cret"), base_url="http://box.lan:8765")
+    assert wild.get("/api/runs").status_code == 401
+    assert wild.get("/api/runs", headers={"authorization": "Bearer s3cret"}).status_code == 200
+    evil = {"authorization": "Bearer s3cret", "origin": "http://evil.example"}
+    assert wild.get("/api/runs", headers=evil).status_code == 403
+    with pytest.raises(ValueError):
+        build_app(runs["catalog"], host="0.0.0.0")
 
 
 def test_cli_refuses_to_serve_beyond_loopback_without_a_token(runs: dict[str, Any], monkeypatch: Any) -> None:

@@ -78,7 +78,12 @@ def cmd_view(args: argparse.Namespace) -> int:
         reference=args.reference,
         reference_board=args.reference_board,
     )
-    shown = f"[{args.host}]" if ":" in args.host else args.host
+    if args.host in ("0.0.0.0", "::"):  # any name of the machine: print the one it calls itself
+        import socket
+
+        shown = socket.gethostname()
+    else:
+        shown = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{shown}:{args.port}/" + (f"?token={token}" if token else "")
     console().print(
         f"rgbridge view: {len(catalog.items)} folder(s) at {url}  (Ctrl-C stops)", markup=False, highlight=False

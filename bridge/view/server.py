@@ -93,8 +93,11 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def allowed_hosts(host: str, port: int) -> set[str]:
-    """The Host header values a request may carry: the address served, with and without port."""
+def allowed_hosts(host: str, port: int) -> set[str] | None:
+    """The Host header values a request may carry: the address served, with and without port;
+    None for a wildcard address (0.0.0.0, ::: any name of the machine; the token guards it)."""
+    if host in ("0.0.0.0", "::", ""):
+        return None
     names = {host, f"[{host}]" if ":" in host else host}
     if is_loopback(host):
         names |= {"127.0.0.1", "localhost", "[::1]"}
@@ -104,7 +107,9 @@ def allowed_hosts(host: str, port: int) -> set[str]:
 class Guard:
     """ASGI middleware: the Host and Origin checks, and the token when one is set."""
 
-    def __init__(self, app: ASGIApp, *, hosts: set[str], token: str | None) -> None:
+    def __init__(self, app: ASGIApp, *, hosts: set[str] | None, token: str | None) -> None:
+        if hosts is None and token is None:
+            raise ValueError("a wildcard address needs a token")
         self.app, self.hosts, self.token = app, hosts, token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -114,10 +119,11 @@ class Guard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
         host = headers.get("host", "").lower()
         origin = headers.get("origin")
-        if host not in self.hosts:
+        hosts = self.hosts if self.hosts is not None else {host}
+        if not host or host not in hosts:
             await _deny(scope, receive, send, 403, "Host not allowed (the view answers only its own address)")
             return
-        if origin is not None and origin != "null" and urlsplit(origin).netloc.lower() not in self.hosts:
+        if origin is not None and origin != "null" and urlsplit(origin).netloc.lower() not in hosts:
             await _deny(scope, receive, send, 403, "Origin not allowed")
             return
         if origin == "null":
