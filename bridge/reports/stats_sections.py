@@ -40,7 +40,8 @@ def stats_html(report: Mapping[str, Any], *, seed: int = DEFAULT_SEED) -> str:
     return (
         "<h2>Statistics</h2>"
         + table(
-            ["profile", "tasks", "Pass@1 [95% CI]", "AC [95% CI]", "DSR [95% CI]", *[f"Pass@{k}" for k in ks]], rows
+            ["profile", "tasks", "Pass@1 [95% CI]", "AC [95% CI]", "DSR [95% CI]", *[f"Pass@{k} (solved)" for k in ks]],
+            rows,
         )
         + f"<p class='muted stats-method'>Intervals: 95% {e(first.method)}, {first.resamples} resamples, seed "
         f"{first.seed}. Pass@k counts an attempt as solved when every golden test passed: {e(METHOD_PASS_AT_K)}.</p>"

@@ -269,7 +269,7 @@ def stats_table(run: Mapping[str, Any]) -> str:
                 "Pass@1 [95% CI]",
                 "AC [95% CI]",
                 "DSR [95% CI]",
-                *[f"Pass@{k}" for k in range(1, most + 1)],
+                *[f"Pass@{k} (solved)" for k in range(1, most + 1)],
             ],
             rows,
         )
