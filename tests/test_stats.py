@@ -103,7 +103,11 @@ def test_paired_difference_interval_and_p_value() -> None:
     diffs = [a[t] - b[t] for t in b]
     assert diff.difference == pytest.approx(sum(diffs) / 8)
     assert diff.low <= diff.difference <= diff.high
-    assert diff.p_value == pytest.approx(_exact_sign_flip_p(diffs), abs=0.02)
+    assert diff.p_value == pytest.approx(_exact_sign_flip_p(diffs))  # 8 tasks: every sign pattern
+    many_b = {f"t{i}": 0.01 * i for i in range(30)}
+    many_a = {t: v + (0.2 if i % 3 else -0.1) for i, (t, v) in enumerate(many_b.items())}
+    sampled = paired_difference(many_a, many_b, seed=3)  # 30 tasks: random sign patterns
+    assert sampled is not None and 0 < sampled.p_value < 0.01 and sampled.difference == pytest.approx(0.1)
     same = paired_difference(b, b)
     assert same is not None and same.difference == 0.0 and same.p_value == 1.0
     assert paired_difference({"x": 1.0}, {"y": 1.0}) is None
@@ -137,3 +141,17 @@ def test_report_terminal_json_html_carry_pass_at_k_and_intervals(tmp_path: Path,
     assert "Pass@1 0.3333 Pass@2 0.5556 Pass@3 0.6667" in out and "95% percentile bootstrap over tasks" in out
     page = render_html(run)
     assert "<h2>Statistics</h2>" in page and "Pass@1 [95% CI]" in page and "0.5556" in page
+
+
+def test_few_values_enumerate_the_bootstrap_distribution(monkeypatch: Any) -> None:
+    """Up to EXACT_UP_TO values every resample is weighed (no seed needed); it agrees with the
+    sampled bootstrap of many resamples."""
+    from bridge.reports import stats
+
+    values = [0.1, 0.5, 0.9, 1.0, 0.0]
+    exact = bootstrap_interval(values, seed=1)
+    assert exact == bootstrap_interval(values, seed=2)  # the seed plays no part
+    monkeypatch.setattr(stats, "EXACT_UP_TO", 0)
+    sampled = bootstrap_interval(values, seed=1, resamples=100_000)
+    assert exact is not None and sampled is not None
+    assert exact.low == pytest.approx(sampled.low, abs=0.02) and exact.high == pytest.approx(sampled.high, abs=0.02)

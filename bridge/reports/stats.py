@@ -12,8 +12,11 @@ bootstrap over problems gives its interval). A task's value is the mean over its
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import combinations_with_replacement, product
+from math import factorial
 from typing import Any
 
 from bridge.scoring.run.reporting import profile_rows
@@ -23,8 +26,15 @@ from bridge.sessions.attempts import pass_at_k
 RESAMPLES = 2000
 DEFAULT_SEED = 0
 LEVEL = 0.95
-METHOD_CI = "percentile bootstrap over tasks"
-METHOD_PAIRED = "paired bootstrap over common tasks (interval), paired sign-flip permutation (two-sided p)"
+#: up to this many values the bootstrap distribution is enumerated, not sampled
+EXACT_UP_TO = 6
+#: up to this many common tasks the sign-flip test weighs all 2^n sign patterns, not a sample
+EXACT_FLIPS_UP_TO = 12
+METHOD_CI = f"percentile bootstrap over tasks (every resample enumerated up to {EXACT_UP_TO} tasks)"
+METHOD_PAIRED = (
+    "paired bootstrap over common tasks (interval), paired sign-flip permutation (two-sided p; every sign "
+    f"pattern up to {EXACT_FLIPS_UP_TO} tasks)"
+)
 METHOD_PASS_AT_K = "unbiased estimator 1 - C(n-c,k)/C(n,k), product form, mean over tasks with n >= k"
 
 
@@ -139,14 +149,42 @@ def bootstrap_interval(
     values: Sequence[float], *, seed: int = DEFAULT_SEED, resamples: int = RESAMPLES, level: float = LEVEL
 ) -> Interval | None:
     """The mean of per-task `values` and its percentile bootstrap interval (tasks resampled with
-    replacement); None without values."""
+    replacement; up to EXACT_UP_TO values, the exact bootstrap distribution); None without values."""
     if not values:
         return None
-    rng = random.Random(seed)
     n = len(values)
-    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(resamples))
     tail = (1.0 - level) / 2
+    if n <= EXACT_UP_TO:
+        low, high = _exact_bootstrap(values, tail)
+        return Interval(_mean(values), low, high, n)
+    rng = random.Random(seed)
+    draws = rng.choices(values, k=n * resamples)  # one call: the draws of every resample
+    means = sorted(sum(draws[i : i + n]) / n for i in range(0, n * resamples, n))
     return Interval(_mean(values), _percentile(means, tail), _percentile(means, 1.0 - tail), n)
+
+
+def _exact_bootstrap(values: Sequence[float], tail: float) -> tuple[float, float]:
+    """The percentile interval of the bootstrap distribution itself (every resample, weighted
+    by its multinomial probability) rather than of random draws from it: few values have few
+    distinct resamples (462 for 6), and the figure then needs no seed."""
+    n = len(values)
+    weighted = []
+    for combo in combinations_with_replacement(range(n), n):
+        ways = factorial(n)
+        for count in Counter(combo).values():
+            ways //= factorial(count)
+        weighted.append((sum(values[i] for i in combo) / n, ways / n**n))
+    weighted.sort()
+    cumulative, low, high = 0.0, weighted[0][0], weighted[-1][0]
+    found_low = False
+    for mean, weight in weighted:
+        cumulative += weight
+        if not found_low and cumulative >= tail - 1e-12:
+            low, found_low = mean, True
+        if cumulative >= 1.0 - tail - 1e-12:
+            high = mean
+            break
+    return low, high
 
 
 def run_stats(
@@ -176,25 +214,34 @@ def paired_difference(
     a: Mapping[str, float], b: Mapping[str, float], *, seed: int = DEFAULT_SEED, resamples: int = RESAMPLES
 ) -> PairedDiff | None:
     """Mean of a - b over the tasks in both, with a paired bootstrap 95% interval and the
-    two-sided p-value of a sign-flip permutation test (random signs on each task's difference;
-    the observed mean counts as one of the permutations, so p is never 0). None without common tasks."""
+    two-sided p-value of a sign-flip permutation test (signs on each task's difference: all 2^n
+    patterns up to EXACT_FLIPS_UP_TO tasks, else random ones with the observed mean counted as one,
+    so p is never 0). None without common tasks."""
     common = sorted(set(a) & set(b))
     if not common:
         return None
     diffs = [a[t] - b[t] for t in common]
     ci = bootstrap_interval(diffs, seed=seed, resamples=resamples)
     assert ci is not None
-    rng = random.Random(seed + 1)  # its own stream: the interval's draws do not steer the test
     observed = abs(_mean(diffs))
-    extreme = sum(
-        abs(_mean([d if rng.random() < 0.5 else -d for d in diffs])) >= observed - 1e-12 for _ in range(resamples)
-    )
+    if len(diffs) <= EXACT_FLIPS_UP_TO:  # every sign pattern: the exact permutation p-value
+        flips = list(product((1.0, -1.0), repeat=len(diffs)))
+        hits = sum(
+            abs(_mean([s * d for s, d in zip(signs, diffs, strict=True)])) >= observed - 1e-12 for signs in flips
+        )
+        p_value = hits / len(flips)
+    else:
+        rng = random.Random(seed + 1)  # its own stream: the interval's draws do not steer the test
+        extreme = sum(
+            abs(_mean([d if rng.random() < 0.5 else -d for d in diffs])) >= observed - 1e-12 for _ in range(resamples)
+        )
+        p_value = (extreme + 1) / (resamples + 1)
     return PairedDiff(
         tasks=len(common),
         difference=ci.mean,
         low=ci.low,
         high=ci.high,
-        p_value=(extreme + 1) / (resamples + 1),
+        p_value=p_value,
         seed=seed,
         resamples=resamples,
     )
