@@ -18,10 +18,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-from bridge.agents.adapters.base import Adapter, AgentError
+from bridge.agents.adapters.base import Adapter
+from bridge.agents.adapters.probe import find_cli
 from bridge.agents.adapters.registry import ADAPTERS
 from bridge.agents.adapters.registry import adapter as find_adapter
-from bridge.agents.run.preflight import find_cli
 from bridge.errors import BridgeError
 from bridge.release import exact_version
 from bridge.scoring.doctor import Check
@@ -34,21 +34,16 @@ Severity = Literal["error", "warning"]
 
 
 def key_names(adapter: Adapter) -> tuple[str, ...]:
-    """The adapter's model key variables (bridge/agents/run/preflight.py `check_key` reads the same)."""
+    """The adapter's model key variables (bridge/agents/run/agent_checks.py `check_key` reads the same)."""
     return adapter.key_env
 
 
 def cli_version(adapter: Adapter, agent_bin: str | None, agent_cmd: str | None) -> tuple[str, str]:
     """(binary, version) of the agent's CLI on this node, found as the run finds it
-    (`preflight.find_cli`); the command adapter's program must be on PATH here."""
+    (`adapters.probe.find_cli`); the command adapter's program must be on PATH here."""
     with tempfile.TemporaryDirectory(prefix="rgbridge-probe-") as tmp:
         binary, version = find_cli(adapter, agent_bin, agent_cmd, Path(tmp))
-    if adapter.name == "command":
-        found = shutil.which(binary)
-        if not found:
-            raise AgentError(f"{binary}: not found")
-        return found, version
-    return binary, version
+    return adapter.resolve(binary), version
 
 
 def sandbox_facts(kind: str) -> dict[str, Any]:
@@ -262,7 +257,7 @@ def cluster_checks(
     """`rgbridge doctor --ray-address`: every node offering `agent` checked. With `agent`, its
     CLI must be on every node in one version; without, every adapter's CLI is looked at."""
     ray = connect(address)
-    agents = [agent] if agent else sorted(n for n in ADAPTERS if n != "command")
+    agents = [agent] if agent else sorted(n for n, a in ADAPTERS.items() if not a.takes_command)
     facts = gather_facts(ray, agents, agent_bin, agent_cmd, sandbox, timeout)
     return facts_checks(facts, agents, required=agent is not None)
 
