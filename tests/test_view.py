@@ -64,6 +64,8 @@ def test_api_serves_runs_run_attempt_and_compare(runs: dict[str, Any]) -> None:
     assert want is not None and pair["difference"] == pytest.approx(want.difference) and pair["tasks"] == 2
     assert pair["p_value"] == pytest.approx(want.p_value) and pair["low"] <= pair["difference"] <= pair["high"]
     assert {"task": "kv-ledger", "pass_at_1": [1.0, 0.5]} in both["tasks"]
+    # each run's per-task interval over its attempts: b's kv-ledger (1, 0) resamples to 0, .5 or 1
+    assert both["intervals"][0]["kv-ledger"] == [1.0, 1.0] and both["intervals"][1]["kv-ledger"] == [0.0, 1.0]
     page = c.get("/compare", params=[("run", ids["run-a"]), ("run", ids["run-b"])]).text
     assert f"{want.difference:+.4f}" in page and f"{want.p_value:.4f}" in page
     # unknown things are 404s with a message, never a traceback

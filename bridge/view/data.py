@@ -253,6 +253,12 @@ def run_detail(
     }
 
 
+def _task_intervals(item: Item, report: Mapping[str, Any], seed: int) -> dict[str, list[float]]:
+    """{task: [low, high]} of each task's Pass@1 over its attempts (the run page's, memoized)."""
+    rows = memo(item, "per_task", seed, lambda: _per_task(report, seed))
+    return {row["task"]: [row["low"], row["high"]] for row in rows}
+
+
 def _per_task(report: Mapping[str, Any], seed: int) -> list[dict[str, Any]]:
     """Each task's mean Pass@1 (strict) over its attempts, with a bootstrap interval over them."""
     out = []
@@ -298,6 +304,7 @@ def compare(catalog: Catalog, ids: list[str], *, profile: str = "strict", seed: 
         "seed": seed,
         "runs": [run_summary(i, rep, seed=seed) for i, rep in zip(items, reports, strict=True)],
         "tasks": [{"task": t, "pass_at_1": [v.get(t) for v in per_task]} for t in tasks],
+        "intervals": [_task_intervals(i, rep, seed) for i, rep in zip(items, reports, strict=True)],
         "solved_by_one_not_other": only,
         "paired": pairs,
     }

@@ -411,11 +411,13 @@ def compare_page(data: Mapping[str, Any], links: Links, reference: str = "") -> 
     body += "<h2>Pass@1 per task</h2>" + table(
         ["task", *names], task_rows, cls="per-task", numeric=set(range(1, len(names) + 1))
     )
-    body += pass_per_task_svg(
-        [t["task"] for t in data["tasks"]],
-        names,
-        [[(v, v, v) if v is not None else None for v in t["pass_at_1"]] for t in data["tasks"]],
-    )
+    intervals = data.get("intervals") or [{} for _ in runs]
+    cells = [
+        [(v, *(intervals[r].get(t["task"]) or (v, v))) if v is not None else None for r, v in enumerate(t["pass_at_1"])]
+        for t in data["tasks"]
+    ]
+    body += pass_per_task_svg([t["task"] for t in data["tasks"]], names, cells)
+
     only = [
         [e(by_id.get(o["run"])), e(by_id.get(o["not"])), e(", ".join(o["tasks"])) or "–"]
         for o in data["solved_by_one_not_other"]
