@@ -138,10 +138,12 @@ def cmd_images_build(args: argparse.Namespace) -> int:
         result = build_all(client, wheelhouse=args.wheelhouse, force=args.force)
     else:
         con = stderr_console()
+        started = time.monotonic()
         with con.status("building scoring images...") as status:
 
             def say(line: str) -> None:
-                status.update(f"[bold]building scoring images[/] {escape(line[:100])}")
+                elapsed = time.monotonic() - started
+                status.update(f"[bold]building scoring images[/] [{elapsed:.0f}s] {escape(line[:100])}")
 
             result = build_all(client, progress=say, wheelhouse=args.wheelhouse, force=args.force)
         timings = result["timings"]
