@@ -143,7 +143,10 @@ def cmd_images_build(args: argparse.Namespace) -> int:
 
             def say(line: str) -> None:
                 elapsed = time.monotonic() - started
-                status.update(f"[bold]building scoring images[/] [{elapsed:.0f}s] {escape(line[:100])}")
+                if con.is_terminal:
+                    status.update(f"[bold]building scoring images[/] [{elapsed:.0f}s] {escape(line[:100])}")
+                else:  # a log: every line, with the time it came
+                    con.print(f"[{elapsed:.0f}s] {escape(line)}", highlight=False)
 
             result = build_all(client, progress=say, wheelhouse=args.wheelhouse, force=args.force)
         timings = result["timings"]
