@@ -36,8 +36,21 @@ for rep in $(seq 1 "$reps"); do
 from bridge.scoring.images.base import base_image_tag
 from bridge.scoring.images.base.tester import tester_image_tag
 print(tester_image_tag(base_image_tag()), base_image_tag())' 2>/dev/null || true)"
+  # the salted base's id: sets in volumes tag it too (rgbridge-deps:*), with their volumes and
+  # the base's seed volume; those, and nothing else, go with it
+  base_tag="$(echo "$tags" | tail -1)"
+  base_id="$(docker image inspect -f '{{.Id}}' "$base_tag" 2>/dev/null | sed 's/^sha256://' | cut -c1-12 || true)"
+  if [ -n "$base_id" ]; then
+    for deps in $(docker images --filter reference='rgbridge-deps:*' --format '{{.Repository}}:{{.Tag}} {{.ID}}' |
+      awk -v id="$base_id" '$2 == id {print $1}'); do
+      tags="$tags $deps"
+      vol="rgbridge-env-${deps#rgbridge-deps:}"
+      docker volume rm "$vol" >/dev/null 2>&1 || true
+    done
+    docker volume rm "rgbridge-seed-$base_id" >/dev/null 2>&1 || true
+  fi
   for tag in $tags; do
-    docker image rm -f "$tag" >/dev/null 2>&1 || true
+    docker image rm "$tag" >/dev/null 2>&1 || true
   done
   echo "run $rep: setup $(took setup) s, images $(took images) s, demo run $(took 'demo run') s, total ${total:-?} s ($verdict)"
   grep -E "^setup:|fetched on the host|rootfs built in|imported |image ready in|scored in" "$log" | sed 's/^/  /' || true
