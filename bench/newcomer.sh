@@ -6,7 +6,8 @@
 #
 # The engine may be shared (other people's images stay untouched): the run gets image tags of its
 # own through RGBRIDGE_IMAGE_SALT (mixed into the base recipe hash, so base and tester are built
-# from nothing, rootfs included), and it removes only the images with those tags afterwards. What
+# from nothing, rootfs included), and afterwards it removes only the images labelled with that recipe
+# (base, tester, the sets on them) and their sets' and seed volumes. What
 # this cannot empty is the engine's own state and the host's apt/debootstrap downloads (debootstrap
 # fetches from the host's mirror every time). Prints one line per run:
 #   run N: setup S s, images I s, demo run D s, total T s (PASS|FAIL)
@@ -31,27 +32,25 @@ for rep in $(seq 1 "$reps"); do
   total="$(sed -n 's/^demo: total \([0-9]*\) s$/\1/p' "$log" | tail -1)"
   verdict=FAIL
   grep -q "PASS: Pass@1 = 1.0" "$log" && [ "$rc" = 0 ] && verdict=PASS
-  # only this run's images: the salted base and tester tags
-  tags="$(cd "$work/clone" && RGBRIDGE_IMAGE_SALT="$salt" .venv/bin/python -c '
-from bridge.scoring.images.base import base_image_tag
-from bridge.scoring.images.base.tester import tester_image_tag
-print(tester_image_tag(base_image_tag()), base_image_tag())' 2>/dev/null || true)"
-  # the salted base's id: sets in volumes tag it too (rgbridge-deps:*), with their volumes and
-  # the base's seed volume; those, and nothing else, go with it
-  base_tag="$(echo "$tags" | tail -1)"
-  base_id="$(docker image inspect -f '{{.Id}}' "$base_tag" 2>/dev/null | sed 's/^sha256://' | cut -c1-12 || true)"
-  if [ -n "$base_id" ]; then
-    for deps in $(docker images --filter reference='rgbridge-deps:*' --format '{{.Repository}}:{{.Tag}} {{.ID}}' |
-      awk -v id="$base_id" '$2 == id {print $1}'); do
-      tags="$tags $deps"
-      vol="rgbridge-env-${deps#rgbridge-deps:}"
-      docker volume rm "$vol" >/dev/null 2>&1 || true
+  # only this run's images: every image labelled with the salted base recipe (the base, the
+  # tester, sets on them), the sets' volumes and the seed volumes of those images
+  recipe="$(cd "$work/clone" && RGBRIDGE_IMAGE_SALT="$salt" .venv/bin/python -c '
+from bridge.scoring.images.base import base_recipe_hash
+print(base_recipe_hash())' 2>/dev/null || true)"
+  if [ -n "$recipe" ]; then
+    refs="$(docker images --filter "label=rgbridge.recipe=$recipe" --format '{{.Repository}}:{{.Tag}}' | grep -v '<none>' || true)"
+    ids="$(docker images -a -q --no-trunc --filter "label=rgbridge.recipe=$recipe" | sort -u || true)"
+    for ref in $refs; do
+      case "$ref" in rgbridge-deps:*) docker volume rm "rgbridge-env-${ref#rgbridge-deps:}" >/dev/null 2>&1 || true ;; esac
     done
-    docker volume rm "rgbridge-seed-$base_id" >/dev/null 2>&1 || true
+    for id in $ids; do
+      short="${id#sha256:}"
+      docker volume rm "rgbridge-seed-${short:0:12}" >/dev/null 2>&1 || true
+    done
+    [ -z "$refs" ] || docker image rm $refs >/dev/null 2>&1 || true
+    left="$(docker images -a -q --filter "label=rgbridge.recipe=$recipe")"
+    [ -z "$left" ] || echo "run $rep: left on the engine (recipe $recipe): $left" >&2
   fi
-  for tag in $tags; do
-    docker image rm "$tag" >/dev/null 2>&1 || true
-  done
   echo "run $rep: setup $(took setup) s, images $(took images) s, demo run $(took 'demo run') s, total ${total:-?} s ($verdict)"
   grep -E "^setup:|fetched on the host|rootfs built in|imported |image ready in|scored in" "$log" | sed 's/^/  /' || true
   rm -rf "$work"
