@@ -324,3 +324,12 @@ def test_scripted_tool_names_cover_codex_namespaces() -> None:
     names = protocols.tool_names(body)
     assert names == ["mcp__rgbridge__start_task", "exec_command"] and protocols.carries_bridge_tools(names)
     assert not protocols.carries_bridge_tools(["Bash", "ToolSearch"])
+
+
+def test_the_gateways_socket_is_tcp_so_asyncio_turns_nagle_off() -> None:
+    # a listening socket made with proto 0 gave accepted sockets without TCP_NODELAY: every
+    # streamed answer then waited ~40 ms for the client's delayed ACK (bench/gateway.py)
+    import socket
+
+    with Gateway(Providers.from_env("http://127.0.0.1:9", {})) as gateway:
+        assert gateway._socket is not None and gateway._socket.proto == socket.IPPROTO_TCP
