@@ -333,3 +333,72 @@ def test_the_gateways_socket_is_tcp_so_asyncio_turns_nagle_off() -> None:
 
     with Gateway(Providers.from_env("http://127.0.0.1:9", {})) as gateway:
         assert gateway._socket is not None and gateway._socket.proto == socket.IPPROTO_TCP
+
+
+def test_the_wire_transcript_reads_back_as_the_agents_steps(wire: Any, tmp_path: Path) -> None:
+    from bridge.agents.gateway.wire_trajectory import parsed_run
+    from tests.scripted_model import Call as ScriptedCall
+    from tests.scripted_model import Calls
+
+    model, gateway, ledger, token, _ = wire
+    model.policy = lambda conv: (
+        Calls((ScriptedCall("Bash", {"command": "ls"}),), text="looking") if not conv.history else Reply("done")
+    )
+    first = messages(tools=("Bash",))
+    with httpx.Client(base_url=gateway.url, timeout=30) as client:
+        answer = client.post("/v1/messages", headers={"x-api-key": token, **ANTHROPIC}, json=first)
+        events = [line for line in answer.text.splitlines() if line.startswith("data:")]
+        tool_use = next(
+            json.loads(e[5:])["content_block"] for e in events if '"tool_use"' in e and "content_block_start" in e
+        )
+        second = {
+            **first,
+            "messages": [
+                *first["messages"],
+                {"role": "assistant", "content": [tool_use]},
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": tool_use["id"], "content": "a.txt"}],
+                },
+            ],
+        }
+        client.post("/v1/messages", headers={"x-api-key": token, **ANTHROPIC}, json=second)
+    run = parsed_run(read(tmp_path / "wire.jsonl"), "the prompt")
+    user, step1, step2 = run.steps
+    assert user.message == "the prompt" and step1.message == "looking"
+    assert [(c.name, c.arguments) for c in step1.calls] == [("Bash", {"command": "ls"})]
+    assert step1.results == [(tool_use["id"], "a.txt")] and step2.message == "done" and run.final_message == "done"
+
+
+def test_run_gateway_doors_cut_on_auth_and_on_the_runs_cost_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bridge.agents.gateway.door import RunGateway
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    stopped: list[tuple[str, Failure]] = []
+    with ScriptedModel(lambda conv: Fail(401)) as model:
+        with RunGateway(model.base_url, max_cost=1e-9, on_auth=lambda k, f: stopped.append((k, f))) as gw:
+            door = gw.open("kv-ledger.a1", time_limit=60, folder=tmp_path, needs_bridge_tools=True)
+            headers = {"x-api-key": door.token, **ANTHROPIC}
+            httpx.post(door.url + "/v1/messages", headers=headers, json=messages(), timeout=30)
+            assert door.cut.is_set() and door.reason == "auth"
+            ((key, failure),) = stopped
+            assert (
+                key == "kv-ledger.a1" and "ANTHROPIC_API_KEY" in failure.message and model.base_url in failure.message
+            )
+            verdict = door.verdict()
+            assert verdict is not None and verdict.cls == "auth"
+            # the cap: a priced answer spends it, the next call is refused and the door cut
+            model.policy = lambda conv: Reply("ok")
+            second = gw.open("kv-ledger.a2", time_limit=60, folder=tmp_path / "a2", needs_bridge_tools=False)
+            for _ in range(2):
+                httpx.post(
+                    second.url + "/v1/messages", headers={"x-api-key": second.token}, json=messages(), timeout=30
+                )
+            assert second.reason == "cost_limit" and second.summary()["cost_limited"]
+            assert second.summary()["prices"]["retrieved"]
+            second.close()
+            refused = httpx.post(second.url + "/v1/messages", headers={"x-api-key": second.token}, json=messages())
+            assert refused.status_code == 401 and "gateway" in refused.text
