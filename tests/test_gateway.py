@@ -402,3 +402,14 @@ def test_run_gateway_doors_cut_on_auth_and_on_the_runs_cost_cap(
             second.close()
             refused = httpx.post(second.url + "/v1/messages", headers={"x-api-key": second.token}, json=messages())
             assert refused.status_code == 401 and "gateway" in refused.text
+
+
+def test_doctor_checks_the_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bridge.agents.gateway import doctor, upstream
+
+    check = doctor.gateway_check()
+    assert check.ok and check.name == "gateway", check
+    # a gateway that forgot to add the key fails the check
+    monkeypatch.setattr(upstream.Key, "headers", lambda self: {})
+    broken = doctor.gateway_check()
+    assert not broken.ok and "did not receive the key" in broken.detail

@@ -162,6 +162,7 @@ def cmd_cache_prune(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from bridge.agents.confine import sandbox_check
+    from bridge.agents.gateway.doctor import gateway_check
     from bridge.scoring.doctor import run_checks
     from bridge.scoring.images.disk import apply_budget_option
 
@@ -170,8 +171,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         from bridge.agents.ray_checks import cluster_checks
 
         checks = cluster_checks(args.ray_address, args.agent, args.agent_bin)
-    else:  # scoring's checks, then the sandbox `rgbridge run` confines its agents in
-        checks = [*run_checks(path=args.path, index=not args.no_index), sandbox_check()]
+    else:  # scoring's checks, then the sandbox `rgbridge run` confines its agents in and its gateway
+        checks = [*run_checks(path=args.path, index=not args.no_index), sandbox_check(), gateway_check()]
     failed = any(not c.ok and c.severity == "error" for c in checks)
     if args.json:
         print_json({"ok": not failed, "checks": [c.as_dict() for c in checks]})
