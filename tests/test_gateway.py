@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bridge.agents.failures import Failure
+from bridge.agents.adapters.failures import Failure
 from bridge.agents.gateway import prices, protocols
 from bridge.agents.gateway.ledger import Call, Ledger, RunSpend
 from bridge.agents.gateway.server import AttemptWire, Gateway

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bridge.agents.failures import Failure
+from bridge.agents.adapters.failures import Failure
 from bridge.agents.gateway import prices
 from bridge.agents.gateway.ledger import Ledger, RunSpend
 from bridge.agents.gateway.server import AttemptWire, Gateway

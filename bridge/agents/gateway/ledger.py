@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bridge.agents.failures import Failure, FailureClass
+from bridge.agents.adapters.failures import Failure, FailureClass
 from bridge.agents.gateway.usage import Usage
 
 

@@ -10,8 +10,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from bridge.agents.events import ParsedRun
-from bridge.agents.failures import Failure
+from bridge.agents.adapters.events import ParsedRun
+from bridge.agents.adapters.failures import Failure
 from bridge.agents.gateway.door import TRANSCRIPT, Door
 from bridge.agents.gateway.transcript import read
 from bridge.agents.gateway.wire_trajectory import parsed_run

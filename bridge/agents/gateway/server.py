@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route as StarletteRoute
 
-from bridge.agents.failures import classify_text, from_status
+from bridge.agents.adapters.failures import classify_text, from_status
 from bridge.agents.gateway import protocols, transcript
 from bridge.agents.gateway.credentials import Placeholders
 from bridge.agents.gateway.ledger import Call, Ledger

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bridge.agents.events import Call, ParsedRun, Step, arguments, as_dict, as_list, clip
+from bridge.agents.adapters.events import Call, ParsedRun, Step, arguments, as_dict, as_list, clip
 
 
 def _events(body: str) -> list[dict[str, Any]]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bridge.agents import antigravity, claude_code, codex, command, copilot, cursor_agent, gemini
-from bridge.agents.adapter import Adapter, AgentError
+from bridge.agents.adapters import antigravity, claude_code, codex, command, copilot, cursor_agent, gemini
+from bridge.agents.adapters.base import Adapter, AgentError
 
 ADAPTERS: dict[str, Adapter] = {
     a.name: a

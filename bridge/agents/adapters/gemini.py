@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bridge.agents.adapter import Adapter, AttemptSetup, Launch, base_env, server_entry
-from bridge.agents.events import Call, ParsedRun, Step, add_tokens, arguments, as_dict, clip, model_name
-from bridge.agents.failures import Failure, classify_text
-from bridge.agents.failures import clip as clip_message
-from bridge.agents.mcp_configs import client_format, document
+from bridge.agents.adapters.base import Adapter, AttemptSetup, Launch, base_env, server_entry
+from bridge.agents.adapters.events import Call, ParsedRun, Step, add_tokens, arguments, as_dict, clip, model_name
+from bridge.agents.adapters.failures import Failure, classify_text
+from bridge.agents.adapters.failures import clip as clip_message
+from bridge.agents.adapters.mcp_configs import client_format, document
 
 NAME = "gemini"
 

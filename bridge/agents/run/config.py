@@ -14,9 +14,9 @@ from bridge.errors import BridgeError
 from bridge.release import exact_version
 
 if TYPE_CHECKING:
-    from bridge.agents.prompt import PromptTemplate
-    from bridge.agents.run_settings import RunSettings
-    from bridge.agents.runner import RunOptions
+    from bridge.agents.run.options import RunOptions
+    from bridge.agents.run.prompt import PromptTemplate
+    from bridge.agents.run.settings import RunSettings
 
 CONFIG_FILE = "config.json"
 

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from bridge.agents.adapter import AgentError
-from bridge.agents.mcp_configs import SERVER_KEY
+from bridge.agents.adapters.base import AgentError
+from bridge.agents.adapters.mcp_configs import SERVER_KEY
 from bridge.sessions.rules import rules_text
 from bridge.tasks.dataset import README_DIRS
 from bridge.tasks.model import Task

@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from bridge.agents.adapters.events import MAX_LINE_BYTES, MAX_STREAM_BYTES
 from bridge.agents.confine import Confinement, Sandbox
 from bridge.agents.confine.none import NoSandbox
 from bridge.agents.confine.usage import DiskWatch
-from bridge.agents.events import MAX_LINE_BYTES, MAX_STREAM_BYTES
 
 GRACE_SECONDS = 5.0
 WAIT_SECONDS = 0.2

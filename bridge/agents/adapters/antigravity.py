@@ -20,9 +20,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bridge.agents import mcp_configs
-from bridge.agents.adapter import Adapter, AttemptSetup, Launch, base_env, config_file
-from bridge.agents.events import Call, ParsedRun, Step, add_tokens, arguments, as_dict, as_int, as_str, clip
+from bridge.agents.adapters import mcp_configs
+from bridge.agents.adapters.base import Adapter, AttemptSetup, Launch, base_env, config_file
+from bridge.agents.adapters.events import Call, ParsedRun, Step, add_tokens, arguments, as_dict, as_int, as_str, clip
 
 NAME = "antigravity"
 SETTINGS = ".gemini/antigravity-cli/settings.json"

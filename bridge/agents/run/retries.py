@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from bridge.scoring.run.report_row import ReportRow, RetriedTry
 
 if TYPE_CHECKING:
-    from bridge.agents.attempt import Attempt
+    from bridge.agents.attempt.lifecycle import Attempt
 
 
 def backoff(delays: list[float], retry: int) -> float:

@@ -18,10 +18,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-from bridge.agents.adapter import Adapter, AgentError
-from bridge.agents.preflight import find_cli
-from bridge.agents.registry import ADAPTERS
-from bridge.agents.registry import adapter as find_adapter
+from bridge.agents.adapters.base import Adapter, AgentError
+from bridge.agents.adapters.registry import ADAPTERS
+from bridge.agents.adapters.registry import adapter as find_adapter
+from bridge.agents.run.preflight import find_cli
 from bridge.errors import BridgeError
 from bridge.release import exact_version
 from bridge.scoring.doctor import Check
@@ -34,7 +34,7 @@ Severity = Literal["error", "warning"]
 
 
 def key_names(adapter: Adapter) -> tuple[str, ...]:
-    """The adapter's model key variables (bridge/agents/preflight.py `check_key` reads the same)."""
+    """The adapter's model key variables (bridge/agents/run/preflight.py `check_key` reads the same)."""
     return adapter.key_env
 
 

@@ -1,6 +1,6 @@
-"""What is left of an attempt whose Ray worker died: `python -m bridge.agents.reaper PID ROOT`.
+"""What is left of an attempt whose Ray worker died: `python -m bridge.agents.ray.reaper PID ROOT`.
 
-Started beside each attempt a Ray node runs (bridge/agents/ray_runs.py), in a session of its
+Started beside each attempt a Ray node runs (bridge/agents/ray/runs.py), in a session of its
 own so it outlives the worker. The agent runs in a process group of its own too, so a worker
 killed by SIGKILL (a forced cancel on Ctrl-C, a node taken down, the out-of-memory killer)
 would leave it running. While the worker PID lives and ROOT (the attempt's private folder)
@@ -112,7 +112,7 @@ def start_reaper(root: Path) -> int | None:
         "import subprocess, sys; d = subprocess.DEVNULL; "
         "print(subprocess.Popen(sys.argv[1:], stdin=d, stdout=d, stderr=d, start_new_session=True).pid)"
     )
-    argv = [sys.executable, "-m", "bridge.agents.reaper", str(os.getpid()), str(root)]
+    argv = [sys.executable, "-m", "bridge.agents.ray.reaper", str(os.getpid()), str(root)]
     try:
         out = subprocess.run([sys.executable, "-c", launch, *argv], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):

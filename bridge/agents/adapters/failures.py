@@ -4,7 +4,7 @@ the usual messages, a process killed by a signal or a binary that is not there).
 
 Each adapter module reads its own CLI's signals (Claude Code's result event, Codex's
 `turn.failed`, ...) into `ParsedRun.failure` and falls back on `classify_end` here for what is
-common; the run (bridge/agents/runner.py) retries such an attempt and never scores it as a zero.
+common; the run (bridge/agents/run/runner.py) retries such an attempt and never scores it as a zero.
 """
 
 from __future__ import annotations

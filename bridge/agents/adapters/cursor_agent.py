@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.agents.adapter import Adapter, AttemptSetup, Launch, base_env, config_file
-from bridge.agents.events import Call, ParsedRun, Step, arguments, as_dict, as_list, clip, model_name
-from bridge.agents.failures import Failure, classify_text
-from bridge.agents.failures import clip as clip_message
+from bridge.agents.adapters.base import Adapter, AttemptSetup, Launch, base_env, config_file
+from bridge.agents.adapters.events import Call, ParsedRun, Step, arguments, as_dict, as_list, clip, model_name
+from bridge.agents.adapters.failures import Failure, classify_text
+from bridge.agents.adapters.failures import clip as clip_message
 
 NAME = "cursor-agent"
 

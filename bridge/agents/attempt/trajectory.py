@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.agents.events import ParsedRun
+from bridge.agents.adapters.events import ParsedRun
 
 SCHEMA_VERSION = "ATIF-v1.8"
 

@@ -1,7 +1,7 @@
 """One attempt of an agent on a task, owned by the run from start to score.
 
 1. A fresh attempt folder: the workspace, the agent's own HOME and TMPDIR, its recordings folder.
-2. The run starts the attempt's MCP server (bridge/agents/attempt_server.py), outside the agent's
+2. The run starts the attempt's MCP server (bridge/agents/attempt/server.py), outside the agent's
    process tree: it opens the session itself and holds it, recorder and golden-file watch running,
    so the session starts before the agent does and does not wait for the agent to connect or to
    call start_task; the agent reaches it over HTTP on loopback with its own credential.
@@ -28,18 +28,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from bridge.agents.adapter import AttemptSetup, HttpServer, Launch
-from bridge.agents.attempt_server import AttemptServer
-from bridge.agents.attempt_state import AttemptState
-from bridge.agents.command import words
+from bridge.agents.adapters.base import AttemptSetup, HttpServer, Launch
+from bridge.agents.adapters.command import words
+from bridge.agents.adapters.events import ParsedRun, read_stream
+from bridge.agents.adapters.failures import Failure
+from bridge.agents.attempt.server import AttemptServer
+from bridge.agents.attempt.state import AttemptState
+from bridge.agents.attempt.timing import overlap, scoring_span, scoring_window
+from bridge.agents.attempt.trajectory import to_atif
 from bridge.agents.confine import Confinement, confinement_for, sandbox_for
-from bridge.agents.events import ParsedRun, read_stream
-from bridge.agents.failures import Failure
-from bridge.agents.process import Ended, run_agent
-from bridge.agents.protected import protected_paths
-from bridge.agents.run_settings import RunSettings, declared_sandbox
-from bridge.agents.timing import overlap, scoring_span, scoring_window
-from bridge.agents.trajectory import to_atif
+from bridge.agents.confine.process import Ended, run_agent
+from bridge.agents.confine.protected import protected_paths
+from bridge.agents.run.settings import RunSettings, declared_sandbox
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.recording.integrity import try_seal

@@ -1,6 +1,6 @@
 """An attempt's state on disk (`state.json` in its folder): its phase and what each phase recorded.
 
-The run writes it at every step of an attempt (bridge/agents/attempt.py) so that `--resume` knows
+The run writes it at every step of an attempt (bridge/agents/attempt/lifecycle.py) so that `--resume` knows
 where the attempt stood: a file that is missing or unreadable is an attempt not started, keys an
 older bridge wrote that this one does not know are ignored.
 """
@@ -38,7 +38,7 @@ class AttemptState(BaseModel):
     sandbox: dict[str, Any] | None = None  # the row's run.sandbox: how the agent was confined
     submitted_by: str | None = None  # agent | time_limit | agent_exit | resource_limit
     scoring_seconds: float | None = None
-    agent_error: dict[str, Any] | None = None  # the CLI's failure (bridge/agents/failures.py)
+    agent_error: dict[str, Any] | None = None  # the CLI's failure (bridge/agents/adapters/failures.py)
 
     @classmethod
     def load(cls, path: Path) -> AttemptState:

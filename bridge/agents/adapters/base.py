@@ -1,7 +1,7 @@
 """What an agent adapter is: data about one agent CLI (where its binary is, how it runs headless,
 which environment it may see, where its MCP config goes, how its event stream reads) and the
 launch it yields for one attempt. Modelled on Harbor's installed-agent adapters: each adapter is
-one module of declarations, the runner (bridge/agents/attempt.py) does the rest.
+one module of declarations, the runner (bridge/agents/attempt/lifecycle.py) does the rest.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bridge.agents import mcp_configs
-from bridge.agents.events import ParsedRun
+from bridge.agents.adapters import mcp_configs
+from bridge.agents.adapters.events import ParsedRun
 from bridge.errors import BridgeError
 
 #: what every agent process may inherit from the runner's environment (nothing else: keys of
@@ -43,7 +43,7 @@ class McpServer:
 
 @dataclass(frozen=True)
 class HttpServer:
-    """The attempt's MCP server the run started (bridge/agents/attempt_server.py): its streamable
+    """The attempt's MCP server the run started (bridge/agents/attempt/server.py): its streamable
     HTTP endpoint on loopback and the agent's own credential, the bearer token of every request."""
 
     url: str
@@ -82,7 +82,7 @@ class Launch:
 @dataclass(frozen=True)
 class Adapter:
     name: str
-    client: str  # the MCP client format (bridge/agents/mcp_configs.py)
+    client: str  # the MCP client format (bridge/agents/adapters/mcp_configs.py)
     binaries: tuple[str, ...]  # names looked up on PATH
     #: the binary inside an installed Python package: (import name, path inside it)
     wheel: tuple[str, str] | None
@@ -95,7 +95,7 @@ class Adapter:
     parse: Callable[[list[dict[str, object]], str], ParsedRun]
     installed_by: str  # README: what the CLI needs installed
     #: the variables that hold its model key (any one will do): the run refuses to start without
-    #: one unless --model-base-url names another endpoint (bridge/agents/runner.py, preflight)
+    #: one unless --model-base-url names another endpoint (bridge/agents/run/runner.py, preflight)
     key_env: tuple[str, ...] = ()
 
     def find_binary(self, override: str | None = None) -> str:

@@ -12,7 +12,7 @@ Before any agent starts (`preflight`): the adapter's model key must be in the en
 model, prompt template hash, time limit, attempts, sandbox, bridge version; its hash); a resume
 whose configuration changed is refused with what differs.
 
-An attempt the agent's CLI failed (`agent_error`: bridge/agents/failures.py) is kept aside
+An attempt the agent's CLI failed (`agent_error`: bridge/agents/adapters/failures.py) is kept aside
 (`a<k>.agent-error-<n>` beside the attempt and its recording), retried after a backoff up to
 `retries` times, never counted in the means, and listed in the report's `errored_attempts`;
 `EXIT_AGENT_ERRORS` is `rgbridge run`'s exit code when some remain. `max_cost` stops starting
@@ -30,19 +30,18 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field
-
-from bridge.agents.adapter import BASE_ENV_ALLOW, SERVER_ENV_ALLOW
-from bridge.agents.attempt import Attempt, Stopped, attempt_key
+from bridge.agents.adapters.base import BASE_ENV_ALLOW, SERVER_ENV_ALLOW
+from bridge.agents.adapters.registry import adapter as find_adapter
+from bridge.agents.attempt.lifecycle import Attempt, Stopped, attempt_key
 from bridge.agents.confine import Limits, ready_sandbox
-from bridge.agents.preflight import check_cli, check_key, find_cli
-from bridge.agents.prompt import load_template
-from bridge.agents.registry import adapter as find_adapter
-from bridge.agents.retries import Budget, backoff, row_cost, set_aside
-from bridge.agents.run_settings import RunSettings, sandbox_metadata
-from bridge.agents.runconfig import CONFIG_FILE, CONFIG_METADATA, check_config, config_line, run_config
+from bridge.agents.run.config import CONFIG_FILE, CONFIG_METADATA, check_config, config_line, run_config
+from bridge.agents.run.options import RUN_FILE, RunOptions
+from bridge.agents.run.preflight import check_cli, check_key, find_cli
+from bridge.agents.run.prompt import load_template
+from bridge.agents.run.retries import Budget, backoff, row_cost, set_aside
+from bridge.agents.run.settings import RunSettings, sandbox_metadata
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.locations import cache_dir, data_home
@@ -52,46 +51,9 @@ from bridge.scoring.run.reporting import RunWriter, bad_number, cost_metadata, n
 from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
 
-RUN_FILE = "run.json"
 #: `rgbridge run`'s exit code when attempts remain `agent_error` after their retries (without
 #: --allow-errors); 2 is a refusal or an error of the bridge, 130 a Ctrl-C
 EXIT_AGENT_ERRORS = 3
-
-
-class RunOptions(BaseModel):
-    """The options of one run, as given (and as `run.json` keeps them for `--resume`)."""
-
-    agent: str
-    tasks: list[str]
-    attempts: int = Field(1, gt=0)
-    time_limit: float = Field(1800.0, gt=0)
-    workers: int = Field(1, gt=0)
-    model: str | None = None
-    model_base_url: str | None = None
-    agent_bin: str | None = None
-    agent_cmd: str | None = None
-    on_exit: Literal["submit", "abandon"] = "submit"
-    profile: Literal["both", "strict", "compat"] = "both"
-    run_id: str
-    recordings: str
-    server_args: list[str] = Field(default_factory=list)
-    # issue 31: honest, reproducible, priced rows
-    retries: int = Field(2, ge=0)
-    retry_backoff: list[float] = Field(default_factory=lambda: [5.0, 20.0])
-    allow_errors: bool = False
-    prompt: Literal["bridge", "upstream", "file"] = "bridge"
-    prompt_file: str | None = None
-    agent_version: str | None = None
-    max_cost: float | None = Field(None, gt=0)
-    #: how each agent is confined (bridge/agents/confine/; `none` marks every row unconfined)
-    sandbox: Literal["auto", "bwrap", "docker", "none"] = "auto"
-    #: what else the agents may read (`--agent-bind`, read-only): absolute paths
-    agent_binds: list[str] = Field(default_factory=list)
-    #: one attempt's limits (bridge/agents/confine/model.py Limits: memory, processes, disk)
-    limits: dict[str, int] = Field(default_factory=dict)
-    # issue 32: where attempts run (bridge/agents/ray_runs.py)
-    backend: Literal["local", "ray"] = "local"
-    ray_address: str | None = None
 
 
 def server_env() -> dict[str, str]:
@@ -104,16 +66,6 @@ def server_env() -> dict[str, str]:
     env["RGBRIDGE_HOME"] = str(data_home())
     env["RGBRIDGE_CACHE"] = str(cache_dir())
     return env
-
-
-def load_options(output_dir: Path) -> RunOptions | None:
-    path = output_dir / RUN_FILE
-    if not path.is_file():
-        return None
-    try:
-        return RunOptions.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BridgeError(f"{path}: not a run file this bridge can resume ({str(exc).splitlines()[0]})") from None
 
 
 def settings_for(options: RunOptions, catalog: Catalog, output_dir: Path) -> RunSettings:
@@ -157,7 +109,7 @@ def execute(
     on_event: Callable[[str, str], None] | None = None,
 ) -> tuple[Path, list[dict[str, Any]]]:
     """Run (or finish) the plan; the report path and its rows. KeyboardInterrupt stops every agent."""
-    if options.backend == "local":  # on Ray the keys are the nodes', checked there (ray_checks.py)
+    if options.backend == "local":  # on Ray the keys are the nodes', checked there (ray/checks.py)
         check_key(options)
     template = load_template(
         options.prompt,
@@ -181,8 +133,8 @@ def execute(
     stop = threading.Event()
     make: Callable[[RunSettings, Task, int, threading.Event], Attempt] = Attempt
     workers = options.workers
-    if options.backend == "ray":  # one attempt = one Ray task on a node (bridge/agents/ray_runs.py)
-        from bridge.agents.ray_runs import RayAttempts
+    if options.backend == "ray":  # one attempt = one Ray task on a node (bridge/agents/ray/runs.py)
+        from bridge.agents.ray.runs import RayAttempts
 
         cluster = RayAttempts(options, settings, settings_for)  # every node checked first
         make, workers = cluster.attempt, cluster.workers()

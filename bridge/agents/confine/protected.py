@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from bridge.locations import cache_dir, data_home, shipped_tasks_dir
 
 if TYPE_CHECKING:
-    from bridge.agents.run_settings import RunSettings
+    from bridge.agents.run.settings import RunSettings
 
 #: the server options that name a task source (bridge/commands/run.py passes them to the server)
 SOURCE_OPTIONS = ("--tasks", "--dataset")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.agents.adapter import Adapter, AttemptSetup, Launch, base_env, config_file
-from bridge.agents.events import ParsedRun
+from bridge.agents.adapters.base import Adapter, AttemptSetup, Launch, base_env, config_file
+from bridge.agents.adapters.events import ParsedRun
 
 NAME = "copilot"
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridge.agents.adapter import Adapter, AttemptSetup, Launch, base_env, config_file
-from bridge.agents.events import (
+from bridge.agents.adapters.base import Adapter, AttemptSetup, Launch, base_env, config_file
+from bridge.agents.adapters.events import (
     Call,
     ParsedRun,
     Step,
@@ -23,9 +23,9 @@ from bridge.agents.events import (
     clip,
     model_name,
 )
-from bridge.agents.failures import Failure, classify_text, from_status
-from bridge.agents.failures import clip as clip_message
-from bridge.agents.mcp_configs import SERVER_KEY
+from bridge.agents.adapters.failures import Failure, classify_text, from_status
+from bridge.agents.adapters.failures import clip as clip_message
+from bridge.agents.adapters.mcp_configs import SERVER_KEY
 
 NAME = "claude-code"
 

@@ -10,13 +10,13 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bridge.agents.adapter import Adapter, AgentError, AttemptSetup, McpServer, base_env
-from bridge.agents.command import words
-from bridge.agents.registry import adapter as find_adapter
+from bridge.agents.adapters.base import Adapter, AgentError, AttemptSetup, McpServer, base_env
+from bridge.agents.adapters.command import words
+from bridge.agents.adapters.registry import adapter as find_adapter
 
 if TYPE_CHECKING:
-    from bridge.agents.run_settings import RunSettings
-    from bridge.agents.runner import RunOptions
+    from bridge.agents.run.options import RunOptions
+    from bridge.agents.run.settings import RunSettings
 
 
 def check_key(options: RunOptions) -> None:

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from bridge.agents.adapter import Adapter
+from bridge.agents.adapters.base import Adapter
 from bridge.agents.confine import Limits, Sandbox
-from bridge.agents.prompt import PromptTemplate, bridge_template
+from bridge.agents.run.prompt import PromptTemplate, bridge_template
 from bridge.tasks.catalog import Catalog
 
 
@@ -32,7 +32,7 @@ class RunSettings:
     agent_cmd: str | None = None
     server_args: tuple[str, ...] = ()  # task source options passed to the attempt's MCP server
     server_env: dict[str, str] = field(default_factory=dict)
-    # issue 31: the prompt template (bridge/agents/prompt.py) and the run's configuration (runner.run_config)
+    # issue 31: the prompt template (bridge/agents/run/prompt.py) and the run's configuration (runner.run_config)
     prompt: PromptTemplate = field(default_factory=bridge_template)
     run_config: dict[str, Any] = field(default_factory=dict)
     #: how the agent is confined (bridge/agents/confine/): the kind the pre-flight resolved

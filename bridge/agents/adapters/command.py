@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import shlex
 
-from bridge.agents import claude_code
-from bridge.agents.adapter import Adapter, AgentError, AttemptSetup, Launch, base_env, config_file
+from bridge.agents.adapters import claude_code
+from bridge.agents.adapters.base import Adapter, AgentError, AttemptSetup, Launch, base_env, config_file
 
 NAME = "command"
 FIELDS = ("{prompt}", "{workspace}", "{mcp_config}")

@@ -13,7 +13,7 @@ runner's RunWriter records what `RemoteAttempt.run` returns), so the report is a
 Node loss: the driver runs the task again (up to MAX_RETRIES times) from scratch once the lost
 node is declared dead; every execution has a folder of its own and nothing of a lost one reaches
 the run folder, so no attempt is scored twice. After the retries the attempt is an `infra_error` row with Ray's reason (`--resume` runs
-it again). A reaper (bridge/agents/reaper.py) beside each execution ends the attempt's processes
+it again). A reaper (bridge/agents/ray/reaper.py) beside each execution ends the attempt's processes
 when its Ray worker dies: the agent has a process group of its own and would outlive it.
 
 Before any attempt every node offering `agent` is checked (engine, the CLI and its version, the
@@ -35,8 +35,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bridge.agents.attempt import Attempt, Stopped
-from bridge.agents.ray_checks import (
+from bridge.agents.attempt.lifecycle import Attempt, Stopped
+from bridge.agents.ray.checks import (
     AGENT_RESOURCE,
     CHECK_SECONDS,
     START_FIX,
@@ -45,9 +45,9 @@ from bridge.agents.ray_checks import (
     first_line,
     gather_facts,
 )
-from bridge.agents.ray_transfer import pack_folder, pack_recordings, receive_recording, unpack_folder
-from bridge.agents.reaper import settle, start_reaper, stop_reaper
-from bridge.agents.run_settings import RunSettings
+from bridge.agents.ray.reaper import settle, start_reaper, stop_reaper
+from bridge.agents.ray.transfer import pack_folder, pack_recordings, receive_recording, unpack_folder
+from bridge.agents.run.settings import RunSettings
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.scoring.run.ray_backend import ProgressBox, connect, node_label
@@ -56,7 +56,7 @@ from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
 
 if TYPE_CHECKING:  # the runner hands its options and `settings_for` in (it imports this module)
-    from bridge.agents.runner import RunOptions
+    from bridge.agents.run.options import RunOptions
 
 MAX_RETRIES = 2
 #: how long attempts may wait while no alive node offers the agent resource
@@ -70,7 +70,7 @@ SettingsFor = Callable[["RunOptions", Catalog, Path], RunSettings]
 
 
 def _sandbox_kind(options: RunOptions) -> str:
-    # the sandbox the run uses, as runconfig.py reads it ("none" until RunOptions has `sandbox`)
+    # the sandbox the run uses, as run/config.py reads it ("none" until RunOptions has `sandbox`)
     return str(getattr(options, "sandbox", "none") or "none")
 
 

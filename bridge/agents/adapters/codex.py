@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bridge.agents.adapter import Adapter, AttemptSetup, Launch, base_env, server_entry
-from bridge.agents.events import (
+from bridge.agents.adapters.base import Adapter, AttemptSetup, Launch, base_env, server_entry
+from bridge.agents.adapters.events import (
     Call,
     ParsedRun,
     Step,
@@ -25,9 +25,9 @@ from bridge.agents.events import (
     clip,
     model_name,
 )
-from bridge.agents.failures import Failure, FailureClass, classify_text, from_status
-from bridge.agents.failures import clip as clip_message
-from bridge.agents.mcp_configs import SERVER_KEY, document, render_text
+from bridge.agents.adapters.failures import Failure, FailureClass, classify_text, from_status
+from bridge.agents.adapters.failures import clip as clip_message
+from bridge.agents.adapters.mcp_configs import SERVER_KEY, document, render_text
 
 NAME = "codex"
 PROVIDER = "rgbridge-endpoint"

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bridge.agents.failures import Failure, classify_attempt
+from bridge.agents.adapters.failures import Failure, classify_attempt
 
 MAX_STREAM_BYTES = 64 * 1024 * 1024
 MAX_LINE_BYTES = 4 * 1024 * 1024
@@ -28,7 +28,7 @@ def clip(value: object, limit: int = MAX_TEXT) -> str:
     return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more characters]"
 
 
-#: the key under which `read_stream` gives each event the time its line arrived (bridge/agents/process.py)
+#: the key under which `read_stream` gives each event the time its line arrived (bridge/agents/confine/process.py)
 ARRIVED = "_rgbridge_arrived"
 
 
@@ -105,12 +105,12 @@ class ParsedRun:
     input_includes_cache: bool = False
     #: the CLI gave its final answer (a result event, a completed turn)
     answered: bool = False
-    #: the CLI said it failed for a reason that is not the agent's work (bridge/agents/failures.py)
+    #: the CLI said it failed for a reason that is not the agent's work (bridge/agents/adapters/failures.py)
     failure: Failure | None = None
 
     def attempt_failure(self, how: str, exit_code: object, stderr: Path) -> Failure | None:
         """The attempt's failure: what the CLI reported (its adapter read it from the stream), else
-        what its exit and the tail of its stderr say (bridge/agents/failures.py)."""
+        what its exit and the tail of its stderr say (bridge/agents/adapters/failures.py)."""
         try:
             with open(stderr, "rb") as fh:
                 fh.seek(max(0, fh.seek(0, 2) - 16384))
