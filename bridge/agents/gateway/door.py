@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bridge.agents.adapters.base import Adapter, ModelDoor
 from bridge.agents.adapters.failures import Failure
 from bridge.agents.gateway import prices
 from bridge.agents.gateway.ledger import Ledger, RunSpend
@@ -36,6 +37,16 @@ class Door:
     cut: threading.Event = field(default_factory=threading.Event)
     reason: str | None = None
     _close: Callable[[str], None] | None = None
+    #: a gateway started for this attempt alone (an attempt run on a Ray node), stopped on close
+    own: RunGateway | None = None
+
+    def access(self) -> ModelDoor:
+        """What the agent's adapter is given: the gateway's URL and the placeholder."""
+        return ModelDoor(self.url, self.token)
+
+    def ended(self) -> str | None:
+        """Why the wire ended the attempt ("auth" | "cost_limit"), or None: polled by the run."""
+        return self.reason if self.cut.is_set() else None
 
     def end(self, reason: str) -> None:
         if self.reason is None:
@@ -47,6 +58,9 @@ class Door:
         if self._close is not None:
             self._close(self.token)
             self._close = None
+        if self.own is not None:
+            self.own.__exit__(None, None, None)
+            self.own = None
 
     def verdict(self) -> Failure | None:
         return self.ledger.verdict()
@@ -117,3 +131,20 @@ class RunGateway:
         ledger.on_auth = refused
         ledger.on_cost_limit = lambda: door.end("cost_limit")
         return door
+
+
+def attempt_door(
+    adapter: Adapter, gateway: RunGateway | None, base_url: str | None, key: str, time_limit: float, folder: Path
+) -> Door | None:
+    """An attempt's door (None for a CLI whose model host cannot be changed: `via_gateway`): from
+    the run's gateway, or from a gateway of its own (an attempt run on a Ray node), which the door
+    stops when it closes. CLI adapters are given the bridge's MCP server, so their calls must offer
+    its tools (else mcp_unavailable); a `command` agent may name its tools anything."""
+    if not adapter.via_gateway:
+        return None
+    own = None if gateway is not None else RunGateway(base_url).__enter__()
+    door = (gateway or own).open(  # type: ignore[union-attr]
+        key, time_limit=time_limit, folder=folder, needs_bridge_tools=adapter.name != "command"
+    )
+    door.own = own
+    return door

@@ -17,13 +17,18 @@ from bridge.agents.gateway.transcript import read
 from bridge.agents.gateway.wire_trajectory import parsed_run
 
 
-def attempt_failure(door: Door | None, cli: Failure | None) -> Failure | None:
+def attempt_failure(door: Door | None, parsed: ParsedRun, how: str, exit_code: object, stderr: Path) -> Failure | None:
     """The wire's verdict first (an auth refusal, a provider that never answered or failed last, a
-    run whose calls never offered the bridge's tools), else what the CLI reported. A cost limit is
-    no failure: the attempt is submitted and scored."""
-    if door is None:
-        return cli
-    return door.verdict() or cli
+    run whose calls never offered the bridge's tools), whatever the CLI printed and however it
+    ended; else what the CLI reported (bridge/agents/adapters/failures.py). A cost limit is no
+    failure: the attempt is submitted and scored."""
+    if door is not None:
+        verdict = door.verdict()
+        if verdict is not None:
+            return verdict
+    elif how == "auth":  # resumed after the wire ended the attempt: its ledger is gone, its end is not
+        return Failure("auth", "the provider refused the key (before the run was resumed)")
+    return parsed.attempt_failure(how, exit_code, stderr)
 
 
 def run_fields(door: Door | None, parsed: ParsedRun) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import os
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from bridge.agents.gateway.protocols import Api
@@ -30,7 +30,7 @@ KEY_SOURCES: dict[Api, tuple[tuple[str, str], ...]] = {
     "openai": (("OPENAI_API_KEY", "authorization"), ("CODEX_API_KEY", "authorization")),
     "gemini": (("GEMINI_API_KEY", "x-goog-api-key"), ("GOOGLE_API_KEY", "x-goog-api-key")),
 }
-#: every variable above: none of them may reach an agent (bridge/agents/adapter.py base_env)
+#: every variable above: none of them may reach an agent (bridge/agents/adapters/base.py base_env)
 PROVIDER_KEY_VARS: tuple[str, ...] = tuple(var for sources in KEY_SOURCES.values() for var, _ in sources)
 _VERSION_END = re.compile(r"/v\d+(?:alpha|beta)?$")
 _VERSION_START = re.compile(r"^/v\d+(?:alpha|beta)?(?:/|$)")
@@ -54,36 +54,51 @@ class Key:
         return {self.header: self.value}
 
 
+#: each API's own base-URL variable, honoured on the host when --model-base-url names none
+BASE_URL_VARS: dict[Api, str] = {
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "openai": "OPENAI_BASE_URL",
+    "gemini": "GOOGLE_GEMINI_BASE_URL",
+}
+
+
 @dataclass(frozen=True)
 class Providers:
     """Where the run's model calls go and with which keys."""
 
     base_url: str | None
     keys: dict[Api, Key]
+    #: per API, the base URL the host's environment names (ANTHROPIC_BASE_URL, ...)
+    env_bases: dict[Api, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, base_url: str | None, env: Mapping[str, str] | None = None) -> Providers:
         env = os.environ if env is None else env
+        bases: dict[Api, str] = {api: env[var].rstrip("/") for api, var in BASE_URL_VARS.items() if env.get(var)}
         keys: dict[Api, Key] = {}
         for api, sources in KEY_SOURCES.items():
             for variable, header in sources:
                 if env.get(variable):
                     keys[api] = Key(api, variable, env[variable], header)
                     break
-        return cls(base_url.rstrip("/") if base_url else None, keys)
+        return cls(base_url.rstrip("/") if base_url else None, keys, bases)
 
     def url(self, api: Api, path: str, query: str) -> str:
         """The provider URL of a request the agent sent to `path`: the base URL's own path is
         kept, minus a trailing API version (`/v1`, `/v1beta`) when the agent's path starts with
         one (Codex's provider base URL ends in `/v1`, Claude Code's does not: both reach the same
         endpoint)."""
-        base = self.base_url or DEFAULT_HOSTS[api]
+        base = self.base(api)
         if _VERSION_END.search(base) and _VERSION_START.match(path):
             base = _VERSION_END.sub("", base)
         return base + path + (f"?{query}" if query else "")
 
+    def base(self, api: Api) -> str:
+        """--model-base-url, else the API's variable on the host, else its documented host."""
+        return self.base_url or self.env_bases.get(api) or DEFAULT_HOSTS[api]
+
     def endpoint(self, api: Api) -> str:
-        parts = urlsplit(self.base_url or DEFAULT_HOSTS[api])
+        parts = urlsplit(self.base(api))
         return f"{parts.scheme}://{parts.netloc}"
 
     def hint(self, api: Api) -> str:

@@ -33,9 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from bridge.agents.adapters.base import BASE_ENV_ALLOW, SERVER_ENV_ALLOW
+from bridge.agents.adapters.failures import Failure
 from bridge.agents.adapters.registry import adapter as find_adapter
 from bridge.agents.attempt.lifecycle import Attempt, Stopped, attempt_key
 from bridge.agents.confine import Limits, ready_sandbox
+from bridge.agents.gateway.door import RunGateway
 from bridge.agents.run.config import CONFIG_FILE, CONFIG_METADATA, check_config, config_line, run_config
 from bridge.agents.run.options import RUN_FILE, RunOptions
 from bridge.agents.run.preflight import check_cli, check_key, find_cli
@@ -138,6 +140,28 @@ def execute(
 
         cluster = RayAttempts(options, settings, settings_for)  # every node checked first
         make, workers = cluster.attempt, cluster.workers()
+    # A provider that refuses the key refuses it for every attempt: the run stops at the first
+    # refusal; what was not started is listed as not run (issue 38, item 4).
+    auth_stop = threading.Event()
+    auth: list[tuple[str, Failure]] = []
+    not_run: list[str] = []
+
+    def on_auth(key: str, failure: Failure) -> None:
+        auth.append((key, failure))
+        auth_stop.set()
+        if on_event:
+            on_event(key, f"agent_error (auth): {failure.message}; the run stops")
+
+    gateway: RunGateway | None = None
+    if options.backend == "local":  # a Ray node's attempt starts a gateway of its own
+        gateway = RunGateway(
+            options.model_base_url,
+            max_cost=options.max_cost,
+            spent=sum(row_cost(e) for e in done.values()),
+            on_auth=on_auth,
+        )
+        gateway.__enter__()
+        settings = replace(settings, gateway=gateway)
     attempts = {
         attempt_key(t, k): make(settings, catalog.get(t), k, stop)
         for t in options.tasks
@@ -159,7 +183,10 @@ def execute(
 
     def task_attempts(queue: list[Attempt]) -> None:
         for attempt in queue:
-            if not stop.is_set():
+            if auth_stop.is_set():
+                attempt.live.state = "not run (the provider refused the key)"
+                not_run.append(attempt.key)
+            elif not stop.is_set():
                 one(attempt)
 
     def one(attempt: Attempt) -> None:
@@ -182,7 +209,8 @@ def execute(
                 return
             budget.spend(row_cost(row))
             error = row.agent_error if row.outcome == "agent_error" else None
-            if error is None or len(retried) >= options.retries or stop.is_set():
+            # a refused key is not retried: it would be refused again
+            if error is None or len(retried) >= options.retries or stop.is_set() or error.cls == "auth":
                 break
             if not budget.allows():  # the cap stops retries too; this try's row stands
                 budget.skipped.append(f"{attempt.key} (retry {len(retried) + 1})")
@@ -248,6 +276,13 @@ def execute(
             **cost_metadata(rows),
             **sandbox_metadata(settings),
         }
+        if gateway is not None:
+            from bridge.agents.gateway.prices import source
+
+            meta["gateway"] = {"prices": source(), "spent_usd": round(gateway.spend.spent, 6)}
+        if auth:
+            meta["stopped_by_auth"] = {"attempt": auth[0][0], "message": auth[0][1].message}
+            meta["not_run"] = sorted(not_run)
         if options.max_cost is not None:
             meta["max_cost_usd"] = options.max_cost
             meta["cut_by_cost_cap"] = bool(budget.skipped)
@@ -262,6 +297,8 @@ def execute(
         raise
     finally:
         restore()
+        if gateway is not None:
+            gateway.__exit__(None, None, None)
     if ctrl_c:  # pressed while the last attempt finished or the report was written: still interrupted
         raise KeyboardInterrupt
     return report, rows

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from bridge.agents.adapters.base import Adapter
 from bridge.agents.confine import Limits, Sandbox
 from bridge.agents.run.prompt import PromptTemplate, bridge_template
 from bridge.tasks.catalog import Catalog
+
+if TYPE_CHECKING:
+    from bridge.agents.gateway.door import RunGateway
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,9 @@ class RunSettings:
     agent_binds: tuple[Path, ...] = ()
     #: one attempt's limits (memory, processes, disk of its folders)
     limits: Limits = field(default_factory=Limits)
+    #: the run's model gateway (bridge/agents/gateway/), started by the run; None: each attempt
+    #: starts one of its own (an attempt run on a Ray node)
+    gateway: RunGateway | None = None
 
 
 def declared_sandbox(settings: RunSettings) -> dict[str, Any]:
