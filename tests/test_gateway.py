@@ -413,3 +413,27 @@ def test_doctor_checks_the_gateway(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(upstream.Key, "headers", lambda self: {})
     broken = doctor.gateway_check()
     assert not broken.ok and "did not receive the key" in broken.detail
+
+
+def test_the_run_page_shows_the_wire() -> None:
+    from bridge.reports.run_sections import whose_row_html
+
+    wire = {"calls": 3, "answered": 1, "statuses": {"200": 1, "529": 2}, "waited_seconds": 41.5}
+    report = {
+        "metadata": {
+            "agent": {"name": "claude-code"},
+            "stopped_by_auth": {"attempt": "b.a1", "message": "check ANTHROPIC_API_KEY <x>"},
+            "not_run": ["c.a1"],
+        },
+        "results": [
+            {"repo_name": "a", "run": {"wire": wire}, "agent_error": {"class": "provider_unavailable"}},
+            {"repo_name": "b", "run": {"wire": {"calls": 1, "statuses": {"401": 1}}}, "agent_error": {"class": "auth"}},
+        ],
+    }
+    page = whose_row_html(report)
+    assert "1 of 4 answered" in page and "200×1, 401×1, 529×2" in page and "42 s waited" in page
+    assert "wire failures: auth, provider_unavailable" in page and "not run" in page and "c.a1" in page
+    assert "check ANTHROPIC_API_KEY &lt;x&gt;" in page  # escaped
+    assert "model calls (wire)</td><td><span class='muted'>not recorded" in whose_row_html(
+        {"metadata": {}, "results": [{"run": {}}]}
+    )

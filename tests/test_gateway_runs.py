@@ -11,13 +11,19 @@ with the real Claude Code and Codex CLIs against the scripted provider on loopba
   run stops (the second task is listed as not run), exits non-zero naming the variable and endpoint;
 - a provider answering 529 for the whole time limit: `agent_error`/provider_unavailable, never scored;
 - a `--max-cost` reached after the first answer: the attempt ends mid-way as `cost_limit`,
-  submitted and scored.
+  submitted and scored;
+- Codex started while the attempt's MCP endpoint does not answer (its server process stopped):
+  `agent_error`/mcp_unavailable, never scored.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +40,7 @@ from tests.scripted_model import (
     Conversation,
     Fail,
     Policy,
+    Reply,
     ScriptedModel,
     _shell_call,
     _shell_tool,
@@ -189,3 +196,58 @@ def test_cost_cap_ends_the_attempt_mid_way_as_cost_limit(
     assert row["outcome"] != "agent_error" and row["rgbridge"]["profiles"]["strict"]  # submitted and scored
     assert answered == 1 and row["run"]["wire"]["cost_limited"] and row["run"]["cost_usd"] > 1e-7
     assert code in (0, EXIT_AGENT_ERRORS)
+
+
+@pytest.mark.docker
+def test_codex_started_while_the_mcp_endpoint_does_not_answer_is_mcp_unavailable(
+    docker_client: Any, agent_cli: Callable[[str], Path], tmp_path: Path, keys: None
+) -> None:
+    agent_cli("codex")
+    out = tmp_path / "out"
+    attempt = out / "attempts" / "kv-ledger" / "a1"
+    frozen: list[int] = []
+
+    def freeze_the_server() -> None:
+        """Stop the attempt's MCP server once it is ready (before Codex connects), and let it go
+        once Codex has given up on it (its startup limit is 60 s)."""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not frozen:
+            try:  # the run marks the attempt running once its server is ready, then starts Codex
+                running = json.loads((attempt / "state.json").read_text()).get("phase") == "running"
+            except (OSError, ValueError):
+                running = False
+            if not running:
+                time.sleep(0.02)
+                continue
+            mark = str(attempt / "server" / "ready.json").encode()  # in the server's argv
+            for entry in Path("/proc").iterdir():
+                try:
+                    if entry.name.isdigit() and mark in (entry / "cmdline").read_bytes():
+                        os.kill(int(entry.name), signal.SIGSTOP)
+                        frozen.append(int(entry.name))
+                except OSError:
+                    continue
+            break
+        gave_up = time.monotonic() + 90
+        while time.monotonic() < gave_up:
+            text = "".join(
+                (attempt / "agent" / name).read_text(errors="replace")
+                for name in ("stream.jsonl", "stderr.log")
+                if (attempt / "agent" / name).is_file()
+            )
+            if "MCP" in text:
+                break
+            time.sleep(0.2)
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+
+    thread = threading.Thread(target=freeze_the_server, daemon=True)
+    thread.start()
+    with ScriptedModel(lambda conv: Reply("done, no tools needed")) as model:
+        code = run("codex", model, out, "--time-limit", "200", "--retries", "0", "--model", "scripted-model")
+    thread.join(timeout=10)
+    assert frozen, "the attempt's server was never seen"
+    assert code == EXIT_AGENT_ERRORS
+    (row,) = report_of(out)["results"]
+    assert row["outcome"] == "agent_error" and row["agent_error"]["class"] == "mcp_unavailable", row.get("agent_error")
+    assert "rgbridge" not in row  # never scored

@@ -64,6 +64,11 @@ def from_status(status: object) -> FailureClass | None:
 #: wording shared by the CLIs' error messages, most specific first (a 429 message mentioning a
 #: retry is a rate limit, not a crash)
 PATTERNS: tuple[tuple[re.Pattern[str], FailureClass], ...] = (
+    # Codex with the run's server marked `required` (bridge/agents/adapters/codex.py) that did not start
+    (
+        re.compile(r"required MCP servers? failed to initiali[sz]e|MCP startup (failed|incomplete)", re.I),
+        "mcp_unavailable",
+    ),
     (
         re.compile(
             r"prompt is too long|context[_ ](length|window)|maximum context|too many tokens|"

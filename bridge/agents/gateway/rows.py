@@ -32,11 +32,15 @@ def attempt_failure(door: Door | None, parsed: ParsedRun, how: str, exit_code: o
 
 
 def run_fields(door: Door | None, parsed: ParsedRun) -> dict[str, Any]:
-    """The row's `run` fields about tokens and cost: from the wire when the attempt had a door."""
+    """The row's `run` fields about tokens and cost: from the wire when the attempt's calls went
+    through the gateway, else (a CLI that bypasses it, an agent that made no call through it) as
+    the CLI reported them."""
     cli = {"tokens": parsed.token_split(), "cost_usd": parsed.cost_usd}
     if door is None:
         return {"tokens": cli["tokens"], "cost_usd": parsed.cost_usd, "tokens_source": "cli"}
     wire = door.summary()
+    if not wire["calls"]:  # no model call passed the gateway: the agent's own report is all there is
+        return {"tokens": cli["tokens"], "cost_usd": parsed.cost_usd, "tokens_source": "cli", "wire": wire}
     return {
         "tokens": wire["tokens"],
         "cost_usd": wire["cost_usd"],
