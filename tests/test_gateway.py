@@ -437,3 +437,26 @@ def test_the_run_page_shows_the_wire() -> None:
     assert "model calls (wire)</td><td><span class='muted'>not recorded" in whose_row_html(
         {"metadata": {}, "results": [{"run": {}}]}
     )
+
+
+def test_the_gateway_stops_without_waiting_for_a_stalled_provider() -> None:
+    from tests.scripted_model import Stall
+
+    with ScriptedModel(lambda conv: Stall(120)) as model:
+        gateway = Gateway(Providers.from_env(model.base_url, {"ANTHROPIC_API_KEY": KEY})).start()
+        token = gateway.open(AttemptWire(Ledger("t.a1", time.monotonic() + 300)))
+
+        def call() -> None:
+            try:
+                httpx.post(gateway.url + "/v1/messages", headers={"x-api-key": token}, json=messages(), timeout=200)
+            except httpx.HTTPError:
+                pass  # the gateway went away under it: what an agent cut at the run's end sees
+
+        threading.Thread(target=call, daemon=True).start()
+        deadline = time.monotonic() + 30
+        while not model.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert model.requests, "the call never reached the provider"
+        started = time.monotonic()
+        gateway.stop()
+        assert time.monotonic() - started < 8

@@ -90,7 +90,15 @@ class Gateway:
         sock.bind(("127.0.0.1", 0))
         self._socket = sock
         app = Starlette(routes=[StarletteRoute("/{path:path}", self._handle, methods=["GET", "POST", "DELETE"])])
-        config = uvicorn.Config(app, log_level="error", lifespan="off", access_log=False, timeout_keep_alive=30)
+        config = uvicorn.Config(
+            app,
+            log_level="error",
+            lifespan="off",
+            access_log=False,
+            timeout_keep_alive=30,
+            # the run is over: a call still waiting on the provider is not waited for
+            timeout_graceful_shutdown=2,
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, name="rgbridge-gateway", daemon=True
