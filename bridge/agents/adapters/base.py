@@ -17,7 +17,7 @@ from typing import Any
 
 from bridge.agents.adapters import mcp_configs
 from bridge.agents.adapters.events import ParsedRun
-from bridge.agents.gateway.upstream import PROVIDER_KEY_VARS
+from bridge.agents.adapters.keys import PROVIDER_KEY_VARS
 from bridge.errors import BridgeError
 
 #: what every agent process may inherit from the runner's environment (nothing else: keys of
@@ -108,7 +108,7 @@ class Adapter:
     parse: Callable[[list[dict[str, object]], str], ParsedRun]
     installed_by: str  # README: what the CLI needs installed
     #: the variables that hold its model key (any one will do): the run refuses to start without
-    #: one unless --model-base-url names another endpoint (bridge/agents/run/runner.py, preflight)
+    #: one unless --model-base-url names another endpoint (bridge/agents/run/agent_checks.py)
     key_env: tuple[str, ...] = ()
     #: its CLI's model host can be pointed at the run's model gateway (bridge/agents/gateway/), so
     #: the key stays on the host; False (cursor-agent, copilot, antigravity: no documented base-URL

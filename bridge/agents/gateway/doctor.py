@@ -16,9 +16,10 @@ from typing import Any
 
 import httpx
 
+from bridge.agents.adapters.keys import KEY_SOURCES
 from bridge.agents.gateway.ledger import Ledger
 from bridge.agents.gateway.server import AttemptWire, Gateway
-from bridge.agents.gateway.upstream import DEFAULT_HOSTS, KEY_SOURCES, Providers
+from bridge.agents.gateway.upstream import DEFAULT_HOSTS, Providers
 from bridge.scoring.doctor import Check
 
 PROBE_KEY = "rgbridge-doctor-probe-key"

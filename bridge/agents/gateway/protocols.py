@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Api = Literal["anthropic", "openai", "gemini"]
+from bridge.agents.adapters.keys import Api
+
 Kind = Literal["messages", "count_tokens", "responses", "chat", "generate", "other"]
 
 #: credential headers an agent may send (and the gateway always strips before forwarding)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from bridge.agents.gateway.protocols import Api
+from bridge.agents.adapters.keys import BASE_URL_VARS, KEY_SOURCES, Api
 
 #: each API's documented host (used when --model-base-url names none)
 DEFAULT_HOSTS: dict[Api, str] = {
@@ -22,16 +22,6 @@ DEFAULT_HOSTS: dict[Api, str] = {
     "openai": "https://api.openai.com",
     "gemini": "https://generativelanguage.googleapis.com",
 }
-#: where the real key is read from (first set wins) and the header it goes in: Anthropic
-#: `x-api-key` (or a bearer token for ANTHROPIC_AUTH_TOKEN), OpenAI a bearer token, Gemini
-#: `x-goog-api-key`
-KEY_SOURCES: dict[Api, tuple[tuple[str, str], ...]] = {
-    "anthropic": (("ANTHROPIC_API_KEY", "x-api-key"), ("ANTHROPIC_AUTH_TOKEN", "authorization")),
-    "openai": (("OPENAI_API_KEY", "authorization"), ("CODEX_API_KEY", "authorization")),
-    "gemini": (("GEMINI_API_KEY", "x-goog-api-key"), ("GOOGLE_API_KEY", "x-goog-api-key")),
-}
-#: every variable above: none of them may reach an agent (bridge/agents/adapters/base.py base_env)
-PROVIDER_KEY_VARS: tuple[str, ...] = tuple(var for sources in KEY_SOURCES.values() for var, _ in sources)
 _VERSION_END = re.compile(r"/v\d+(?:alpha|beta)?$")
 _VERSION_START = re.compile(r"^/v\d+(?:alpha|beta)?(?:/|$)")
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
@@ -52,14 +42,6 @@ class Key:
         if self.header == "authorization":
             return {"authorization": f"Bearer {self.value}"}
         return {self.header: self.value}
-
-
-#: each API's own base-URL variable, honoured on the host when --model-base-url names none
-BASE_URL_VARS: dict[Api, str] = {
-    "anthropic": "ANTHROPIC_BASE_URL",
-    "openai": "OPENAI_BASE_URL",
-    "gemini": "GOOGLE_GEMINI_BASE_URL",
-}
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from bridge.agents.gateway.protocols import Api
+from bridge.agents.adapters.keys import Api
 
 #: a non-streamed body larger than this is passed through unread (no usage is invented for it)
 MAX_BODY = 16 * 1024 * 1024
