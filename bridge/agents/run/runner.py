@@ -34,6 +34,7 @@ from typing import Any
 from bridge.agents.adapters.failures import Failure
 from bridge.agents.attempt.lifecycle import Attempt, Stopped, attempt_key
 from bridge.agents.gateway.door import RunGateway
+from bridge.agents.gateway.prices import source as price_source
 from bridge.agents.run.agent_checks import check_cli, check_key
 from bridge.agents.run.config import CONFIG_FILE, CONFIG_METADATA, check_config, config_line, run_config
 from bridge.agents.run.options import RUN_FILE, RunOptions
@@ -231,10 +232,8 @@ def execute(
             **cost_metadata(rows),
             **sandbox_metadata(settings),
         }
-        if gateway is not None:
-            from bridge.agents.gateway.prices import source
-
-            meta["gateway"] = {"prices": source(), "spent_usd": round(gateway.spend.spent, 6)}
+        # where the rows' costs come from (on Ray each attempt's own gateway used the same table)
+        meta["gateway"] = {"prices": price_source()}
         if auth:
             meta["stopped_by_auth"] = {"attempt": auth[0][0], "message": auth[0][1].message}
             meta["not_run"] = sorted(not_run)
