@@ -114,6 +114,36 @@ class Adapter:
     #: the key stays on the host; False (cursor-agent, copilot, antigravity: no documented base-URL
     #: setting) passes the key in env_allow to the agent as before (README "Model gateway")
     via_gateway: bool = True
+    #: the agent is the `--agent-cmd` template, not a CLI of its own (the `command` adapter): no
+    #: CLI to look for when none is named, and the template is part of the run's configuration
+    takes_command: bool = False
+
+    # Hooks: what the run asks of an adapter instead of testing its name (issue 37). The
+    # `command` adapter (bridge/agents/adapters/command.py) overrides them.
+
+    def locate(self, agent_bin: str | None, agent_cmd: str | None, probe_home: Path) -> tuple[str, str]:
+        """(binary, version) of the CLI on this machine: `--agent-bin` or the adapter's own binary,
+        and the version it prints with `probe_home` as its HOME and TMPDIR."""
+        binary = self.find_binary(agent_bin)
+        probe_home.mkdir(parents=True, exist_ok=True)
+        probe = AttemptSetup(binary, "", probe_home, probe_home, probe_home, McpServer("", [], {}))
+        return binary, self.version(binary, base_env(self, probe))
+
+    def check_runnable(self, binary: str, version: str) -> None:
+        """Refuses a CLI that cannot run here: one that printed no version."""
+        if version == "unknown":
+            raise AgentError(
+                f"agent {self.name}: `{binary} {' '.join(self.version_args)}` printed no version: the CLI "
+                f"cannot run here ({self.installed_by}); no agent was started"
+            )
+
+    def resolve(self, binary: str) -> str:
+        """The binary as this machine finds it (`locate` found the CLI's already)."""
+        return binary
+
+    def program(self, binary: str, agent_cmd: str | None) -> list[str]:
+        """The words of what the attempt starts: what its sandbox binds read-only."""
+        return [binary]
 
     def find_binary(self, override: str | None = None) -> str:
         """`--agent-bin`, else PATH, else the Python wheel that bundles the CLI."""

@@ -144,7 +144,7 @@ def attempt_door(
         return None
     own = None if gateway is not None else RunGateway(base_url).__enter__()
     door = (gateway or own).open(  # type: ignore[union-attr]
-        key, time_limit=time_limit, folder=folder, needs_bridge_tools=adapter.name != "command"
+        key, time_limit=time_limit, folder=folder, needs_bridge_tools=not adapter.takes_command
     )
     door.own = own
     return door
