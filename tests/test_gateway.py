@@ -460,3 +460,34 @@ def test_the_gateway_stops_without_waiting_for_a_stalled_provider() -> None:
         started = time.monotonic()
         gateway.stop()
         assert time.monotonic() - started < 8
+
+
+def test_an_agent_that_exits_on_the_gateways_refusal_ended_by_the_wire(tmp_path: Path) -> None:
+    """Claude Code exits at once on the gateway's cost-cap refusal, often before the run's next
+    poll: the attempt still ended as the wire ended it (`cost_limit`, then submitted and scored)."""
+    from bridge.agents.confine.process import run_agent
+
+    ended = run_agent(
+        ["/bin/sh", "-c", "exit 1"],
+        env={"PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+        stdout=tmp_path / "out",
+        stderr=tmp_path / "err",
+        time_limit=30,
+        stop=threading.Event(),
+        cut=lambda: "cost_limit",
+    )
+    assert ended.how == "cost_limit"
+    assert (
+        run_agent(
+            ["/bin/sh", "-c", "exit 1"],
+            env={"PATH": "/usr/bin:/bin"},
+            cwd=tmp_path,
+            stdout=tmp_path / "out",
+            stderr=tmp_path / "err",
+            time_limit=30,
+            stop=threading.Event(),
+            cut=lambda: None,
+        ).how
+        == "exit"
+    )

@@ -97,6 +97,10 @@ def run_agent(
             late = running.limit_hit()
             if late is not None:
                 how, limit = "resource_limit", late
+        if how == "exit" and cut is not None and cut() is not None:
+            # the agent exited on the gateway's refusal before the next poll saw the cut: the
+            # wire ended it all the same
+            how = str(cut())
         copier.join(timeout=10)
     described["enforced_by"] = running.enforced_by
     return Ended(how, code, round(seconds, 3), limit, described)

@@ -174,22 +174,20 @@ class UsageReader:
                 self.error = str(data["error"].get("message", "error"))[:MAX_ERROR_TEXT]
 
     @staticmethod
-    def _responses_usage(raw: dict[str, Any]) -> Usage:
-        cached = _int(_dict(raw.get("input_tokens_details")).get("cached_tokens"))
+    def _openai_usage(raw: dict[str, Any], prefix: str, output: str) -> Usage:
+        """OpenAI's usage: `{prefix}_tokens` counts the cached ones too (`{prefix}_tokens_details`)."""
+        cached = _int(_dict(raw.get(f"{prefix}_tokens_details")).get("cached_tokens"))
         return Usage(
-            input=max(0, _int(raw.get("input_tokens")) - cached),
-            output=_int(raw.get("output_tokens")),
-            cache_read=cached,
+            input=max(0, _int(raw.get(f"{prefix}_tokens")) - cached), output=_int(raw.get(output)), cache_read=cached
         )
 
-    @staticmethod
-    def _chat_usage(raw: dict[str, Any]) -> Usage:
-        cached = _int(_dict(raw.get("prompt_tokens_details")).get("cached_tokens"))
-        return Usage(
-            input=max(0, _int(raw.get("prompt_tokens")) - cached),
-            output=_int(raw.get("completion_tokens")),
-            cache_read=cached,
-        )
+    @classmethod
+    def _responses_usage(cls, raw: dict[str, Any]) -> Usage:
+        return cls._openai_usage(raw, "input", "output_tokens")
+
+    @classmethod
+    def _chat_usage(cls, raw: dict[str, Any]) -> Usage:
+        return cls._openai_usage(raw, "prompt", "completion_tokens")
 
     def _gemini(self, data: dict[str, Any]) -> None:
         meta = data.get("usageMetadata")
