@@ -464,6 +464,31 @@ class LoggedRequest:
     conversation: Conversation | None = None
 
 
+class WireLog:
+    """What a provider sees of the bridge's model gateway (issue 38): the credential each request
+    carried (`x-api-key`, a bearer token or `x-goog-api-key`) and the tokens of each call answered
+    in full, as the usage fields of the answer said them."""
+
+    def __init__(self) -> None:
+        self.credentials: list[str] = []
+        self.usage: list[tuple[int, int]] = []  # (input, output) per answered call
+        self._lock = threading.Lock()
+
+    def saw(self, headers: Any) -> None:
+        auth = str(headers.get("Authorization") or "")
+        key = headers.get("x-api-key") or headers.get("x-goog-api-key") or auth.removeprefix("Bearer ").strip()
+        with self._lock:
+            self.credentials.append(str(key or ""))
+
+    def answered(self, input_tokens: int, output_tokens: int) -> None:
+        with self._lock:
+            self.usage.append((input_tokens, output_tokens))
+
+    def totals(self) -> tuple[int, int]:
+        with self._lock:
+            return sum(i for i, _ in self.usage), sum(o for _, o in self.usage)
+
+
 class ScriptedModel:
     """The scripted endpoint: `with ScriptedModel(policy) as model: model.base_url ...`.
 
@@ -479,6 +504,9 @@ class ScriptedModel:
         self.errors: list[str] = []
         #: requests for any other host that reached this server as a proxy (see `proxy_env`)
         self.outbound: list[str] = []
+        #: issue 38 (gateway): the credential every request carried, and the usage of every call
+        #: answered in full (see `WireLog`)
+        self.wire = WireLog()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._server: ThreadingHTTPServer | None = None
@@ -637,6 +665,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._outbound()
 
     def do_GET(self) -> None:
+        self.scripted.wire.saw(self.headers)
         if self._outbound():
             return
         path = urlsplit(self.path).path
@@ -660,6 +689,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def do_POST(self) -> None:
+        self.scripted.wire.saw(self.headers)
         try:
             self._post()
         except (BrokenPipeError, ConnectionResetError):  # the CLI went away (killed, timed out)
@@ -748,6 +778,7 @@ class _Handler(BaseHTTPRequestHandler):
                 },
                 headers,
             )
+            self.scripted.wire.answered(input_tokens, output_tokens)
             return
         self._sse_start(headers)
         if isinstance(action, Truncate):
@@ -814,6 +845,7 @@ class _Handler(BaseHTTPRequestHandler):
             },
         )
         self._sse("message_stop", {"type": "message_stop"})
+        self.scripted.wire.answered(usage["input_tokens"], output_tokens)
 
     # OpenAI Responses
     def _openai(self, raw: bytes, body: dict[str, Any]) -> None:
@@ -919,6 +951,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "response": {**base, "status": "completed", "output": items, "usage": usage},
             },
         )
+        self.scripted.wire.answered(input_tokens, output_tokens)
 
 
 def iter_sse(text: str) -> Iterator[tuple[str, Any]]:

@@ -15,7 +15,7 @@ import pytest
 from atif import Trajectory
 
 from bridge.agents.adapters import mcp_configs
-from bridge.agents.adapters.base import AgentError, AttemptSetup, McpServer
+from bridge.agents.adapters.base import AgentError, AttemptSetup, McpServer, ModelDoor
 from bridge.agents.adapters.events import MAX_TEXT, read_stream
 from bridge.agents.adapters.registry import ADAPTERS, adapter
 from bridge.agents.attempt.trajectory import to_atif
@@ -44,6 +44,7 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AttemptSetup:
         model="some-model",
         model_base_url="http://127.0.0.1:9/v1",
         agent_cmd="/bin/agent --prompt {prompt} --cwd={workspace} --mcp {mcp_config}",
+        door=DOOR,
     )
 
 
@@ -52,10 +53,17 @@ def the_server(entry: dict) -> None:
     assert entry["env"] == {"PYTHONPATH": "/x"}
 
 
-def common(launch, setup: AttemptSetup, key_var: str) -> None:
+#: the run's model gateway as an attempt sees it (issue 38): its URL and the attempt's placeholder
+DOOR = ModelDoor("http://127.0.0.1:7", "rgbridge-attempt-placeholder")
+
+
+def common(launch, setup: AttemptSetup, key_var: str, *, via_gateway: bool = True) -> None:
     env = launch.env
     assert env["HOME"] == str(setup.home) and env["TMPDIR"] == str(setup.tmp)
-    assert env[key_var] == SECRET  # passed through from the environment...
+    if via_gateway:  # the key stays with the gateway on the host: the agent holds a placeholder...
+        assert env[key_var] == DOOR.token and SECRET not in env.values()
+    else:  # ...unless its CLI's model host cannot be changed: passed through from the environment...
+        assert env[key_var] == SECRET
     assert "AWS_SECRET_ACCESS_KEY" not in env  # ...and nothing outside the allow-list
     for path, text in launch.files.items():
         assert SECRET not in text, f"key written into {path}"
@@ -74,8 +82,11 @@ def test_claude_code(setup: AttemptSetup) -> None:
     doc = json.loads(launch.files[path])
     assert doc["mcpServers"]["rgbridge"]["type"] == "stdio"
     the_server(doc["mcpServers"]["rgbridge"])
-    assert launch.env["ANTHROPIC_BASE_URL"] == setup.model_base_url
+    assert launch.env["ANTHROPIC_BASE_URL"] == DOOR.url  # the gateway, which forwards to --model-base-url
     assert launch.env["DISABLE_TELEMETRY"] == "1" and launch.env["DISABLE_AUTOUPDATER"] == "1"
+    # the first model call waits for the MCP connection (issue 38, item 5)
+    assert launch.env["MCP_CONNECTION_NONBLOCKING"] == "false"
+    assert int(launch.env["MCP_CONNECT_TIMEOUT_MS"]) >= 60_000
     assert launch.env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
     common(launch, setup, "ANTHROPIC_API_KEY")
 
@@ -92,11 +103,12 @@ def test_codex(setup: AttemptSetup) -> None:
     assert config["features"] == {"plugins": False, "remote_plugin": False, "apps": False, "shell_snapshot": False}
     assert config["otel"] == {"exporter": "none"} and config["feedback"] == {"enabled": False}
     provider = config["model_providers"][config["model_provider"]]
-    assert provider["base_url"] == setup.model_base_url and provider["wire_api"] == "responses"
+    assert provider["base_url"] == DOOR.url + "/v1" and provider["wire_api"] == "responses"
     assert provider["env_key"] == "OPENAI_API_KEY"  # the key is named, never written
     server = config["mcp_servers"]["rgbridge"]
     the_server(server)
     assert server["default_tools_approval_mode"] == "approve" and server["tool_timeout_sec"] >= 60
+    assert server["required"] is True  # a server that does not start ends Codex (issue 38, item 5)
     common(launch, setup, "OPENAI_API_KEY")
 
 
@@ -111,7 +123,7 @@ def test_cursor_agent(setup: AttemptSetup) -> None:
     entry = json.loads(launch.files[path])["mcpServers"]["rgbridge"]
     assert "type" not in entry
     the_server(entry)
-    common(launch, setup, "CURSOR_API_KEY")
+    common(launch, setup, "CURSOR_API_KEY", via_gateway=False)
 
 
 def test_gemini(setup: AttemptSetup) -> None:
@@ -126,7 +138,7 @@ def test_gemini(setup: AttemptSetup) -> None:
     the_server(entry)
     assert entry["trust"] is True and entry["timeout"] >= 60_000
     assert settings["telemetry"] == {"enabled": False} and settings["privacy"]["usageStatisticsEnabled"] is False
-    assert launch.env["GOOGLE_GEMINI_BASE_URL"] == setup.model_base_url
+    assert launch.env["GOOGLE_GEMINI_BASE_URL"] == DOOR.url
     common(launch, setup, "GEMINI_API_KEY")
 
 
@@ -138,7 +150,7 @@ def test_copilot(setup: AttemptSetup) -> None:
     entry = json.loads(launch.files[path])["mcpServers"]["rgbridge"]
     assert entry["type"] == "local" and entry["tools"] == ["*"]
     the_server(entry)
-    common(launch, setup, "GH_TOKEN")
+    common(launch, setup, "GH_TOKEN", via_gateway=False)
 
 
 def test_antigravity(setup: AttemptSetup) -> None:
@@ -175,7 +187,7 @@ def test_antigravity(setup: AttemptSetup) -> None:
     assert settings["enableTelemetry"] is False and settings["allowNonWorkspaceAccess"] is False
     assert launch.env["GEMINI_API_KEY"] == SECRET and "CURSOR_API_KEY" not in launch.env
     assert "GOOGLE_GEMINI_BASE_URL" not in launch.env  # agy documents no base-URL override
-    common(launch, setup, "GEMINI_API_KEY")
+    common(launch, setup, "GEMINI_API_KEY", via_gateway=False)
     # without --model the CLI's own default stands
     assert "--model" not in adapter("antigravity").build(dataclasses.replace(setup, model=None)).argv
 
@@ -199,7 +211,7 @@ def test_antigravity_http_server(setup: AttemptSetup) -> None:
     assert not {"url", "httpUrl", "type", "command", "args"} & set(entry)
     # the same entry `rgbridge ide-config antigravity --transport http` writes
     assert entry == mcp_configs.http_entry("antigravity", server.url, token=server.token)
-    common(launch, setup, "GEMINI_API_KEY")
+    common(launch, setup, "GEMINI_API_KEY", via_gateway=False)
 
 
 def test_antigravity_stream(tmp_path: Path) -> None:
@@ -254,6 +266,10 @@ def test_command_template(setup: AttemptSetup) -> None:
     # each word replaced, never a shell: the prompt stays one argument whatever it holds
     assert launch.argv == ["/bin/agent", "--prompt", setup.prompt, f"--cwd={setup.workspace}", "--mcp", str(path)]
     the_server(json.loads(launch.files[path])["mcpServers"]["rgbridge"])
+    # the SDKs' documented variables point at the gateway; each key variable holds the placeholder
+    assert launch.env["ANTHROPIC_BASE_URL"] == DOOR.url and launch.env["OPENAI_BASE_URL"] == DOOR.url + "/v1"
+    common(launch, setup, "ANTHROPIC_API_KEY")
+    common(launch, setup, "OPENAI_API_KEY")
     with pytest.raises(AgentError, match="agent-cmd"):
         adapter("command").build(AttemptSetup(**{**setup.__dict__, "agent_cmd": "'unclosed"}))
     with pytest.raises(AgentError, match="unknown agent"):

@@ -174,7 +174,8 @@ def test_real_cli_provider_failures_are_agent_errors(
         assert model.agent_requests(), "the CLI never reached the endpoint"
     printed = capsys.readouterr().out
     assert code == EXIT_AGENT_ERRORS, printed
-    row = assert_errored_row(out, cls, 1)
+    # a refused key is not retried: the run stops at once (issue 38, item 4); the others are, once
+    row = assert_errored_row(out, cls, 0 if cls == "auth" else 1)
     assert row["agent"]["model"] == "scripted-model"  # never Claude Code's `<synthetic>`
     assert row["agent"]["version"] not in ("", "unknown")
     no_secret_on_disk(out)
@@ -303,17 +304,20 @@ def test_agent_errors_are_in_no_mean(tmp_path: Path) -> None:
     assert lines[-1] == "  ERRORED attempts (1; agent failures, not scored, not in the means): a.a2 (rate_limit)"
 
 
-def test_real_claude_code_not_logged_in_is_an_auth_error(
+def test_real_claude_code_without_a_key_is_an_auth_error(
     tmp_path: Path, keys: None, monkeypatch, capsys, agent_cli
 ) -> None:
-    """The issue's first run: Claude Code with no key answers "Not logged in · Please run /login"
-    (an endpoint of the user's was given, so the run did not refuse): an `auth` agent_error, not
-    an empty workspace scored 0, and the run exits non-zero."""
+    """The issue's first run: no key in the environment (an endpoint of the user's was given, so
+    the run did not refuse). Issue 31 read Claude Code's "Not logged in"; since issue 38 the agent
+    holds the gateway's placeholder and the gateway forwards without a key: the endpoint's 401 is
+    an `auth` agent_error naming the variable, not an empty workspace scored 0, and the run exits
+    non-zero."""
     agent_cli("claude")
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     out = tmp_path / "out"
-    with ScriptedModel(lambda conv: Fail(500, "never reached")) as model:
+    with ScriptedModel(lambda conv: Fail(401, "no key")) as model:
         code = run(out, "--agent", "claude-code", "--model-base-url", model.base_url, "--retries", "0")
+        assert set(model.wire.credentials) == {""}  # the placeholder never reaches the endpoint
     assert code == EXIT_AGENT_ERRORS, capsys.readouterr().out
     row = assert_errored_row(out, "auth", 0)
-    assert "Not logged in" in row["agent_error"]["message"]
+    assert "ANTHROPIC_API_KEY" in row["agent_error"]["message"]

@@ -332,6 +332,7 @@ def test_images_sub_packages_are_entered_only_by_their_faces() -> None:
 AGENTS = "bridge.agents"
 AGENTS_ORDER: list[tuple[str, ...]] = [
     ("adapters",),
+    ("gateway",),
     ("confine",),
     ("run.options", "run.prompt", "run.settings"),
     ("attempt",),

@@ -133,14 +133,24 @@ def no_token(monkeypatch: pytest.MonkeyPatch) -> None:
     ("sandbox", "mode"), [("bwrap", "solve"), ("docker", "solve"), ("bwrap", "never"), ("none", "never")]
 )
 def test_a_hostile_agent_reaches_nothing_it_should_not(
-    sandbox: str, mode: str, docker_client, tmp_path: Path, no_token: None, service: int
+    sandbox: str,
+    mode: str,
+    docker_client,
+    tmp_path: Path,
+    no_token: None,
+    monkeypatch: pytest.MonkeyPatch,
+    service: int,
 ) -> None:
     out, marker = tmp_path / "out", "rgbridge-left-" + secrets.token_hex(6)
+    # the run's provider keys: the model gateway holds them on the host (issue 38)
+    key = "sk-hostile-test-" + secrets.token_hex(8)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    monkeypatch.setenv("OPENAI_API_KEY", key)
     pay = payload(tmp_path, TASK)
     # the paths the probe tries travel in a file of the test's own (bound read-only as the
     # template names it); named in the template themselves they would be refused as binds
     args = tmp_path / "probe-args"
-    args.write_text(" ".join(probe_args(tmp_path, out, marker, service)))
+    args.write_text(" ".join([*probe_args(tmp_path, out, marker, service), key[:10], key[10:]]))
     agent = f"{sys.executable} {AGENT} solve {pay} {{mcp_config}} {{workspace}}"
     cmd = f"sh {HOSTILE} {PROBE} {args} {mode} {agent}"
     try:
@@ -157,6 +167,8 @@ def test_a_hostile_agent_reaches_nothing_it_should_not(
     stream = (out / "attempts" / TASK / "a1" / "agent" / "stream.jsonl").read_text()
     found = findings(stream)
     assert set(REACHES) <= set(found) and found["left_behind"] == "started", stream[:2000]
+    # confined or not, the agent holds the gateway's placeholder, never the key
+    assert found["key_in_env"] == "no" and found["key_in_files"] == "no", found
     golden, solution = golden_and_solution()
     planted = [p for p in (tmp_path / f"planted-{marker}", out / "recordings" / f"planted-{marker}") if p.exists()]
     if sandbox == "none":  # the control: unconfined, every reach works and the row says so
@@ -177,9 +189,9 @@ def test_a_hostile_agent_reaches_nothing_it_should_not(
     (rec,) = recordings_of(out)
     confinement = json.loads((rec / "agent" / "confinement.json").read_text())
     assert confinement["kind"] == sandbox and confinement["limits"]["pids"] > 0
-    # issue 38: its own network; nothing listens there but its one door (the MCP server)
+    # issue 38: its own network; nothing listens there but its two doors (the MCP server, the model gateway)
     assert confinement["network"]["mode"] == "closed" and row["run"]["sandbox"]["network"]["mode"] == "closed"
-    assert [d["name"] for d in confinement["network"]["doors"]] == ["mcp"]
+    assert sorted(d["name"] for d in confinement["network"]["doors"]) == ["mcp", "model"]  # the MCP server, the gateway
     assert listening(stream) == door_ports(rec), stream[:2000]
     assert str(out / "attempts" / TASK / "a1" / "workspace") in confinement["binds"]["rw"]
     for profile in ("compat", "strict"):
@@ -290,7 +302,7 @@ def test_real_cli_shell_reaches_nothing_and_it_still_scores(
     (rec,) = recordings_of(out)
     doors = json.loads((rec / "agent" / "confinement.json").read_text())["network"]["doors"]
     assert row["run"]["sandbox"]["network"]["mode"] == "closed"
-    assert sorted(d["name"] for d in doors) == ["mcp", "model"]  # the scripted model is on loopback
+    assert sorted(d["name"] for d in doors) == ["mcp", "model"]  # the MCP server, the model gateway
     assert listening(output) == door_ports(rec), output
     for profile in ("compat", "strict"):
         p1 = row["rgbridge"]["profiles"][profile]["pass_at_1"]

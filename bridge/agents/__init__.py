@@ -5,6 +5,8 @@ The wing holds only sub-packages, one concern each, each with its face (its ``__
 
 * ``adapters/`` -- one module per agent CLI and what they share: the base adapter, the registry,
   MCP client configs, event-stream parsing, failure classes.
+* ``gateway/`` -- the model gateway of a run: the agents' model calls leave through it on the
+  host, with the real key added there, and the rows' tokens, cost and failures read from the wire.
 * ``confine/`` -- what one attempt may see and use: the sandbox kinds, limits, the agent's
   process, the paths it must never see.
 * ``attempt/`` -- one attempt from start to score: its lifecycle, MCP server, state file, timing
@@ -13,7 +15,7 @@ The wing holds only sub-packages, one concern each, each with its face (its ``__
   pre-flight, retries, prompts and execution.
 * ``ray/`` -- agent runs on a Ray cluster: the runs, node checks, transfer of results, the reaper.
 
-Imports point one way, each of these using only those before it: ``adapters``, ``confine``, the
+Imports point one way, each of these using only those before it: ``adapters``, ``gateway``, ``confine``, the
 run's data (``run.options``, ``run.prompt``, ``run.settings``), ``attempt``, ``ray``, then the
 run's execution (the rest of ``run``); no import circle, ``TYPE_CHECKING`` imports included
 (tests/test_architecture.py checks both).

@@ -58,6 +58,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def cmd_doctor(args: argparse.Namespace) -> int:
     from bridge.agents.confine import sandbox_check
     from bridge.agents.confine.netcheck import network_line
+    from bridge.agents.gateway.doctor import gateway_check
     from bridge.scoring.doctor import run_checks
     from bridge.scoring.images.disk import apply_budget_option
 
@@ -66,8 +67,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         from bridge.agents.ray.checks import cluster_checks
 
         checks = cluster_checks(args.ray_address, args.agent, args.agent_bin)
-    else:  # scoring's checks, then the sandbox `rgbridge run` confines its agents in, and its network
-        checks = [*run_checks(path=args.path, index=not args.no_index), sandbox_check(), network_line()]
+    else:  # scoring's checks, then the sandbox `rgbridge run` confines its agents in its network and its gateway
+        checks = [
+            *run_checks(path=args.path, index=not args.no_index),
+            sandbox_check(),
+            network_line(),
+            gateway_check(),
+        ]
     failed = any(not c.ok and c.severity == "error" for c in checks)
     if args.json:
         print_json({"ok": not failed, "checks": [c.as_dict() for c in checks]})

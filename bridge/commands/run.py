@@ -287,6 +287,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
         )
     console.print(Text(f"report: {report}"))
+    stopped = _dict(meta.get("stopped_by_auth"))
+    if stopped:  # the key is refused: no attempt can succeed, whatever --allow-errors says
+        not_run = ", ".join(meta.get("not_run") or []) or "none"
+        console.print(Text(f"the run stopped: {stopped.get('attempt')}: {stopped.get('message')}; not run: {not_run}"))
+        print(f"rgbridge run: the provider refused the key: {stopped.get('message')}", file=sys.stderr, flush=True)
+        return EXIT_AGENT_ERRORS
     errored = meta.get("errored_attempts") or []
     if errored and not options.allow_errors:
         console.print(

@@ -217,7 +217,7 @@ class AgentRun(EventBase):
     agent: str
     version: str = ""
     model: str | None = None
-    ended: str  # "exit" | "time_limit" | "resource_limit" | "stopped"
+    ended: str  # "exit" | "time_limit" | "resource_limit" | "cost_limit" | "auth" | "stopped"
     exit_code: int | None = None
     agent_seconds: float = 0.0
     tool_calls: int = 0

@@ -124,6 +124,36 @@ def network_html(md: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) ->
     return html
 
 
+def wire_html(md: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) -> str:
+    """What the model gateway saw of the run's calls (`run.wire` of each row): calls answered of
+    made, the statuses, the time waited on a failing provider, the wire's failures, and what the
+    run stopped for; "not recorded" for rows of CLIs that bypass the gateway or older runs."""
+    wires = [_mapping(_mapping(r.get("run")).get("wire")) for r in results]
+    wires = [w for w in wires if w]
+    if not wires:
+        return NOT_RECORDED
+    statuses: dict[str, int] = {}
+    for w in wires:
+        for k, v in _mapping(w.get("statuses")).items():
+            if isinstance(v, int) and not isinstance(v, bool):
+                statuses[str(k)] = statuses.get(str(k), 0) + v
+    calls = sum(int(_number(w.get("calls")) or 0) for w in wires)
+    answered = sum(int(_number(w.get("answered")) or 0) for w in wires)
+    waited = sum(_number(w.get("waited_seconds")) or 0.0 for w in wires)
+    failures = sorted(
+        {str(_mapping(r.get("agent_error")).get("class")) for r in results if _mapping(r.get("agent_error"))}
+    )
+    text = f"{answered} of {calls} answered · statuses " + ", ".join(f"{e(k)}×{v}" for k, v in sorted(statuses.items()))
+    if waited:
+        text += f" · {waited:.0f} s waited on a failing provider"
+    if failures:
+        text += f" · <span class='fail'>wire failures: {e(', '.join(failures))}</span>"
+    stopped = _mapping(md.get("stopped_by_auth"))
+    if stopped:
+        text += f" · <span class='fail'>run stopped: {e(stopped.get('message'))}</span>"
+    return text
+
+
 def whose_row_html(report: Mapping[str, Any]) -> str:
     """Who made this row and with what: the run's configuration as the report recorded it."""
     md = _mapping(report.get("metadata"))
@@ -182,6 +212,7 @@ def whose_row_html(report: Mapping[str, Any]) -> str:
             ),
         ],
         ["cost", _usd(cost) if cost is not None else NOT_RECORDED],
+        ["model calls (wire)", wire_html(md, results)],
         [
             "tokens",
             " · ".join(f"{k.replace('_', ' ')} {_int(v)}" for k, v in tokens.items())
@@ -193,6 +224,9 @@ def whose_row_html(report: Mapping[str, Any]) -> str:
     listed = errored_attempts(md, results)
     if listed:
         rows.insert(10, ["errored attempts", f"<span class='fail'>{e(', '.join(listed))}</span>"])
+    not_run = md.get("not_run")
+    if isinstance(not_run, list) and not_run:
+        rows.insert(10, ["not run", f"<span class='fail'>{e(', '.join(map(str, not_run)))}</span>"])
     if config.get("hash"):
         rows.append(["configuration hash", f"<code>{e(str(config.get('hash'))[:16])}</code>"])
     banner = ""

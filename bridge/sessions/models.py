@@ -33,8 +33,9 @@ SessionState = Literal["active", "paused", "submitted", "scored", "quit"]
 JobState = Literal["not_submitted", "queued", "running", "done", "failed"]
 #: how a submission reached the bridge; `time_limit` is the session's limit or a run's agent cut at
 #: its time limit, `resource_limit` a run's agent ended by one of its attempt's limits (memory,
-#: processes, disk), `agent_exit` an agent a run drove that ended without submitting (bridge/agents/)
-Signal = Literal["mcp", "sentinel", "cli", "time_limit", "resource_limit", "agent_exit"]
+#: processes, disk), `cost_limit` a run's agent ended by the model gateway once `--max-cost` was
+#: spent (bridge/agents/gateway/), `agent_exit` an agent a run drove that ended without submitting
+Signal = Literal["mcp", "sentinel", "cli", "time_limit", "resource_limit", "cost_limit", "agent_exit"]
 
 
 class Scorer(Protocol):

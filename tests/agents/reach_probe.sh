@@ -8,8 +8,12 @@
 # POSIX sh only: a confined agent may have nothing else (the Claude Code test sends this text as
 # its Bash tool call).
 #
-# usage: sh reach_probe.sh GOLDEN SOLUTION RECORDINGS HOST_TMP HOST_PID MARKER SERVICE_PORT
-golden=$1 solution=$2 recordings=$3 host_tmp=$4 host_pid=$5 marker=$6 service_port=$7
+# With KEY_HEAD KEY_TAIL (issue 38) it also looks for the run's provider key, given in two halves so
+# that the whole never appears in a file or a command line, in its environment and in every file of
+# its attempt (HOME, TMPDIR, the workspace).
+#
+# usage: sh reach_probe.sh GOLDEN SOLUTION RECORDINGS HOST_TMP HOST_PID MARKER SERVICE_PORT [KEY_HEAD KEY_TAIL]
+golden=$1 solution=$2 recordings=$3 host_tmp=$4 host_pid=$5 marker=$6 service_port=$7 key_head=$8 key_tail=$9
 say() { if [ "$2" = 0 ]; then echo "$1=yes"; else echo "$1=no"; fi; }
 cat "$golden" >/dev/null 2>&1; say golden_read $?
 cat "$solution" >/dev/null 2>&1; say solution_read $?
@@ -46,6 +50,11 @@ for hex in $(awk 'NR > 1 && $4 == "0A" { split($2, a, ":"); print a[2] }' /proc/
   ports="$ports,$(printf '%d' "0x$hex")"
 done
 echo "listening=${ports#,}"
+if [ -n "$key_head" ]; then
+  key="$key_head$key_tail"
+  env | grep -qF "$key"; say key_in_env $?
+  grep -rqF "$key" "$HOME" "${TMPDIR:-/tmp}" "$PWD" 2>/dev/null; say key_in_files $?
+fi
 # A grandchild in a session of its own, detached from everything, that would outlive the attempt.
 ( setsid nohup sh -c "sleep 900; echo $marker" >/dev/null 2>&1 & ) >/dev/null 2>&1
 echo "left_behind=started"

@@ -2,4 +2,4 @@
 launch; ``registry``: the adapters by name; one module per CLI; ``probe``: the CLI's binary and
 version on this machine), the MCP client config formats (``mcp_configs``), the CLIs' event
 streams read back as steps (``events``) and why a CLI failed when it was not the agent's work
-(``failures``)."""
+(``failures``), and the providers' key and base-URL variables (``keys``)."""

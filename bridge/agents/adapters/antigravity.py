@@ -129,4 +129,5 @@ ADAPTER = Adapter(
     build=build,
     parse=parse,
     installed_by="curl -fsSL https://antigravity.google/cli/install.sh | bash",
+    via_gateway=False,  # no documented base-URL setting: README "Model gateway"
 )

@@ -17,6 +17,7 @@ from typing import Any
 
 from bridge.agents.adapters import mcp_configs
 from bridge.agents.adapters.events import ParsedRun
+from bridge.agents.adapters.keys import PROVIDER_KEY_VARS
 from bridge.errors import BridgeError
 
 #: what every agent process may inherit from the runner's environment (nothing else: keys of
@@ -51,6 +52,15 @@ class HttpServer:
 
 
 @dataclass(frozen=True)
+class ModelDoor:
+    """The attempt's way to the model: the run's gateway on the host (bridge/agents/gateway/) and
+    the attempt's placeholder credential, which the agent holds instead of the provider's key."""
+
+    url: str
+    token: str
+
+
+@dataclass(frozen=True)
 class AttemptSetup:
     """Everything an adapter needs to build one attempt's launch."""
 
@@ -66,6 +76,9 @@ class AttemptSetup:
     #: the run confines the agent itself (bridge/agents/confine/): a CLI's own sandbox, which
     #: cannot nest inside it, is turned off
     confined: bool = False
+    #: the model gateway: the CLI's base URL and key variable point there (None: the CLI talks to
+    #: its provider itself, with the key from env_allow)
+    door: ModelDoor | None = None
 
 
 @dataclass
@@ -97,6 +110,10 @@ class Adapter:
     #: the variables that hold its model key (any one will do): the run refuses to start without
     #: one unless --model-base-url names another endpoint (bridge/agents/run/agent_checks.py)
     key_env: tuple[str, ...] = ()
+    #: its CLI's model host can be pointed at the run's model gateway (bridge/agents/gateway/), so
+    #: the key stays on the host; False (cursor-agent, copilot, antigravity: no documented base-URL
+    #: setting) passes the key in env_allow to the agent as before (README "Model gateway")
+    via_gateway: bool = True
     #: the agent is the `--agent-cmd` template, not a CLI of its own (the `command` adapter): no
     #: CLI to look for when none is named, and the template is part of the run's configuration
     takes_command: bool = False
@@ -171,7 +188,10 @@ class Adapter:
 
 def base_env(adapter: Adapter, setup: AttemptSetup) -> dict[str, str]:
     """The allow-listed environment plus the attempt's own HOME and TMPDIR and the isolation env."""
-    env = {k: os.environ[k] for k in (*BASE_ENV_ALLOW, *adapter.env_allow) if k in os.environ}
+    # a provider key never reaches an agent whose calls go through the gateway: it holds the key
+    held = PROVIDER_KEY_VARS if adapter.via_gateway else ()
+    names = [k for k in (*BASE_ENV_ALLOW, *adapter.env_allow) if k not in held]
+    env = {k: os.environ[k] for k in names if k in os.environ}
     env.update(
         HOME=str(setup.home),
         TMPDIR=str(setup.tmp),

@@ -57,7 +57,10 @@ def build(setup: AttemptSetup) -> Launch:
     if setup.model:
         argv += ["--model", setup.model]
     env = base_env(ADAPTER, setup)
-    if setup.model_base_url:
+    if setup.door is not None:  # the key stays on the host: the gateway adds it
+        env["ANTHROPIC_BASE_URL"] = setup.door.url
+        env["ANTHROPIC_API_KEY"] = setup.door.token
+    elif setup.model_base_url:
         env["ANTHROPIC_BASE_URL"] = setup.model_base_url
     return Launch(argv=argv, env=env, files={path: text}, cwd=setup.workspace)
 
@@ -136,14 +139,20 @@ ADAPTER = Adapter(
     binaries=("claude",),
     wheel=("claude_agent_sdk", "_bundled/claude"),
     version_args=("--version",),
-    env_allow=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL"),
+    # no key: the run's model gateway holds it (bridge/agents/gateway/); the agent gets a placeholder
+    env_allow=("ANTHROPIC_MODEL",),
     isolation_env={
         "DISABLE_TELEMETRY": "1",
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_ERROR_REPORTING": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "ENABLE_TOOL_SEARCH": "false",
-        "MCP_TIMEOUT": "60000",
+        # the first model call waits for the MCP connection (inverted polarity: only 0/false/no/off
+        # block), with long budgets: without it a loaded machine's first call can go out without the
+        # bridge's tools (inspect_swe measured 18% of samples; the gateway calls it mcp_unavailable)
+        "MCP_CONNECTION_NONBLOCKING": "false",
+        "MCP_TIMEOUT": "300000",
+        "MCP_CONNECT_TIMEOUT_MS": "300000",
         "MCP_TOOL_TIMEOUT": "600000",
     },
     build=build,

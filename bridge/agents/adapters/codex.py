@@ -52,17 +52,22 @@ def config(setup: AttemptSetup) -> dict[str, Any]:
     }
     if setup.model:
         doc["model"] = setup.model
-    if setup.model_base_url:
+    base_url = setup.door.url + "/v1" if setup.door is not None else setup.model_base_url
+    if base_url:
         doc["model_provider"] = PROVIDER
         doc["model_providers"] = {
             PROVIDER: {
                 "name": PROVIDER,
-                "base_url": setup.model_base_url,
+                "base_url": base_url,
                 "wire_api": "responses",
                 "env_key": KEY_ENV,  # the key itself stays in the environment
             }
         }
-    doc.update(document("codex", server_entry("codex", setup)))
+    entry = server_entry("codex", setup)
+    # the run's server must be up before the first turn: a server that fails to start ends Codex
+    # ("required MCP servers failed to initialize") instead of a run without the bridge's tools
+    entry["required"] = True
+    doc.update(document("codex", entry))
     return doc
 
 
@@ -75,6 +80,8 @@ def build(setup: AttemptSetup) -> Launch:
     argv += ["-o", str(last), setup.prompt]
     env = base_env(ADAPTER, setup)
     env["CODEX_HOME"] = str(codex_home)
+    if setup.door is not None:  # the key stays on the host: the gateway adds it
+        env[KEY_ENV] = setup.door.token
     return Launch(argv=argv, env=env, files={codex_home / "config.toml": render_text("codex", config(setup))})
 
 
@@ -139,7 +146,7 @@ ADAPTER = Adapter(
     binaries=("codex",),
     wheel=("codex_cli_bin", "bin/codex"),
     version_args=("--version",),
-    env_allow=(KEY_ENV, "OPENAI_BASE_URL", "CODEX_API_KEY"),
+    env_allow=(),  # no key: the run's model gateway holds it; the agent gets a placeholder
     isolation_env={},
     build=build,
     parse=parse,

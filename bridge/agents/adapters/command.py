@@ -40,7 +40,23 @@ def build(setup: AttemptSetup) -> Launch:
         for key, value in values.items():
             word = word.replace(key, value)
         argv.append(word)
-    return Launch(argv=argv, env=base_env(ADAPTER, setup), files={path: text}, cwd=setup.workspace)
+    env = base_env(ADAPTER, setup)
+    if setup.door is not None:  # each API's documented variables point at the gateway
+        env.update(door_env(setup.door.url, setup.door.token))
+    return Launch(argv=argv, env=env, files={path: text}, cwd=setup.workspace)
+
+
+def door_env(url: str, token: str) -> dict[str, str]:
+    """What an arbitrary agent gets of the model gateway: the base URL and key variables of the
+    Anthropic, OpenAI and Gemini SDKs (the placeholder in each key variable)."""
+    return {
+        "ANTHROPIC_BASE_URL": url,
+        "OPENAI_BASE_URL": url + "/v1",
+        "GOOGLE_GEMINI_BASE_URL": url,
+        "ANTHROPIC_API_KEY": token,
+        "OPENAI_API_KEY": token,
+        "GEMINI_API_KEY": token,
+    }
 
 
 @dataclass(frozen=True)
@@ -73,7 +89,7 @@ ADAPTER = CommandAdapter(
     binaries=(),
     wheel=None,
     version_args=(),
-    env_allow=("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "PYTHONPATH", "VIRTUAL_ENV"),
+    env_allow=("PYTHONPATH", "VIRTUAL_ENV"),  # no key: the run's model gateway holds it
     isolation_env={},
     build=build,
     parse=claude_code.parse,

@@ -40,5 +40,6 @@ ADAPTER = Adapter(
     build=build,
     parse=parse,
     installed_by="npm install -g @github/copilot",
+    via_gateway=False,  # no documented base-URL setting: README "Model gateway"
     key_env=("GH_TOKEN", "GITHUB_TOKEN", "COPILOT_GITHUB_TOKEN"),
 )

@@ -67,5 +67,6 @@ ADAPTER = Adapter(
     build=build,
     parse=parse,
     installed_by="curl https://cursor.com/install -fsS | bash",
+    via_gateway=False,  # no documented base-URL setting: README "Model gateway"
     key_env=("CURSOR_API_KEY",),
 )

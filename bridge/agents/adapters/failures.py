@@ -13,7 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-FailureClass = Literal["auth", "rate_limit", "provider_unavailable", "context_overflow", "cli_crash", "cli_missing"]
+FailureClass = Literal[
+    "auth", "rate_limit", "provider_unavailable", "context_overflow", "cli_crash", "cli_missing", "mcp_unavailable"
+]
 CLASSES: tuple[str, ...] = (
     "auth",
     "rate_limit",
@@ -21,6 +23,8 @@ CLASSES: tuple[str, ...] = (
     "context_overflow",
     "cli_crash",
     "cli_missing",
+    # the agent's model calls never offered the bridge's MCP tools (bridge/agents/gateway/ledger.py)
+    "mcp_unavailable",
 )
 
 #: what a shell and exec report for a command that is not there (POSIX: 127 not found, 126 not executable)
@@ -60,6 +64,11 @@ def from_status(status: object) -> FailureClass | None:
 #: wording shared by the CLIs' error messages, most specific first (a 429 message mentioning a
 #: retry is a rate limit, not a crash)
 PATTERNS: tuple[tuple[re.Pattern[str], FailureClass], ...] = (
+    # Codex with the run's server marked `required` (bridge/agents/adapters/codex.py) that did not start
+    (
+        re.compile(r"required MCP servers? failed to initiali[sz]e|MCP startup (failed|incomplete)", re.I),
+        "mcp_unavailable",
+    ),
     (
         re.compile(
             r"prompt is too long|context[_ ](length|window)|maximum context|too many tokens|"

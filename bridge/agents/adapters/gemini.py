@@ -36,6 +36,9 @@ def build(setup: AttemptSetup) -> Launch:
     env = base_env(ADAPTER, setup)
     if setup.model_base_url:
         env["GOOGLE_GEMINI_BASE_URL"] = setup.model_base_url
+    if setup.door is not None:  # the key stays on the host: the gateway adds it
+        env["GOOGLE_GEMINI_BASE_URL"] = setup.door.url
+        env["GEMINI_API_KEY"] = setup.door.token
     text = json.dumps(settings(setup), indent=2) + "\n"
     return Launch(argv=argv, env=env, files={path: text}, cwd=setup.workspace)
 
@@ -81,7 +84,7 @@ ADAPTER = Adapter(
     binaries=("gemini",),
     wheel=None,
     version_args=("--version",),
-    env_allow=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    env_allow=(),  # no key: the run's model gateway holds it; the agent gets a placeholder
     isolation_env={"GEMINI_CLI_NO_RELAUNCH": "true", "NO_UPDATE_NOTIFIER": "1"},
     build=build,
     parse=parse,

@@ -7,7 +7,9 @@
    call start_task; the agent reaches it over HTTP on loopback with its own credential.
 3. The agent runs in its sandbox (`--sandbox`, bridge/agents/confine/: it sees its workspace, HOME,
    TMPDIR, its CLI and the system's libraries, nothing else) until it exits, the time limit or a
-   resource limit ends it, or the run stops; all of its processes are gone when it returns.
+   resource limit ends it, the model gateway ends it (the key refused, `--max-cost` spent) or
+   the run stops; all of its processes are gone when it returns. Its model calls go through the
+   run's gateway (bridge/agents/gateway/) with a placeholder credential revoked at its end.
 4. Then the run ends the server (the session is let go; a submitted one's scoring process carries
    on), re-attaches the session, records what the agent did (`agent_run`, its stream and ATIF
    trajectory in the recording) and, if the agent did not submit, submits the workspace as it
@@ -17,8 +19,9 @@
 Nothing depends on the agent behaving: an agent that submitted has its score finished (a job
 its server left is resumed), one that did not is submitted for it, one that hangs is cut.
 
-Why this module is long: one attempt's steps in order, each a short method (its network lives in
-bridge/agents/confine/attempt_net.py, its server, state, timing and trajectory beside it).
+Why this module is long: the attempt's whole life, from its folder to its row, reads top to
+bottom in one place; what the wire adds to it (the door, the verdict, the row's numbers) lives in
+bridge/agents/gateway/door.py and rows.py.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ from bridge.agents.confine import Confinement, confinement_for, sandbox_for
 from bridge.agents.confine.attempt_net import AttemptNetwork, endpoints_for, network_log
 from bridge.agents.confine.process import Ended, run_agent
 from bridge.agents.confine.protected import protected_paths
+from bridge.agents.gateway.door import Door, attempt_door
+from bridge.agents.gateway.rows import attempt_failure, run_fields, steps_or_wire
 from bridge.agents.run.settings import RunSettings, declared_sandbox
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
@@ -95,6 +100,7 @@ class Attempt:
         self.rec_dir = settings.recordings / settings.run_id / task.id / f"a{number}"
         self.workspace = self.dir / "workspace"
         self.live = Live(workspace=self.workspace, stream=self.dir / "agent" / "stream.jsonl")
+        self.door: Door | None = None  # its way to the model (bridge/agents/gateway/door.py)
 
     # ------------------------------------------------------------------ state on disk
     def state(self) -> AttemptState:
@@ -130,12 +136,22 @@ class Attempt:
         confinement = self._confinement()  # a refused bind fails the attempt before its session opens
         server = self._start_server()
         sid = server.ready.session_id
+        self.door = attempt_door(
+            self.settings.adapter,
+            self.settings.gateway,
+            self.settings.model_base_url,
+            self.key,
+            self.settings.time_limit,
+            self.dir / "agent",
+        )
         try:
             self._save(phase="running", session_id=sid, server_seconds=server.ready_seconds)
             ended, parsed, sandbox = self._run_agent(server, confinement)
             agent_ended_at = time.time()
         finally:
             # the agent's processes are all gone (or it never started): the session is let go
+            if self.door is not None:  # and its placeholder refused
+                self.door.close()
             lost, ending = server.lost(), time.monotonic()
             server.end()
             self._save(server_end_seconds=round(time.monotonic() - ending, 3), server_lost=lost)
@@ -207,6 +223,7 @@ class Attempt:
             model_base_url=self.settings.model_base_url,
             agent_cmd=self.settings.agent_cmd,
             confined=self.settings.sandbox != "none",
+            door=self.door.access() if self.door is not None else None,
         )
 
     def _run_agent(self, server: AttemptServer, confinement: Confinement) -> tuple[Ended, ParsedRun, dict[str, Any]]:
@@ -221,7 +238,9 @@ class Attempt:
         write_json_atomic(self.dir / "agent" / "run_config.json", self.settings.run_config)
         self.live.state = "agent"
         # --network (bridge/agents/confine/network.py): the doors open before the agent, close after it
-        doors = endpoints_for(server.ready.url, self.settings.model_base_url)
+        # the model door: the gateway's (the agent never reaches the provider itself), else a loopback endpoint
+        model_url = self.door.url if self.door is not None else self.settings.model_base_url
+        doors = endpoints_for(server.ready.url, model_url)
         with AttemptNetwork(self.settings.network, self.settings.allow_hosts, doors) as net:
             launch.env.update(net.env)
             ended, sandbox = self._confined_run(launch, net.confine(confinement))
@@ -260,6 +279,7 @@ class Attempt:
             stop=self.stop,
             sandbox=sandbox,
             confinement=confinement,
+            cut=self.door.ended if self.door is not None else None,
         )
         how = ended.confinement
         row = {"kind": sandbox.kind, "version": str(how.get("version", "")), "confined": sandbox.kind != "none"}
@@ -284,18 +304,19 @@ class Attempt:
                 mgr.attach(sid)
             live = sid in mgr.sessions  # else finished on disk: the agent's server scored it
             state = self.state()
+            prompt = self.settings.prompt.render(self.task, self.settings.time_limit)
             if parsed is None:  # resumed after the agent ended: read its stream again
-                prompt = self.settings.prompt.render(self.task, self.settings.time_limit)
                 parsed = self.settings.adapter.parse(read_stream(self.dir / "agent" / "stream.jsonl"), prompt)
+            parsed = steps_or_wire(parsed, self.dir / "agent" / "wire.jsonl", prompt)
             how = ended.how if ended else (state.ended or "exit")
             # cut by the clock or by a resource limit, the agent's work is still scored as it stands
             signal: Signal = "time_limit" if how == "time_limit" else "agent_exit"
-            if how == "resource_limit":
-                signal = "resource_limit"
+            if how in ("resource_limit", "cost_limit"):  # a limit hit (cost: the gateway's --max-cost)
+                signal = cast(Signal, how)
             scoring_started = time.monotonic()
             if live and mgr.status(sid).state in ("active", "paused"):
                 self._keep_trajectory(mgr, sid, parsed, how, state)
-                failure = parsed.attempt_failure(how, state.exit_code, self.dir / "agent" / "stderr.log")
+                failure = attempt_failure(self.door, parsed, how, state.exit_code, self.dir / "agent" / "stderr.log")
                 if failure is not None:  # the CLI failed, the agent did not: nothing is scored
                     mgr.quit(sid, f"agent_error ({failure.cls}): {failure.message}")
                     self._save(phase="agent_error", agent_error=failure.as_dict(0))
@@ -438,8 +459,7 @@ class Attempt:
             prompt_tokens=parsed.prompt_tokens,
             completion_tokens=parsed.completion_tokens,
             cached_tokens=parsed.cached_tokens,
-            tokens=parsed.token_split(),
-            cost_usd=parsed.cost_usd,
+            **run_fields(self.door, parsed),
             trajectory=str(self.dir / "agent" / "trajectory.json"),
             errors=errors,
             prompt=str(self.dir / "agent" / "prompt.txt"),

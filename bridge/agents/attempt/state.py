@@ -31,12 +31,12 @@ class AttemptState(BaseModel):
     server_seconds: float | None = None  # the attempt server's start to its ready file
     server_end_seconds: float | None = None  # how long ending the server took
     server_lost: str | None = None  # why the server was gone before the agent ended
-    ended: str | None = None  # how the agent ended: exit | time_limit | resource_limit | stopped
+    ended: str | None = None  # how the agent ended: exit | time_limit | resource_limit | cost_limit | auth | stopped
     exit_code: int | None = None
     agent_seconds: float | None = None
     agent_ended_at: float | None = None  # epoch seconds
     sandbox: dict[str, Any] | None = None  # the row's run.sandbox: how the agent was confined
-    submitted_by: str | None = None  # agent | time_limit | agent_exit | resource_limit
+    submitted_by: str | None = None  # agent | time_limit | agent_exit | resource_limit | cost_limit
     scoring_seconds: float | None = None
     agent_error: dict[str, Any] | None = None  # the CLI's failure (bridge/agents/adapters/failures.py)
 

@@ -17,6 +17,7 @@ from bridge.fs.files import write_json_atomic
 SCHEMA_VERSION = "ATIF-v1.8"
 #: what of the agent's folder the recording keeps beside the trajectory (confinement.json: how the
 #: attempt was confined, sandbox kind and version, binds, limits)
+#: wire.jsonl: the model gateway's transcript of the attempt (bridge/agents/gateway/transcript.py)
 #: network.json: the attempt's network and what its proxy saw (bridge/agents/confine/attempt_net.py)
 KEPT_FILES = (
     "stream.jsonl",
@@ -26,6 +27,7 @@ KEPT_FILES = (
     "stderr.log",
     "confinement.json",
     "network.json",
+    "wire.jsonl",
 )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,7 +32,7 @@ SIGNALLED = 128
 
 @dataclass
 class Ended:
-    how: str  # "exit" | "time_limit" | "resource_limit" | "stopped"
+    how: str  # "exit" | "time_limit" | "resource_limit" | "cost_limit" | "auth" | "stopped"
     exit_code: int | None
     seconds: float
     limit: str | None = None  # the limit hit: "memory" | "pids" | "workspace_bytes"
@@ -49,9 +50,11 @@ def run_agent(
     stop: threading.Event,
     sandbox: Confiner | None = None,
     confinement: Confinement | None = None,
+    cut: Callable[[], str | None] | None = None,
 ) -> Ended:
-    """Run to exit, the time limit, a resource limit or `stop`; everything of the attempt is
-    ended before returning. Without a sandbox (or kind "none") the agent runs unconfined."""
+    """Run to exit, the time limit, a resource limit, `stop`, or `cut` (the model gateway ending
+    the attempt: it returns "auth" or "cost_limit", which becomes `Ended.how`); everything of the
+    attempt is ended before returning. Without a sandbox (or kind "none") the agent runs unconfined."""
     sandbox = sandbox or NoConfiner()
     confined = sandbox.kind != "none"
     described = sandbox.describe(confinement)
@@ -73,6 +76,10 @@ def run_agent(
                     if stop.is_set():
                         how = "stopped"
                         break
+                    reason = cut() if cut is not None else None
+                    if reason is not None:
+                        how = reason
+                        break
                     if time.monotonic() - started >= time_limit:
                         how = "time_limit"
                         break
@@ -90,6 +97,10 @@ def run_agent(
             late = running.limit_hit()
             if late is not None:
                 how, limit = "resource_limit", late
+        if how == "exit" and cut is not None and cut() is not None:
+            # the agent exited on the gateway's refusal before the next poll saw the cut: the
+            # wire ended it all the same
+            how = str(cut())
         copier.join(timeout=10)
     described["enforced_by"] = running.enforced_by
     return Ended(how, code, round(seconds, 3), limit, described)

@@ -1,14 +1,14 @@
 """Retries and spending of `rgbridge run`: an `agent_error` attempt's try is set aside (its attempt
 folder and recording renamed `a<k>.agent-error-<n>`, as `.interrupted-` folders are) and tried
-again after a backoff; `Budget` holds what the run's tries cost (as their CLIs reported it) against
-`--max-cost`."""
+again after a backoff; `Budget` holds what the run's tries cost (from the model gateway's wire, else as
+their CLIs reported it) against `--max-cost`."""
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import TYPE_CHECKING
 
+from bridge.agents.gateway.ledger import RunSpend
 from bridge.scoring.run.report_row import ReportRow, RetriedTry
 
 if TYPE_CHECKING:
@@ -48,19 +48,16 @@ def row_cost(row: ReportRow) -> float:
     return sum(float(c) for c in costs if isinstance(c, int | float) and not isinstance(c, bool) and c >= 0)
 
 
-class Budget:
-    """`--max-cost`: the run's spending so far; no attempt starts once it is reached."""
+class Budget(RunSpend):
+    """`--max-cost` between attempts: the run's spending so far (the gateway's own tally of a cap,
+    bridge/agents/gateway/ledger.py) and the attempts not started once it is reached."""
 
     def __init__(self, cap: float | None, spent: float = 0.0) -> None:
-        self.cap = cap
-        self.spent = spent
+        super().__init__(cap, spent)
         self.skipped: list[str] = []
-        self._lock = threading.Lock()
 
     def spend(self, usd: float) -> None:
-        with self._lock:
-            self.spent += usd
+        self.add(usd)
 
     def allows(self) -> bool:
-        with self._lock:
-            return self.cap is None or self.spent < self.cap
+        return not self.reached()

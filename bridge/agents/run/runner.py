@@ -31,7 +31,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bridge.agents.adapters.failures import Failure
 from bridge.agents.attempt.lifecycle import Abandoned, Attempt, Stopped, attempt_key
+from bridge.agents.gateway.door import RunGateway
+from bridge.agents.gateway.prices import source as price_source
 from bridge.agents.run.agent_checks import check_cli, check_key
 from bridge.agents.run.config import CONFIG_FILE, CONFIG_METADATA, check_config, config_line, run_config
 from bridge.agents.run.options import RUN_FILE, RunOptions
@@ -95,6 +98,28 @@ def execute(
 
         cluster = RayAttempts(options, settings)  # every node checked first
         make, workers = cluster.attempt, cluster.workers()
+    # A provider that refuses the key refuses it for every attempt: the run stops at the first
+    # refusal; what was not started is listed as not run (issue 38, item 4).
+    auth_stop = threading.Event()
+    auth: list[tuple[str, Failure]] = []
+    not_run: list[str] = []
+
+    def on_auth(key: str, failure: Failure) -> None:
+        auth.append((key, failure))
+        auth_stop.set()
+        if on_event:
+            on_event(key, f"agent_error (auth): {failure.message}; the run stops")
+
+    gateway: RunGateway | None = None
+    if options.backend == "local":  # a Ray node's attempt starts a gateway of its own
+        gateway = RunGateway(
+            options.model_base_url,
+            max_cost=options.max_cost,
+            spent=sum(row_cost(e) for e in done.values()),
+            on_auth=on_auth,
+        )
+        gateway.__enter__()
+        settings = replace(settings, gateway=gateway)
     attempts = {
         attempt_key(t, k): make(settings, catalog.get(t), k, stop)
         for t in options.tasks
@@ -116,7 +141,10 @@ def execute(
 
     def task_attempts(queue: list[Attempt]) -> None:
         for attempt in queue:
-            if not stop.is_set():
+            if auth_stop.is_set():
+                attempt.live.state = "not run (the provider refused the key)"
+                not_run.append(attempt.key)
+            elif not stop.is_set():
                 one(attempt)
 
     def one(attempt: Attempt) -> None:
@@ -143,7 +171,8 @@ def execute(
                 return
             budget.spend(row_cost(row))
             error = row.agent_error if row.outcome == "agent_error" else None
-            if error is None or len(retried) >= options.retries or stop.is_set():
+            # a refused key is not retried: it would be refused again
+            if error is None or len(retried) >= options.retries or stop.is_set() or error.cls == "auth":
                 break
             if not budget.allows():  # the cap stops retries too; this try's row stands
                 budget.skipped.append(f"{attempt.key} (retry {len(retried) + 1})")
@@ -214,6 +243,11 @@ def execute(
             **cost_metadata(rows),
             **sandbox_metadata(settings),
         }
+        # where the rows' costs come from (on Ray each attempt's own gateway used the same table)
+        meta["gateway"] = {"prices": price_source()}
+        if auth:
+            meta["stopped_by_auth"] = {"attempt": auth[0][0], "message": auth[0][1].message}
+            meta["not_run"] = sorted(not_run)
         if options.max_cost is not None:
             meta["max_cost_usd"] = options.max_cost
             meta["cut_by_cost_cap"] = bool(budget.skipped)
@@ -228,6 +262,8 @@ def execute(
         raise
     finally:
         restore()
+        if gateway is not None:
+            gateway.__exit__(None, None, None)
     if ctrl_c:  # pressed while the last attempt finished or the report was written: still interrupted
         raise KeyboardInterrupt
     return report, rows

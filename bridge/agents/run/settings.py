@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from bridge.agents.adapters.base import BASE_ENV_ALLOW, SERVER_ENV_ALLOW, Adapter
 from bridge.agents.adapters.probe import find_cli
@@ -18,6 +18,9 @@ from bridge.agents.run.options import RunOptions
 from bridge.agents.run.prompt import PromptTemplate, bridge_template
 from bridge.locations import cache_dir, data_home
 from bridge.tasks.catalog import Catalog
+
+if TYPE_CHECKING:
+    from bridge.agents.gateway.door import RunGateway
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,9 @@ class RunSettings:
     #: `--allow-host` names the allow mode's proxy lets through
     network: str = "host"
     allow_hosts: tuple[str, ...] = ()
+    #: the run's model gateway (bridge/agents/gateway/), started by the run; None: each attempt
+    #: starts one of its own (an attempt run on a Ray node)
+    gateway: RunGateway | None = None
 
 
 def declared_sandbox(settings: RunSettings) -> dict[str, Any]:

@@ -81,6 +81,15 @@ class AgentRunInfo(BaseModel):
     sandbox: dict[str, Any]
     retries: int | None = None  # set by the run once the attempt's retries are over
     retried: list[RetriedTry] | None = None
+    #: where `tokens` and `cost_usd` come from: "gateway" (the provider's usage fields, summed over
+    #: the calls it answered; cost from the price table, None when a model is unpriced) or "cli"
+    #: (the CLI's own report, for agents whose calls do not pass the gateway)
+    tokens_source: str | None = None
+    #: the CLI's own figures, kept beside the wire's for comparison (`tokens`, `cost_usd`)
+    cli_reported: dict[str, Any] | None = None
+    #: what the gateway saw of the attempt: calls, statuses, tokens, cost, retries, time waited on a
+    #: failing provider, whether the bridge's tools were offered (bridge/agents/gateway/ledger.py)
+    wire: dict[str, Any] | None = None
 
 
 class ReportRow(BaseModel):
