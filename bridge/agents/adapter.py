@@ -97,14 +97,23 @@ class Adapter:
     #: the variables that hold its model key (any one will do): the run refuses to start without
     #: one unless --model-base-url names another endpoint (bridge/agents/runner.py, preflight)
     key_env: tuple[str, ...] = ()
+    #: where the adapter's own install keeps the binary, when it has one (a library agent's
+    #: environment built by `rgbridge agents install`: bridge/agents/library.py)
+    locate: Callable[[], str | None] | None = None
+    #: a library agent's framework (bridge/agents/library.py Framework); None for a CLI
+    library: Any = None
 
     def find_binary(self, override: str | None = None) -> str:
-        """`--agent-bin`, else PATH, else the Python wheel that bundles the CLI."""
+        """`--agent-bin`, else the adapter's own install, else PATH, else the Python wheel that
+        bundles the CLI."""
         if override:
             path = shutil.which(override) or override
             if not os.access(path, os.X_OK):
                 raise AgentError(f"--agent-bin {override}: not an executable file")
             return str(Path(path).absolute())
+        found_here = self.locate() if self.locate is not None else None
+        if found_here:
+            return found_here
         for name in self.binaries:
             found = shutil.which(name)
             if found:
@@ -119,6 +128,11 @@ class Adapter:
                 candidate = Path(list(spec.submodule_search_locations)[0]) / inner
                 if os.access(candidate, os.X_OK):
                     return str(candidate)
+        if self.library is not None:
+            raise AgentError(
+                f"agent {self.name}: its environment is not installed here; run `rgbridge agents install "
+                f"{self.name}` or pass --agent-home DIR (a virtual environment with {self.name} in it)"
+            )
         raise AgentError(
             f"agent {self.name}: no binary found ({' or '.join(self.binaries) or 'none'} on PATH"
             + (f", or the {self.wheel[0]} package" if self.wheel else "")
