@@ -13,6 +13,7 @@ FRAMEWORK = Framework(
     dist="deepcode-hku",
     pin="2.3.1",
     upstream_function="deepcode_generate",
+    python_min=(3, 12),  # deepcode-hku 2.x declares Requires-Python >= 3.12
     entry="`workflows.code_implementation_workflow.CodeImplementationWorkflow().run_workflow(plan, repo, pure_code_mode=True)`",
     differs=(
         "the secrets file is written into the attempt's HOME and removed when the workflow ends; "

@@ -80,7 +80,7 @@ def install(
     if target.exists():
         shutil.rmtree(target)  # a cut install, or --force
     target.parent.mkdir(parents=True, exist_ok=True)
-    base = python or getattr(sys, "_base_executable", None) or sys.executable
+    base = python or interpreter_for(framework)
     started = time.monotonic()
     say(f"{framework.name}: creating {target} with {base}")
     _run([base, "-m", "venv", str(target)], f"{framework.name}: python -m venv")
@@ -91,7 +91,7 @@ def install(
         _run([*pip, "--no-deps", framework.requirement], f"{framework.name}: pip install")
         _run([*pip, *framework.deps], f"{framework.name}: pip install its dependencies")
     else:
-        _run([*pip, framework.requirement], f"{framework.name}: pip install")
+        _run([*pip, framework.requirement, *framework.also], f"{framework.name}: pip install")
     version = _version(target, framework)
     record = Installed(
         framework=framework.name,
@@ -105,6 +105,23 @@ def install(
     write_json_atomic(target / MARKER, asdict(record))
     say(f"{framework.name}: {framework.dist} {version} installed in {record.seconds:g} s, {record.bytes / 1e6:.0f} MB")
     return record
+
+
+def interpreter_for(framework: Framework) -> str:
+    """The bridge's own interpreter, or, for a release that needs a newer Python, the first
+    `python3.X` on PATH that is new enough (`--python` names one instead)."""
+    own = getattr(sys, "_base_executable", None) or sys.executable
+    need = framework.python_min
+    if need is None or sys.version_info[:2] >= need:
+        return own
+    for minor in range(need[1], need[1] + 4):
+        found = shutil.which(f"python{need[0]}.{minor}")
+        if found:
+            return found
+    raise AgentError(
+        f"{framework.requirement} requires Python >= {need[0]}.{need[1]} (its Requires-Python); none on PATH: "
+        f"install one and pass --python PATH"
+    )
 
 
 def _run(argv: list[str], what: str) -> None:

@@ -56,6 +56,10 @@ class Framework:
     #: when set, the distribution is installed without its declared dependencies and with these
     #: instead (the framework's module says why)
     deps: tuple[str, ...] = ()
+    #: installed beside the distribution: what it imports without declaring it
+    also: tuple[str, ...] = ()
+    #: the oldest Python the pinned release accepts (its Requires-Python), when newer than 3.11
+    python_min: tuple[int, int] | None = None
 
     @property
     def requirement(self) -> str:

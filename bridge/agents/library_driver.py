@@ -11,8 +11,9 @@ given one JSON event per line (bridge/agents/library.py reads them back):
 - `start` (framework and version), `message`, `tool_call`, `tool_result` as the framework's own
   history shows them;
 - `model_call`: each HTTP exchange with the model endpoint (status, or the connection error),
-  seen on the wire of httpx, the HTTP client every one of the four frameworks talks OpenAI
-  through: a framework that swallows a provider error still shows it here;
+  seen on the wire of httpx (or `httpx2`, which newer OpenAI SDKs ship), the HTTP client every
+  one of the four frameworks talks OpenAI through: a framework that swallows a provider error
+  still shows it here;
 - `moved`: files the framework wrote outside the workspace, moved in as upstream does;
 - `error` (`class`: cli_missing when the framework cannot be imported, cli_crash when it raises)
   and `end` (the files now in the workspace).
@@ -76,15 +77,23 @@ def events_on_stdout() -> Events:
 # ----------------------------------------------------------------------------- the wire
 
 
+#: the HTTP clients the frameworks' OpenAI SDKs send through (newer SDKs ship theirs as `httpx2`)
+HTTP_MODULES = ("httpx", "httpx2")
+
+
 def watch_wire(events: Events, base_url: str) -> None:
     """Every request to the model endpoint and its answer's status (or the error that ended it),
-    from httpx's send, the one door of the OpenAI SDK and of the frameworks' own clients."""
-    try:
-        httpx = importlib.import_module("httpx")
-    except ImportError:
-        return
+    from the `send` of the HTTP client the OpenAI SDK and the frameworks' own clients use."""
     prefix = base_url.rstrip("/")
+    for name in HTTP_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        watch_client(events, prefix, module)
 
+
+def watch_client(events: Events, prefix: str, httpx: Any) -> None:
     def ours(request: Any) -> bool:
         return str(request.url).startswith(prefix)
 
@@ -341,6 +350,10 @@ def main(argv: list[str]) -> int:
     config = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
     setup = Setup(config)
     events.emit("start", framework=setup.framework, version=version_of(setup.dist), model=setup.model)
+    # imported from a folder of the attempt's HOME: MS-Agent opens its log file in the cwd on import
+    own = setup.home / setup.framework
+    own.mkdir(parents=True, exist_ok=True)
+    os.chdir(own)
     try:
         importlib.import_module(ENTRY_MODULES[setup.framework])
     except Exception as exc:  # any failure to import is the framework's absence, never the agent's work

@@ -18,9 +18,11 @@ FRAMEWORK = Framework(
     pin="1.6.0",
     upstream_function="ms_agent_generate",
     # ms-agent 1.6.0's declared dependencies less sentence-transformers (PyTorch), faiss-cpu, moviepy
-    # and edge_tts
+    # and edge_tts, plus loguru, which its LLMAgent imports (ms_agent/knowledge_search) without
+    # declaring it: without it `from ms_agent import LLMAgent` fails
     deps=(
         "aiohttp",
+        "loguru",
         "dotenv",
         "json5",
         "markdown",

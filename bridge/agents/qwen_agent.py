@@ -16,6 +16,7 @@ FRAMEWORK = Framework(
     dist="qwen-agent",
     pin="0.0.31",
     extras=("code-interpreter",),
+    also=("tqdm",),  # 0.0.31 imports it (qwen_agent/tools/python_executor.py) without declaring it
     upstream_function="qwen_agent_generate",
     entry="`qwen_agent.agents.Assistant(function_list=['code_interpreter'])`, `bot.run(messages)`",
     differs=(
