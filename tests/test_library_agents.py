@@ -248,14 +248,14 @@ def _wheel(folder: Path, dist: str, version: str) -> Path:
 def test_agents_install_builds_a_complete_environment(tmp_path: Path, monkeypatch, capsys) -> None:
     """A real venv and pip install of a local wheel (PIP_NO_INDEX: nothing leaves the machine):
     the pinned version recorded with its time and size, kept when complete, redone when cut."""
-    monkeypatch.setenv("RGBRIDGE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RGBRIDGE_AGENTS_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheels"))
     (tmp_path / "wheels").mkdir()
     _wheel(tmp_path / "wheels", "rgb-fake-agent", "1.2.3")
     fake = Framework("fake", "rgb-fake-agent", "1.2.3", "fake_generate", "fake()", "nothing")
     record = install(fake)
-    env = tmp_path / "home" / "agents" / "fake" / "1.2.3"
+    env = tmp_path / "home" / "fake" / "1.2.3"
     assert record.version == "1.2.3" and record.env == str(env) and record.bytes > 1_000_000 and record.seconds > 0
     assert installed(fake) == record
     probe = subprocess.run([str(env / "bin" / "python"), "-c", "import rgb_fake_agent"], check=False)
@@ -274,7 +274,7 @@ def test_agents_install_builds_a_complete_environment(tmp_path: Path, monkeypatc
 
 
 def test_an_uninstalled_framework_refuses_the_run_with_the_fix(tmp_path: Path, monkeypatch, capsys) -> None:
-    monkeypatch.setenv("RGBRIDGE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RGBRIDGE_AGENTS_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     with pytest.raises(AgentError, match="rgbridge agents install metagpt"):
         ADAPTERS["metagpt"].find_binary()

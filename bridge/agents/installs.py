@@ -1,5 +1,6 @@
 """`rgbridge agents install NAME`: a library agent's framework in a virtual environment of its own
-under the bridge's data home (`<data home>/agents/<name>/<pinned version>/`), from the version its
+in `$RGBRIDGE_AGENTS_HOME` (default `~/.local/share/rgbridge-agents/<name>/<pinned version>/`: not
+the data home, which no sandbox may see), from the version its
 adapter pins (bridge/agents/library.py), never into the bridge's environment.
 
 pip runs on the host here, but only on the framework's own pinned release from the package index
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -86,10 +88,11 @@ def install(
     _run([base, "-m", "venv", str(target)], f"{framework.name}: python -m venv")
     pip = [str(env_python(target)), "-m", "pip", "--disable-pip-version-check", "--no-input", "install"]
     say(f"{framework.name}: pip install {framework.requirement}")
-    if framework.deps:
-        # the distribution alone, then the dependencies its adapter lists (bridge/agents/ms_agent.py)
+    if framework.overrides:
+        # the distribution alone, then its declared dependencies as the adapter changes them
         _run([*pip, "--no-deps", framework.requirement], f"{framework.name}: pip install")
-        _run([*pip, *framework.deps], f"{framework.name}: pip install its dependencies")
+        deps = overridden(declared(target, framework), dict(framework.overrides))
+        _run([*pip, *deps, *framework.also], f"{framework.name}: pip install its dependencies")
     else:
         _run([*pip, framework.requirement, *framework.also], f"{framework.name}: pip install")
     version = _version(target, framework)
@@ -107,6 +110,38 @@ def install(
     return record
 
 
+def declared(env: Path, framework: Framework) -> list[str]:
+    """The installed distribution's own Requires-Dist, without its extras' (and the extras the
+    adapter asks for are not needed by a `--no-deps` install's adapter: none of ours has both)."""
+    code = "import sys, json, importlib.metadata as m; print(json.dumps(m.requires(sys.argv[1]) or []))"
+    done = subprocess.run(
+        [str(env_python(env)), "-c", code, framework.dist], capture_output=True, text=True, timeout=60, check=False
+    )
+    try:
+        requires = json.loads(done.stdout)
+    except ValueError:
+        raise AgentError(f"{framework.name}: its declared dependencies cannot be read: {done.stderr[-300:]}") from None
+    return [str(r) for r in requires if "extra ==" not in str(r)]
+
+
+def overridden(requires: list[str], overrides: dict[str, str]) -> list[str]:
+    """`requires` with each named requirement replaced by its override ("" drops it)."""
+    out = []
+    for req in requires:
+        name = re.split(r"[\s;<>=!~\[(]", req.strip(), maxsplit=1)[0]
+        key = _canonical(name)
+        match = next((v for k, v in overrides.items() if _canonical(k) == key), None)
+        if match is None:
+            out.append(req)
+        elif match:
+            out.append(match)
+    return out
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503 name normalisation
+
+
 def interpreter_for(framework: Framework) -> str:
     """The bridge's own interpreter, or, for a release that needs a newer Python, the first
     `python3.X` on PATH that is new enough (`--python` names one instead)."""
@@ -116,12 +151,19 @@ def interpreter_for(framework: Framework) -> str:
         return own
     for minor in range(need[1], need[1] + 4):
         found = shutil.which(f"python{need[0]}.{minor}")
-        if found:
+        if found and _runs(found):  # a version manager's shim may be on PATH for a Python it does not serve
             return found
     raise AgentError(
         f"{framework.requirement} requires Python >= {need[0]}.{need[1]} (its Requires-Python); none on PATH: "
         f"install one and pass --python PATH"
     )
+
+
+def _runs(python: str) -> bool:
+    try:
+        return subprocess.run([python, "-c", "pass"], capture_output=True, timeout=30, check=False).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def _run(argv: list[str], what: str) -> None:

@@ -28,7 +28,7 @@ from bridge.agents.adapter import Adapter, AgentError, AttemptSetup, Launch, bas
 from bridge.agents.events import Call, ParsedRun, Step, arguments, as_dict, as_int, as_list, clip
 from bridge.agents.failures import Failure, FailureClass, classify_text, from_status
 from bridge.agents.failures import clip as clip_message
-from bridge.locations import data_home
+from bridge.locations import agents_home
 
 KEY_ENV = "OPENAI_API_KEY"
 DRIVER = Path(__file__).with_name("library_driver.py")
@@ -53,9 +53,10 @@ class Framework:
     #: README: what the bridge does differently, and why
     differs: str
     extras: tuple[str, ...] = ()
-    #: when set, the distribution is installed without its declared dependencies and with these
-    #: instead (the framework's module says why)
-    deps: tuple[str, ...] = ()
+    #: declared dependencies replaced (name -> requirement; "" drops it): the distribution is then
+    #: installed without its dependencies, and its declared ones, so changed, after it (the
+    #: framework's module says why)
+    overrides: tuple[tuple[str, str], ...] = ()
     #: installed beside the distribution: what it imports without declaring it
     also: tuple[str, ...] = ()
     #: the oldest Python the pinned release accepts (its Requires-Python), when newer than 3.11
@@ -68,8 +69,9 @@ class Framework:
 
 
 def env_dir(framework: Framework) -> Path:
-    """Where `rgbridge agents install NAME` builds the framework's environment."""
-    return data_home() / "agents" / framework.name / framework.pin
+    """Where `rgbridge agents install NAME` builds the framework's environment (outside the data
+    home, which no sandbox may see: bridge/locations.py)."""
+    return agents_home() / framework.name / framework.pin
 
 
 def env_python(env: Path) -> Path:

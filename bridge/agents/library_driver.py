@@ -192,9 +192,10 @@ def report_qwen_message(events: Events, message: Any) -> None:
 
 
 def run_ms_agent(setup: Setup, events: Events) -> None:
-    """MS-Agent's `LLMAgent` with upstream's configuration (OpenAI service, the endpoint and key,
-    temperature 1, streaming, 100 rounds) plus its own `file_system` tool rooted at the workspace:
-    upstream configured no tool, so its LLMAgent could only answer in text."""
+    """MS-Agent's `LLMAgent` with upstream's configuration (OpenAI service, the endpoint, temperature
+    1, streaming, 100 rounds; the key from the environment, not the configuration) plus its own
+    `file_system` tool rooted at the workspace: upstream configured no tool, so its LLMAgent could
+    only answer in text."""
     omegaconf = importlib.import_module("omegaconf")
     llm_agent = importlib.import_module("ms_agent").LLMAgent
     config = omegaconf.OmegaConf.create(
@@ -202,7 +203,8 @@ def run_ms_agent(setup: Setup, events: Events) -> None:
             "llm": {
                 "service": "openai",
                 "model": setup.model,
-                "openai_api_key": setup.key,
+                # no key here: MS-Agent saves this configuration into the output folder (the repo's
+                # `.memory/`); its OpenAI client reads OPENAI_API_KEY from the environment instead
                 "openai_base_url": setup.base_url,
             },
             "generation_config": {"temperature": 1, "stream": True},

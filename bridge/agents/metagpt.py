@@ -13,6 +13,8 @@ FRAMEWORK = Framework(
     dist="metagpt",
     pin="0.8.2",
     upstream_function="metagpt_generate",
+    # metagpt 0.8.2 pins lancedb==0.4.0, which the index no longer has (it lists 0.14.0 and later)
+    overrides=(("lancedb", "lancedb"),),
     entry="`metagpt.software_company.generate_repo(idea, project_path=repo, n_round=5, investment=3.0)`",
     differs=(
         "the configuration file (no key in it) in the attempt's HOME instead of a temporary folder of the "

@@ -17,27 +17,9 @@ FRAMEWORK = Framework(
     dist="ms-agent",
     pin="1.6.0",
     upstream_function="ms_agent_generate",
-    # ms-agent 1.6.0's declared dependencies less sentence-transformers (PyTorch), faiss-cpu, moviepy
-    # and edge_tts, plus loguru, which its LLMAgent imports (ms_agent/knowledge_search) without
-    # declaring it: without it `from ms_agent import LLMAgent` fails
-    deps=(
-        "aiohttp",
-        "loguru",
-        "dotenv",
-        "json5",
-        "markdown",
-        "matplotlib",
-        "mcp",
-        "modelscope",
-        "numpy",
-        "omegaconf",
-        "openai",
-        "pandas",
-        "pillow",
-        "pyyaml",
-        "requests",
-        "typing_extensions",
-    ),
+    # without the packages only its retrieval, video and speech features import (PyTorch with them)
+    overrides=(("sentence-transformers", ""), ("faiss-cpu", ""), ("moviepy", ""), ("edge_tts", "")),
+    also=("loguru",),  # its LLMAgent imports it (ms_agent/knowledge_search) without declaring it
     entry="`ms_agent.LLMAgent(config=OmegaConf.create({...}))`, `await agent.run(prompt)`",
     differs=(
         "its `file_system` tool is configured (output folder = the workspace): upstream gave LLMAgent no "

@@ -1,5 +1,5 @@
 """`rgbridge agents install NAME` and `rgbridge agents list`: the library agents' environments
-(bridge/agents/installs.py), one virtual environment per framework under the bridge's data home,
+(bridge/agents/installs.py), one virtual environment per framework (bridge/locations.py `agents_home`),
 from the version each adapter pins."""
 
 from __future__ import annotations
