@@ -1,6 +1,6 @@
 """`rgbridge serve --start-task TASK`: the MCP server of one `rgbridge run` attempt.
 
-The run (bridge/agents/attempt.py) starts this server before the agent, outside the agent's
+The run (bridge/agents/attempt/lifecycle.py) starts this server before the agent, outside the agent's
 process tree. The server opens the attempt's session itself, so that from the session's start the
 recorder and the golden-file watch run in this one process, whatever the agent does and whenever
 it connects (or if it never does). It serves streamable HTTP on loopback to one client, the agent,
@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from bridge.agents.attempt_server import ServerReady
+from bridge.agents.attempt.server import ServerReady
 from bridge.credentials import is_client_token, mint_client_credential
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic

@@ -1,5 +1,5 @@
 """MCP configuration entries for each supported IDE, printed or merged into the IDE's file: a thin
-adapter over bridge/agents/mcp_configs.py (the formats; `rgbridge run` writes the same entries).
+adapter over bridge/agents/adapters/mcp_configs.py (the formats; `rgbridge run` writes the same entries).
 
 Formats follow each IDE's own MCP configuration documentation (README "Connecting an IDE
 (MCP)" has a worked example for each). Every entry launches the server with an absolute
@@ -19,7 +19,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from bridge.agents.mcp_configs import (
+from bridge.agents.adapters.mcp_configs import (
     CLIENTS,
     DEFAULT_HTTP_URL,  # noqa: F401 - re-exported for callers of this module
     FORMATS,  # noqa: F401 - re-exported for callers of this module
@@ -77,7 +77,7 @@ def server_entry(
     extra_args: list[str] | None = None,
     python: str | None = None,
 ) -> dict[str, Any]:
-    """The `rgbridge` server entry in the IDE's own format (bridge/agents/mcp_configs.py)."""
+    """The `rgbridge` server entry in the IDE's own format (bridge/agents/adapters/mcp_configs.py)."""
     _format(ide)
     if "${" in str(workspace):
         raise ConfigError(f"workspace {workspace} contains an unexpanded variable; give a real folder")

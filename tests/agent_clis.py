@@ -198,17 +198,17 @@ def claude_command(binary: Path, prompt: str, mcp_config: Path, *, debug_file: P
     return cmd
 
 
-CODEX_KEY_ENV = "OPENAI_API_KEY"  # the provider key variable of bridge/agents/codex.py
+CODEX_KEY_ENV = "OPENAI_API_KEY"  # the provider key variable of bridge/agents/adapters/codex.py
 
 
 def codex_config(base_url: str, server: dict[str, Any], *, model: str = "scripted-model") -> str:
-    """CODEX_HOME/config.toml from the project's own Codex writer (bridge/agents/codex.py, the
+    """CODEX_HOME/config.toml from the project's own Codex writer (bridge/agents/adapters/codex.py, the
     one `rgbridge run` uses): the scripted model as a Responses-API provider, the bridge as a
     stdio MCP server (`server`: `command`/`args`/`env`), no approvals asked, and everything that
     would leave the machine off."""
-    from bridge.agents import codex
-    from bridge.agents.adapter import AttemptSetup, McpServer
-    from bridge.agents.mcp_configs import render_text
+    from bridge.agents.adapters import codex
+    from bridge.agents.adapters.base import AttemptSetup, McpServer
+    from bridge.agents.adapters.mcp_configs import render_text
 
     setup = AttemptSetup(
         binary="codex",

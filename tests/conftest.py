@@ -12,6 +12,8 @@ agent_cli"``) runs exactly the tests that need neither.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +24,40 @@ collect_ignore = ["fixtures"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TASKS_DIR = REPO_ROOT / "tasks"
+
+#: The temp folder of this test run (set below; xdist workers inherit the controller's).
+RUN_TMP_ENV = "RGBRIDGE_TEST_TMP"
+
+
+def _private_system_tmp() -> None:
+    """Give every process this test run starts a temp folder of the run's own (TMPDIR).
+
+    The golden-copy checks (tests/golden_leaks.py, tests/agent_clis.py) look at what appeared in
+    "the system temp folder" while a test ran; on a machine where another run scores beside this
+    one, the shared /tmp holds that run's scoring folders too, and they were flagged as ours.
+    With a private TMPDIR the folder the checks read holds this run's entries only. Mode 1777 as
+    /tmp, for the tests that run as an unprivileged user."""
+    if os.environ.get(RUN_TMP_ENV):
+        return
+    base = tempfile.mkdtemp(prefix="rgbt-")
+    os.chmod(base, 0o1777)
+    os.environ[RUN_TMP_ENV] = base
+    os.environ["RGBRIDGE_TEST_TMP_OWNER"] = str(os.getpid())
+    os.environ["TMPDIR"] = base
+    tempfile.tempdir = None  # gettempdir() caches its first answer
+
+
+_private_system_tmp()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The run's temp folder goes with a passing run; a failing run's stays for a look."""
+    if os.environ.get("RGBRIDGE_TEST_TMP_OWNER") != str(os.getpid()):
+        return
+    if exitstatus == 0:
+        shutil.rmtree(os.environ[RUN_TMP_ENV], ignore_errors=True)
+    else:
+        print(f"\nthis run's temp folder (kept): {os.environ[RUN_TMP_ENV]}")
 
 
 def _require_docker() -> bool:
@@ -78,7 +114,7 @@ def paper_agent() -> Callable[[str], Path]:
     """``paper_agent("qwen-agent" | "ms-agent" | "metagpt" | "deepcode")``: the Python of the
     framework's environment `rgbridge agents install NAME` built, or a skip; a failure when
     RGBRIDGE_REQUIRE_PAPER_AGENTS names it (a comma list, or 1 for all four). In the agent_cli lane."""
-    from bridge.agents.registry import adapter
+    from bridge.agents.adapters.registry import adapter
 
     def find(name: str) -> Path:
         required = os.environ.get("RGBRIDGE_REQUIRE_PAPER_AGENTS", "")

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from atif import Trajectory
 
-from bridge.agents import mcp_configs
-from bridge.agents.adapter import AgentError, AttemptSetup, McpServer
-from bridge.agents.events import MAX_TEXT, read_stream
-from bridge.agents.registry import ADAPTERS, adapter
-from bridge.agents.trajectory import to_atif
+from bridge.agents.adapters import mcp_configs
+from bridge.agents.adapters.base import AgentError, AttemptSetup, McpServer
+from bridge.agents.adapters.events import MAX_TEXT, read_stream
+from bridge.agents.adapters.registry import ADAPTERS, adapter
+from bridge.agents.attempt.trajectory import to_atif
 from bridge.cli import main as rgbridge
 
 SECRET = "sk-adapter-test-secret"

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from bridge.agents import claude_code, codex
-from bridge.agents.failures import classify_attempt, crash_or_missing, from_status
-from bridge.agents.runner import EXIT_AGENT_ERRORS
+from bridge.agents.adapters import claude_code, codex
+from bridge.agents.adapters.failures import classify_attempt, crash_or_missing, from_status
+from bridge.agents.run.runner import EXIT_AGENT_ERRORS
 from bridge.cli import main as rgbridge
 from bridge.reports.leaderboard import leaderboard_lines
 from bridge.scoring.run.reporting import RunWriter, build_entry

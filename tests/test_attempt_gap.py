@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.agents.attempt_server import AttemptServer, ServerStartError
+from bridge.agents.attempt.server import AttemptServer, ServerStartError
 from bridge.cli import main as rgbridge
 from tests.helpers import (
     REPO_ROOT,
@@ -177,9 +177,9 @@ HTTP_KEYS = {
 def test_every_adapter_gets_an_http_entry_with_its_credential(name: str, tmp_path: Path) -> None:
     import tomllib
 
-    from bridge.agents.adapter import AttemptSetup, HttpServer
-    from bridge.agents.mcp_configs import SERVER_KEY
-    from bridge.agents.registry import adapter
+    from bridge.agents.adapters.base import AttemptSetup, HttpServer
+    from bridge.agents.adapters.mcp_configs import SERVER_KEY
+    from bridge.agents.adapters.registry import adapter
 
     for sub in ("ws", "home", "tmp"):
         (tmp_path / sub).mkdir()
@@ -199,8 +199,9 @@ def test_every_adapter_gets_an_http_entry_with_its_credential(name: str, tmp_pat
 
 
 def test_protected_paths_cover_what_the_agent_must_not_see(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from bridge.agents.protected import protected_paths
-    from bridge.agents.runner import RunOptions, settings_for
+    from bridge.agents.confine.protected import protected_paths
+    from bridge.agents.run.options import RunOptions
+    from bridge.agents.run.runner import settings_for
     from bridge.locations import cache_dir, data_home
     from bridge.tasks.catalog import Catalog
 

@@ -1,4 +1,4 @@
-"""The attempt's state file (bridge/agents/attempt_state.py): round trip, older files, bad files."""
+"""The attempt's state file (bridge/agents/attempt/state.py): round trip, older files, bad files."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.agents.attempt_state import AttemptState
+from bridge.agents.attempt.state import AttemptState
 
 # a state.json as the dict-based attempt wrote it after its agent ended (before the typed model)
 OLD_AGENT_DONE = {

@@ -1,4 +1,4 @@
-"""Confined agent runs (bridge/agents/confine/, bridge/agents/process.py): a hostile program run
+"""Confined agent runs (bridge/agents/confine/, bridge/agents/confine/process.py): a hostile program run
 through `run_agent` in each sandbox kind tries every reach an attempt must not have, and each is
 refused; limits end the attempt as `resource_limit`; nothing of an attempt outlives it.
 
@@ -45,7 +45,7 @@ from bridge.agents.confine import cgroups as cgroups_mod
 from bridge.agents.confine.binds import plan
 from bridge.agents.confine.bwrap import BwrapSandbox, bwrap_args, trial
 from bridge.agents.confine.none import NoSandbox
-from bridge.agents.process import Ended, run_agent
+from bridge.agents.confine.process import Ended, run_agent
 
 FIXTURES = Path(__file__).parent / "fixtures" / "confine"
 HOSTILE = FIXTURES / "hostile_agent.py"
@@ -843,7 +843,7 @@ def test_an_error_in_the_run_still_ends_the_attempt(
         def __exit__(self, *exc: object) -> None:
             pass
 
-    monkeypatch.setattr("bridge.agents.process.DiskWatch", Broken)
+    monkeypatch.setattr("bridge.agents.confine.process.DiskWatch", Broken)
     try:
         with pytest.raises(RuntimeError, match="the watch broke"):
             _run(

@@ -1,4 +1,4 @@
-"""The paper's library agents (MetaGPT, Qwen-Agent, MS-Agent, DeepCode: bridge/agents/library.py)
+"""The paper's library agents (MetaGPT, Qwen-Agent, MS-Agent, DeepCode: bridge/agents/adapters/library.py)
 run by `rgbridge run` like the CLI agents.
 
 Fast: each framework's upstream prompt from the RepoGenesis-layout fixture (tests/fixtures/
@@ -28,11 +28,11 @@ from pathlib import Path
 
 import pytest
 
-from bridge.agents import library_driver
-from bridge.agents.adapter import AgentError, AttemptSetup, HttpServer
-from bridge.agents.installs import install, installed
-from bridge.agents.library import Framework, parse
-from bridge.agents.registry import ADAPTERS, FRAMEWORKS, adapter
+from bridge.agents.adapters import library_driver
+from bridge.agents.adapters.base import AgentError, AttemptSetup, HttpServer
+from bridge.agents.adapters.installs import install, installed
+from bridge.agents.adapters.library import Framework, parse
+from bridge.agents.adapters.registry import ADAPTERS, FRAMEWORKS, adapter
 from bridge.cli import main as rgbridge
 from tests.helpers import SECRET, assert_atif, no_secret_on_disk, report_of
 from tests.scripted_model import ScriptedModel, library_policy, read_solution, refuse_key_policy

@@ -93,7 +93,7 @@ def test_panel_keys_prompts_and_notes(tmux: str, tmp_path: Path) -> None:
             "-s",
             "panel",
             "-x",
-            "110",
+            "160",
             "-y",
             "40",
             f"sh {shlex.quote(str(script))}",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.agents.prompt import bridge_template, file_template, load_template, read_upstream_template
+from bridge.agents.run.prompt import bridge_template, file_template, load_template, read_upstream_template
 from bridge.cli import main as rgbridge
 from bridge.tasks.catalog import Catalog
 

@@ -1,4 +1,4 @@
-"""What an attempt run on a Ray node sends back (bridge/agents/ray_transfer.py), without a cluster:
+"""What an attempt run on a Ray node sends back (bridge/agents/ray/transfer.py), without a cluster:
 recordings round-trip sealed and are refused when their archive or content was altered on the
 way; an attempt folder keeps the agent's stream under the cap, and an agent's link out of its
 workspace is dropped on the driver instead of being written there."""
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bridge.agents.ray_runs import rebase
-from bridge.agents.ray_transfer import pack_folder, pack_recordings, receive_recording, unpack_folder
+from bridge.agents.ray.runs import rebase
+from bridge.agents.ray.transfer import pack_folder, pack_recordings, receive_recording, unpack_folder
 from bridge.errors import BridgeError
 from bridge.recording.verify import verify_recording
 

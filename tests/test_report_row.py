@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from bridge.agents.attempt import Attempt
-from bridge.agents.attempt_state import AttemptState
-from bridge.agents.events import Call, ParsedRun, Step
-from bridge.agents.failures import Failure
-from bridge.agents.retries import row_cost, set_aside
+from bridge.agents.adapters.events import Call, ParsedRun, Step
+from bridge.agents.adapters.failures import Failure
+from bridge.agents.attempt.lifecycle import Attempt
+from bridge.agents.attempt.state import AttemptState
+from bridge.agents.run.retries import row_cost, set_aside
 from bridge.scoring.result import ScoreResult
 from bridge.scoring.run.report_row import ReportRow
 from bridge.scoring.run.reporting import build_entry

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from bridge.agents.runconfig import run_config
-from bridge.agents.runner import EXIT_AGENT_ERRORS, RunOptions
+from bridge.agents.run.config import run_config
+from bridge.agents.run.options import RunOptions
+from bridge.agents.run.runner import EXIT_AGENT_ERRORS
 from bridge.cli import main as rgbridge
 from bridge.scoring.run.reporting import cost_metadata
 from tests.helpers import SECRET, report_of
@@ -180,7 +181,7 @@ def test_configuration_leaves_out_what_changes_no_row() -> None:
     from dataclasses import dataclass
 
     from bridge.agents.confine import Limits
-    from bridge.agents.prompt import bridge_template
+    from bridge.agents.run.prompt import bridge_template
 
     @dataclass
     class Settings:

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bridge.agents.attempt import Attempt
-from bridge.agents.runner import RunOptions, execute
+from bridge.agents.attempt.lifecycle import Attempt
+from bridge.agents.run.options import RunOptions
+from bridge.agents.run.runner import execute
 from bridge.errors import BridgeError
 from bridge.scoring.run.report_row import ReportRow
 from bridge.scoring.run.reporting import RunWriter

@@ -1,5 +1,5 @@
 """`rgbridge agents install NAME` and `rgbridge agents list`: the library agents' environments
-(bridge/agents/installs.py), one virtual environment per framework (bridge/locations.py `agents_home`),
+(bridge/agents/adapters/installs.py), one virtual environment per framework (bridge/locations.py `agents_home`),
 from the version each adapter pins."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from bridge.agents.installs import install, installed
-from bridge.agents.library import env_dir
-from bridge.agents.registry import FRAMEWORKS
+from bridge.agents.adapters.installs import install, installed
+from bridge.agents.adapters.library import env_dir
+from bridge.agents.adapters.registry import FRAMEWORKS
 from bridge.commands.common import stderr_console
 
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bridge.agents.registry import ADAPTERS
+from bridge.agents.adapters.registry import ADAPTERS
 from bridge.commands.common import add_json_option, console, print_json, stderr_console
 
 BUDGET_HELP = (
@@ -166,8 +166,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from bridge.scoring.images.disk import apply_budget_option
 
     apply_budget_option(args.disk_budget)
-    if args.ray_address:  # the nodes that run agents, each named (bridge/agents/ray_checks.py)
-        from bridge.agents.ray_checks import cluster_checks
+    if args.ray_address:  # the nodes that run agents, each named (bridge/agents/ray/checks.py)
+        from bridge.agents.ray.checks import cluster_checks
 
         checks = cluster_checks(args.ray_address, args.agent, args.agent_bin)
     else:  # scoring's checks, then the sandbox `rgbridge run` confines its agents in

@@ -20,18 +20,17 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from bridge.agents.attempt import Attempt
-from bridge.agents.library import home_python
-from bridge.agents.prompt import PROMPT_KINDS, load_template
-from bridge.agents.registry import ADAPTERS
-from bridge.agents.runner import (
+from bridge.agents.adapters.library import home_python
+from bridge.agents.adapters.registry import ADAPTERS
+from bridge.agents.attempt.lifecycle import Attempt
+from bridge.agents.run.options import RunOptions, load_options
+from bridge.agents.run.prompt import PROMPT_KINDS, load_template
+from bridge.agents.run.runner import (
     EXIT_AGENT_ERRORS,
-    RunOptions,
     default_run_id,
     execute,
     library_function,
     limits_option,
-    load_options,
     preview_config,
 )
 from bridge.commands.common import PROFILE_CHOICES, at_least, positive_seconds, stderr_console

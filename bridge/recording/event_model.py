@@ -211,7 +211,7 @@ class Attach(EventBase):
 
 
 class AgentRun(EventBase):
-    """An agent CLI the run drove ended (bridge/agents/attempt.py): who it was, how it ended."""
+    """An agent CLI the run drove ended (bridge/agents/attempt/lifecycle.py): who it was, how it ended."""
 
     type: Literal["agent_run"]
     agent: str

@@ -18,7 +18,7 @@ def _mapping(value: object) -> Mapping[str, Any]:
 
 
 def attempt_key(entry: Mapping[str, Any]) -> str:
-    """`<task>.a<k>`, as the run names an attempt (bridge/agents/attempt.py)."""
+    """`<task>.a<k>`, as the run names an attempt (bridge/agents/attempt/lifecycle.py)."""
     attempt = entry.get("attempt")
     number = attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 1
     return f"{entry.get('repo_name')}.a{number}"

@@ -10,7 +10,7 @@ from bridge.tasks.model import Task
 
 def rules_text(task: Task, *, submit: bool = True) -> str:
     """The rules of the exercise, shown by get_task and the solve_task prompt (`submit=False`: for
-    an agent with no MCP client, whose folder the run submits: bridge/agents/library.py)."""
+    an agent with no MCP client, whose folder the run submits: bridge/agents/adapters/library.py)."""
     text = (
         f"Build the service described in the README of task '{task.id}' ({task.lang}, {task.framework}).\n"
         "Rules:\n"

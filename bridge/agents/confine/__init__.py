@@ -1,6 +1,7 @@
 """Confined agent runs: what one attempt of `rgbridge run` may see and use (an allow-list of
 binds), the sandbox it runs in (bubblewrap, a Docker container, or none), its limits (memory,
-processes, disk of its folders) and the guarantee that none of its processes outlives it."""
+processes, disk of its folders), the guarantee that none of its processes outlives it, the
+agent's process itself (``process``) and the paths it must never see (``protected``)."""
 
 from bridge.agents.confine.binds import protected_defaults
 from bridge.agents.confine.choose import (

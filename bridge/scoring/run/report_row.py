@@ -27,7 +27,7 @@ class AgentInfo(BaseModel):
 
 
 class AgentErrorInfo(BaseModel):
-    """Why an attempt is `agent_error` (bridge/agents/failures.py): the CLI's failure, not the agent's."""
+    """Why an attempt is `agent_error` (bridge/agents/adapters/failures.py): the CLI's failure, not the agent's."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 

@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 _NUMERIC_KEYS = frozenset({"score", "total", "passed", "failed", "total_apis", "implemented_apis"})
 
 LANGS = ("python", "java")
-#: a row of an agent run whose agent CLI failed (auth, rate limit, crash...: bridge/agents/failures.py):
+#: a row of an agent run whose agent CLI failed (auth, rate limit, crash...: bridge/agents/adapters/failures.py):
 #: not the agent's work, so like an infra_error it is in no mean; unlike one it has no profile
 AGENT_ERROR = "agent_error"
 TOKEN_KINDS = ("input", "output", "cache_read", "cache_write")

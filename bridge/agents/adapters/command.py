@@ -1,0 +1,53 @@
+"""Any other agent: `--agent-cmd` is a template split like a shell line (never run by a shell)
+whose `{prompt}`, `{workspace}` and `{mcp_config}` are replaced in each word; the MCP config is a
+plain `mcpServers` file (the format most clients read). Its stdout is read as a stream-json
+event stream when it is one (Claude Code's shape), else kept as is.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from bridge.agents.adapters import claude_code
+from bridge.agents.adapters.base import Adapter, AgentError, AttemptSetup, Launch, base_env, config_file
+
+NAME = "command"
+FIELDS = ("{prompt}", "{workspace}", "{mcp_config}")
+
+
+def words(template: str) -> list[str]:
+    try:
+        argv = shlex.split(template)
+    except ValueError as exc:
+        raise AgentError(f"--agent-cmd: {exc}") from None
+    if not argv:
+        raise AgentError("--agent-cmd is empty (a command with {prompt}, {workspace}, {mcp_config})")
+    return argv
+
+
+def build(setup: AttemptSetup) -> Launch:
+    if not setup.agent_cmd:
+        raise AgentError("--agent command needs --agent-cmd TEMPLATE")
+    _, text = config_file("cursor", setup)
+    path = setup.home / "mcp.json"
+    values = {"{prompt}": setup.prompt, "{workspace}": str(setup.workspace), "{mcp_config}": str(path)}
+    argv = []
+    for word in words(setup.agent_cmd):
+        for key, value in values.items():
+            word = word.replace(key, value)
+        argv.append(word)
+    return Launch(argv=argv, env=base_env(ADAPTER, setup), files={path: text}, cwd=setup.workspace)
+
+
+ADAPTER = Adapter(
+    name=NAME,
+    client="cursor",
+    binaries=(),
+    wheel=None,
+    version_args=(),
+    env_allow=("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "PYTHONPATH", "VIRTUAL_ENV"),
+    isolation_env={},
+    build=build,
+    parse=claude_code.parse,
+    installed_by="whatever the command needs",
+)

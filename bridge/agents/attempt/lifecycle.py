@@ -1,0 +1,450 @@
+"""One attempt of an agent on a task, owned by the run from start to score.
+
+1. A fresh attempt folder: the workspace, the agent's own HOME and TMPDIR, its recordings folder.
+2. The run starts the attempt's MCP server (bridge/agents/attempt/server.py), outside the agent's
+   process tree: it opens the session itself and holds it, recorder and golden-file watch running,
+   so the session starts before the agent does and does not wait for the agent to connect or to
+   call start_task; the agent reaches it over HTTP on loopback with its own credential.
+3. The agent runs in its sandbox (`--sandbox`, bridge/agents/confine/: it sees its workspace, HOME,
+   TMPDIR, its CLI and the system's libraries, nothing else) until it exits, the time limit or a
+   resource limit ends it, or the run stops; all of its processes are gone when it returns.
+4. Then the run ends the server (the session is let go; a submitted one's scoring process carries
+   on), re-attaches the session, records what the agent did (`agent_run`, its stream and ATIF
+   trajectory in the recording) and, if the agent did not submit, submits the workspace as it
+   is (`time_limit` or `agent_exit`; `--on-exit abandon` quits instead), then waits for the score.
+   From the session's start to the agent's end exactly one bridge process owned the session.
+
+Nothing depends on the agent behaving: an agent that submitted has its score finished (a job
+its server left is resumed), one that did not is submitted for it, one that hangs is cut.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from bridge.agents.adapters.base import AttemptSetup, HttpServer, Launch
+from bridge.agents.adapters.command import words
+from bridge.agents.adapters.events import ParsedRun, read_stream
+from bridge.agents.adapters.failures import Failure
+from bridge.agents.attempt.server import AttemptServer
+from bridge.agents.attempt.state import AttemptState
+from bridge.agents.attempt.timing import overlap, scoring_span, scoring_window
+from bridge.agents.attempt.trajectory import to_atif
+from bridge.agents.confine import Confinement, confinement_for, sandbox_for
+from bridge.agents.confine.process import Ended, run_agent
+from bridge.agents.confine.protected import protected_paths
+from bridge.agents.run.settings import RunSettings, declared_sandbox
+from bridge.errors import BridgeError
+from bridge.fs.files import write_json_atomic
+from bridge.recording.integrity import try_seal
+from bridge.scoring.result import ScoreResult
+from bridge.scoring.run.report_row import AgentInfo, AgentRunInfo, ReportRow
+from bridge.scoring.run.reporting import build_row
+from bridge.sessions.live import load_record
+from bridge.sessions.manager import SessionManager
+from bridge.sessions.models import ResultStatus, SessionRecord, Signal, result_status
+from bridge.sessions.ownership import held_elsewhere
+from bridge.sessions.settings import SessionSettings
+from bridge.tasks.model import Task
+
+STATE_FILE = "state.json"
+LOCK_WAIT_SECONDS = 3600.0  # a scoring job the agent's server handed on may hold the session
+SCORE_POLL_SECONDS = 2.0
+
+
+class Stopped(BridgeError):
+    """The run was stopped (Ctrl-C) while this attempt ran; `--resume` picks it up."""
+
+
+@dataclass
+class Live:
+    """What the progress table shows of a running attempt (written by the attempt's thread)."""
+
+    state: str = "waiting"
+    started: float | None = None
+    ended: float | None = None
+    workspace: Path | None = None
+    stream: Path | None = None
+    node: str = ""  # the Ray node running it (--backend ray)
+
+
+def attempt_key(task_id: str, attempt: int) -> str:
+    return f"{task_id}.a{attempt}"
+
+
+class Attempt:
+    def __init__(self, settings: RunSettings, task: Task, number: int, stop: threading.Event) -> None:
+        self.s = settings
+        self.task = task
+        self.number = number
+        self.stop = stop
+        self.key = attempt_key(task.id, number)
+        self.dir = settings.output_dir / "attempts" / task.id / f"a{number}"
+        self.rec_dir = settings.recordings / settings.run_id / task.id / f"a{number}"
+        self.workspace = self.dir / "workspace"
+        self.live = Live(workspace=self.workspace, stream=self.dir / "agent" / "stream.jsonl")
+
+    # ------------------------------------------------------------------ state on disk
+    def state(self) -> AttemptState:
+        return AttemptState.load(self.dir / STATE_FILE)
+
+    def _save(self, **fields: Any) -> None:
+        self.state().updated(**fields).save(self.dir / STATE_FILE)
+
+    def _manager(self, *, reattach: bool) -> SessionManager:
+        return SessionManager(
+            self.s.catalog,
+            recordings_dir=self.rec_dir,
+            settings=SessionSettings(
+                profile=cast(Any, self.s.profile), reattach=reattach, run_id=self.s.run_id, finish_jobs_at_exit=False
+            ),
+        )
+
+    # ------------------------------------------------------------------ the attempt
+    def run(self) -> ReportRow:
+        """The attempt to its report row (resuming whatever an earlier run left)."""
+        state = self.state()
+        if state.session_id and state.phase in ("agent_done", "submitted"):
+            return self._finish(state.session_id, None, None)
+        self._clear_unfinished()
+        self.live.state = "starting"
+        self.live.started = time.monotonic()
+        for sub in ("workspace", "home", "tmp", "agent"):
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        self._save(phase="starting", started_at=time.time())
+        confinement = self._confinement()  # a refused bind fails the attempt before its session opens
+        server = self._start_server()
+        sid = server.ready.session_id
+        try:
+            self._save(phase="running", session_id=sid, server_seconds=server.ready_seconds)
+            ended, parsed, sandbox = self._run_agent(server, confinement)
+            agent_ended_at = time.time()
+        finally:
+            # the agent's processes are all gone (or it never started): the session is let go
+            lost, ending = server.lost(), time.monotonic()
+            server.end()
+            self._save(server_end_seconds=round(time.monotonic() - ending, 3), server_lost=lost)
+        self._save(
+            # a run stopped mid-agent redoes the attempt on resume; an ended agent's work is scored
+            phase="stopped" if ended.how == "stopped" else "agent_done",
+            ended=ended.how,
+            exit_code=ended.exit_code,
+            agent_seconds=ended.seconds,
+            agent_ended_at=agent_ended_at,
+            sandbox=sandbox,
+        )
+        if ended.how == "stopped":
+            raise Stopped(f"{self.key}: stopped")
+        return self._finish(sid, ended, parsed)
+
+    def _clear_unfinished(self) -> None:
+        """An attempt cut before its agent ended is redone from scratch; its folders are kept aside."""
+        leftovers = [p for p in (self.dir, self.rec_dir) if p.exists()]
+        if not leftovers:
+            return
+        if self.rec_dir.exists():
+            mgr = self._manager(reattach=True)
+            try:
+                for sid, session in list(mgr.sessions.items()):
+                    if session.record.state in ("active", "paused"):
+                        mgr.quit(sid, "rgbridge run was stopped before the agent ended; attempt redone")
+            finally:
+                mgr.close()
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        for path in leftovers:
+            path.rename(path.with_name(f"{path.name}.interrupted-{stamp}"))
+
+    def _start_server(self) -> AttemptServer:
+        """The attempt's MCP server, its session open and held (Stopped if the run stops first)."""
+        server_dir = self.dir / "server"
+        options = {
+            "--transport": "http",
+            "--host": "127.0.0.1",
+            "--port": "0",  # a free port, read back from the ready file
+            "--workspace": str(self.workspace),
+            "--recordings": str(self.rec_dir),
+            "--run-id": self.s.run_id,
+            "--profile": self.s.profile,
+            "--start-task": self.task.id,
+            "--client-name": self.s.adapter.name,
+            "--client-version": self.s.agent_version,
+            "--ready-file": str(server_dir / "ready.json"),
+        }
+        python = self.s.server_env.get("RGBRIDGE_PYTHON", "") or _python()
+        argv = [python, "-m", "mcp_server", *[w for pair in options.items() for w in pair], *self.s.server_args]
+        env = {k: v for k, v in self.s.server_env.items() if k != "RGBRIDGE_PYTHON"}
+        server = AttemptServer.start(
+            argv, env=env, ready_file=server_dir / "ready.json", stderr=server_dir / "stderr.log", stop=self.stop
+        )
+        if server is None:
+            raise Stopped(f"{self.key}: stopped")
+        return server
+
+    def setup(self, server: HttpServer) -> AttemptSetup:
+        return AttemptSetup(
+            binary=self.s.binary,
+            prompt=self.s.prompt.render(self.task, self.s.time_limit),
+            workspace=self.workspace,
+            home=self.dir / "home",
+            tmp=self.dir / "tmp",
+            server=server,
+            model=self.s.model,
+            model_base_url=self.s.model_base_url,
+            agent_cmd=self.s.agent_cmd,
+            confined=self.s.sandbox != "none",
+        )
+
+    def _run_agent(self, server: AttemptServer, confinement: Confinement) -> tuple[Ended, ParsedRun, dict[str, Any]]:
+        setup = self.setup(HttpServer(server.ready.url, server.ready.credential))
+        launch = self.s.adapter.build(setup)
+        for path, text in launch.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            path.chmod(0o600)  # the agent's credential is in its MCP config
+        # what the agent was given and under which configuration, kept with its stream (and recording)
+        (self.dir / "agent" / "prompt.txt").write_text(setup.prompt, encoding="utf-8")
+        write_json_atomic(self.dir / "agent" / "run_config.json", self.s.run_config)
+        self.live.state = "agent"
+        ended, sandbox = self._confined_run(launch, confinement)
+        parsed = self.s.adapter.parse(read_stream(self.dir / "agent" / "stream.jsonl"), setup.prompt)
+        return ended, parsed, sandbox
+
+    def _confinement(self) -> Confinement:
+        """What the agent may see (bridge/agents/confine/), checked against what the bridge protects."""
+        program = words(self.s.agent_cmd) if self.s.adapter.name == "command" and self.s.agent_cmd else [self.s.binary]
+        confinement = confinement_for(
+            workspace=self.workspace,
+            home=self.dir / "home",
+            tmp=self.dir / "tmp",
+            program=program,
+            agent_binds=self.s.agent_binds,
+            protected=protected_paths(self.s),
+            limits=self.s.limits,
+        )
+        (self.s.confiner or sandbox_for("none")).describe(confinement)  # SandboxError on a refused bind
+        return confinement
+
+    def _confined_run(self, launch: Launch, confinement: Confinement) -> tuple[Ended, dict[str, Any]]:
+        """The agent's processes, confined as `--sandbox` says; how they were (the row's
+        run.sandbox). Every process of the agent is gone when this returns."""
+        sandbox = self.s.confiner or sandbox_for("none")
+        ended = run_agent(
+            launch.argv,
+            env=launch.env,
+            cwd=launch.cwd or self.workspace,
+            stdout=self.dir / "agent" / "stream.jsonl",
+            stderr=self.dir / "agent" / "stderr.log",
+            time_limit=self.s.time_limit,
+            stop=self.stop,
+            sandbox=sandbox,
+            confinement=confinement,
+        )
+        how = ended.confinement
+        row = {"kind": sandbox.kind, "version": str(how.get("version", "")), "confined": sandbox.kind != "none"}
+        row["limits"] = how.get("limits") or {}
+        if ended.limit:
+            row["limit_hit"] = ended.limit
+        # the recording says how the attempt was confined (kind, version, binds, limits)
+        write_json_atomic(self.dir / "agent" / "confinement.json", how)
+        return ended, row
+
+    # ------------------------------------------------------------------ after the agent
+    def _finish(self, sid: str, ended: Ended | None, parsed: ParsedRun | None) -> ReportRow:
+        self.live.state = "scoring"
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        if not self._released(sid, deadline):  # a scoring job the attempt's server handed on
+            if self.stop.is_set():
+                raise Stopped(f"{self.key}: stopped")
+            raise BridgeError(f"{self.key}: session {sid} is still held by another process")
+        mgr = self._manager(reattach=True)
+        try:
+            if sid not in mgr.sessions and load_record(self.rec_dir / sid).state in ("active", "paused"):
+                mgr.attach(sid)
+            live = sid in mgr.sessions  # else finished on disk: the agent's server scored it
+            state = self.state()
+            if parsed is None:  # resumed after the agent ended: read its stream again
+                prompt = self.s.prompt.render(self.task, self.s.time_limit)
+                parsed = self.s.adapter.parse(read_stream(self.dir / "agent" / "stream.jsonl"), prompt)
+            how = ended.how if ended else (state.ended or "exit")
+            # cut by the clock or by a resource limit, the agent's work is still scored as it stands
+            signal: Signal = "time_limit" if how == "time_limit" else "agent_exit"
+            if how == "resource_limit":
+                signal = "resource_limit"
+            scoring_started = time.monotonic()
+            if live and mgr.status(sid).state in ("active", "paused"):
+                self._keep_trajectory(mgr, sid, parsed, how, state)
+                failure = parsed.attempt_failure(how, state.exit_code, self.dir / "agent" / "stderr.log")
+                if failure is not None:  # the CLI failed, the agent did not: nothing is scored
+                    mgr.quit(sid, f"agent_error ({failure.cls}): {failure.message}")
+                    self._save(phase="agent_error", agent_error=failure.as_dict(0))
+                    self.live.state = f"agent_error ({failure.cls})"
+                    self.live.ended = time.monotonic()
+                    return self._entry(result_status(*self._on_disk(sid)), parsed, "agent_error", 0.0, failure)
+                if self.s.on_exit == "abandon" and signal == "agent_exit":
+                    mgr.quit(sid, "the agent ended without submitting (--on-exit abandon)")
+                    self._save(phase="abandoned")
+                    raise BridgeError(f"{self.key}: abandoned (the agent ended without submitting)")
+                mgr.submit(sid, signal=signal)
+                submitted_by: str = signal
+            else:
+                submitted_by = "agent"
+            self._save(phase="submitted", submitted_by=submitted_by)
+            result = self._wait_result(mgr, sid) if live else result_status(*self._on_disk(sid))
+            scoring_seconds = scoring_span(self.rec_dir / sid) or round(time.monotonic() - scoring_started, 3)
+            if submitted_by == "agent":
+                # The agent submitted: its recording was sealed without the agent's files; add them
+                # and seal again (the seal covers every file of the recording). The detached scoring
+                # process seals after its result shows: ours must come after its, never beside it.
+                self._released(sid, deadline)
+                self._keep_trajectory(mgr, sid, parsed, how, state, record_event=False)
+                try_seal(self.rec_dir / sid)
+        finally:
+            mgr.close()
+        entry = self._entry(result, parsed, submitted_by, scoring_seconds)
+        self._save(phase="scored", scoring_seconds=scoring_seconds)
+        self.live.state = "done"
+        self.live.ended = time.monotonic()
+        return entry
+
+    def _released(self, sid: str, deadline: float) -> bool:
+        """Wait until no other process holds the recording; False if stopped or past `deadline` first."""
+        while held_elsewhere(self.rec_dir / sid):
+            if self.stop.is_set() or time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+        return True
+
+    def _keep_trajectory(
+        self,
+        mgr: SessionManager,
+        sid: str,
+        parsed: ParsedRun,
+        how: str,
+        state: AttemptState,
+        *,
+        record_event: bool = True,
+    ) -> None:
+        """The CLI's own stream and its ATIF trajectory, in the recording and the attempt folder."""
+        atif = to_atif(
+            parsed,
+            session_id=sid,
+            agent=self.s.adapter.name,
+            version=self.s.agent_version,
+            extra={"task": self.task.id, "attempt": self.number, "ended": how, "run_id": self.s.run_id},
+        )
+        write_json_atomic(self.dir / "agent" / "trajectory.json", atif)
+        target = self.rec_dir / sid / "agent"
+        target.mkdir(parents=True, exist_ok=True)
+        # confinement.json: how the attempt was confined (sandbox kind and version, binds, limits)
+        names = (
+            "stream.jsonl",
+            "stream.jsonl.times",
+            "prompt.txt",
+            "run_config.json",
+            "stderr.log",
+            "confinement.json",
+        )
+        for name in names:
+            if (self.dir / "agent" / name).is_file():
+                shutil.copyfile(self.dir / "agent" / name, target / name)
+        write_json_atomic(target / "trajectory.json", atif)
+        if record_event:
+            # the session this process holds: its event log takes the typed `agent_run` record
+            mgr.sessions[sid].events.append(
+                "agent_run",
+                agent=self.s.adapter.name,
+                version=self.s.agent_version,
+                model=parsed.model or self.s.model,
+                ended=how,
+                exit_code=state.exit_code,
+                agent_seconds=state.agent_seconds or 0.0,
+                tool_calls=parsed.tool_calls,
+                steps=len(parsed.steps),
+                trajectory="agent/trajectory.json",
+            )
+
+    def _on_disk(self, sid: str) -> tuple[SessionRecord, Path]:
+        return load_record(self.rec_dir / sid), self.rec_dir / sid
+
+    def _wait_result(self, mgr: SessionManager, sid: str) -> ResultStatus:
+        while True:
+            if self.stop.is_set():
+                raise Stopped(f"{self.key}: stopped while scoring")
+            status = mgr.result(sid, wait_seconds=SCORE_POLL_SECONDS)
+            if status.state in ("done", "failed"):
+                return status
+
+    def _entry(
+        self,
+        status: ResultStatus,
+        parsed: ParsedRun,
+        submitted_by: str,
+        scoring_seconds: float,
+        failure: Failure | None = None,
+    ) -> ReportRow:
+        state = self.state()
+        task = {"repo_name": self.task.id, "lang": self.task.lang}
+        if failure is not None:  # not the agent's work: no score, in no mean (runner retries it)
+            row = ReportRow.model_validate({**task, "outcome": "agent_error", "agent_error": failure.as_dict(0)})
+        elif status.state == "done" and status.result is not None:
+            result = ScoreResult.model_validate(status.result)
+            row = build_row(result, "compat" if "compat" in result.profiles else None)
+        else:  # the scoring job failed: an engine fault, not the agent's (infra_error)
+            row = ReportRow.model_validate(
+                {**task, "error": status.message or "scoring failed", "outcome": "infra_error"}
+            )
+        started = state.started_at or time.time()
+        wall = round(time.time() - started, 3)
+        agent_seconds = state.agent_seconds or 0.0
+        # The bridge's own share: the attempt's wall time outside the agent's run and the scoring
+        # (they overlap when the agent submitted and waited for its server to score).
+        agent_end = state.agent_ended_at or started + agent_seconds
+        busy = (
+            agent_seconds
+            + scoring_seconds
+            - overlap((agent_end - agent_seconds, agent_end), scoring_window(self.rec_dir / status.session_id))
+        )
+        errors = parsed.errors[:5]
+        if state.server_lost:  # the session went unwatched from then on: the row says so
+            errors.insert(0, state.server_lost)
+        row.agent = AgentInfo(
+            name=self.s.adapter.name, version=self.s.agent_version, model=parsed.model or self.s.model
+        )
+        row.attempt = self.number
+        row.contaminated = status.contaminated
+        row.run = AgentRunInfo(
+            session_id=status.session_id,
+            recording=str(self.rec_dir / status.session_id),
+            ended=state.ended,
+            exit_code=state.exit_code,
+            submitted_by=submitted_by,
+            wall_seconds=wall,
+            agent_seconds=agent_seconds,
+            scoring_seconds=scoring_seconds,
+            overhead_seconds=round(max(0.0, wall - busy), 3),
+            tool_calls=parsed.tool_calls,
+            steps=len(parsed.steps),
+            prompt_tokens=parsed.prompt_tokens,
+            completion_tokens=parsed.completion_tokens,
+            cached_tokens=parsed.cached_tokens,
+            tokens=parsed.token_split(),
+            cost_usd=parsed.cost_usd,
+            trajectory=str(self.dir / "agent" / "trajectory.json"),
+            errors=errors,
+            prompt=str(self.dir / "agent" / "prompt.txt"),
+            prompt_hash=self.s.prompt.digest,
+            time_limit_seconds=self.s.time_limit,
+            config_hash=self.s.run_config.get("hash"),
+            sandbox=state.sandbox or declared_sandbox(self.s),
+        )
+        return row
+
+
+def _python() -> str:
+    return sys.executable

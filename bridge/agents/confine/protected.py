@@ -1,0 +1,62 @@
+"""What an attempt's agent must never see: the `protected` paths of its Confinement.
+
+The sandbox binds by allow-list (the attempt's workspace, HOME and TMPDIR, the CLI and what it
+needs, `--agent-bind` paths); these are the paths a bind must never expose, masked or refused
+when one would: every task folder the run could serve (golden tests and solutions), the dataset
+checkout, the recordings, the bridge's data home and caches (result store, staged images), the
+run folder (other attempts' folders and the reports), and the Docker engine's socket (which can
+mount any host path).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bridge.locations import cache_dir, data_home, shipped_tasks_dir
+
+if TYPE_CHECKING:
+    from bridge.agents.run.settings import RunSettings
+
+#: the server options that name a task source (bridge/commands/run.py passes them to the server)
+SOURCE_OPTIONS = ("--tasks", "--dataset")
+DEFAULT_DOCKER_SOCKET = Path("/var/run/docker.sock")
+
+
+def protected_paths(settings: RunSettings) -> tuple[Path, ...]:
+    """Absolute, de-duplicated (both as given and resolved: a symlinked folder is protected
+    under either name), in a stable order."""
+    paths: list[Path] = []
+    args = list(settings.server_args)
+    for option, value in zip(args, args[1:], strict=False):
+        if option in SOURCE_OPTIONS:
+            paths.append(Path(value))
+    try:
+        paths.append(shipped_tasks_dir())  # the installed package's tasks, served or not
+    except RuntimeError:
+        pass  # an install without them: nothing there to protect
+    for task in settings.catalog:
+        paths += [task.root, task.tests_dir, *([task.solution_dir] if task.solution_dir else [])]
+        paths += task.test_extras.values()
+    paths += [settings.recordings, data_home(), cache_dir(), settings.output_dir, *docker_sockets()]
+    return _unique(paths)
+
+
+def docker_sockets() -> list[Path]:
+    """The engine's unix socket: DOCKER_HOST's when it names one, else the default."""
+    host = os.environ.get("DOCKER_HOST", "")
+    found = [DEFAULT_DOCKER_SOCKET]
+    if host.startswith("unix://"):
+        found.append(Path(host[len("unix://") :]))
+    return found
+
+
+def _unique(paths: Iterable[Path]) -> tuple[Path, ...]:
+    out: dict[str, Path] = {}
+    for path in paths:
+        absolute = Path(os.path.abspath(os.path.expanduser(str(path))))
+        for candidate in (absolute, Path(os.path.realpath(absolute))):
+            out.setdefault(str(candidate), candidate)
+    return tuple(out.values())

@@ -1,0 +1,58 @@
+"""The options of one run as given (`rgbridge run`'s flags), as `run.json` keeps them for `--resume`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from bridge.errors import BridgeError
+
+RUN_FILE = "run.json"
+
+
+class RunOptions(BaseModel):
+    """The options of one run, as given (and as `run.json` keeps them for `--resume`)."""
+
+    agent: str
+    tasks: list[str]
+    attempts: int = Field(1, gt=0)
+    time_limit: float = Field(1800.0, gt=0)
+    workers: int = Field(1, gt=0)
+    model: str | None = None
+    model_base_url: str | None = None
+    agent_bin: str | None = None
+    agent_cmd: str | None = None
+    on_exit: Literal["submit", "abandon"] = "submit"
+    profile: Literal["both", "strict", "compat"] = "both"
+    run_id: str
+    recordings: str
+    server_args: list[str] = Field(default_factory=list)
+    # issue 31: honest, reproducible, priced rows
+    retries: int = Field(2, ge=0)
+    retry_backoff: list[float] = Field(default_factory=lambda: [5.0, 20.0])
+    allow_errors: bool = False
+    prompt: Literal["bridge", "upstream", "file"] = "bridge"
+    prompt_file: str | None = None
+    agent_version: str | None = None
+    max_cost: float | None = Field(None, gt=0)
+    #: how each agent is confined (bridge/agents/confine/; `none` marks every row unconfined)
+    sandbox: Literal["auto", "bwrap", "docker", "none"] = "auto"
+    #: what else the agents may read (`--agent-bind`, read-only): absolute paths
+    agent_binds: list[str] = Field(default_factory=list)
+    #: one attempt's limits (bridge/agents/confine/model.py Limits: memory, processes, disk)
+    limits: dict[str, int] = Field(default_factory=dict)
+    # issue 32: where attempts run (bridge/agents/ray/runs.py)
+    backend: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
+
+
+def load_options(output_dir: Path) -> RunOptions | None:
+    path = output_dir / RUN_FILE
+    if not path.is_file():
+        return None
+    try:
+        return RunOptions.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BridgeError(f"{path}: not a run file this bridge can resume ({str(exc).splitlines()[0]})") from None

@@ -1,0 +1,72 @@
+"""Before any agent of `rgbridge run` starts: the adapter's model key is in the environment (or
+`--model-base-url` names an endpoint of the user's), the CLI prints its version (the row records
+it) and it is the one `--agent-version` asks for. A refusal leaves no attempt folder behind."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bridge.agents.adapters.base import Adapter, AgentError, AttemptSetup, McpServer, base_env
+from bridge.agents.adapters.command import words
+from bridge.agents.adapters.registry import adapter as find_adapter
+
+if TYPE_CHECKING:
+    from bridge.agents.run.options import RunOptions
+    from bridge.agents.run.settings import RunSettings
+
+
+def check_key(options: RunOptions) -> None:
+    """The adapter's model key is in the environment, or `--model-base-url` names an endpoint of
+    the user's (which may take another key or none). Checked before anything is written."""
+    agent = find_adapter(options.agent)
+    if agent.key_env and not options.model_base_url and not any(os.environ.get(k) for k in agent.key_env):
+        raise AgentError(
+            f"agent {agent.name}: no model key in the environment (set {' or '.join(agent.key_env)}, or give "
+            "--model-base-url for an endpoint of your own); no agent was started"
+        )
+
+
+def find_cli(adapter: Adapter, agent_bin: str | None, agent_cmd: str | None, probe_home: Path) -> tuple[str, str]:
+    """(binary, version) of the agent's CLI on this machine: `--agent-bin` or the adapter's own
+    binary, and the version it prints with `probe_home` as its HOME and TMPDIR (the run's and
+    each Ray node's pre-flight ask the same way); the command adapter's program, version "unknown"."""
+    if adapter.name == "command":
+        if not agent_cmd:
+            raise AgentError("--agent command needs --agent-cmd TEMPLATE (with {prompt}, {workspace}, {mcp_config})")
+        return agent_bin or words(agent_cmd)[0], "unknown"
+    binary = adapter.find_binary(agent_bin)
+    probe_home.mkdir(parents=True, exist_ok=True)
+    probe = AttemptSetup(binary, "", probe_home, probe_home, probe_home, McpServer("", [], {}))
+    return binary, adapter.version(binary, base_env(adapter, probe))
+
+
+def check_cli(options: RunOptions, settings: RunSettings) -> None:
+    """The CLI is there and prints its version (the row records it), the one `--agent-version` asks for."""
+    agent, version = settings.adapter, settings.agent_version
+    if agent.name == "command":
+        if not (shutil.which(settings.binary) or os.access(settings.binary, os.X_OK)):
+            raise AgentError(f"--agent-cmd: {settings.binary!r} is not an executable on PATH; no agent was started")
+    elif version == "unknown":
+        raise AgentError(
+            f"agent {agent.name}: `{settings.binary} {' '.join(agent.version_args)}` printed no version: the CLI "
+            f"cannot run here ({agent.installed_by}); no agent was started"
+        )
+    if options.agent_version and not version_matches(options.agent_version, version):
+        raise AgentError(
+            f"--agent-version {options.agent_version}: {settings.binary} is version {version!r}; "
+            "install that version or pass its binary with --agent-bin"
+        )
+
+
+_VERSION = re.compile(r"\d+(?:\.\d+)+(?:[-+.][0-9A-Za-z.]+)?")
+
+
+def version_matches(wanted: str, line: str) -> bool:
+    """`2.1.332` matches the line `2.1.332 (Claude Code)` and `codex-cli 2.1.332`; never a prefix
+    (`2.1` is not `2.1.332`)."""
+    wanted = wanted.strip()
+    return bool(wanted) and (wanted == line.strip() or wanted in _VERSION.findall(line))

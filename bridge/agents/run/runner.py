@@ -1,0 +1,345 @@
+"""`rgbridge run`: an agent over tasks × attempts, unattended, into a run folder in the `evaluate`
+schema (bridge/scoring/run/reporting.py): `intermediate/<run_id>/<task>.a<k>.json` per attempt as it is
+scored, `report_<run_id>.json` with both profiles, agent name, version and model in every row.
+
+`run.json` holds the plan (pydantic, the boundary a resume reads back); `--resume` with the same
+output folder and run id keeps every scored attempt (it is never scored twice), finishes the
+ones whose agent had ended, and redoes the ones cut before their agent ended.
+
+Before any agent starts (`preflight`): the adapter's model key must be in the environment unless
+`--model-base-url` names another endpoint, the CLI must print its version (and match
+`--agent-version`), and `config.json` pins the run's configuration (`run_config`: CLI version,
+model, prompt template hash, time limit, attempts, sandbox, bridge version; its hash); a resume
+whose configuration changed is refused with what differs.
+
+An attempt the agent's CLI failed (`agent_error`: bridge/agents/adapters/failures.py) is kept aside
+(`a<k>.agent-error-<n>` beside the attempt and its recording), retried after a backoff up to
+`retries` times, never counted in the means, and listed in the report's `errored_attempts`;
+`EXIT_AGENT_ERRORS` is `rgbridge run`'s exit code when some remain. `max_cost` stops starting
+attempts once the run's reported cost reaches it (attempts in flight finish).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bridge.agents.adapters.base import BASE_ENV_ALLOW, SERVER_ENV_ALLOW
+from bridge.agents.adapters.registry import adapter as find_adapter
+from bridge.agents.attempt.lifecycle import Attempt, Stopped, attempt_key
+from bridge.agents.confine import Limits, ready_sandbox
+from bridge.agents.run.config import CONFIG_FILE, CONFIG_METADATA, check_config, config_line, run_config
+from bridge.agents.run.options import RUN_FILE, RunOptions
+from bridge.agents.run.preflight import check_cli, check_key, find_cli
+from bridge.agents.run.prompt import load_template
+from bridge.agents.run.retries import Budget, backoff, row_cost, set_aside
+from bridge.agents.run.settings import RunSettings, sandbox_metadata
+from bridge.errors import BridgeError
+from bridge.fs.files import write_json_atomic
+from bridge.locations import cache_dir, data_home
+from bridge.release import exact_version
+from bridge.scoring.run.report_row import ReportRow, RetriedTry
+from bridge.scoring.run.reporting import RunWriter, bad_number, cost_metadata, new_run_id
+from bridge.tasks.catalog import Catalog
+from bridge.tasks.model import Task
+
+#: `rgbridge run`'s exit code when attempts remain `agent_error` after their retries (without
+#: --allow-errors); 2 is a refusal or an error of the bridge, 130 a Ctrl-C
+EXIT_AGENT_ERRORS = 3
+
+
+def server_env() -> dict[str, str]:
+    """What the attempt's MCP server (started by the run, outside the agent's sandbox) needs of
+    ours: the same data, caches and engine, HOME and the temp folder, the import path of this
+    bridge. Never a token or an API key: the agent's keys stay with the agent."""
+    names = (*BASE_ENV_ALLOW, "HOME", "TMPDIR", *SERVER_ENV_ALLOW)
+    env = {k: os.environ[k] for k in names if os.environ.get(k)}
+    env.update({k: v for k, v in os.environ.items() if k.startswith("RGBRIDGE_") and k not in ("RGBRIDGE_TOKEN",)})
+    env["RGBRIDGE_HOME"] = str(data_home())
+    env["RGBRIDGE_CACHE"] = str(cache_dir())
+    return env
+
+
+def settings_for(options: RunOptions, catalog: Catalog, output_dir: Path) -> RunSettings:
+    agent = find_adapter(options.agent)
+    binary, version = find_cli(agent, options.agent_bin, options.agent_cmd, output_dir / ".probe-home")
+    confiner = ready_sandbox(options.sandbox)
+    return RunSettings(
+        adapter=agent,
+        binary=binary,
+        agent_version=version,
+        catalog=catalog,
+        output_dir=output_dir,
+        recordings=Path(options.recordings),
+        run_id=options.run_id,
+        time_limit=options.time_limit,
+        profile=options.profile,
+        on_exit=options.on_exit,
+        model=options.model,
+        model_base_url=options.model_base_url,
+        agent_cmd=options.agent_cmd,
+        server_args=tuple(options.server_args),
+        server_env=server_env(),
+        # the pre-flight of the sandbox: one that cannot start is refused before any agent runs
+        sandbox=confiner.kind,
+        confiner=confiner,
+        agent_binds=tuple(Path(p) for p in options.agent_binds),
+        limits=Limits(**options.limits),
+    )
+
+
+Progress = Callable[[dict[str, Attempt], dict[str, dict[str, Any]]], None]
+
+
+def execute(
+    options: RunOptions,
+    catalog: Catalog,
+    output_dir: Path,
+    *,
+    resume: bool,
+    progress: Progress | None = None,
+    on_event: Callable[[str, str], None] | None = None,
+) -> tuple[Path, list[dict[str, Any]]]:
+    """Run (or finish) the plan; the report path and its rows. KeyboardInterrupt stops every agent."""
+    if options.backend == "local":  # on Ray the keys are the nodes', checked there (ray/checks.py)
+        check_key(options)
+    template = load_template(
+        options.prompt,
+        prompt_file=Path(options.prompt_file) if options.prompt_file else None,
+        tasks=[catalog.get(t) for t in options.tasks],
+        upstream_function=library_function(options.agent),
+    )
+    output_dir.mkdir(parents=True, exist_ok=True)
+    settings = settings_for(options, catalog, output_dir)
+    check_cli(options, settings)
+    config = run_config(options, settings, template)
+    check_config(output_dir / CONFIG_FILE, config, resume=resume)
+    settings = replace(settings, prompt=template, run_config=config)
+    if on_event:
+        on_event("run", f"configuration {config['hash'][:16]} ({config_line(config)})")
+    write_json_atomic(output_dir / RUN_FILE, options.model_dump(mode="json"))
+    write_json_atomic(output_dir / CONFIG_FILE, config)
+    writer = RunWriter(output_dir, options.run_id)
+    done = previous_entries(writer) if resume else {}
+    for key, entry in done.items():
+        writer.record(entry, key=key)
+    stop = threading.Event()
+    make: Callable[[RunSettings, Task, int, threading.Event], Attempt] = Attempt
+    workers = options.workers
+    if options.backend == "ray":  # one attempt = one Ray task on a node (bridge/agents/ray/runs.py)
+        from bridge.agents.ray.runs import RayAttempts
+
+        cluster = RayAttempts(options, settings, settings_for)  # every node checked first
+        make, workers = cluster.attempt, cluster.workers()
+    attempts = {
+        attempt_key(t, k): make(settings, catalog.get(t), k, stop)
+        for t in options.tasks
+        for k in range(1, options.attempts + 1)
+    }
+    for key in done:
+        if key in attempts:
+            attempts[key].live.state = "done (earlier)"
+    # One task's attempts run one after another: opening a session copies the task's golden files
+    # (bridge/sessions/contamination.py), which an open session of the same task would record as
+    # contamination. `--workers` runs different tasks at once.
+    todo: dict[str, list[Attempt]] = {}
+    for key, a in attempts.items():
+        if key not in done:
+            todo.setdefault(a.task.id, []).append(a)
+    started = time.monotonic()
+    failures: dict[str, str] = {}
+    budget = Budget(options.max_cost, sum(row_cost(e) for e in done.values()))
+
+    def task_attempts(queue: list[Attempt]) -> None:
+        for attempt in queue:
+            if not stop.is_set():
+                one(attempt)
+
+    def one(attempt: Attempt) -> None:
+        retried: list[RetriedTry] = []
+        if not budget.allows():
+            attempt.live.state = "not started (cost cap)"
+            budget.skipped.append(attempt.key)
+            return
+        while True:
+            try:
+                row = attempt.run()
+            except Stopped:
+                attempt.live.state = "stopped"
+                return
+            except BridgeError as exc:
+                attempt.live.state = "failed"
+                failures[attempt.key] = str(exc)
+                if on_event:
+                    on_event(attempt.key, f"failed: {exc}")
+                return
+            budget.spend(row_cost(row))
+            error = row.agent_error if row.outcome == "agent_error" else None
+            if error is None or len(retried) >= options.retries or stop.is_set():
+                break
+            if not budget.allows():  # the cap stops retries too; this try's row stands
+                budget.skipped.append(f"{attempt.key} (retry {len(retried) + 1})")
+                break
+            retried.append(set_aside(attempt, row, len(retried) + 1))
+            delay = backoff(options.retry_backoff, len(retried))
+            if on_event:
+                on_event(
+                    attempt.key, f"agent_error ({error.cls}): retry {len(retried)} of {options.retries} in {delay:g}s"
+                )
+            attempt.live.state = f"retry in {delay:g}s ({error.cls})"
+            if stop.wait(delay):  # stopped while waiting: `--resume` tries it again
+                attempt.live.state = "stopped"
+                return
+            fresh = make(settings, attempt.task, attempt.number, stop)
+            attempts[attempt.key] = fresh
+            attempt = fresh
+        if row.run is not None:
+            row.run.retries, row.run.retried = len(retried), retried
+        if error is not None:
+            error.retries = len(retried)
+        writer.record(row, key=attempt.key)
+        if on_event:
+            on_event(attempt.key, f"agent_error ({error.cls})" if error is not None else "scored")
+
+    ctrl_c: list[int] = []
+    restore = _catch_ctrl_c(ctrl_c)
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rgbridge-run")
+    futures: set[Future[None]] = {pool.submit(task_attempts, queue) for queue in todo.values()}
+    try:
+        while futures and not ctrl_c:
+            finished, futures = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
+            for f in finished:
+                f.result()
+            if progress:
+                progress(attempts, {e["_key"]: e for e in _keyed(writer)})
+        if ctrl_c:
+            raise KeyboardInterrupt
+        pool.shutdown(wait=True)
+        rows = writer.results
+        reported = sorted(
+            {str((r.get("agent") or {}).get("model")) for r in rows if (r.get("agent") or {}).get("model")}
+        )
+        meta = {
+            "agent": {"name": settings.adapter.name, "version": settings.agent_version, "model": options.model},
+            "attempts": options.attempts,
+            "time_limit_seconds": options.time_limit,
+            "workers": options.workers,
+            "backend": options.backend,
+            "profile": options.profile,
+            "tasks": options.tasks,
+            "bridge_version": exact_version(),
+            "total_elapsed_seconds": round(time.monotonic() - started, 2),
+            "resumed": sorted(done),
+            "failed_attempts": failures,
+            "predictions_dir": str(output_dir / "attempts"),
+            "config": {
+                **{k: config[k] for k in CONFIG_METADATA},
+                "model": ", ".join(reported) or options.model,
+                "model_requested": options.model,
+            },
+            "retries": options.retries,
+            **cost_metadata(rows),
+            **sandbox_metadata(settings),
+        }
+        if options.max_cost is not None:
+            meta["max_cost_usd"] = options.max_cost
+            meta["cut_by_cost_cap"] = bool(budget.skipped)
+            meta["not_started"] = sorted(budget.skipped)
+        report = writer.finalize(meta)
+    except KeyboardInterrupt:
+        restore()  # a second Ctrl-C while the agents are being stopped interrupts at once
+        stop.set()  # every agent's group is ended, scoring waits stop; `--resume` carries on
+        for f in futures:
+            f.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    finally:
+        restore()
+    if ctrl_c:  # pressed while the last attempt finished or the report was written: still interrupted
+        raise KeyboardInterrupt
+    return report, rows
+
+
+def _catch_ctrl_c(hits: list[int]) -> Callable[[], None]:
+    """Ctrl-C (SIGINT) appends to `hits` instead of raising KeyboardInterrupt wherever the main
+    thread happens to be: Python reports and drops an exception raised inside a finalizer
+    (`__del__`, a weakref callback: "Exception ignored in"), so an interrupt landing there was lost
+    and the run went on to exit 0. The run polls `hits` instead. The returned function puts the
+    previous handler back (once); off the main thread nothing is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: hits.append(signum)) or signal.default_int_handler
+    restored: list[bool] = []
+
+    def restore() -> None:
+        if not restored:
+            restored.append(True)
+            signal.signal(signal.SIGINT, previous)
+
+    return restore
+
+
+def _keyed(writer: RunWriter) -> list[dict[str, Any]]:
+    return [{**e, "_key": attempt_key(str(e.get("repo_name")), int(e.get("attempt") or 1))} for e in writer.results]
+
+
+def previous_entries(writer: RunWriter) -> dict[str, ReportRow]:
+    """Scored attempts of this run folder (`intermediate/<run_id>/<task>.a<k>.json`); a file that
+    is no row is not one: its attempt runs again."""
+
+    out: dict[str, ReportRow] = {}
+    if not writer.intermediate_dir.is_dir():
+        return out
+    for path in sorted(writer.intermediate_dir.glob("*.a*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            row = ReportRow.model_validate(data)
+        except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
+            continue
+        # neither an engine's fault nor the agent CLI's failure is a result: resume runs them again
+        if not bad_number(data) and row.outcome not in ("infra_error", "agent_error"):
+            out[path.stem] = row
+    return out
+
+
+def library_function(agent: str) -> str | None:
+    """A library agent's function in upstream's generation scripts (its prompt), else None."""
+    framework = find_adapter(agent).library
+    return str(framework.upstream_function) if framework is not None else None
+
+
+def default_run_id() -> str:
+    return new_run_id()
+
+
+def preview_config(options: RunOptions, catalog: Catalog) -> dict[str, Any]:
+    """The configuration (and its hash) a run with these options would have (`--show-config`):
+    the same checks as a run, and no agent started."""
+    import tempfile
+
+    check_key(options)
+    template = load_template(
+        options.prompt,
+        prompt_file=Path(options.prompt_file) if options.prompt_file else None,
+        tasks=[catalog.get(t) for t in options.tasks],
+        upstream_function=library_function(options.agent),
+    )
+    with tempfile.TemporaryDirectory(prefix="rgbridge-config-") as scratch:
+        settings = settings_for(options, catalog, Path(scratch))
+    check_cli(options, settings)
+    return run_config(options, settings, template)
+
+
+def limits_option(memory: int | None, pids: int | None, disk: int | None) -> dict[str, int]:
+    """`--agent-memory/--agent-pids/--agent-disk` as RunOptions.limits: only what was given (the
+    rest keeps Limits' documented defaults)."""
+    given = {"memory_bytes": memory, "pids": pids, "workspace_bytes": disk}
+    return {k: v for k, v in given.items() if v is not None}

@@ -1,0 +1,73 @@
+"""A test run's temp folder is its own: another run scoring beside it on the same machine (its
+folders in the shared /tmp) is not taken for a golden-file leak of this run (tests/conftest.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from tests.conftest import REPO_ROOT, RUN_TMP_ENV, TASKS_DIR
+
+PROBE = """
+import os
+import shutil
+from pathlib import Path
+
+from tests.golden_leaks import golden_leaks  # noqa: F401  (the fixture)
+
+
+def test_another_run_scores_beside_this_one(golden_leaks):
+    # another process's scoring folder, holding a golden test, appears in the shared temp folder
+    other = Path(os.environ["SHARED_TMP"]) / "rgbridge-score-of-another-run"
+    other.mkdir()
+    shutil.copy(os.environ["GOLDEN"], other / "test_copy.py")
+"""
+
+
+def test_this_run_has_its_own_temp_folder() -> None:
+    import tempfile
+
+    assert os.environ.get(RUN_TMP_ENV)
+    assert Path(tempfile.gettempdir()) == Path(os.environ[RUN_TMP_ENV])
+    assert os.environ["TMPDIR"] == os.environ[RUN_TMP_ENV]
+
+
+def test_another_runs_scoring_in_the_shared_temp_folder_is_not_this_runs_leak(tmp_path: Path) -> None:
+    shared = tmp_path / "shared-tmp"
+    shared.mkdir(mode=0o1777)
+    probe_dir = tmp_path / "probe"
+    probe_dir.mkdir()
+    (probe_dir / "test_probe.py").write_text(textwrap.dedent(PROBE))
+    golden = next(p for p in sorted((TASKS_DIR / "kv-ledger" / "tests").glob("test_*.py")) if p.stat().st_size)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RGBRIDGE_TEST_TMP")}
+    env.update(TMPDIR=str(shared), SHARED_TMP=str(shared), GOLDEN=str(golden), PYTHONPATH=str(REPO_ROOT))
+    env.pop("PYTEST_XDIST_WORKER", None)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "tests.conftest",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(probe_dir),
+            str(probe_dir / "test_probe.py"),
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "1 passed" in out.stdout
+    # the inner run's own temp folder went with its passing run; the other run's folder stays
+    assert (shared / "rgbridge-score-of-another-run" / "test_copy.py").exists()
+    assert [p.name for p in shared.iterdir()] == ["rgbridge-score-of-another-run"]
