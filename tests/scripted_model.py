@@ -1110,8 +1110,8 @@ def library_policy(solutions: dict[str, dict[str, str]]) -> Policy:
     - Qwen-Agent offers `code_interpreter` in its system message (Nous-style `<tool_call>` text,
       answered in a user turn's `<tool_response>`): one Python cell writes every file into the
       folder its user turn names;
-    - MS-Agent offers native tools (`file_system---write_file`, paths relative to its output
-      folder): one call per file in one turn;
+    - MS-Agent and DeepCode offer native tools (`file_system---write_file`, `write_file`; paths
+      relative to their output folder): one call per file in one turn;
     - any other request (MetaGPT's roles, DeepCode's planners, a framework's side question) gets a
       short plain answer: the framework goes on with its own flow on that.
 
@@ -1136,7 +1136,9 @@ def library_policy(solutions: dict[str, dict[str, str]]) -> Policy:
         if writer is not None:
             if any(r.call.tool == writer for r in conv.history):
                 return Reply("The service is written: start.sh and requirements.txt are at the root.")
-            return Calls(tuple(Call(writer, {"path": rel, "content": text}) for rel, text in files.items()))
+            props = (conv.schemas.get(writer) or {}).get("properties") or {}
+            key = "file_path" if "file_path" in props else "path"  # DeepCode's write_file / MS-Agent's
+            return Calls(tuple(Call(writer, {key: rel, "content": text}) for rel, text in files.items()))
         return Reply("Implemented as specified in the README.")
 
     return policy

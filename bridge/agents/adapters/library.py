@@ -146,7 +146,7 @@ def parse(events: list[dict[str, Any]], prompt: str) -> ParsedRun:
                 step.results.append((step.calls[-1].call_id, clip(ev.get("text", ""))))
         elif kind == "moved":
             files = [str(f)[:500] for f in as_list(ev.get("files"))]
-            step = run.add(Step("system", message=f"moved {as_int(ev.get('count')) or 0} file(s) into the workspace"))
+            step = run.add(Step("agent", message=f"moved {as_int(ev.get('count')) or 0} file(s) into the workspace"))
             step.calls.append(Call(f"moved-{n}", "move_generated", {"source": clip(ev.get("source", ""), 500)}))
             step.results.append((f"moved-{n}", clip(files)))
         elif kind == "model_call":

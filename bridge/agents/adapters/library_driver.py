@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -236,10 +237,9 @@ def run_ms_agent(setup: Setup, events: Events) -> None:
             events.emit("tool_result", name=clip(getattr(message, "name", "") or "", 200), text=clip(content or ""))
 
 
-def run_metagpt(setup: Setup, events: Events) -> None:
-    """MetaGPT's `generate_repo` with upstream's arguments (the prompt as its idea, project path =
-    the workspace, implement, code review, 5 rounds, investment 3.0). Its configuration file lives
-    in the attempt's HOME and holds no key: the key is set in memory."""
+def prepare_metagpt(setup: Setup) -> None:
+    """MetaGPT's `config2.yaml` in its home folder (`~/.metagpt` of the attempt's HOME), read when
+    it is imported: the endpoint and model, a stand-in for the key (set in memory afterwards)."""
     config_dir = setup.home / ".metagpt"
     config_dir.mkdir(parents=True, exist_ok=True)
     (config_dir / "config2.yaml").write_text(
@@ -254,6 +254,12 @@ def run_metagpt(setup: Setup, events: Events) -> None:
         ),
         encoding="utf-8",
     )
+
+
+def run_metagpt(setup: Setup, events: Events) -> None:
+    """MetaGPT's `generate_repo` with upstream's arguments (the prompt as its idea, project path =
+    the workspace, implement, code review, 5 rounds, investment 3.0). Its configuration file lives
+    in the attempt's HOME and holds no key: the key is set in memory."""
     config2 = importlib.import_module("metagpt.config2")
     config2.config.llm.api_key = setup.key
     generate_repo = importlib.import_module("metagpt.software_company").generate_repo
@@ -271,26 +277,47 @@ def run_metagpt(setup: Setup, events: Events) -> None:
     )
 
 
+def prepare_deepcode(setup: Setup) -> None:
+    """DeepCode's configuration, read when its runtime starts: `deepcode_config.json` in its home
+    (`DEEPCODE_HOME`, in the attempt's HOME) naming the endpoint as its `custom` OpenAI-compatible
+    provider; the key is a `${OPENAI_API_KEY}` reference DeepCode resolves from the environment."""
+    home = setup.home / ".deepcode"
+    home.mkdir(parents=True, exist_ok=True)
+    config: dict[str, Any] = {
+        "agents": {"defaults": {"provider": "custom", "model": setup.model}},
+        "providers": {"custom": {"apiBase": setup.base_url, "apiKey": "${OPENAI_API_KEY}"}},
+    }
+    # the MCP servers its code-implementation workflow asks for, from the installed package (a
+    # checkout configures them in its own config file, which upstream's runs used)
+    servers = {}
+    for name, module in (
+        ("code-implementation", "tools.code_implementation_server"),
+        ("command-executor", "tools.command_executor"),
+    ):
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):  # DeepCode is not there: the import below says so
+            spec = None
+        if spec is not None and spec.origin:
+            servers[name] = {"type": "stdio", "command": sys.executable, "args": [spec.origin]}
+    config["tools"] = {"mcpServers": servers}
+    (home / "deepcode_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    os.environ["DEEPCODE_HOME"] = str(home)
+
+
 def run_deepcode(setup: Setup, events: Events) -> None:
-    """DeepCode's code-implementation workflow in pure code mode, given a plan file made of the
-    prompt in the workspace (`initial_plan.txt`, as upstream), its configuration and secrets in the
-    attempt's HOME; what it wrote under `generate_code/` is then moved up (`move_generated`)."""
+    """DeepCode's code-implementation workflow in pure code mode without read tools, given a plan
+    file made of the prompt in the workspace (`initial_plan.txt`, as upstream); what it wrote under
+    `generate_code/` is then moved up (`move_generated`)."""
     workflow_cls = importlib.import_module("workflows.code_implementation_workflow").CodeImplementationWorkflow
     plan = setup.workspace / "initial_plan.txt"
     plan.write_text(setup.prompt, encoding="utf-8")
     generated = setup.workspace / "generate_code"
     generated.mkdir(parents=True, exist_ok=True)
-    secrets = setup.home / "deepcode" / "mcp_agent.secrets.yaml"
-    secrets.parent.mkdir(parents=True, exist_ok=True)
-    secrets.write_text(
-        f"openai:\n  api_key: {json.dumps(setup.key)}\n  base_url: {json.dumps(setup.base_url)}\n", encoding="utf-8"
-    )
-    secrets.chmod(0o600)
-    os.chdir(secrets.parent)
+    os.chdir(setup.workspace)
     try:
-        workflow = workflow_cls(config_path=str(secrets))
         asyncio.run(
-            workflow.run_workflow(
+            workflow_cls().run_workflow(
                 plan_file_path=str(plan),
                 target_directory=str(setup.workspace),
                 pure_code_mode=True,
@@ -298,7 +325,6 @@ def run_deepcode(setup: Setup, events: Events) -> None:
             )
         )
     finally:
-        secrets.unlink(missing_ok=True)
         move_generated(generated, setup.workspace, events)
 
 
@@ -327,6 +353,8 @@ RUNNERS: dict[str, Callable[[Setup, Events], None]] = {
     "metagpt": run_metagpt,
     "deepcode": run_deepcode,
 }
+#: what a framework reads when it is imported, written first
+PREPARE: dict[str, Callable[[Setup], None]] = {"metagpt": prepare_metagpt, "deepcode": prepare_deepcode}
 #: the module whose import failing means the framework is not there (cli_missing)
 ENTRY_MODULES = {
     "qwen-agent": "qwen_agent.agents",
@@ -356,6 +384,9 @@ def main(argv: list[str]) -> int:
     own = setup.home / setup.framework
     own.mkdir(parents=True, exist_ok=True)
     os.chdir(own)
+    prepare = PREPARE.get(setup.framework)
+    if prepare is not None:
+        prepare(setup)
     try:
         importlib.import_module(ENTRY_MODULES[setup.framework])
     except Exception as exc:  # any failure to import is the framework's absence, never the agent's work
