@@ -36,7 +36,15 @@ from bridge.agents.adapters.library import Framework, parse
 from bridge.agents.adapters.registry import ADAPTERS, FRAMEWORKS, adapter
 from bridge.cli import main as rgbridge
 from tests.helpers import SECRET, assert_atif, no_secret_on_disk, report_of
-from tests.scripted_model import ScriptedModel, library_policy, read_solution, refuse_key_policy
+from tests.scripted_model import (
+    Action,
+    Conversation,
+    ScriptedModel,
+    Stall,
+    library_policy,
+    read_solution,
+    refuse_key_policy,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = REPO_ROOT / "tests" / "fixtures" / "repogenesis_prompt"
@@ -438,3 +446,48 @@ def test_a_framework_that_cannot_be_imported_is_cli_missing(docker_client, tmp_p
     assert "metagpt" in row["agent_error"]["message"] and "rgbridge" not in row
     assert list((out / "attempts" / "kv-ledger" / "a1" / "workspace").rglob("*.py")) == []
     _no_placeholder(out)
+
+
+@pytest.mark.docker
+def test_the_time_limit_ends_the_framework_and_its_kernel(
+    docker_client, paper_agent: Callable[[str], Path], tmp_path: Path, keys: None
+) -> None:
+    """Qwen-Agent writes the files through its code interpreter (a Jupyter kernel, a process of its
+    own), then its model hangs: the time limit ends the attempt, no process of it is left (the
+    kernel included), and what it wrote is scored."""
+    paper_agent("qwen-agent")
+    out = tmp_path / "out"
+    solve = library_policy({"kv-ledger": read_solution(REPO_ROOT / "tasks" / "kv-ledger")})
+
+    def then_hang(conv: Conversation) -> Action:
+        answered = any("<tool_response>" in str(m.get("content")) for m in conv.messages)
+        return Stall() if answered else solve(conv)
+
+    with ScriptedModel(then_hang) as model:
+        code = rgbridge(
+            [
+                "run",
+                "--agent",
+                "qwen-agent",
+                "--tasks",
+                "kv-ledger",
+                "--time-limit",
+                "45",
+                "--model",
+                "scripted-model",
+                "--model-base-url",
+                model.openai_base_url,
+                "--output-dir",
+                str(out),
+                "--run-id",
+                "hang",
+            ]
+        )
+    assert code == 0
+    (row,) = report_of(out)["results"]
+    assert row["run"]["ended"] == "time_limit" and row["run"]["submitted_by"] == "time_limit"
+    assert row["rgbridge"]["profiles"]["strict"]["pass_at_1"]["score"] == 1.0
+    home = out / "attempts" / "kv-ledger" / "a1" / "home"
+    assert list(home.glob("qwen-agent/**/launch_kernel_*.py")), "the kernel was started"
+    left = subprocess.run(["pgrep", "-f", str(home)], capture_output=True, text=True, check=False).stdout
+    assert left == "", f"processes of the attempt outlived it: {left}"
