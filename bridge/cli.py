@@ -15,10 +15,22 @@ from rich.console import Console
 from rich.markup import escape
 
 from bridge import __version__
-from bridge.commands import agents, conformance, disk, plan, recordings, report, run, scoring, sessions, tasks
+from bridge.commands import (
+    agents,
+    conformance,
+    disk,
+    doctor,
+    plan,
+    recordings,
+    report,
+    run,
+    scoring,
+    sessions,
+    tasks,
+)
 from bridge.errors import BridgeError
 
-BUILTIN_GROUPS = (tasks, scoring, disk, plan, sessions, recordings, report, conformance, run, agents)
+BUILTIN_GROUPS = (tasks, scoring, disk, doctor, plan, sessions, recordings, report, conformance, run, agents)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,5 +1,5 @@
-"""The import graph matches docs/architecture.md: no cycles (function-level imports included),
-and imports only point down the layers, so a newcomer can read the flow from `ls`."""
+"""The import graph matches docs/architecture.md: no cycles (function-level and `TYPE_CHECKING`
+imports included), and imports only point down the layers, so a newcomer can read the flow from `ls`."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,19 +54,9 @@ def _modules() -> dict[str, Path]:
 def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
-        tree = _parse(path)
-        # Imports under `if TYPE_CHECKING:` are for annotations only: they never run.
-        type_only = {
-            id(n)
-            for block in ast.walk(tree)
-            if isinstance(block, ast.If)
-            and getattr(block.test, "id", getattr(block.test, "attr", "")) == "TYPE_CHECKING"
-            for stmt in block.body
-            for n in ast.walk(stmt)
-        }
-        for node in ast.walk(tree):
-            if id(node) in type_only:
-                continue
+        # Every import counts, those under `if TYPE_CHECKING:` and inside functions too: an
+        # import only annotations need still ties the two modules together (issue 37).
+        for node in ast.walk(_parse(path)):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 targets = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
             elif isinstance(node, ast.Import):
@@ -250,7 +242,7 @@ SCORING_LANGUAGE_WINGS = ("bridge.scoring.python", "bridge.scoring.java")
 SCORING_COMMON_WINGS = ("bridge.scoring.run", "bridge.scoring.sandbox", "bridge.scoring.images")
 SCORING_SHARED = {
     f"bridge.scoring.{name}"
-    for name in ("coverage", "deploy", "failures", "grading", "plan", "result", "types", "upstream")
+    for name in ("coverage", "deploy", "explanations", "grading", "plan", "result", "types", "upstream")
 }
 
 
@@ -330,6 +322,77 @@ def test_images_sub_packages_are_entered_only_by_their_faces() -> None:
                 if not rel.startswith(f"bridge/scoring/images/{sub}/"):
                     wrong.append(f"{rel}:{node.lineno} imports {name}")
     assert not wrong, "\n".join(wrong)
+
+
+# The agents wing (bridge/agents/__init__.py): sub-packages by concern and nothing flat beside its
+# face. Imports point one way along this order; the run's data (its options, the prompt, the
+# settings every attempt shares) sits below the attempt, the run's execution above the Ray
+# backend it hands attempts to. The longest prefix names a module's place.
+AGENTS = "bridge.agents"
+AGENTS_ORDER: list[tuple[str, ...]] = [
+    ("adapters",),
+    ("confine",),
+    ("run.options", "run.prompt", "run.settings"),
+    ("attempt",),
+    ("ray",),
+    ("run",),
+]
+
+
+def _agents_rank(module: str) -> int | None:
+    if not module.startswith(AGENTS + "."):
+        return None
+    inner = module[len(AGENTS) + 1 :]
+    best, rank = -1, None
+    for index, prefixes in enumerate(AGENTS_ORDER):
+        for prefix in prefixes:
+            if (inner == prefix or inner.startswith(prefix + ".")) and len(prefix) > best:
+                best, rank = len(prefix), index
+    assert rank is not None, f"{module} has no place in AGENTS_ORDER (tests/test_architecture.py)"
+    return rank
+
+
+def test_agents_holds_only_its_sub_packages_and_its_face() -> None:
+    root = REPO_ROOT / "bridge" / "agents"
+    flat = sorted(p.name for p in root.glob("*.py") if p.name != "__init__.py")
+    assert not flat, f"modules left flat in bridge/agents/: {flat}"
+    face = ast.get_docstring(_parse(root / "__init__.py")) or ""
+    subs = sorted(p.name for p in root.iterdir() if (p / "__init__.py").is_file())
+    assert subs, "bridge/agents/ has no sub-packages"
+    missing = [sub for sub in subs if f"``{sub}/``" not in face]
+    assert not missing, f"bridge/agents/__init__.py's map omits {missing}"
+
+
+def test_agents_sub_packages_import_one_way() -> None:
+    graph = _imports(_modules())
+    wrong = [
+        f"{src} imports {dst}"
+        for src, targets in graph.items()
+        if (s := _agents_rank(src)) is not None
+        for dst in targets
+        if (d := _agents_rank(dst)) is not None and d > s
+    ]
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_the_agents_order_check_sees_an_annotation_only_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `TYPE_CHECKING` import pointing back up the wing is a wrong direction and a circle."""
+    root = tmp_path / "bridge" / "agents"
+    for sub in ("confine", "run"):
+        (root / sub).mkdir(parents=True)
+        (root / sub / "__init__.py").write_text('"""x."""\n')
+    (tmp_path / "bridge" / "__init__.py").write_text('"""x."""\n')
+    (root / "__init__.py").write_text('"""x."""\n')
+    (root / "confine" / "protected.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from bridge.agents.run.runner import X\n"
+    )
+    (root / "run" / "runner.py").write_text("from bridge.agents.confine.protected import Y\n")
+    monkeypatch.setitem(globals(), "REPO_ROOT", tmp_path)
+    graph = _imports(_modules())
+    # both edges: the circle test sees protected -> runner -> protected
+    assert "bridge.agents.run.runner" in graph["bridge.agents.confine.protected"]
+    assert "bridge.agents.confine.protected" in graph["bridge.agents.run.runner"]
+    assert _agents_rank("bridge.agents.run.runner") > _agents_rank("bridge.agents.confine.protected")  # type: ignore[operator]
 
 
 # ----------------------------------------------------------------------------- the tests themselves

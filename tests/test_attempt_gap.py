@@ -201,7 +201,7 @@ def test_every_adapter_gets_an_http_entry_with_its_credential(name: str, tmp_pat
 def test_protected_paths_cover_what_the_agent_must_not_see(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from bridge.agents.confine.protected import protected_paths
     from bridge.agents.run.options import RunOptions
-    from bridge.agents.run.runner import settings_for
+    from bridge.agents.run.settings import settings_for
     from bridge.locations import cache_dir, data_home
     from bridge.tasks.catalog import Catalog
 
@@ -215,7 +215,7 @@ def test_protected_paths_cover_what_the_agent_must_not_see(tmp_path: Path, monke
     )  # fmt: skip
     settings = settings_for(options, Catalog.from_options(tasks), tmp_path / "out")
     assert settings.sandbox == "bwrap" and settings.agent_binds == (tmp_path / "venv",)
-    protected = set(protected_paths(settings))
+    protected = set(protected_paths(settings.server_args, settings.catalog, settings.recordings, settings.output_dir))
     for path in (tasks, TASK_DIR, TASK_DIR / "tests", TASK_DIR / "solution", tmp_path / "rec", data_home(),
                  cache_dir(), tmp_path / "out", Path("/var/run/docker.sock"), tmp_path / "engine.sock"):  # fmt: skip
         assert path in protected, path

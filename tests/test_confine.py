@@ -30,8 +30,8 @@ import pytest
 
 from bridge.agents.confine import (
     Confinement,
+    Confiner,
     Limits,
-    Sandbox,
     SandboxError,
     forget_probes,
     needs_of,
@@ -43,8 +43,8 @@ from bridge.agents.confine import (
 )
 from bridge.agents.confine import cgroups as cgroups_mod
 from bridge.agents.confine.binds import plan
-from bridge.agents.confine.bwrap import BwrapSandbox, bwrap_args, trial
-from bridge.agents.confine.none import NoSandbox
+from bridge.agents.confine.bwrap import BwrapConfiner, bwrap_args, trial
+from bridge.agents.confine.none import NoConfiner
 from bridge.agents.confine.process import Ended, run_agent
 
 FIXTURES = Path(__file__).parent / "fixtures" / "confine"
@@ -147,16 +147,16 @@ def _make_world(tmp_path: Path) -> World:
 
 
 @pytest.fixture(params=["bwrap", pytest.param("docker", marks=pytest.mark.docker)])
-def sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
+def sandbox(request: pytest.FixtureRequest) -> Iterator[Confiner]:
     if request.param == "bwrap":
         if not HAS_BWRAP:
             pytest.skip("bubblewrap is not installed")
-        yield BwrapSandbox()
+        yield BwrapConfiner()
         return
-    from bridge.agents.confine.docker import DockerSandbox, leftover_agent_containers
+    from bridge.agents.confine.docker import DockerConfiner, leftover_agent_containers
 
     client = request.getfixturevalue("docker_client")
-    yield DockerSandbox(image=request.getfixturevalue("base_image"))
+    yield DockerConfiner(image=request.getfixturevalue("base_image"))
     assert leftover_agent_containers(client) == [], "an agent container outlived its attempt"
 
 
@@ -170,7 +170,7 @@ def _env(world: World) -> dict[str, str]:
 
 
 def _run(
-    sandbox: Sandbox,
+    sandbox: Confiner,
     world: World,
     argv: list[str],
     confinement: Confinement,
@@ -231,7 +231,7 @@ def _results(world: World) -> dict[str, dict[str, str]]:
 # --------------------------------------------------------------------------- the hostile agent
 
 
-def test_hostile_agent_is_refused_every_reach(sandbox: Sandbox, world: World) -> None:
+def test_hostile_agent_is_refused_every_reach(sandbox: Confiner, world: World) -> None:
     marker = "rgbridge-leftover-" + secrets.token_hex(6)
     host_tmp_file = Path("/tmp") / f"rgbridge-escape-{secrets.token_hex(6)}"
     try:
@@ -286,7 +286,7 @@ def test_the_same_attacks_succeed_unconfined(world: World) -> None:
     args = json.loads(_hostile_args(world, marker, host_tmp_file))
     args["names"] = []  # walking the host's / takes minutes; the path reads show the leak
     try:
-        ended = _run(NoSandbox(), world, [SYSTEM_PYTHON, str(HOSTILE), json.dumps(args)], world.confinement())
+        ended = _run(NoConfiner(), world, [SYSTEM_PYTHON, str(HOSTILE), json.dumps(args)], world.confinement())
         results = _results(world)
         assert ended.how == "exit"
         for check in (
@@ -309,7 +309,7 @@ def test_the_same_attacks_succeed_unconfined(world: World) -> None:
         host_tmp_file.unlink(missing_ok=True)
 
 
-def test_honest_agent_writes_its_workspace_home_and_tmp(sandbox: Sandbox, world: World) -> None:
+def test_honest_agent_writes_its_workspace_home_and_tmp(sandbox: Confiner, world: World) -> None:
     # the virtual environment's interpreter: needs_of binds the venv and its base prefix
     python = Path(sys.executable)
     ended = _run(sandbox, world, [str(python), str(GREEDY), "honest"], world.confinement(read_only=needs_of(python)))
@@ -330,7 +330,7 @@ def _limited(world: World, **overrides: int) -> Confinement:
 
 
 @pytest.fixture(params=["cgroup", "watch"])
-def meter(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox) -> str:
+def meter(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, sandbox: Confiner) -> str:
     """bwrap's limits by a cgroup (root here) or by the fallback watch (an unprivileged user
     without a delegated cgroup); Docker's are the engine's, one case."""
     if sandbox.kind == "docker" and request.param == "watch":
@@ -359,7 +359,7 @@ def no_cgroup_left() -> Iterator[None]:
 
 
 @pytest.mark.parametrize("what,limit", [("pids", "pids"), ("memory", "memory"), ("disk", "workspace_bytes")])
-def test_a_limit_ends_the_attempt(sandbox: Sandbox, world: World, meter: str, what: str, limit: str) -> None:
+def test_a_limit_ends_the_attempt(sandbox: Confiner, world: World, meter: str, what: str, limit: str) -> None:
     started = time.monotonic()
     ended = _run(sandbox, world, [SYSTEM_PYTHON, str(GREEDY), what], _limited(world), time_limit=90)
     assert (ended.how, ended.limit) == ("resource_limit", limit), (ended, (world.root / "stderr.log").read_text())
@@ -373,7 +373,7 @@ def test_a_limit_ends_the_attempt(sandbox: Sandbox, world: World, meter: str, wh
         assert _with_marker(str(GREEDY)) == []
 
 
-def test_time_limit_and_stop_end_every_process(sandbox: Sandbox, world: World) -> None:
+def test_time_limit_and_stop_end_every_process(sandbox: Confiner, world: World) -> None:
     marker = "rgbridge-leftover-" + secrets.token_hex(6)
     sleeper = f"python3 -c 'import time; time.sleep(600)' {marker}"
     script = f"setsid {sleeper} & (nohup {sleeper} >/dev/null 2>&1 &); {sleeper}"
@@ -530,16 +530,16 @@ def fresh_probes() -> Iterator[None]:
 
 
 def test_no_working_sandbox_is_refused_with_the_fixes(monkeypatch: pytest.MonkeyPatch, fresh_probes: None) -> None:
-    from bridge.agents.confine.docker import DockerSandbox
+    from bridge.agents.confine.docker import DockerConfiner
 
     monkeypatch.setattr("bridge.agents.confine.bwrap.bwrap_path", lambda: None)
     with pytest.raises(SandboxError, match="apt-get install bubblewrap"):
-        BwrapSandbox().check()
+        BwrapConfiner().check()
 
-    def no_image(self: DockerSandbox) -> None:
+    def no_image(self: DockerConfiner) -> None:
         raise SandboxError("--sandbox docker: the base image is missing; run: rgbridge images build")
 
-    monkeypatch.setattr(DockerSandbox, "check", no_image)
+    monkeypatch.setattr(DockerConfiner, "check", no_image)
     check = sandbox_check()
     assert not check.ok and check.severity == "warning"
     assert "apt-get install bubblewrap" in check.fix and "rgbridge images build" in check.fix
@@ -645,7 +645,7 @@ def test_unprivileged_user_runs_bwrap_or_is_told_the_fix(unprivileged_user: str)
 
 
 @pytest.mark.agent_cli
-def test_claude_code_runs_confined_and_its_bash_is_refused(sandbox: Sandbox, world: World, agent_cli) -> None:
+def test_claude_code_runs_confined_and_its_bash_is_refused(sandbox: Confiner, world: World, agent_cli) -> None:
     """The real Claude Code CLI in the sandbox, driven by the scripted model on loopback: its
     Bash tool reads the golden file by path, walks for it, writes outside and leaves a sleeper;
     the CLI works (its stream, a file in the workspace) and every reach comes back refused."""
@@ -702,7 +702,7 @@ def test_claude_code_runs_confined_and_its_bash_is_refused(sandbox: Sandbox, wor
 
 
 @pytest.mark.agent_cli
-def test_codex_runs_confined_and_its_shell_is_refused(sandbox: Sandbox, world: World, agent_cli) -> None:
+def test_codex_runs_confined_and_its_shell_is_refused(sandbox: Confiner, world: World, agent_cli) -> None:
     """The real Codex CLI in the sandbox: its shell tool runs, writes the workspace, and cannot
     read the golden file. Codex's own sandbox cannot nest in ours (its bubblewrap, run as uid 0
     without capabilities, fails "setting up uid map"; Docker's seccomp refuses user namespaces),
@@ -794,7 +794,7 @@ def test_cgroups_of_a_dead_bridge_are_swept() -> None:
     assert not any(ghost.exists() for ghost in ghosts)
 
 
-def test_a_fast_exit_keeps_all_its_output(sandbox: Sandbox, world: World) -> None:
+def test_a_fast_exit_keeps_all_its_output(sandbox: Confiner, world: World) -> None:
     """A CLI that fails at once still leaves its stdout and stderr, a last line without its
     newline included (Docker's output is attached before the container starts: following its
     logs lost that line)."""
@@ -808,9 +808,9 @@ def test_a_fast_exit_keeps_all_its_output(sandbox: Sandbox, world: World) -> Non
 
 @pytest.mark.docker
 def test_docker_check_runs_a_trial_container(docker_client: object, base_image: str, fresh_probes: None) -> None:
-    from bridge.agents.confine.docker import DockerSandbox, leftover_agent_containers
+    from bridge.agents.confine.docker import DockerConfiner, leftover_agent_containers
 
-    DockerSandbox(image=base_image).check()  # raises when the engine cannot see this machine's files
+    DockerConfiner(image=base_image).check()  # raises when the engine cannot see this machine's files
     assert leftover_agent_containers(docker_client) == []  # type: ignore[arg-type]
 
 
@@ -829,7 +829,7 @@ def test_disk_usage_follows_no_symlink_and_counts_hard_links_once(tmp_path: Path
 
 
 def test_an_error_in_the_run_still_ends_the_attempt(
-    sandbox: Sandbox, world: World, monkeypatch: pytest.MonkeyPatch
+    sandbox: Confiner, world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     marker = "rgbridge-leftover-" + secrets.token_hex(6)
 
@@ -887,7 +887,7 @@ def test_cgroup_v2_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert cgroups_mod._make_v2("rgbridge-1-other", Limits()) is None
 
 
-def test_a_bind_holding_the_masked_run_folder_keeps_the_workspace(sandbox: Sandbox, world: World) -> None:
+def test_a_bind_holding_the_masked_run_folder_keeps_the_workspace(sandbox: Confiner, world: World) -> None:
     """`--agent-bind` of a folder that holds the run folder (protected) and the tasks: both are
     masked, and the workspace inside the masked run folder is still there and writable."""
     conf = replace(

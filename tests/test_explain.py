@@ -18,7 +18,7 @@ import pytest
 from bridge.cli import main
 from bridge.reports.html import write_html
 from bridge.scoring import upstream
-from bridge.scoring.failures import ac_disagreement, explain_lines, message_line
+from bridge.scoring.explanations import ac_disagreement, explain_lines, message_line
 from bridge.scoring.result import summarize_result
 from bridge.scoring.run.reporting import RunWriter
 from tests.helpers import COMPAT_LOG, FAILING, LONGREPR, MARKUP, SAMPLE, decode_png, flawed_result, run_chromium

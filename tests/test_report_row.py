@@ -40,7 +40,7 @@ def _attempt(tmp: Path, *, server_lost: str | None = None) -> Attempt:
     """An attempt whose agent ended (its state on disk), without running anything."""
     attempt = Attempt.__new__(Attempt)
     prompt = SimpleNamespace(digest="p" * 64)
-    attempt.s = SimpleNamespace(  # type: ignore[assignment]
+    attempt.settings = SimpleNamespace(  # type: ignore[assignment]
         adapter=SimpleNamespace(name="command"),
         agent_version="1.2.3",
         model="scripted-model",

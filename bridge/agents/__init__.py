@@ -12,4 +12,9 @@ The wing holds only sub-packages, one concern each, each with its face (its ``__
 * ``run/`` -- one run over tasks × attempts: its options, shared settings, configuration hash,
   pre-flight, retries, prompts and execution.
 * ``ray/`` -- agent runs on a Ray cluster: the runs, node checks, transfer of results, the reaper.
+
+Imports point one way, each of these using only those before it: ``adapters``, ``confine``, the
+run's data (``run.options``, ``run.prompt``, ``run.settings``), ``attempt``, ``ray``, then the
+run's execution (the rest of ``run``); no import circle, ``TYPE_CHECKING`` imports included
+(tests/test_architecture.py checks both).
 """

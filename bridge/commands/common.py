@@ -119,7 +119,7 @@ def print_scores(entries: list[dict[str, Any]], out: Console | None = None) -> N
     """The terminal result of any score: the table of both profiles, then why each repo missed
     full marks (tests not passed with their message lines, AC disagreement)."""
     from bridge.reports.table import render_table
-    from bridge.scoring.failures import render_explanations
+    from bridge.scoring.explanations import render_explanations
 
     out = out or console()
     render_table(entries, out)

@@ -1,16 +1,13 @@
-"""`rgbridge cache stats/prune` (what the bridge keeps on disk, what a prune frees) and
-`rgbridge doctor` (is this environment able to score, and to confine agents?), plus the `--disk-budget` and
-`--no-preflight` options other verbs share (`evaluate`, `serve`, `run`)."""
+"""`rgbridge cache stats/prune` (what the bridge keeps on disk, what a prune frees), plus the
+`--disk-budget` option other verbs share (`evaluate`, `serve`, `run`, `doctor`)."""
 
 from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 from typing import Any
 
-from bridge.agents.adapters.registry import ADAPTERS
-from bridge.commands.common import add_json_option, console, print_json, stderr_console
+from bridge.commands.common import add_json_option, console, print_json
 
 BUDGET_HELP = (
     "cap on what the bridge keeps on disk (dependency sets, Java layers, package and Maven caches, "
@@ -22,27 +19,6 @@ BUDGET_HELP = (
 
 def add_disk_budget_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--disk-budget", metavar="SIZE", help=BUDGET_HELP)
-
-
-def add_preflight_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--no-preflight", action="store_true", help="skip the pre-flight checks of `rgbridge doctor` before the run"
-    )
-
-
-def apply_run_options(args: argparse.Namespace, *, java: bool = False, local: bool = True) -> None:
-    """What a long run does first with these options (`evaluate`; `run` calls it too): apply
-    `--disk-budget`, then (unless `--no-preflight`, or the jobs run on other machines' engines:
-    ``local=False``) the pre-flight checks, printing warnings; a failed check raises."""
-    from bridge.scoring.doctor import preflight
-    from bridge.scoring.images.disk import apply_budget_option
-
-    apply_budget_option(getattr(args, "disk_budget", None))
-    if getattr(args, "no_preflight", False) or not local:
-        return
-    for check in preflight(java=java):
-        if not check.ok:
-            stderr_console().print(f"[yellow]pre-flight warning:[/] {check.name}: {check.detail} (fix: {check.fix})")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -59,22 +35,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     prune.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
     add_json_option(prune)
     prune.set_defaults(handler=cmd_cache_prune)
-
-    doctor = subparsers.add_parser("doctor", help="check the environment before long runs, with fixes")
-    doctor.add_argument("--path", type=Path, metavar="DIR", help="check free space here (default: engine data root)")
-    doctor.add_argument("--no-index", action="store_true", help="skip the package-index probe (a container)")
-    doctor.add_argument(
-        "--ray-address",
-        metavar="HOST:PORT",
-        help="check every node of this Ray cluster that offers 'agent' (engine, agent CLIs and versions, sandbox, keys)",
-    )
-    doctor.add_argument(
-        "--agent", choices=sorted(ADAPTERS), help="with --ray-address: the agent whose CLI every node needs"
-    )
-    doctor.add_argument("--agent-bin", metavar="PATH", help="with --ray-address: the agent's binary on the nodes")
-    add_disk_budget_option(doctor)
-    add_json_option(doctor)
-    doctor.set_defaults(handler=cmd_doctor)
 
 
 def _limits(args: argparse.Namespace) -> tuple[int | None, float | None]:
@@ -158,32 +118,3 @@ def cmd_cache_prune(args: argparse.Namespace) -> int:
             f"{verb} {len(report.evicted)} set(s), {format_size(freed)}; kept now {format_size(report.kept_after)}"
         )
     return 0
-
-
-def cmd_doctor(args: argparse.Namespace) -> int:
-    from bridge.agents.confine import sandbox_check
-    from bridge.scoring.doctor import run_checks
-    from bridge.scoring.images.disk import apply_budget_option
-
-    apply_budget_option(args.disk_budget)
-    if args.ray_address:  # the nodes that run agents, each named (bridge/agents/ray/checks.py)
-        from bridge.agents.ray.checks import cluster_checks
-
-        checks = cluster_checks(args.ray_address, args.agent, args.agent_bin)
-    else:  # scoring's checks, then the sandbox `rgbridge run` confines its agents in
-        checks = [*run_checks(path=args.path, index=not args.no_index), sandbox_check()]
-    failed = any(not c.ok and c.severity == "error" for c in checks)
-    if args.json:
-        print_json({"ok": not failed, "checks": [c.as_dict() for c in checks]})
-    else:
-        out = console()
-        for c in checks:
-            mark = (
-                "[green]ok[/]   "
-                if c.ok and not c.fix
-                else ("[yellow]warn[/] " if c.ok or c.severity == "warning" else "[red]FAIL[/] ")
-            )
-            out.print(f"{mark} {c.name:<8} {c.detail}", highlight=False, soft_wrap=True)
-            if c.fix and (not c.ok or c.severity == "warning"):
-                out.print(f"       fix: {c.fix}", highlight=False, soft_wrap=True)
-    return 1 if failed else 0

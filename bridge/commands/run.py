@@ -34,7 +34,8 @@ from bridge.agents.run.runner import (
     preview_config,
 )
 from bridge.commands.common import PROFILE_CHOICES, at_least, positive_seconds, stderr_console
-from bridge.commands.disk import add_disk_budget_option, add_preflight_option, apply_run_options
+from bridge.commands.disk import add_disk_budget_option
+from bridge.commands.doctor import add_preflight_option, check_environment_first
 from bridge.errors import BridgeError
 from bridge.fs.walk import walk_files_at
 from bridge.reports.leaderboard import leaderboard_lines
@@ -241,7 +242,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(config, indent=2) + "\n")
         return 0
     java = any(catalog.get(t).lang == "java" for t in options.tasks)
-    apply_run_options(args, java=java, local=options.backend == "local")  # Ray: every node checked instead
+    check_environment_first(args, java=java, local=options.backend == "local")  # Ray: every node checked instead
     err = stderr_console()
     live: Live | None = None
     if err.is_terminal:

@@ -31,7 +31,8 @@ from bridge.commands.common import (
     print_scores,
     stderr_console,
 )
-from bridge.commands.disk import add_disk_budget_option, add_preflight_option, apply_run_options
+from bridge.commands.disk import add_disk_budget_option
+from bridge.commands.doctor import add_preflight_option, check_environment_first
 
 if TYPE_CHECKING:
     from bridge.scoring.java.layers import MavenSources
@@ -229,7 +230,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         meta = {k: v for k, v in {"model_name": args.model_name, "agent_name": args.agent_name}.items() if v}
         workers = args.workers or (backend.default_workers() if backend is not None else 1)
         # on Ray each node checks its own engine; the driver needs none (README, "Scaling out")
-        apply_run_options(args, java=any(t.lang == "java" for t, _ in preview.todo), local=backend is None)
+        check_environment_first(args, java=any(t.lang == "java" for t, _ in preview.todo), local=backend is None)
         return _run_evaluate(args, catalog, maven, preview, meta, backend, workers)
     finally:
         if backend is not None:

@@ -5,7 +5,7 @@ One `.eval` log per source folder (a `run`/`evaluate` folder, or a folder of rec
 `repogenesis`; one sample per attempt (sample id = the task id, epoch = the attempt). Each sample
 is scored under both profiles: a `strict` and a `compat` score whose value holds `pass_at_1`, `ac`
 and `dsr` (0-1), answered by the outcome and explained by the tests not passed
-(bridge/scoring/failures.py). A recording's events are the sample's transcript (one info event
+(bridge/scoring/explanations.py). A recording's events are the sample's transcript (one info event
 each, source `rgbridge`), followed by the agent's trajectory when the recording holds one
 (`trajectory.json`, ATIF steps, source `agent`); contamination and the session's facts go into the
 sample's metadata.
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.errors import BridgeError, RecordingError
-from bridge.scoring.failures import entry_profiles, explain_lines
+from bridge.scoring.explanations import entry_profiles, explain_lines
 from bridge.textsafe import show_raw_bytes
 
 PROFILES = ("strict", "compat")

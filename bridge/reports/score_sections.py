@@ -10,7 +10,7 @@ from typing import Any
 
 from bridge.reports.leaderboard import agent_error_class
 from bridge.reports.markup import MAX_ENTRIES, e, num, pass_fail, table
-from bridge.scoring.failures import ac_disagreement, case_rows
+from bridge.scoring.explanations import ac_disagreement, case_rows
 
 LANGS = ("python", "java")
 _MAX_TESTS = 200

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from bridge.errors import ScoringError
-from bridge.scoring.failures import ac_disagreement, capped, case_rows, failure_text
+from bridge.scoring.explanations import ac_disagreement, capped, case_rows, failure_text
 from bridge.scoring.types import Profile
 
 #: Bumped whenever a change can alter a score; part of the result cache key.
@@ -204,7 +204,7 @@ class ScoreResult(BaseModel):
 def summarize_result(data: dict[str, Any]) -> dict[str, Any]:
     """Per profile: outcome, DSR, Pass@1 passed/total/score, static AC score, and why not full
     marks: the tests not passed with their message lines (capped) and, under strict, where static
-    and dynamic AC disagree (bridge/scoring/failures.py)."""
+    and dynamic AC disagree (bridge/scoring/explanations.py)."""
     out: dict[str, Any] = {}
     profiles = data.get("profiles") or {}
     for name, prof in profiles.items():

@@ -95,7 +95,7 @@ class Adapter:
     parse: Callable[[list[dict[str, object]], str], ParsedRun]
     installed_by: str  # README: what the CLI needs installed
     #: the variables that hold its model key (any one will do): the run refuses to start without
-    #: one unless --model-base-url names another endpoint (bridge/agents/run/runner.py, preflight)
+    #: one unless --model-base-url names another endpoint (bridge/agents/run/agent_checks.py)
     key_env: tuple[str, ...] = ()
     #: where the adapter's own install keeps the binary, when it has one (a library agent's
     #: environment built by `rgbridge agents install`: bridge/agents/adapters/library.py)

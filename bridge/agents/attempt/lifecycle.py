@@ -20,7 +20,6 @@ its server left is resumed), one that did not is submitted for it, one that hang
 
 from __future__ import annotations
 
-import shutil
 import sys
 import threading
 import time
@@ -35,7 +34,7 @@ from bridge.agents.adapters.failures import Failure
 from bridge.agents.attempt.server import AttemptServer
 from bridge.agents.attempt.state import AttemptState
 from bridge.agents.attempt.timing import overlap, scoring_span, scoring_window
-from bridge.agents.attempt.trajectory import to_atif
+from bridge.agents.attempt.trajectory import keep_trajectory, to_atif
 from bridge.agents.confine import Confinement, confinement_for, sandbox_for
 from bridge.agents.confine.process import Ended, run_agent
 from bridge.agents.confine.protected import protected_paths
@@ -80,7 +79,7 @@ def attempt_key(task_id: str, attempt: int) -> str:
 
 class Attempt:
     def __init__(self, settings: RunSettings, task: Task, number: int, stop: threading.Event) -> None:
-        self.s = settings
+        self.settings = settings
         self.task = task
         self.number = number
         self.stop = stop
@@ -99,10 +98,13 @@ class Attempt:
 
     def _manager(self, *, reattach: bool) -> SessionManager:
         return SessionManager(
-            self.s.catalog,
+            self.settings.catalog,
             recordings_dir=self.rec_dir,
             settings=SessionSettings(
-                profile=cast(Any, self.s.profile), reattach=reattach, run_id=self.s.run_id, finish_jobs_at_exit=False
+                profile=cast(Any, self.settings.profile),
+                reattach=reattach,
+                run_id=self.settings.run_id,
+                finish_jobs_at_exit=False,
             ),
         )
 
@@ -169,16 +171,16 @@ class Attempt:
             "--port": "0",  # a free port, read back from the ready file
             "--workspace": str(self.workspace),
             "--recordings": str(self.rec_dir),
-            "--run-id": self.s.run_id,
-            "--profile": self.s.profile,
+            "--run-id": self.settings.run_id,
+            "--profile": self.settings.profile,
             "--start-task": self.task.id,
-            "--client-name": self.s.adapter.name,
-            "--client-version": self.s.agent_version,
+            "--client-name": self.settings.adapter.name,
+            "--client-version": self.settings.agent_version,
             "--ready-file": str(server_dir / "ready.json"),
         }
-        python = self.s.server_env.get("RGBRIDGE_PYTHON", "") or _python()
-        argv = [python, "-m", "mcp_server", *[w for pair in options.items() for w in pair], *self.s.server_args]
-        env = {k: v for k, v in self.s.server_env.items() if k != "RGBRIDGE_PYTHON"}
+        python = self.settings.server_env.get("RGBRIDGE_PYTHON", "") or _python()
+        argv = [python, "-m", "mcp_server", *[w for pair in options.items() for w in pair], *self.settings.server_args]
+        env = {k: v for k, v in self.settings.server_env.items() if k != "RGBRIDGE_PYTHON"}
         server = AttemptServer.start(
             argv, env=env, ready_file=server_dir / "ready.json", stderr=server_dir / "stderr.log", stop=self.stop
         )
@@ -188,59 +190,65 @@ class Attempt:
 
     def setup(self, server: HttpServer) -> AttemptSetup:
         return AttemptSetup(
-            binary=self.s.binary,
-            prompt=self.s.prompt.render(self.task, self.s.time_limit),
+            binary=self.settings.binary,
+            prompt=self.settings.prompt.render(self.task, self.settings.time_limit),
             workspace=self.workspace,
             home=self.dir / "home",
             tmp=self.dir / "tmp",
             server=server,
-            model=self.s.model,
-            model_base_url=self.s.model_base_url,
-            agent_cmd=self.s.agent_cmd,
-            confined=self.s.sandbox != "none",
+            model=self.settings.model,
+            model_base_url=self.settings.model_base_url,
+            agent_cmd=self.settings.agent_cmd,
+            confined=self.settings.sandbox != "none",
         )
 
     def _run_agent(self, server: AttemptServer, confinement: Confinement) -> tuple[Ended, ParsedRun, dict[str, Any]]:
         setup = self.setup(HttpServer(server.ready.url, server.ready.credential))
-        launch = self.s.adapter.build(setup)
+        launch = self.settings.adapter.build(setup)
         for path, text in launch.files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
             path.chmod(0o600)  # the agent's credential is in its MCP config
         # what the agent was given and under which configuration, kept with its stream (and recording)
         (self.dir / "agent" / "prompt.txt").write_text(setup.prompt, encoding="utf-8")
-        write_json_atomic(self.dir / "agent" / "run_config.json", self.s.run_config)
+        write_json_atomic(self.dir / "agent" / "run_config.json", self.settings.run_config)
         self.live.state = "agent"
         ended, sandbox = self._confined_run(launch, confinement)
-        parsed = self.s.adapter.parse(read_stream(self.dir / "agent" / "stream.jsonl"), setup.prompt)
+        parsed = self.settings.adapter.parse(read_stream(self.dir / "agent" / "stream.jsonl"), setup.prompt)
         return ended, parsed, sandbox
 
     def _confinement(self) -> Confinement:
         """What the agent may see (bridge/agents/confine/), checked against what the bridge protects."""
-        program = words(self.s.agent_cmd) if self.s.adapter.name == "command" and self.s.agent_cmd else [self.s.binary]
+        program = (
+            words(self.settings.agent_cmd)
+            if self.settings.adapter.name == "command" and self.settings.agent_cmd
+            else [self.settings.binary]
+        )
         confinement = confinement_for(
             workspace=self.workspace,
             home=self.dir / "home",
             tmp=self.dir / "tmp",
             program=program,
-            agent_binds=self.s.agent_binds,
-            protected=protected_paths(self.s),
-            limits=self.s.limits,
+            agent_binds=self.settings.agent_binds,
+            protected=protected_paths(
+                self.settings.server_args, self.settings.catalog, self.settings.recordings, self.settings.output_dir
+            ),
+            limits=self.settings.limits,
         )
-        (self.s.confiner or sandbox_for("none")).describe(confinement)  # SandboxError on a refused bind
+        (self.settings.confiner or sandbox_for("none")).describe(confinement)  # SandboxError on a refused bind
         return confinement
 
     def _confined_run(self, launch: Launch, confinement: Confinement) -> tuple[Ended, dict[str, Any]]:
         """The agent's processes, confined as `--sandbox` says; how they were (the row's
         run.sandbox). Every process of the agent is gone when this returns."""
-        sandbox = self.s.confiner or sandbox_for("none")
+        sandbox = self.settings.confiner or sandbox_for("none")
         ended = run_agent(
             launch.argv,
             env=launch.env,
             cwd=launch.cwd or self.workspace,
             stdout=self.dir / "agent" / "stream.jsonl",
             stderr=self.dir / "agent" / "stderr.log",
-            time_limit=self.s.time_limit,
+            time_limit=self.settings.time_limit,
             stop=self.stop,
             sandbox=sandbox,
             confinement=confinement,
@@ -269,8 +277,8 @@ class Attempt:
             live = sid in mgr.sessions  # else finished on disk: the agent's server scored it
             state = self.state()
             if parsed is None:  # resumed after the agent ended: read its stream again
-                prompt = self.s.prompt.render(self.task, self.s.time_limit)
-                parsed = self.s.adapter.parse(read_stream(self.dir / "agent" / "stream.jsonl"), prompt)
+                prompt = self.settings.prompt.render(self.task, self.settings.time_limit)
+                parsed = self.settings.adapter.parse(read_stream(self.dir / "agent" / "stream.jsonl"), prompt)
             how = ended.how if ended else (state.ended or "exit")
             # cut by the clock or by a resource limit, the agent's work is still scored as it stands
             signal: Signal = "time_limit" if how == "time_limit" else "agent_exit"
@@ -286,7 +294,7 @@ class Attempt:
                     self.live.state = f"agent_error ({failure.cls})"
                     self.live.ended = time.monotonic()
                     return self._entry(result_status(*self._on_disk(sid)), parsed, "agent_error", 0.0, failure)
-                if self.s.on_exit == "abandon" and signal == "agent_exit":
+                if self.settings.on_exit == "abandon" and signal == "agent_exit":
                     mgr.quit(sid, "the agent ended without submitting (--on-exit abandon)")
                     self._save(phase="abandoned")
                     raise BridgeError(f"{self.key}: abandoned (the agent ended without submitting)")
@@ -334,33 +342,18 @@ class Attempt:
         atif = to_atif(
             parsed,
             session_id=sid,
-            agent=self.s.adapter.name,
-            version=self.s.agent_version,
-            extra={"task": self.task.id, "attempt": self.number, "ended": how, "run_id": self.s.run_id},
+            agent=self.settings.adapter.name,
+            version=self.settings.agent_version,
+            extra={"task": self.task.id, "attempt": self.number, "ended": how, "run_id": self.settings.run_id},
         )
-        write_json_atomic(self.dir / "agent" / "trajectory.json", atif)
-        target = self.rec_dir / sid / "agent"
-        target.mkdir(parents=True, exist_ok=True)
-        # confinement.json: how the attempt was confined (sandbox kind and version, binds, limits)
-        names = (
-            "stream.jsonl",
-            "stream.jsonl.times",
-            "prompt.txt",
-            "run_config.json",
-            "stderr.log",
-            "confinement.json",
-        )
-        for name in names:
-            if (self.dir / "agent" / name).is_file():
-                shutil.copyfile(self.dir / "agent" / name, target / name)
-        write_json_atomic(target / "trajectory.json", atif)
+        keep_trajectory(atif, self.dir / "agent", self.rec_dir / sid / "agent")
         if record_event:
             # the session this process holds: its event log takes the typed `agent_run` record
             mgr.sessions[sid].events.append(
                 "agent_run",
-                agent=self.s.adapter.name,
-                version=self.s.agent_version,
-                model=parsed.model or self.s.model,
+                agent=self.settings.adapter.name,
+                version=self.settings.agent_version,
+                model=parsed.model or self.settings.model,
                 ended=how,
                 exit_code=state.exit_code,
                 agent_seconds=state.agent_seconds or 0.0,
@@ -414,7 +407,9 @@ class Attempt:
         if state.server_lost:  # the session went unwatched from then on: the row says so
             errors.insert(0, state.server_lost)
         row.agent = AgentInfo(
-            name=self.s.adapter.name, version=self.s.agent_version, model=parsed.model or self.s.model
+            name=self.settings.adapter.name,
+            version=self.settings.agent_version,
+            model=parsed.model or self.settings.model,
         )
         row.attempt = self.number
         row.contaminated = status.contaminated
@@ -438,10 +433,10 @@ class Attempt:
             trajectory=str(self.dir / "agent" / "trajectory.json"),
             errors=errors,
             prompt=str(self.dir / "agent" / "prompt.txt"),
-            prompt_hash=self.s.prompt.digest,
-            time_limit_seconds=self.s.time_limit,
-            config_hash=self.s.run_config.get("hash"),
-            sandbox=state.sandbox or declared_sandbox(self.s),
+            prompt_hash=self.settings.prompt.digest,
+            time_limit_seconds=self.settings.time_limit,
+            config_hash=self.settings.run_config.get("hash"),
+            sandbox=state.sandbox or declared_sandbox(self.settings),
         )
         return row
 

@@ -1,14 +1,23 @@
 """A parsed agent run as an ATIF trajectory (Agent Trajectory Interchange Format v1.8, specified
 in Harbor's rfcs/0001-trajectory-format.md): steps numbered from 1, each with its source and
-message, agent steps with tool calls and their observations, final metrics with tokens and cost."""
+message, agent steps with tool calls and their observations, final metrics with tokens and cost.
+
+`keep_trajectory` keeps it in the attempt's folder and, with the CLI's own stream, in its recording.
+"""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 from bridge.agents.adapters.events import ParsedRun
+from bridge.fs.files import write_json_atomic
 
 SCHEMA_VERSION = "ATIF-v1.8"
+#: what of the agent's folder the recording keeps beside the trajectory (confinement.json: how the
+#: attempt was confined, sandbox kind and version, binds, limits)
+KEPT_FILES = ("stream.jsonl", "stream.jsonl.times", "prompt.txt", "run_config.json", "stderr.log", "confinement.json")
 
 
 def to_atif(run: ParsedRun, *, session_id: str, agent: str, version: str, extra: dict[str, Any]) -> dict[str, Any]:
@@ -50,3 +59,14 @@ def to_atif(run: ParsedRun, *, session_id: str, agent: str, version: str, extra:
         },
         "extra": extra,
     }
+
+
+def keep_trajectory(atif: dict[str, Any], agent_dir: Path, target: Path) -> None:
+    """The trajectory in the attempt's agent folder, and it with the CLI's own stream and what
+    the agent was given copied into the recording's agent folder `target`."""
+    write_json_atomic(agent_dir / "trajectory.json", atif)
+    target.mkdir(parents=True, exist_ok=True)
+    for name in KEPT_FILES:
+        if (agent_dir / name).is_file():
+            shutil.copyfile(agent_dir / name, target / name)
+    write_json_atomic(target / "trajectory.json", atif)

@@ -12,7 +12,7 @@ from bridge.agents.confine.choose import (
     sandbox_check,
     sandbox_for,
 )
-from bridge.agents.confine.model import Confinement, Limits, Running, Sandbox, SandboxError
+from bridge.agents.confine.model import Confinement, Confiner, Limits, Running, SandboxError
 from bridge.agents.confine.needs import needs_of, needs_of_template
 from bridge.agents.confine.scope import confinement_for
 
@@ -21,7 +21,7 @@ __all__ = [
     "Confinement",
     "Limits",
     "Running",
-    "Sandbox",
+    "Confiner",
     "SandboxError",
     "SandboxKind",
     "confinement_for",

@@ -168,7 +168,7 @@ class BwrapRunning(ProcessRunning):
         return self.proc.returncode
 
 
-class BwrapSandbox:
+class BwrapConfiner:
     kind = "bwrap"
 
     def __init__(self) -> None:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import threading
 from typing import Literal
 
-from bridge.agents.confine.bwrap import BwrapSandbox
-from bridge.agents.confine.docker import DockerSandbox
-from bridge.agents.confine.model import Sandbox, SandboxError
-from bridge.agents.confine.none import NoSandbox
+from bridge.agents.confine.bwrap import BwrapConfiner
+from bridge.agents.confine.docker import DockerConfiner
+from bridge.agents.confine.model import Confiner, SandboxError
+from bridge.agents.confine.none import NoConfiner
 from bridge.scoring.doctor import Check
 
 SandboxKind = Literal["auto", "bwrap", "docker", "none"]
@@ -20,7 +20,7 @@ _lock = threading.Lock()
 _probed: dict[str, SandboxError | None] = {}
 
 
-def _probe(sandbox: Sandbox) -> SandboxError | None:
+def _probe(sandbox: Confiner) -> SandboxError | None:
     """The sandbox's check, once per process (None when it works)."""
     with _lock:
         if sandbox.kind not in _probed:
@@ -38,17 +38,17 @@ def forget_probes() -> None:
         _probed.clear()
 
 
-def sandbox_for(kind: str) -> Sandbox:
+def sandbox_for(kind: str) -> Confiner:
     """The sandbox of that kind (not checked, except `auto`, which picks one that works)."""
     if kind == "bwrap":
-        return BwrapSandbox()
+        return BwrapConfiner()
     if kind == "docker":
-        return DockerSandbox()
+        return DockerConfiner()
     if kind == "none":
-        return NoSandbox()
+        return NoConfiner()
     if kind != "auto":
         raise SandboxError(f"--sandbox {kind}: unknown (one of {', '.join(KINDS)})")
-    bwrap, docker = BwrapSandbox(), DockerSandbox()
+    bwrap, docker = BwrapConfiner(), DockerConfiner()
     bwrap_error = _probe(bwrap)
     if bwrap_error is None:
         return bwrap
@@ -61,7 +61,7 @@ def sandbox_for(kind: str) -> Sandbox:
     )
 
 
-def ready_sandbox(kind: str) -> Sandbox:
+def ready_sandbox(kind: str) -> Confiner:
     """The run's pre-flight: the sandbox of that kind, checked (a trial run, once per process);
     SandboxError naming the fix before any agent runs."""
     sandbox = sandbox_for(kind)
@@ -73,7 +73,7 @@ def ready_sandbox(kind: str) -> Sandbox:
 
 def sandbox_check() -> Check:
     """`rgbridge doctor`'s "sandbox" line: which kind `auto` picks here, and how to enable the others."""
-    sandboxes: dict[str, Sandbox] = {"bwrap": BwrapSandbox(), "docker": DockerSandbox()}
+    sandboxes: dict[str, Confiner] = {"bwrap": BwrapConfiner(), "docker": DockerConfiner()}
     errors = {kind: _probe(sb) for kind, sb in sandboxes.items()}
     working = [f"{kind} ({sandboxes[kind].version()})" for kind, error in errors.items() if error is None]
     fixes = "; ".join(f"{kind}: {error}" for kind, error in errors.items() if error is not None)

@@ -145,7 +145,7 @@ class DockerRunning:
         return self._code
 
 
-class DockerSandbox:
+class DockerConfiner:
     kind = "docker"
 
     def __init__(self, image: str | None = None) -> None:

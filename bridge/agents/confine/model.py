@@ -81,7 +81,10 @@ class Running(Protocol):
         ...
 
 
-class Sandbox(Protocol):
+class Confiner(Protocol):
+    """A sandbox kind of `--sandbox` (bubblewrap, a Docker container, or none); named apart from
+    scoring's `Sandbox` (bridge/scoring/sandbox/protocol.py), the container a profile runs in."""
+
     kind: str  # "bwrap" | "docker" | "none"
 
     def version(self) -> str: ...

@@ -70,7 +70,7 @@ class GroupRunning(ProcessRunning):
         return self.proc.returncode
 
 
-class NoSandbox:
+class NoConfiner:
     kind = "none"
 
     def version(self) -> str:

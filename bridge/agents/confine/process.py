@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from bridge.agents.adapters.events import MAX_LINE_BYTES, MAX_STREAM_BYTES
-from bridge.agents.confine import Confinement, Sandbox
-from bridge.agents.confine.none import NoSandbox
+from bridge.agents.confine import Confinement, Confiner
+from bridge.agents.confine.none import NoConfiner
 from bridge.agents.confine.usage import DiskWatch
 
 GRACE_SECONDS = 5.0
@@ -47,12 +47,12 @@ def run_agent(
     stderr: Path,
     time_limit: float,
     stop: threading.Event,
-    sandbox: Sandbox | None = None,
+    sandbox: Confiner | None = None,
     confinement: Confinement | None = None,
 ) -> Ended:
     """Run to exit, the time limit, a resource limit or `stop`; everything of the attempt is
     ended before returning. Without a sandbox (or kind "none") the agent runs unconfined."""
-    sandbox = sandbox or NoSandbox()
+    sandbox = sandbox or NoConfiner()
     confined = sandbox.kind != "none"
     described = sandbox.describe(confinement)
     started = time.monotonic()

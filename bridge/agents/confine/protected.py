@@ -11,25 +11,25 @@ mount any host path).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bridge.locations import cache_dir, data_home, shipped_tasks_dir
-
-if TYPE_CHECKING:
-    from bridge.agents.run.settings import RunSettings
+from bridge.tasks.model import Task
 
 #: the server options that name a task source (bridge/commands/run.py passes them to the server)
 SOURCE_OPTIONS = ("--tasks", "--dataset")
 DEFAULT_DOCKER_SOCKET = Path("/var/run/docker.sock")
 
 
-def protected_paths(settings: RunSettings) -> tuple[Path, ...]:
-    """Absolute, de-duplicated (both as given and resolved: a symlinked folder is protected
+def protected_paths(
+    server_args: Sequence[str], tasks: Iterable[Task], recordings: Path, output_dir: Path
+) -> tuple[Path, ...]:
+    """The run's: the task source options its attempts' server gets, the tasks it could serve,
+    its recordings and run folder. Absolute, de-duplicated (both as given and resolved: a symlinked folder is protected
     under either name), in a stable order."""
     paths: list[Path] = []
-    args = list(settings.server_args)
+    args = list(server_args)
     for option, value in zip(args, args[1:], strict=False):
         if option in SOURCE_OPTIONS:
             paths.append(Path(value))
@@ -37,10 +37,10 @@ def protected_paths(settings: RunSettings) -> tuple[Path, ...]:
         paths.append(shipped_tasks_dir())  # the installed package's tasks, served or not
     except RuntimeError:
         pass  # an install without them: nothing there to protect
-    for task in settings.catalog:
+    for task in tasks:
         paths += [task.root, task.tests_dir, *([task.solution_dir] if task.solution_dir else [])]
         paths += task.test_extras.values()
-    paths += [settings.recordings, data_home(), cache_dir(), settings.output_dir, *docker_sockets()]
+    paths += [recordings, data_home(), cache_dir(), output_dir, *docker_sockets()]
     return _unique(paths)
 
 

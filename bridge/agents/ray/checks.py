@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bridge.agents.adapters.base import Adapter, AgentError
+from bridge.agents.adapters.probe import find_cli
 from bridge.agents.adapters.registry import ADAPTERS
 from bridge.agents.adapters.registry import adapter as find_adapter
-from bridge.agents.run.preflight import find_cli
 from bridge.errors import BridgeError
 from bridge.release import exact_version
 from bridge.scoring.doctor import Check
@@ -34,13 +34,13 @@ Severity = Literal["error", "warning"]
 
 
 def key_names(adapter: Adapter) -> tuple[str, ...]:
-    """The adapter's model key variables (bridge/agents/run/preflight.py `check_key` reads the same)."""
+    """The adapter's model key variables (bridge/agents/run/agent_checks.py `check_key` reads the same)."""
     return adapter.key_env
 
 
 def cli_version(adapter: Adapter, agent_bin: str | None, agent_cmd: str | None) -> tuple[str, str]:
     """(binary, version) of the agent's CLI on this node, found as the run finds it
-    (`preflight.find_cli`); the command adapter's program must be on PATH here."""
+    (`adapters.probe.find_cli`); the command adapter's program must be on PATH here."""
     with tempfile.TemporaryDirectory(prefix="rgbridge-probe-") as tmp:
         binary, version = find_cli(adapter, agent_bin, agent_cmd, Path(tmp))
     if adapter.name == "command":

@@ -30,10 +30,9 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bridge.agents.attempt.lifecycle import Attempt, Stopped
 from bridge.agents.ray.checks import (
@@ -47,16 +46,14 @@ from bridge.agents.ray.checks import (
 )
 from bridge.agents.ray.reaper import settle, start_reaper, stop_reaper
 from bridge.agents.ray.transfer import pack_folder, pack_recordings, receive_recording, unpack_folder
-from bridge.agents.run.settings import RunSettings
+from bridge.agents.run.options import RunOptions
+from bridge.agents.run.settings import RunSettings, settings_for
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.scoring.run.ray_backend import ProgressBox, connect, node_label
 from bridge.scoring.run.report_row import ReportRow
 from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
-
-if TYPE_CHECKING:  # the runner hands its options and `settings_for` in (it imports this module)
-    from bridge.agents.run.options import RunOptions
 
 MAX_RETRIES = 2
 #: how long attempts may wait while no alive node offers the agent resource
@@ -66,12 +63,6 @@ POLL_SECONDS = 0.5
 NODE_DIR_ENV = "RGBRIDGE_RAY_ATTEMPTS_DIR"
 #: phases of a driver-side attempt whose agent had ended (a local first part): finished there
 _FINISHABLE = ("agent_done", "submitted")
-SettingsFor = Callable[["RunOptions", Catalog, Path], RunSettings]
-
-
-def _sandbox_kind(options: RunOptions) -> str:
-    # the sandbox the run uses, as run/config.py reads it ("none" until RunOptions has `sandbox`)
-    return str(getattr(options, "sandbox", "none") or "none")
 
 
 # ----------------------------------------------------------------------------- worker side
@@ -99,7 +90,7 @@ def _sweep_stale() -> None:
         sweep_stale(get_client())
 
 
-def attempt_on_node(options: RunOptions, settings_for: SettingsFor, meta: dict[str, Any], box: Any) -> dict[str, Any]:
+def attempt_on_node(options: RunOptions, meta: dict[str, Any], box: Any) -> dict[str, Any]:
     """Body of one Ray task: one attempt, run here as a local run runs it, and what the driver
     needs of it (entry, recordings packed, attempt folder packed)."""
     began = time.monotonic()
@@ -209,16 +200,14 @@ class RayAttempts:
     """The driver's side of a `--backend ray` run: the cluster joined and checked, the attempts
     in flight, their progress by node."""
 
-    def __init__(self, options: RunOptions, settings: RunSettings, settings_for: SettingsFor) -> None:
+    def __init__(self, options: RunOptions, settings: RunSettings) -> None:
         ray = connect(options.ray_address)
         self._ray = ray
         self.options = options
         self.settings = settings
         if self.agent_slots() < 1:
             raise BridgeError(f"no node of the Ray cluster offers the '{AGENT_RESOURCE}' resource: {START_FIX}")
-        facts = gather_facts(
-            ray, [options.agent], options.agent_bin, options.agent_cmd, _sandbox_kind(options), CHECK_SECONDS
-        )
+        facts = gather_facts(ray, [options.agent], options.agent_bin, options.agent_cmd, options.sandbox, CHECK_SECONDS)
         self.checks = facts_checks(
             facts,
             [options.agent],
@@ -241,7 +230,6 @@ class RayAttempts:
             .remote()
         )
         self._remote = ray.remote(attempt_on_node)
-        self._settings_for = settings_for
         self._lock = threading.Lock()
         self._watched: dict[str, RemoteAttempt] = {}
         self._poller: threading.Thread | None = None
@@ -277,7 +265,7 @@ class RayAttempts:
             # Retried here, not by Ray: a retry Ray schedules at once may land on the dying node
             # before it is declared dead and spend every retry there.
             ref = self._remote.options(resources={AGENT_RESOURCE: 1}, num_cpus=0, max_retries=0).remote(
-                self.options, self._settings_for, meta, self._box
+                self.options, meta, self._box
             )
             self._watch(attempt)
             try:

@@ -1,4 +1,4 @@
-"""One `rgbridge run` over tasks × attempts: its options as given (``options``), what its attempts
-share (``settings``), its configuration and hash (``config``), the pre-flight (``preflight``),
-retries and spending (``retries``), the agents' prompt (``prompt``) and the execution
-(``runner``)."""
+"""One `rgbridge run` over tasks × attempts: its options as given (``options``), what its
+attempts share (``settings``), its configuration and hash (``config``), the agent's checks before
+any attempt starts (``agent_checks``: its model key, its CLI and version), retries and spending
+(``retries``), the agents' prompt (``prompt``) and the execution (``runner``)."""

@@ -6,7 +6,7 @@ scored, `report_<run_id>.json` with both profiles, agent name, version and model
 output folder and run id keeps every scored attempt (it is never scored twice), finishes the
 ones whose agent had ended, and redoes the ones cut before their agent ended.
 
-Before any agent starts (`preflight`): the adapter's model key must be in the environment unless
+Before any agent starts (`agent_checks`): the adapter's model key must be in the environment unless
 `--model-base-url` names another endpoint, the CLI must print its version (and match
 `--agent-version`), and `config.json` pins the run's configuration (`run_config`: CLI version,
 model, prompt template hash, time limit, attempts, sandbox, bridge version; its hash); a resume
@@ -22,7 +22,6 @@ attempts once the run's reported cost reaches it (attempts in flight finish).
 from __future__ import annotations
 
 import json
-import os
 import signal
 import threading
 import time
@@ -32,19 +31,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bridge.agents.adapters.base import BASE_ENV_ALLOW, SERVER_ENV_ALLOW
 from bridge.agents.adapters.registry import adapter as find_adapter
 from bridge.agents.attempt.lifecycle import Attempt, Stopped, attempt_key
-from bridge.agents.confine import Limits, ready_sandbox
+from bridge.agents.run.agent_checks import check_cli, check_key
 from bridge.agents.run.config import CONFIG_FILE, CONFIG_METADATA, check_config, config_line, run_config
 from bridge.agents.run.options import RUN_FILE, RunOptions
-from bridge.agents.run.preflight import check_cli, check_key, find_cli
 from bridge.agents.run.prompt import load_template
 from bridge.agents.run.retries import Budget, backoff, row_cost, set_aside
-from bridge.agents.run.settings import RunSettings, sandbox_metadata
+from bridge.agents.run.settings import RunSettings, sandbox_metadata, settings_for
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
-from bridge.locations import cache_dir, data_home
 from bridge.release import exact_version
 from bridge.scoring.run.report_row import ReportRow, RetriedTry
 from bridge.scoring.run.reporting import RunWriter, bad_number, cost_metadata, new_run_id
@@ -54,46 +50,6 @@ from bridge.tasks.model import Task
 #: `rgbridge run`'s exit code when attempts remain `agent_error` after their retries (without
 #: --allow-errors); 2 is a refusal or an error of the bridge, 130 a Ctrl-C
 EXIT_AGENT_ERRORS = 3
-
-
-def server_env() -> dict[str, str]:
-    """What the attempt's MCP server (started by the run, outside the agent's sandbox) needs of
-    ours: the same data, caches and engine, HOME and the temp folder, the import path of this
-    bridge. Never a token or an API key: the agent's keys stay with the agent."""
-    names = (*BASE_ENV_ALLOW, "HOME", "TMPDIR", *SERVER_ENV_ALLOW)
-    env = {k: os.environ[k] for k in names if os.environ.get(k)}
-    env.update({k: v for k, v in os.environ.items() if k.startswith("RGBRIDGE_") and k not in ("RGBRIDGE_TOKEN",)})
-    env["RGBRIDGE_HOME"] = str(data_home())
-    env["RGBRIDGE_CACHE"] = str(cache_dir())
-    return env
-
-
-def settings_for(options: RunOptions, catalog: Catalog, output_dir: Path) -> RunSettings:
-    agent = find_adapter(options.agent)
-    binary, version = find_cli(agent, options.agent_bin, options.agent_cmd, output_dir / ".probe-home")
-    confiner = ready_sandbox(options.sandbox)
-    return RunSettings(
-        adapter=agent,
-        binary=binary,
-        agent_version=version,
-        catalog=catalog,
-        output_dir=output_dir,
-        recordings=Path(options.recordings),
-        run_id=options.run_id,
-        time_limit=options.time_limit,
-        profile=options.profile,
-        on_exit=options.on_exit,
-        model=options.model,
-        model_base_url=options.model_base_url,
-        agent_cmd=options.agent_cmd,
-        server_args=tuple(options.server_args),
-        server_env=server_env(),
-        # the pre-flight of the sandbox: one that cannot start is refused before any agent runs
-        sandbox=confiner.kind,
-        confiner=confiner,
-        agent_binds=tuple(Path(p) for p in options.agent_binds),
-        limits=Limits(**options.limits),
-    )
 
 
 Progress = Callable[[dict[str, Attempt], dict[str, dict[str, Any]]], None]
@@ -137,7 +93,7 @@ def execute(
     if options.backend == "ray":  # one attempt = one Ray task on a node (bridge/agents/ray/runs.py)
         from bridge.agents.ray.runs import RayAttempts
 
-        cluster = RayAttempts(options, settings, settings_for)  # every node checked first
+        cluster = RayAttempts(options, settings)  # every node checked first
         make, workers = cluster.attempt, cluster.workers()
     attempts = {
         attempt_key(t, k): make(settings, catalog.get(t), k, stop)

@@ -5,13 +5,11 @@ it) and it is the one `--agent-version` asks for. A refusal leaves no attempt fo
 from __future__ import annotations
 
 import os
-import re
 import shutil
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bridge.agents.adapters.base import Adapter, AgentError, AttemptSetup, McpServer, base_env
-from bridge.agents.adapters.command import words
+from bridge.agents.adapters.base import AgentError
+from bridge.agents.adapters.probe import version_matches
 from bridge.agents.adapters.registry import adapter as find_adapter
 
 if TYPE_CHECKING:
@@ -30,20 +28,6 @@ def check_key(options: RunOptions) -> None:
         )
 
 
-def find_cli(adapter: Adapter, agent_bin: str | None, agent_cmd: str | None, probe_home: Path) -> tuple[str, str]:
-    """(binary, version) of the agent's CLI on this machine: `--agent-bin` or the adapter's own
-    binary, and the version it prints with `probe_home` as its HOME and TMPDIR (the run's and
-    each Ray node's pre-flight ask the same way); the command adapter's program, version "unknown"."""
-    if adapter.name == "command":
-        if not agent_cmd:
-            raise AgentError("--agent command needs --agent-cmd TEMPLATE (with {prompt}, {workspace}, {mcp_config})")
-        return agent_bin or words(agent_cmd)[0], "unknown"
-    binary = adapter.find_binary(agent_bin)
-    probe_home.mkdir(parents=True, exist_ok=True)
-    probe = AttemptSetup(binary, "", probe_home, probe_home, probe_home, McpServer("", [], {}))
-    return binary, adapter.version(binary, base_env(adapter, probe))
-
-
 def check_cli(options: RunOptions, settings: RunSettings) -> None:
     """The CLI is there and prints its version (the row records it), the one `--agent-version` asks for."""
     agent, version = settings.adapter, settings.agent_version
@@ -60,13 +44,3 @@ def check_cli(options: RunOptions, settings: RunSettings) -> None:
             f"--agent-version {options.agent_version}: {settings.binary} is version {version!r}; "
             "install that version or pass its binary with --agent-bin"
         )
-
-
-_VERSION = re.compile(r"\d+(?:\.\d+)+(?:[-+.][0-9A-Za-z.]+)?")
-
-
-def version_matches(wanted: str, line: str) -> bool:
-    """`2.1.332` matches the line `2.1.332 (Claude Code)` and `codex-cli 2.1.332`; never a prefix
-    (`2.1` is not `2.1.332`)."""
-    wanted = wanted.strip()
-    return bool(wanted) and (wanted == line.strip() or wanted in _VERSION.findall(line))
