@@ -27,10 +27,11 @@ from bridge.commands import (
     scoring,
     sessions,
     tasks,
+    view,
 )
 from bridge.errors import BridgeError
 
-BUILTIN_GROUPS = (tasks, scoring, disk, doctor, plan, sessions, recordings, report, conformance, run, agents)
+BUILTIN_GROUPS = (tasks, scoring, disk, doctor, plan, sessions, recordings, report, conformance, run, view, agents)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,7 +11,7 @@ import signal
 import sys
 from pathlib import Path
 
-from bridge.commands.common import PROFILE_CHOICES, RECORDINGS_HELP, at_least
+from bridge.commands.common import PROFILE_CHOICES, RECORDINGS_HELP, TaskSource, add_task_source_options, at_least
 from bridge.commands.disk import add_disk_budget_option
 from bridge.credentials import client_id_for, is_client_token, mint_client_credential, read_server_token
 from bridge.errors import BridgeError
@@ -25,6 +25,24 @@ def _abs(path: Path | None) -> Path | None:
 
 
 # --------------------------------------------------------------------------- serve
+class _OldAttempts(argparse.Action):
+    """`serve --attempts N`: still the submissions limit, with a warning (one release)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        print(
+            f"{parser.prog}: warning: --attempts is deprecated here: use --max-submissions N "
+            "(`rgbridge run --attempts` counts attempts per task)",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, values)
+
+
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--transport",
@@ -56,10 +74,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="the workspace root sessions work in (default: $RGBRIDGE_WORKSPACE, $CLAUDE_PROJECT_DIR)",
     )
-    parser.add_argument(
-        "--tasks", type=Path, metavar="DIR", help="folder of native tasks (default: the shipped tasks/)"
-    )
-    parser.add_argument("--dataset", type=Path, metavar="DIR", help="a RepoGenesis checkout to serve tasks from")
+    add_task_source_options(parser)
     parser.add_argument(
         "--recordings",
         type=Path,
@@ -69,12 +84,16 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", choices=PROFILE_CHOICES, default="both", help="scoring profile(s) (default both)")
     parser.add_argument("--practice", action="store_true", help="opt-in practice mode (recorded as such)")
     parser.add_argument(
-        "--attempts",
+        "--max-submissions",
         type=at_least(1),
         default=1,
         metavar="N",
         help="scored submissions allowed per task in this run (one server process; default 1); "
         "each is recorded as its own attempt",
+    )
+    # `--attempts` was this limit's name; in `rgbridge run` it means attempts per task
+    parser.add_argument(
+        "--attempts", type=at_least(1), dest="max_submissions", action=_OldAttempts, help=argparse.SUPPRESS
     )
     parser.add_argument(
         "--run-id",
@@ -132,14 +151,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from bridge.sessions.linux import not_dumpable
     from bridge.sessions.manager import SessionManager
     from bridge.sessions.settings import SessionSettings
-    from bridge.tasks.catalog import Catalog
     from mcp_server.transport import Ended, end_on_signals, raise_if_ended, run_http, run_stdio
 
     # the server holds the golden files of its sessions' tasks in memory (README, "Threat model"):
     # other processes of the user may not read its memory or descriptors
     not_dumpable()
 
-    catalog = Catalog.from_options(_abs(args.tasks), _abs(args.dataset))
+    catalog = TaskSource.from_args(args).catalog()
     for line in catalog.errors:
         print(f"rgbridge serve: warning: {line}", file=sys.stderr)
     recordings = _abs(args.recordings) or default_recordings_dir()
@@ -147,7 +165,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         catalog,
         recordings_dir=recordings,
         settings=SessionSettings(
-            profile=args.profile, practice=args.practice, attempts=args.attempts, run_id=args.run_id
+            profile=args.profile, practice=args.practice, attempts=args.max_submissions, run_id=args.run_id
         ),
     )
     ended: Ended | None = None
@@ -229,10 +247,7 @@ def register_ide_config(subparsers: argparse._SubParsersAction[argparse.Argument
         "(default: $RGBRIDGE_TOKEN, else the token file in the recordings folder); a client "
         "credential (rgbc1...) is used as it is",
     )
-    parser.add_argument(
-        "--tasks", type=Path, metavar="DIR", help="passed through to the server (default: the shipped tasks/)"
-    )
-    parser.add_argument("--dataset", type=Path, metavar="DIR", help="passed through to the server")
+    add_task_source_options(parser, passed_through=True)
     parser.add_argument(
         "--recordings", type=Path, metavar="DIR", help="passed through to the server; " + RECORDINGS_HELP
     )
@@ -242,11 +257,9 @@ def register_ide_config(subparsers: argparse._SubParsersAction[argparse.Argument
 
 
 def passthrough_args(args: argparse.Namespace) -> list[str]:
-    extra: list[str] = []
-    for option in ("tasks", "dataset", "recordings"):
-        value = getattr(args, option, None)
-        if value is not None:
-            extra += [f"--{option}", str(_abs(value))]
+    extra = TaskSource.from_args(args).server_args()
+    if getattr(args, "recordings", None) is not None:
+        extra += ["--recordings", str(_abs(args.recordings))]
     if getattr(args, "profile", None):
         extra += ["--profile", args.profile]
     if getattr(args, "practice", False):

@@ -119,8 +119,8 @@ def paper_agent() -> Callable[[str], Path]:
     def find(name: str) -> Path:
         required = os.environ.get("RGBRIDGE_REQUIRE_PAPER_AGENTS", "")
         wanted = required in ("1", "all") or name in required.split(",")
-        locate = adapter(name).locate
-        found = locate() if locate is not None else None
+        installed = adapter(name).installed_binary
+        found = installed() if installed is not None else None
         if found is None:
             message = f"{name}: no environment (rgbridge agents install {name})"
             if wanted:

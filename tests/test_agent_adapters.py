@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -438,9 +439,65 @@ def test_leaderboard_line_pass_at_k_and_contamination() -> None:
         },
         "results": rows,
     }
-    head, python, java, flagged = leaderboard_lines(report)
+    head, python, java, *statistics, flagged = leaderboard_lines(report)
+    assert any("solved (all tests pass) Pass@1" in ln for ln in statistics)
     assert head.startswith("codex codex-cli 0.163.0 + m1") and "6 attempts, 2 per task" in head
     # Pass@1 is the mean over attempts: a (1, 0), b (0.5, 0.5) -> 0.5; Pass@2: a solved once -> 1, b never -> 0
     assert "python: compat Pass@1 0.5000" in python and "compat Pass@2 0.5000" in python
     assert "java: compat Pass@1 1.0000" in java and "strict Pass@2 1.0000" in java
     assert flagged == "  CONTAMINATED attempts (1; golden files opened): a.a2"
+
+
+# ----------------------------------------------------------------------------- hooks (issue 37)
+
+
+def test_the_command_adapter_declares_its_program_and_probe(tmp_path: Path) -> None:
+    """The run asks every adapter the same questions; only the command adapter answers with
+    its template (it used to be `name == "command"` branches in the run)."""
+    command, codex = adapter("command"), adapter("codex")
+    template = "python3 -m agent --ws {workspace} '{prompt}'"
+    assert command.takes_command and not codex.takes_command
+    assert command.program("/usr/bin/python3", template) == [
+        "python3",
+        "-m",
+        "agent",
+        "--ws",
+        "{workspace}",
+        "{prompt}",
+    ]
+    assert command.program("/bin/agent", None) == ["/bin/agent"]
+    assert codex.program("/opt/codex", template) == ["/opt/codex"]
+    assert command.locate(None, template, tmp_path) == ("python3", "unknown")
+    assert command.locate("/bin/true", template, tmp_path) == ("/bin/true", "unknown")
+    with pytest.raises(AgentError, match="--agent-cmd TEMPLATE"):
+        command.locate(None, None, tmp_path)
+    command.check_runnable("/bin/true", "unknown")  # no version to print: runnable is enough
+    with pytest.raises(AgentError, match="not an executable"):
+        command.check_runnable(str(tmp_path / "missing"), "unknown")
+    with pytest.raises(AgentError, match="printed no version"):
+        codex.check_runnable("/opt/codex", "unknown")
+    codex.check_runnable("/opt/codex", "codex-cli 0.1.0")
+    assert command.resolve("true") == shutil.which("true")
+    with pytest.raises(AgentError, match="not found"):
+        command.resolve("rgbridge-no-such-program")
+
+
+@pytest.mark.parametrize(
+    ("wanted", "line", "matches"),
+    [
+        ("2.1.332", "2.1.332 (Claude Code)", True),
+        ("2.1.332", "codex-cli 2.1.332", True),
+        ("0.163.0", "codex-cli 0.163.0-alpha.1", False),
+        ("0.163.0-alpha.1", "codex-cli 0.163.0-alpha.1", True),
+        ("2.1", "2.1.332 (Claude Code)", False),  # never a prefix
+        ("2.1.33", "2.1.332", False),
+        ("1.0.0", "unknown", False),
+        ("", "1.0.0", False),
+        (" 1.0.0 ", "1.0.0", True),
+        ("my build", "my build", True),  # a line without a version number: equal as given
+    ],
+)
+def test_version_matching(wanted: str, line: str, matches: bool) -> None:
+    from bridge.agents.adapters.probe import version_matches
+
+    assert version_matches(wanted, line) is matches

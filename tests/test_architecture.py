@@ -17,7 +17,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Lower layers never import higher ones. Data flows tasks → sessions → recording → scoring →
 # reports; the code that performs a step imports the layers it hands work to, so the import
-# order is: utilities < tasks < scoring < recording < sessions < reports < agents < adapters.
+# order is: utilities < tasks < scoring < recording < sessions < reports < agents < view < adapters.
 LAYERS: list[tuple[str, ...]] = [
     ("bridge", "bridge.errors", "bridge.textsafe", "bridge.locations", "bridge.fs"),
     ("bridge.tasks",),
@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bridge.sessions",),
     ("bridge.reports",),
     ("bridge.agents",),
+    ("bridge.view",),
     ("bridge.commands", "bridge.cli"),
     ("mcp_server",),
 ]
@@ -393,6 +394,28 @@ def test_the_agents_order_check_sees_an_annotation_only_import(tmp_path: Path, m
     assert "bridge.agents.run.runner" in graph["bridge.agents.confine.protected"]
     assert "bridge.agents.confine.protected" in graph["bridge.agents.run.runner"]
     assert _agents_rank("bridge.agents.run.runner") > _agents_rank("bridge.agents.confine.protected")  # type: ignore[operator]
+
+
+def test_run_options_are_a_leaf_of_the_wing() -> None:
+    """RunOptions (what `run.json` keeps) imports nothing of the agents wing but the sandbox kinds."""
+    graph = _imports(_modules())
+    inside = {t for t in graph["bridge.agents.run.options"] if t.startswith(AGENTS + ".")}
+    assert inside <= {"bridge.agents.confine", "bridge.agents.confine.choose"}, inside
+
+
+def test_no_command_branch_outside_the_command_adapter() -> None:
+    """Adapters declare what differs (bridge/agents/adapters/base.py's hooks); the run never tests
+    an adapter's name."""
+    allowed = REPO_ROOT / "bridge" / "agents" / "adapters" / "command.py"
+    pattern = re.compile(r"""(==|!=|\bin)\s*\(?\s*["']command["']|["']command["']\s*(==|!=)""")
+    found = [
+        f"{path.relative_to(REPO_ROOT)}:{n}"
+        for path in _python_files("bridge", "mcp_server")
+        if path != allowed
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert not found, found
 
 
 # ----------------------------------------------------------------------------- the tests themselves

@@ -66,7 +66,7 @@ def test_conformance_cli_over_fixture_tasks(docker_client, tmp_path: Path) -> No
         "-m",
         "bridge.cli",
         "conformance",
-        "--tasks",
+        "--task-dir",
         str(tasks),
         "--work-dir",
         str(tmp_path / "work"),

@@ -183,8 +183,8 @@ def test_other_bridge_commands_loading_the_task_do_not_count(tmp_path: Path, tas
     try:
         status = mgr.start(TASK, tmp_path / "ws")
         for argv in (
-            ["tasks", "list", "--tasks", str(task_copy.parent)],
-            ["tasks", "show", TASK, "--tasks", str(task_copy.parent)],
+            ["tasks", "list", "--task-dir", str(task_copy.parent)],
+            ["tasks", "show", TASK, "--task-dir", str(task_copy.parent)],
         ):
             proc = subprocess.run(
                 [sys.executable, "-m", "bridge.cli", *argv], capture_output=True, text=True, check=False
@@ -236,7 +236,7 @@ def test_get_result_over_real_mcp_stdio_reports_contamination(tmp_path: Path, ta
             str(ws),
             "--recordings",
             str(rec),
-            "--tasks",
+            "--task-dir",
             str(task_copy.parent),
         ],
         env=env,

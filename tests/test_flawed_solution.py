@@ -35,7 +35,17 @@ def test_flawed_solution_names_its_failing_tests(
     app.write_text(source.replace(ROUTE, '@app.get("/api/v1/keys/{key}/log")  # README: /api/v1/keys/{key}/history'))
     out = tmp_path / "out"
     code = main(
-        ["score", str(repo), "--task", "kv-ledger", "--tasks", str(tasks_dir), "--output-dir", str(out), "--no-cache"]
+        [
+            "score",
+            str(repo),
+            "--task",
+            "kv-ledger",
+            "--task-dir",
+            str(tasks_dir),
+            "--output-dir",
+            str(out),
+            "--no-cache",
+        ]
     )
     printed = capsys.readouterr().out
     assert code == 0

@@ -36,7 +36,9 @@ def test_write_each_ide_stdio(ide: str, home: Path, tmp_path: Path, capsys: pyte
     ws = tmp_path / "ws"
     tasks = tmp_path / "mytasks"
     assert (
-        rgbridge(["ide-config", ide, "--workspace", str(ws), "--write", "--tasks", str(tasks), "--profile", "strict"])
+        rgbridge(
+            ["ide-config", ide, "--workspace", str(ws), "--write", "--task-dir", str(tasks), "--profile", "strict"]
+        )
         == 0
     )
     in_home, rel, top = EXPECTED_FILES[ide]
@@ -49,7 +51,7 @@ def test_write_each_ide_stdio(ide: str, home: Path, tmp_path: Path, capsys: pyte
         "mcp_server",
         "--workspace",
         str(ws.absolute()),
-        "--tasks",
+        "--task-dir",
         str(tasks.absolute()),
         "--profile",
         "strict",

@@ -62,7 +62,8 @@ def test_unknown_task_ids_get_suggestions(capsys: pytest.CaptureFixture[str]) ->
         ["curve", "REC", "--workers"],
         ["curve", "REC", "--points"],
         ["conformance", "--dataset", ".", "--workers"],
-        ["serve", "--attempts"],
+        ["serve", "--max-submissions"],
+        ["serve", "--attempts"],  # the old name, deprecated
     ],
 )
 def test_numeric_options_refused_alike(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:

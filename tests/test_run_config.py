@@ -180,11 +180,14 @@ def test_costs_summed_per_task_and_run() -> None:
 def test_configuration_leaves_out_what_changes_no_row() -> None:
     from dataclasses import dataclass
 
+    from bridge.agents.adapters.base import Adapter
+    from bridge.agents.adapters.registry import adapter as find_adapter
     from bridge.agents.confine import Limits
     from bridge.agents.run.prompt import bridge_template
 
     @dataclass
     class Settings:
+        adapter: Adapter = find_adapter("codex")
         agent_version: str = "1.2.3"
         sandbox: str = "bwrap"
         agent_binds: tuple[Path, ...] = ()

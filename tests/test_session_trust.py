@@ -88,7 +88,9 @@ def test_forged_marker_does_not_reattach_or_submit(tmp_path: Path, tasks_copy: P
     (planted / "session.json").write_text(json.dumps(forged))
     before = {p.relative_to(task_dir) for p in task_dir.rglob("*")}
 
-    proc = rgbridge("submit", "--workspace", str(ws), "--recordings", str(rec), "--tasks", str(tasks_copy), "--no-wait")
+    proc = rgbridge(
+        "submit", "--workspace", str(ws), "--recordings", str(rec), "--task-dir", str(tasks_copy), "--no-wait"
+    )
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert "no session recorded" in proc.stderr
     assert not list(ws.rglob("store")), "a store was created inside the workspace"
@@ -183,7 +185,16 @@ def test_cli_submit_attaches_only_the_named_session_and_reports_progress(
     b_record = (Path(b.recording) / "session.json").read_bytes()
     (tmp_path / "a" / "app.py").write_text(f"print({time.time_ns()})\n")  # a snapshot no cache knows
     code = cli(
-        ["submit", "--workspace", str(tmp_path / "a"), "--recordings", str(rec), "--tasks", str(tasks_copy), "--json"]
+        [
+            "submit",
+            "--workspace",
+            str(tmp_path / "a"),
+            "--recordings",
+            str(rec),
+            "--task-dir",
+            str(tasks_copy),
+            "--json",
+        ]
     )
     out = capsys.readouterr()
     assert code == 0, out.err
@@ -210,7 +221,7 @@ def test_cli_submit_timeout_is_explicit(
             str(tmp_path / "a"),
             "--recordings",
             str(rec),
-            "--tasks",
+            "--task-dir",
             str(tasks_copy),
             "--timeout",
             "1",

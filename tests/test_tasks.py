@@ -227,7 +227,7 @@ def test_cli_tasks_list_never_truncates_ids_in_80_columns(dataset: Path) -> None
         (d / "test_api.py").write_text("def test_x():\n    assert True\n")
         (d.parent / "README.md").write_text(f"# {name}\n")
     env = {**os.environ, "COLUMNS": "80"}
-    for args in (("--dataset", str(dataset)), ("--dataset", str(dataset), "--tasks", str(TASKS_DIR))):
+    for args in (("--dataset", str(dataset)), ("--dataset", str(dataset), "--task-dir", str(TASKS_DIR))):
         out = subprocess.run(
             [sys.executable, "-m", "bridge.cli", "tasks", "list", *args],
             capture_output=True,
@@ -241,7 +241,7 @@ def test_cli_tasks_list_never_truncates_ids_in_80_columns(dataset: Path) -> None
         for name in (*long_ids, "SimpleFastPyAPI", "javalin-task-manager"):
             assert any(line.split() and line.split()[0] == name for line in lines), (name, out.stdout)
         assert "…" not in out.stdout
-    # --dataset alone serves only the checkout (intended, and said so); --tasks adds the shipped ones
+    # --dataset alone serves only the checkout (intended, and said so); --task-dir adds the shipped ones
     only = subprocess.run(
         [sys.executable, "-m", "bridge.cli", "tasks", "list", "--dataset", str(dataset)],
         capture_output=True,
@@ -250,8 +250,10 @@ def test_cli_tasks_list_never_truncates_ids_in_80_columns(dataset: Path) -> None
         env=env,
         check=False,
     )
-    assert "kv-ledger" not in only.stdout and "add --tasks DIR to serve both" in only.stdout
-    both = json.loads(rgbridge("tasks", "list", "--dataset", str(dataset), "--tasks", str(TASKS_DIR), "--json").stdout)
+    assert "kv-ledger" not in only.stdout and "add --task-dir DIR to serve both" in only.stdout
+    both = json.loads(
+        rgbridge("tasks", "list", "--dataset", str(dataset), "--task-dir", str(TASKS_DIR), "--json").stdout
+    )
     assert {"kv-ledger", "SimpleFastPyAPI"} <= {t["id"] for t in both["tasks"]}
 
 
@@ -275,7 +277,7 @@ def test_dataset_declares_white_box_and_flags_uncollectable_suites(dataset: Path
 
 def test_cli_broken_task_one_line_error(tmp_path: Path) -> None:
     make_task(tmp_path, GOOD_TOML.replace("port = 5055", "port = 99999"))
-    out = rgbridge("tasks", "show", "demo", "--tasks", str(tmp_path))
+    out = rgbridge("tasks", "show", "demo", "--task-dir", str(tmp_path))
     assert out.returncode == 2
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "port" in lines[0]

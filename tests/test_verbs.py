@@ -110,7 +110,7 @@ def test_cli_verbs_go_through_the_table(
                 str(ws),
                 "--recordings",
                 str(rec),
-                "--tasks",
+                "--task-dir",
                 str(tasks_dir),
                 "--allow-nonempty",
             ]
@@ -130,7 +130,7 @@ def test_cli_verbs_go_through_the_table(
         mgr.close()
     monkeypatch.setattr(engine, "default_scorer", lambda: CountingScorer())
     capsys.readouterr()
-    code = cli(["submit", "--workspace", str(ws2), "--recordings", str(rec), "--tasks", str(tasks_dir), "--json"])
+    code = cli(["submit", "--workspace", str(ws2), "--recordings", str(rec), "--task-dir", str(tasks_dir), "--json"])
     assert code == 0, capsys.readouterr().err
     assert [c[:2] for c in calls if c[0] == "submit"] == [("submit", "cli")]
     assert any(c[0] == "result" for c in calls)

@@ -5,25 +5,104 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 
+from bridge.scoring.run.backend import BACKENDS
 from bridge.tasks.catalog import Catalog
 
 if TYPE_CHECKING:
     from bridge.scoring.run.backend import Backend
 
 
-def add_task_source_options(parser: argparse.ArgumentParser) -> None:
+#: the options that name a task source, as every verb and the attempt's server take them
+TASK_DIR_OPTION = "--task-dir"
+DATASET_OPTION = "--dataset"
+#: `--tasks DIR`, the folder before `--task-dir` (it still works for one release, with a warning)
+OLD_TASKS_OPTION = "--tasks"
+TASKS_DIR_DEPRECATED = (
+    "--tasks DIR is deprecated: use --task-dir DIR (--tasks will take task ids, as in `rgbridge run`)"
+)
+
+
+@dataclass(frozen=True)
+class TaskSource:
+    """Where a verb's tasks come from: a folder of native tasks (`--task-dir`), a RepoGenesis
+    checkout (`--dataset`), both, or neither (the shipped tasks)."""
+
+    task_dir: Path | None = None
+    dataset: Path | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> TaskSource:
+        return cls(_absolute(getattr(args, "task_dir", None)), _absolute(getattr(args, "dataset", None)))
+
+    @property
+    def given(self) -> bool:
+        return self.task_dir is not None or self.dataset is not None
+
+    def catalog(self) -> Catalog:
+        return Catalog.from_options(self.task_dir, self.dataset)
+
+    def server_args(self) -> list[str]:
+        """The same source as options of the MCP server (`serve`) the verb starts or configures."""
+        args: list[str] = []
+        if self.task_dir is not None:
+            args += [TASK_DIR_OPTION, str(self.task_dir)]
+        if self.dataset is not None:
+            args += [DATASET_OPTION, str(self.dataset)]
+        return args
+
+
+def _absolute(path: Path | None) -> Path | None:
+    return None if path is None else Path(os.path.abspath(os.path.expanduser(str(path))))
+
+
+class _OldTasksDir(argparse.Action):
+    """`--tasks DIR` where `--tasks` is not task ids: still the folder, with a warning."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[object] | None,
+        option_string: str | None = None,
+    ) -> None:
+        print(f"{parser.prog}: warning: {TASKS_DIR_DEPRECATED}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_task_source_options(
+    parser: argparse.ArgumentParser, *, task_ids: bool = False, passed_through: bool = False
+) -> None:
+    """`--task-dir DIR` and `--dataset DIR` (a TaskSource, `TaskSource.from_args`), the same on
+    every verb. `task_ids`: `--tasks ID ...` picks tasks (`run`); otherwise `--tasks DIR` is the
+    deprecated spelling of `--task-dir`. `passed_through`: the verb only hands them to a server."""
+    through = "passed through to the server; " if passed_through else ""
     parser.add_argument(
-        "--tasks", type=Path, metavar="DIR", help="folder of native tasks (default: the shipped tasks/)"
+        TASK_DIR_OPTION,
+        type=Path,
+        metavar="DIR",
+        help=through + "folder of native tasks (default: the shipped tasks/)",
     )
-    parser.add_argument("--dataset", type=Path, metavar="DIR", help="a RepoGenesis checkout to serve tasks from")
+    parser.add_argument(
+        DATASET_OPTION, type=Path, metavar="DIR", help=through + "a RepoGenesis checkout to take tasks from"
+    )
+    if task_ids:
+        parser.add_argument(
+            OLD_TASKS_OPTION, nargs="+", metavar="ID", help="task ids (default with --dataset: all of them)"
+        )
+    else:
+        parser.add_argument(
+            OLD_TASKS_OPTION, type=Path, metavar="DIR", dest="task_dir", action=_OldTasksDir, help=argparse.SUPPRESS
+        )
 
 
 PROFILE_CHOICES = ("both", "strict", "compat")
@@ -44,7 +123,7 @@ def add_profile_option(parser: argparse.ArgumentParser, default: str | None = "b
 def add_backend_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend",
-        choices=("local", "ray"),
+        choices=BACKENDS,
         default="local",
         help="where scoring jobs run: this machine (default) or a Ray cluster (extra 'ray')",
     )
@@ -98,7 +177,7 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
 
 
 def load_catalog(args: argparse.Namespace, *, report_errors: bool = True) -> Catalog:
-    catalog = Catalog.from_options(getattr(args, "tasks", None), getattr(args, "dataset", None))
+    catalog = TaskSource.from_args(args).catalog()
     if report_errors and catalog.errors:
         err = stderr_console()
         for line in catalog.errors:

@@ -14,8 +14,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from bridge.commands.common import (
+    TaskSource,
     add_json_option,
     add_profile_option,
+    add_task_source_options,
     at_least,
     console,
     load_catalog,
@@ -32,13 +34,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "conformance",
         help="collect every golden suite of a checkout and score an empty and an all-404 repo under both profiles",
     )
-    parser.add_argument("--dataset", type=Path, metavar="DIR", help="a RepoGenesis checkout")
-    parser.add_argument(
-        "--tasks",
-        type=Path,
-        metavar="DIR",
-        help="a folder of native tasks, instead of or beside --dataset (no default: give one of the two)",
-    )
+    add_task_source_options(parser)  # no default here: give one of the two
     parser.add_argument("--only", nargs="*", metavar="ID", help="only these task ids")
     parser.add_argument("--lang", choices=("python", "java"), help="only tasks of this language")
     parser.add_argument("--workers", type=at_least(1), default=2, help="tasks checked in parallel (default 2)")
@@ -52,8 +48,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def cmd_conformance(args: argparse.Namespace) -> int:
     from bridge.scoring.run.conformance import row_dict, run_conformance
 
-    if args.dataset is None and args.tasks is None:
-        stderr_console().print("[red]error:[/] give --dataset DIR (a RepoGenesis checkout) or --tasks DIR")
+    if not TaskSource.from_args(args).given:
+        stderr_console().print("[red]error:[/] give --dataset DIR (a RepoGenesis checkout) or --task-dir DIR")
         return 2
     catalog = load_catalog(args)
     tasks = [t for t in catalog if (not args.only or t.id in args.only) and (not args.lang or t.lang == args.lang)]

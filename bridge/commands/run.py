@@ -23,6 +23,7 @@ from rich.text import Text
 from bridge.agents.adapters.library import home_python
 from bridge.agents.adapters.registry import ADAPTERS
 from bridge.agents.attempt.lifecycle import Attempt
+from bridge.agents.confine import KINDS
 from bridge.agents.run.options import RunOptions, load_options
 from bridge.agents.run.prompt import PROMPT_KINDS, load_template
 from bridge.agents.run.runner import (
@@ -33,7 +34,14 @@ from bridge.agents.run.runner import (
     limits_option,
     preview_config,
 )
-from bridge.commands.common import PROFILE_CHOICES, at_least, positive_seconds, stderr_console
+from bridge.commands.common import (
+    PROFILE_CHOICES,
+    TaskSource,
+    add_task_source_options,
+    at_least,
+    positive_seconds,
+    stderr_console,
+)
 from bridge.commands.disk import add_disk_budget_option
 from bridge.commands.doctor import add_preflight_option, check_environment_first
 from bridge.errors import BridgeError
@@ -41,6 +49,7 @@ from bridge.fs.walk import walk_files_at
 from bridge.reports.leaderboard import leaderboard_lines
 from bridge.reports.table import render_table
 from bridge.scoring.images.disk import parse_size
+from bridge.scoring.run.backend import BACKENDS
 from bridge.sessions.attempts import check_run_id
 from bridge.tasks.catalog import Catalog
 
@@ -48,9 +57,7 @@ from bridge.tasks.catalog import Catalog
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("run", help="run an agent CLI over tasks × attempts: isolated, timed, recorded, scored")
     p.add_argument("--agent", choices=sorted(ADAPTERS), help="the agent adapter")
-    p.add_argument("--tasks", nargs="+", metavar="ID", help="task ids (default with --dataset: all of them)")
-    p.add_argument("--dataset", type=Path, metavar="DIR", help="a RepoGenesis checkout to take tasks from")
-    p.add_argument("--task-dir", type=Path, metavar="DIR", help="folder of native tasks (default: the shipped ones)")
+    add_task_source_options(p, task_ids=True)
     p.add_argument("--lang", choices=("python", "java"), help="only tasks of this language")
     p.add_argument("--attempts", type=at_least(1), default=1, metavar="N", help="attempts per task (default 1)")
     p.add_argument("--time-limit", type=positive_seconds, default=1800.0, metavar="S", help="agent wall time (s)")
@@ -74,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--run-id", metavar="ID", help="the run's id (default: the time)")
     p.add_argument(
         "--sandbox",
-        choices=("auto", "bwrap", "docker", "none"),
+        choices=KINDS,
         default="auto",
         help="how each agent is confined (default auto: bubblewrap where it works, else Docker; "
         "none runs it unconfined and marks every row so)",
@@ -95,7 +102,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--resume", action="store_true", help="finish a stopped run in OUT (scored attempts are kept)")
     p.add_argument(
         "--backend",
-        choices=("local", "ray"),
+        choices=BACKENDS,
         help="where attempts run: here (local, the default) or on a Ray cluster's nodes offering 'agent'",
     )
     p.add_argument("--ray-address", metavar="HOST:PORT", help="the Ray cluster (default: $RAY_ADDRESS, else auto)")
@@ -131,7 +138,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _catalog(args: argparse.Namespace) -> Catalog:
-    return Catalog.from_options(_abs(args.task_dir), _abs(args.dataset))
+    return TaskSource.from_args(args).catalog()
 
 
 def _abs(path: Path | None) -> Path | None:
@@ -203,11 +210,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise BridgeError("--agent is required (choose from " + ", ".join(sorted(ADAPTERS)) + ")")
         run_id = check_run_id(args.run_id or default_run_id())
         out = out or Path("runs").absolute() / run_id
-        server_args: list[str] = []
-        if args.task_dir:
-            server_args += ["--tasks", str(_abs(args.task_dir))]
-        if args.dataset:
-            server_args += ["--dataset", str(_abs(args.dataset))]
+        server_args = TaskSource.from_args(args).server_args()
         options = RunOptions(
             agent=args.agent,
             tasks=select_tasks(catalog, args.tasks, args.lang, args.dataset is not None),

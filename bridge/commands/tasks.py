@@ -49,9 +49,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     for line in catalog.warnings:
         stderr_console().print(f"[yellow]note:[/] {escape(line)}", highlight=False, soft_wrap=True)
     out.print(task_table(rows, out.width))
-    if getattr(args, "dataset", None) is not None and getattr(args, "tasks", None) is None:
+    if getattr(args, "dataset", None) is not None and getattr(args, "task_dir", None) is None:
         # Intended: --dataset serves the checkout's tasks under their upstream names, alone.
-        out.print("[dim]shipped tasks are not listed with --dataset; add --tasks DIR to serve both[/]")
+        out.print("[dim]shipped tasks are not listed with --dataset; add --task-dir DIR to serve both[/]")
     return 1 if catalog.errors else 0
 
 

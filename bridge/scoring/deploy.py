@@ -47,6 +47,9 @@ def wait_deployed(
     logs.write("service.log", service.logs())
     if oom:
         message = "service was killed: out of memory"
+    elif launcher_entry(plan, service, wait_seconds=1.0) == "none":
+        # the launcher's state file can come later than the quick look above on a loaded machine
+        return DSRResult(success=False, message="No service entry point found"), False
     elif not running:
         message = f"service container exited (code {exit_code}) before answering on port {task.port}"
     else:

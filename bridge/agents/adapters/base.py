@@ -99,9 +99,39 @@ class Adapter:
     key_env: tuple[str, ...] = ()
     #: where the adapter's own install keeps the binary, when it has one (a library agent's
     #: environment built by `rgbridge agents install`: bridge/agents/adapters/library.py)
-    locate: Callable[[], str | None] | None = None
+    installed_binary: Callable[[], str | None] | None = None
     #: a library agent's framework (bridge/agents/adapters/library.py Framework); None for a CLI
     library: Any = None
+    #: the agent is the `--agent-cmd` template, not a CLI of its own (the `command` adapter): no
+    #: CLI to look for when none is named, and the template is part of the run's configuration
+    takes_command: bool = False
+
+    # Hooks: what the run asks of an adapter instead of testing its name (issue 37). The
+    # `command` adapter (bridge/agents/adapters/command.py) overrides them.
+
+    def locate(self, agent_bin: str | None, agent_cmd: str | None, probe_home: Path) -> tuple[str, str]:
+        """(binary, version) of the CLI on this machine: `--agent-bin` or the adapter's own binary,
+        and the version it prints with `probe_home` as its HOME and TMPDIR."""
+        binary = self.find_binary(agent_bin)
+        probe_home.mkdir(parents=True, exist_ok=True)
+        probe = AttemptSetup(binary, "", probe_home, probe_home, probe_home, McpServer("", [], {}))
+        return binary, self.version(binary, base_env(self, probe))
+
+    def check_runnable(self, binary: str, version: str) -> None:
+        """Refuses a CLI that cannot run here: one that printed no version."""
+        if version == "unknown":
+            raise AgentError(
+                f"agent {self.name}: `{binary} {' '.join(self.version_args)}` printed no version: the CLI "
+                f"cannot run here ({self.installed_by}); no agent was started"
+            )
+
+    def resolve(self, binary: str) -> str:
+        """The binary as this machine finds it (`locate` found the CLI's already)."""
+        return binary
+
+    def program(self, binary: str, agent_cmd: str | None) -> list[str]:
+        """The words of what the attempt starts: what its sandbox binds read-only."""
+        return [binary]
 
     def find_binary(self, override: str | None = None) -> str:
         """`--agent-bin`, else the adapter's own install, else PATH, else the Python wheel that
@@ -111,7 +141,7 @@ class Adapter:
             if not os.access(path, os.X_OK):
                 raise AgentError(f"--agent-bin {override}: not an executable file")
             return str(Path(path).absolute())
-        found_here = self.locate() if self.locate is not None else None
+        found_here = self.installed_binary() if self.installed_binary is not None else None
         if found_here:
             return found_here
         for name in self.binaries:

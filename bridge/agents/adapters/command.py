@@ -6,7 +6,11 @@ event stream when it is one (Claude Code's shape), else kept as is.
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
 
 from bridge.agents.adapters import claude_code
 from bridge.agents.adapters.base import Adapter, AgentError, AttemptSetup, Launch, base_env, config_file
@@ -39,7 +43,31 @@ def build(setup: AttemptSetup) -> Launch:
     return Launch(argv=argv, env=base_env(ADAPTER, setup), files={path: text}, cwd=setup.workspace)
 
 
-ADAPTER = Adapter(
+@dataclass(frozen=True)
+class CommandAdapter(Adapter):
+    """The adapter whose agent is a template: its program is the template's first word (or
+    `--agent-bin`), it prints no version, and the sandbox binds what the template's words name."""
+
+    def locate(self, agent_bin: str | None, agent_cmd: str | None, probe_home: Path) -> tuple[str, str]:
+        if not agent_cmd:
+            raise AgentError("--agent command needs --agent-cmd TEMPLATE (with {prompt}, {workspace}, {mcp_config})")
+        return agent_bin or words(agent_cmd)[0], "unknown"
+
+    def check_runnable(self, binary: str, version: str) -> None:
+        if not (shutil.which(binary) or os.access(binary, os.X_OK)):
+            raise AgentError(f"--agent-cmd: {binary!r} is not an executable on PATH; no agent was started")
+
+    def resolve(self, binary: str) -> str:
+        found = shutil.which(binary)
+        if not found:
+            raise AgentError(f"{binary}: not found")
+        return found
+
+    def program(self, binary: str, agent_cmd: str | None) -> list[str]:
+        return words(agent_cmd) if agent_cmd else [binary]
+
+
+ADAPTER = CommandAdapter(
     name=NAME,
     client="cursor",
     binaries=(),
@@ -50,4 +78,5 @@ ADAPTER = Adapter(
     build=build,
     parse=claude_code.parse,
     installed_by="whatever the command needs",
+    takes_command=True,
 )

@@ -210,6 +210,6 @@ def adapter_of(framework: Framework) -> Adapter:
         parse=parse,
         installed_by=f"rgbridge agents install {framework.name}, or --agent-home DIR",
         key_env=(KEY_ENV,),
-        locate=partial(locate, framework),
+        installed_binary=partial(locate, framework),
         library=framework,
     )

@@ -7,22 +7,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bridge.agents.adapters.base import Adapter, AgentError, AttemptSetup, McpServer, base_env
-from bridge.agents.adapters.command import words
+from bridge.agents.adapters.base import Adapter
 
 
 def find_cli(adapter: Adapter, agent_bin: str | None, agent_cmd: str | None, probe_home: Path) -> tuple[str, str]:
-    """(binary, version) of the agent's CLI on this machine: `--agent-bin` or the adapter's own
-    binary, and the version it prints with `probe_home` as its HOME and TMPDIR (the run's and
-    each Ray node's pre-flight ask the same way); the command adapter's program, version "unknown"."""
-    if adapter.name == "command":
-        if not agent_cmd:
-            raise AgentError("--agent command needs --agent-cmd TEMPLATE (with {prompt}, {workspace}, {mcp_config})")
-        return agent_bin or words(agent_cmd)[0], "unknown"
-    binary = adapter.find_binary(agent_bin)
-    probe_home.mkdir(parents=True, exist_ok=True)
-    probe = AttemptSetup(binary, "", probe_home, probe_home, probe_home, McpServer("", [], {}))
-    return binary, adapter.version(binary, base_env(adapter, probe))
+    """(binary, version) of the agent's CLI on this machine, as its adapter finds it (`locate`:
+    `--agent-bin` or its own binary, and the version it prints with `probe_home` as its HOME and
+    TMPDIR); the run's settings and each Ray node's check ask the same way."""
+    return adapter.locate(agent_bin, agent_cmd, probe_home)
 
 
 _VERSION = re.compile(r"\d+(?:\.\d+)+(?:[-+.][0-9A-Za-z.]+)?")

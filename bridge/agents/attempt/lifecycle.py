@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, cast
 
 from bridge.agents.adapters.base import AttemptSetup, HttpServer, Launch
-from bridge.agents.adapters.command import words
 from bridge.agents.adapters.events import ParsedRun, read_stream
 from bridge.agents.adapters.failures import Failure
 from bridge.agents.attempt.server import AttemptServer
@@ -219,11 +218,7 @@ class Attempt:
 
     def _confinement(self) -> Confinement:
         """What the agent may see (bridge/agents/confine/), checked against what the bridge protects."""
-        program = (
-            words(self.settings.agent_cmd)
-            if self.settings.adapter.name == "command" and self.settings.agent_cmd
-            else [self.settings.binary]
-        )
+        program = self.settings.adapter.program(self.settings.binary, self.settings.agent_cmd)
         confinement = confinement_for(
             workspace=self.workspace,
             home=self.dir / "home",

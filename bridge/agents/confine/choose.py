@@ -5,7 +5,7 @@ and the line `rgbridge doctor` prints about it. Probes are cached per process: a
 from __future__ import annotations
 
 import threading
-from typing import Literal
+from typing import Literal, get_args
 
 from bridge.agents.confine.bwrap import BwrapConfiner
 from bridge.agents.confine.docker import DockerConfiner
@@ -14,7 +14,7 @@ from bridge.agents.confine.none import NoConfiner
 from bridge.scoring.doctor import Check
 
 SandboxKind = Literal["auto", "bwrap", "docker", "none"]
-KINDS: tuple[str, ...] = ("auto", "bwrap", "docker", "none")
+KINDS: tuple[SandboxKind, ...] = get_args(SandboxKind)
 
 _lock = threading.Lock()
 _probed: dict[str, SandboxError | None] = {}

@@ -17,8 +17,9 @@ from pathlib import Path
 from bridge.locations import cache_dir, data_home, shipped_tasks_dir
 from bridge.tasks.model import Task
 
-#: the server options that name a task source (bridge/commands/run.py passes them to the server)
-SOURCE_OPTIONS = ("--tasks", "--dataset")
+#: the server options that name a task source (bridge/commands/common.py TaskSource.server_args;
+#: `--tasks DIR` in the run files of runs before `--task-dir`)
+SOURCE_OPTIONS = ("--task-dir", "--tasks", "--dataset")
 DEFAULT_DOCKER_SOCKET = Path("/var/run/docker.sock")
 
 
@@ -28,11 +29,7 @@ def protected_paths(
     """The run's: the task source options its attempts' server gets, the tasks it could serve,
     its recordings and run folder. Absolute, de-duplicated (both as given and resolved: a symlinked folder is protected
     under either name), in a stable order."""
-    paths: list[Path] = []
-    args = list(server_args)
-    for option, value in zip(args, args[1:], strict=False):
-        if option in SOURCE_OPTIONS:
-            paths.append(Path(value))
+    paths: list[Path] = [p for p in source_of(server_args) if p is not None]
     try:
         paths.append(shipped_tasks_dir())  # the installed package's tasks, served or not
     except RuntimeError:
@@ -42,6 +39,16 @@ def protected_paths(
         paths += task.test_extras.values()
     paths += [recordings, data_home(), cache_dir(), output_dir, *docker_sockets()]
     return _unique(paths)
+
+
+def source_of(server_args: Sequence[str]) -> tuple[Path | None, Path | None]:
+    """(task folder, dataset) the server options name (the attempt's server serves these)."""
+    given = {
+        server_args[i]: server_args[i + 1] for i in range(len(server_args) - 1) if server_args[i] in SOURCE_OPTIONS
+    }
+    folder = given.get("--task-dir") or given.get("--tasks")
+    dataset = given.get("--dataset")
+    return (Path(folder) if folder else None), (Path(dataset) if dataset else None)
 
 
 def docker_sockets() -> list[Path]:

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-from bridge.agents.adapters.base import Adapter, AgentError
+from bridge.agents.adapters.base import Adapter
 from bridge.agents.adapters.probe import find_cli
 from bridge.agents.adapters.registry import ADAPTERS
 from bridge.agents.adapters.registry import adapter as find_adapter
@@ -43,12 +43,7 @@ def cli_version(adapter: Adapter, agent_bin: str | None, agent_cmd: str | None) 
     (`adapters.probe.find_cli`); the command adapter's program must be on PATH here."""
     with tempfile.TemporaryDirectory(prefix="rgbridge-probe-") as tmp:
         binary, version = find_cli(adapter, agent_bin, agent_cmd, Path(tmp))
-    if adapter.name == "command":
-        found = shutil.which(binary)
-        if not found:
-            raise AgentError(f"{binary}: not found")
-        return found, version
-    return binary, version
+    return adapter.resolve(binary), version
 
 
 def sandbox_facts(kind: str) -> dict[str, Any]:
@@ -262,7 +257,7 @@ def cluster_checks(
     """`rgbridge doctor --ray-address`: every node offering `agent` checked. With `agent`, its
     CLI must be on every node in one version; without, every adapter's CLI is looked at."""
     ray = connect(address)
-    agents = [agent] if agent else sorted(n for n in ADAPTERS if n != "command")
+    agents = [agent] if agent else sorted(n for n, a in ADAPTERS.items() if not a.takes_command)
     facts = gather_facts(ray, agents, agent_bin, agent_cmd, sandbox, timeout)
     return facts_checks(facts, agents, required=agent is not None)
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.agents.attempt.lifecycle import Attempt, Stopped
+from bridge.agents.confine.protected import source_of
 from bridge.agents.ray.checks import (
     AGENT_RESOURCE,
     CHECK_SECONDS,
@@ -70,10 +71,7 @@ _FINISHABLE = ("agent_done", "submitted")
 
 def node_catalog(options: RunOptions) -> Catalog:
     """The run's tasks as this node sees them (the task options the agent's server gets)."""
-    args = options.server_args
-    given = {args[i]: args[i + 1] for i in range(len(args) - 1) if args[i] in ("--tasks", "--dataset")}
-    tasks, dataset = given.get("--tasks"), given.get("--dataset")
-    return Catalog.from_options(Path(tasks) if tasks else None, Path(dataset) if dataset else None)
+    return Catalog.from_options(*source_of(options.server_args))
 
 
 def _node_base() -> Path:

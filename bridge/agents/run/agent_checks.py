@@ -5,7 +5,6 @@ it) and it is the one `--agent-version` asks for. A refusal leaves no attempt fo
 from __future__ import annotations
 
 import os
-import shutil
 from typing import TYPE_CHECKING
 
 from bridge.agents.adapters.base import AgentError
@@ -30,15 +29,8 @@ def check_key(options: RunOptions) -> None:
 
 def check_cli(options: RunOptions, settings: RunSettings) -> None:
     """The CLI is there and prints its version (the row records it), the one `--agent-version` asks for."""
-    agent, version = settings.adapter, settings.agent_version
-    if agent.name == "command":
-        if not (shutil.which(settings.binary) or os.access(settings.binary, os.X_OK)):
-            raise AgentError(f"--agent-cmd: {settings.binary!r} is not an executable on PATH; no agent was started")
-    elif version == "unknown":
-        raise AgentError(
-            f"agent {agent.name}: `{settings.binary} {' '.join(agent.version_args)}` printed no version: the CLI "
-            f"cannot run here ({agent.installed_by}); no agent was started"
-        )
+    version = settings.agent_version
+    settings.adapter.check_runnable(settings.binary, version)
     if options.agent_version and not version_matches(options.agent_version, version):
         raise AgentError(
             f"--agent-version {options.agent_version}: {settings.binary} is version {version!r}; "

@@ -42,7 +42,7 @@ def run_config(options: RunOptions, settings: RunSettings, template: PromptTempl
     fields: dict[str, Any] = {
         "agent": options.agent,
         "cli_version": settings.agent_version,
-        "agent_cmd": options.agent_cmd if options.agent == "command" else None,
+        "agent_cmd": options.agent_cmd if settings.adapter.takes_command else None,
         "model": options.model,
         "prompt": options.prompt,
         "prompt_hash": template.digest,

@@ -7,7 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from bridge.agents.confine.choose import SandboxKind
 from bridge.errors import BridgeError
+from bridge.scoring.run.backend import BackendName
 
 RUN_FILE = "run.json"
 
@@ -38,13 +40,13 @@ class RunOptions(BaseModel):
     agent_version: str | None = None
     max_cost: float | None = Field(None, gt=0)
     #: how each agent is confined (bridge/agents/confine/; `none` marks every row unconfined)
-    sandbox: Literal["auto", "bwrap", "docker", "none"] = "auto"
+    sandbox: SandboxKind = "auto"
     #: what else the agents may read (`--agent-bind`, read-only): absolute paths
     agent_binds: list[str] = Field(default_factory=list)
     #: one attempt's limits (bridge/agents/confine/model.py Limits: memory, processes, disk)
     limits: dict[str, int] = Field(default_factory=dict)
     # issue 32: where attempts run (bridge/agents/ray/runs.py)
-    backend: Literal["local", "ray"] = "local"
+    backend: BackendName = "local"
     ray_address: str | None = None
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
 from bridge.errors import ScoringError
 from bridge.scoring.types import Profile, ProgressFn
@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from bridge.scoring.result import ProfileResult
     from bridge.tasks.model import Task
 
-BACKENDS = ("local", "ray")
+#: the backends by name (`--backend` of scoring and agent runs alike)
+BackendName = Literal["local", "ray"]
+BACKENDS: tuple[BackendName, ...] = get_args(BackendName)
 
 
 class JobCancelled(ScoringError):
