@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.agents.adapters.failures import Failure
+from bridge.agents.adapters.registry import adapter as find_adapter
 from bridge.agents.attempt.lifecycle import Attempt, Stopped, attempt_key
 from bridge.agents.gateway.door import RunGateway
 from bridge.agents.gateway.prices import source as price_source
@@ -73,6 +74,7 @@ def execute(
         options.prompt,
         prompt_file=Path(options.prompt_file) if options.prompt_file else None,
         tasks=[catalog.get(t) for t in options.tasks],
+        upstream_function=library_function(options.agent),
     )
     output_dir.mkdir(parents=True, exist_ok=True)
     settings = settings_for(options, catalog, output_dir)
@@ -300,6 +302,12 @@ def previous_entries(writer: RunWriter) -> dict[str, ReportRow]:
     return out
 
 
+def library_function(agent: str) -> str | None:
+    """A library agent's function in upstream's generation scripts (its prompt), else None."""
+    framework = find_adapter(agent).library
+    return str(framework.upstream_function) if framework is not None else None
+
+
 def default_run_id() -> str:
     return new_run_id()
 
@@ -314,6 +322,7 @@ def preview_config(options: RunOptions, catalog: Catalog) -> dict[str, Any]:
         options.prompt,
         prompt_file=Path(options.prompt_file) if options.prompt_file else None,
         tasks=[catalog.get(t) for t in options.tasks],
+        upstream_function=library_function(options.agent),
     )
     with tempfile.TemporaryDirectory(prefix="rgbridge-config-") as scratch:
         settings = settings_for(options, catalog, Path(scratch))
