@@ -15,10 +15,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from bridge import __version__
-from bridge.commands import conformance, disk, doctor, plan, recordings, report, run, scoring, sessions, tasks
+from bridge.commands import conformance, disk, doctor, plan, recordings, report, run, scoring, sessions, tasks, view
 from bridge.errors import BridgeError
 
-BUILTIN_GROUPS = (tasks, scoring, disk, doctor, plan, sessions, recordings, report, conformance, run)
+BUILTIN_GROUPS = (tasks, scoring, disk, doctor, plan, sessions, recordings, report, conformance, run, view)
 
 
 def build_parser() -> argparse.ArgumentParser:

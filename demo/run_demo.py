@@ -13,6 +13,7 @@ recording is. Exit code 0 only when the result arrived and Pass@1 = 1.0 in every
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -87,25 +88,25 @@ def result_table(summary: dict[str, Any]) -> Table:
     return table
 
 
+def server_params(args: argparse.Namespace, workspace: Path, recordings: Path) -> StdioServerParameters:
+    """How the demo starts the bridge's MCP server, as an IDE would (stdio)."""
+    server_args = ["-m", "mcp_server", "--workspace", str(workspace), "--recordings", str(recordings)]
+    server_args += ["--profile", args.profile]
+    if args.tasks is not None:
+        server_args += ["--tasks", str(args.tasks.resolve())]
+    # The MCP client hands a server only a few variables by default; our own server gets the
+    # caller's environment, so DOCKER_HOST and the bridge's settings (RGBRIDGE_*) reach its scoring.
+    return StdioServerParameters(command=sys.executable, args=server_args, cwd=str(REPO_ROOT), env=dict(os.environ))
+
+
 async def run(args: argparse.Namespace, workspace: Path, recordings: Path, server_log: Path) -> int:
     catalog = Catalog.from_options(args.tasks, None)
     task = catalog.get(args.task)
     if task.solution_dir is None or not task.solution_dir.is_dir():
         raise DemoError(f"task {task.id} ships no solution/ for the oracle agent")
     oracle = read_solution(task.solution_dir)  # before the session's golden watch starts
-    server_args = [
-        "-m",
-        "mcp_server",
-        "--workspace",
-        str(workspace),
-        "--recordings",
-        str(recordings),
-        "--profile",
-        args.profile,
-    ]
-    if args.tasks is not None:
-        server_args += ["--tasks", str(args.tasks.resolve())]
-    params = StdioServerParameters(command=sys.executable, args=server_args, cwd=str(REPO_ROOT))
+    params = server_params(args, workspace, recordings)
+    server_args = list(params.args)
     console.print(f"[bold]server[/]: {sys.executable} {' '.join(server_args)}  (stderr → {server_log})")
     with server_log.open("w") as errlog:
         async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:

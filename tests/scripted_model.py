@@ -943,9 +943,17 @@ CLI_BINARY = {"claude-code": "claude", "codex": "codex"}
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def by_task_policy(then: str = "submit", tasks: tuple[str, ...] = ("kv-ledger", "word-duel")) -> Policy:
-    """The ready policy of whichever task the prompt names (`rgbridge run` prompts name one)."""
-    policies = {t: solve_task_policy(t, read_solution(_REPO_ROOT / "tasks" / t), then=then) for t in tasks}
+def by_task_policy(
+    then: str = "submit",
+    tasks: tuple[str, ...] = ("kv-ledger", "word-duel"),
+    solutions: dict[str, dict[str, str]] | None = None,
+) -> Policy:
+    """The ready policy of whichever task the prompt names (`rgbridge run` prompts name one);
+    `solutions` replaces a task's reference files (a flawed solution)."""
+    known = solutions or {}
+    policies = {
+        t: solve_task_policy(t, known.get(t) or read_solution(_REPO_ROOT / "tasks" / t), then=then) for t in tasks
+    }
 
     def policy(conv: Conversation) -> Action:
         found = re.search(r"benchmark task '([A-Za-z0-9_.-]+)'", conv.prompt)

@@ -439,7 +439,8 @@ def test_leaderboard_line_pass_at_k_and_contamination() -> None:
         },
         "results": rows,
     }
-    head, python, java, flagged = leaderboard_lines(report)
+    head, python, java, *statistics, flagged = leaderboard_lines(report)
+    assert any("solved (all tests pass) Pass@1" in ln for ln in statistics)
     assert head.startswith("codex codex-cli 0.163.0 + m1") and "6 attempts, 2 per task" in head
     # Pass@1 is the mean over attempts: a (1, 0), b (0.5, 0.5) -> 0.5; Pass@2: a solved once -> 1, b never -> 0
     assert "python: compat Pass@1 0.5000" in python and "compat Pass@2 0.5000" in python

@@ -17,7 +17,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Lower layers never import higher ones. Data flows tasks → sessions → recording → scoring →
 # reports; the code that performs a step imports the layers it hands work to, so the import
-# order is: utilities < tasks < scoring < recording < sessions < reports < agents < adapters.
+# order is: utilities < tasks < scoring < recording < sessions < reports < agents < view < adapters.
 LAYERS: list[tuple[str, ...]] = [
     ("bridge", "bridge.errors", "bridge.textsafe", "bridge.locations", "bridge.fs"),
     ("bridge.tasks",),
@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("bridge.sessions",),
     ("bridge.reports",),
     ("bridge.agents",),
+    ("bridge.view",),
     ("bridge.commands", "bridge.cli"),
     ("mcp_server",),
 ]

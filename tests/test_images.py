@@ -64,6 +64,63 @@ def tester_image(docker_client, base_image) -> str:
 # ---------------------------------------------------------------- pure helpers (no engine)
 
 
+def test_build_all_fetches_tester_wheels_while_the_base_builds(monkeypatch, tmp_path):
+    """Issue 41: the tester's downloads overlap the base image's build, and the tester image then
+    installs from those wheels. The base build here waits until the download has started."""
+    import threading
+
+    from bridge.scoring.images.base import tester
+
+    monkeypatch.setenv("RGBRIDGE_CACHE", str(tmp_path))
+    fetching = threading.Event()
+    calls: list[tuple[str, object]] = []
+
+    def fake_prepare(requirements, dest, **kwargs):
+        fetching.set()
+        calls.append(("prepare", requirements))
+        dest.mkdir(parents=True)
+        return dest
+
+    def fake_base(client, *, progress=None, force=False):
+        assert fetching.wait(10), "the tester wheels were not being fetched during the base build"
+        return base_image_tag()
+
+    def fake_tester(client, *, wheelhouse=None, progress=None, timeout=900):
+        calls.append(("tester", wheelhouse))
+        return "rgbridge-tester:x"
+
+    monkeypatch.setattr(tester, "image_exists", lambda client, tag: False)
+    monkeypatch.setattr(tester, "prepare_wheelhouse", fake_prepare)
+    monkeypatch.setattr(tester, "ensure_base_image", fake_base)
+    monkeypatch.setattr(tester, "ensure_tester_image", fake_tester)
+    lines: list[str] = []
+    out = build_all(object(), progress=lines.append)  # type: ignore[arg-type]
+    assert out["tester"] == "rgbridge-tester:x"
+    assert calls[0] == ("prepare", "\n".join(TESTER_PINS) + "\n")
+    assert calls[1][0] == "tester" and str(calls[1][1]).startswith(str(tmp_path / "wheelhouse"))
+    assert any("fetched on the host" in line for line in lines) and any("base image ready" in line for line in lines)
+
+    # a failed download is not an error: the tester build finds its packages as before
+    def failing_prepare(requirements, dest, **kwargs):
+        fetching.set()
+        raise DependencyInstallError("pip download (binary wheels only) failed")
+
+    calls.clear()
+    monkeypatch.setattr(tester, "prepare_wheelhouse", failing_prepare)
+    build_all(object(), progress=lines.append)  # type: ignore[arg-type]
+    assert calls == [("tester", None)]
+
+
+def test_image_salt_gives_every_image_tags_of_its_own(monkeypatch):
+    monkeypatch.delenv("RGBRIDGE_IMAGE_SALT", raising=False)
+    plain = base_recipe_hash()
+    monkeypatch.setenv("RGBRIDGE_IMAGE_SALT", "bench-1")
+    salted = base_recipe_hash()
+    assert salted != plain and base_image_tag().endswith(salted)
+    monkeypatch.setenv("RGBRIDGE_IMAGE_SALT", "")
+    assert base_recipe_hash() == plain  # unset or empty: the tags of every release
+
+
 def test_debian_source_env_override(monkeypatch):
     monkeypatch.setenv("RGBRIDGE_DEBIAN_MIRROR", "http://mirror.invalid/debian/")
     assert debian_source() == ("http://mirror.invalid/debian", "bookworm")

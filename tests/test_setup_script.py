@@ -21,6 +21,7 @@ def _checkout(tmp_path: Path) -> tuple[Path, Path, Path]:
     checkout, bin_dir, log = tmp_path / "checkout", tmp_path / "bin", tmp_path / "calls.log"
     (checkout / "scripts").mkdir(parents=True)
     shutil.copy2(REPO_ROOT / "scripts" / "setup.sh", checkout / "scripts" / "setup.sh")
+    shutil.copy2(REPO_ROOT / "pyproject.toml", checkout / "pyproject.toml")
     bin_dir.mkdir()
     for name in TOOLS:
         (bin_dir / name).write_text(LOGGING_STUB.format(name=name, log=log))
@@ -40,11 +41,11 @@ def _checkout(tmp_path: Path) -> tuple[Path, Path, Path]:
     return checkout, bin_dir, log
 
 
-def _setup(checkout: Path, bin_dir: Path) -> subprocess.CompletedProcess[str]:
+def _setup(checkout: Path, bin_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     path = f"{bin_dir}:/usr/bin:/bin"  # the stubs first; sh, mkdir, cat, id from the system
     env = {"PATH": path, "HOME": str(checkout), "RGBRIDGE_SKIP_CHROMIUM": "0"}
     return subprocess.run(
-        ["bash", str(checkout / "scripts" / "setup.sh")],
+        ["bash", str(checkout / "scripts" / "setup.sh"), *args],
         env=env,
         capture_output=True,
         text=True,
@@ -72,3 +73,34 @@ def test_setup_installs_into_the_checkouts_venv_only(tmp_path: Path) -> None:
     calls = log.read_text().splitlines()
     assert not [c for c in calls if c.startswith("system-python3")], calls
     assert [c for c in calls if c.startswith("venv-python -m pip install")], calls
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="setup.sh is a bash script")
+def test_demo_mode_installs_the_project_without_extras_once(tmp_path: Path) -> None:
+    """Issue 41: the demo installs only what it uses, and only when pyproject.toml changed."""
+    checkout, bin_dir, log = _checkout(tmp_path)
+    for name in ("chromium", "tmux", "bwrap"):  # what only the tests need: missing, and not asked for
+        (bin_dir / name).unlink()
+    first = _setup(checkout, bin_dir, "--demo")
+    assert first.returncode == 0, first.stderr
+    calls = log.read_text().splitlines()
+    installs = [c for c in calls if " pip " in f" {c} "]
+    assert installs == ["venv-python -m pip install -q --disable-pip-version-check -e ."], calls
+    assert not any(c.startswith("apt-get") for c in calls), calls
+    assert "done in" in first.stderr  # each step says how long it took
+
+    log.unlink()
+    again = _setup(checkout, bin_dir, "--demo")
+    assert again.returncode == 0, again.stderr
+    assert not log.exists() or not [c for c in log.read_text().splitlines() if " pip " in f" {c} "]
+
+    # a changed pyproject.toml installs again; the test command always installs the test extras
+    (checkout / "pyproject.toml").write_text((checkout / "pyproject.toml").read_text() + "\n# changed\n")
+    assert _setup(checkout, bin_dir, "--demo").returncode == 0
+    assert [c for c in log.read_text().splitlines() if c.endswith("-e .")], log.read_text()
+    for name in ("chromium", "tmux", "bwrap"):
+        (bin_dir / name).write_text(LOGGING_STUB.format(name=name, log=log))
+        (bin_dir / name).chmod(0o755)
+    log.unlink()
+    assert _setup(checkout, bin_dir).returncode == 0
+    assert [c for c in log.read_text().splitlines() if c.endswith("-e .[test]")], log.read_text()

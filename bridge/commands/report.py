@@ -43,6 +43,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="NAME",
         help="only this board of the reference file (e.g. verified_no_docker; default: every board)",
     )
+    rep.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="seed of the bootstrap intervals (default 0; the report names it)",
+    )
     rep.add_argument("--leaderboard-row", action="store_true", help="print upstream leaderboard results.json rows")
     rep.add_argument("--ide", metavar="NAME")
     rep.add_argument("--model", metavar="NAME")
@@ -107,7 +114,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         from bridge.reports.html import write_html
 
         out = write_html(
-            args.target, args.html, run_id=args.run_id, reference=args.reference, reference_board=args.reference_board
+            args.target,
+            args.html,
+            run_id=args.run_id,
+            reference=args.reference,
+            reference_board=args.reference_board,
+            seed=args.seed,
         )
         if args.json:
             print_json({"html": str(out)})
@@ -123,7 +135,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         reference = load_reference(args.reference, args.reference_board)  # a bad file fails before printing
     target = open_target(args.target, args.run_id)
     if args.json:
+        from bridge.reports.stats_sections import all_stats
+
         data = {"kind": target.kind, "source": str(target.source), **target.report}
+        data["statistics"] = {s.profile: s.as_dict() for s in all_stats(target.report, seed=args.seed)}
         if reference is not None:
             from dataclasses import asdict
 
@@ -144,8 +159,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     if (target.report.get("metadata") or {}).get("agent"):  # an agent run (`rgbridge run`): its leaderboard line
         from bridge.reports.leaderboard import leaderboard_lines
 
-        for line in leaderboard_lines(target.report):
+        for line in leaderboard_lines(target.report, seed=args.seed):
             con.print(Text(line))
+    else:  # the statistics the leaderboard line carries for agent runs
+        from bridge.reports.stats import stats_lines
+        from bridge.reports.stats_sections import all_stats
+
+        for st in all_stats(target.report, seed=args.seed):
+            for line in stats_lines(st):
+                con.print(Text(line))
     if reference is not None:
         from bridge.reports.reference import reference_table
 

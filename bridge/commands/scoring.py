@@ -139,10 +139,15 @@ def cmd_images_build(args: argparse.Namespace) -> int:
         result = build_all(client, wheelhouse=args.wheelhouse, force=args.force)
     else:
         con = stderr_console()
+        started = time.monotonic()
         with con.status("building scoring images...") as status:
 
             def say(line: str) -> None:
-                status.update(f"[bold]building scoring images[/] {escape(line[:100])}")
+                elapsed = time.monotonic() - started
+                if con.is_terminal:
+                    status.update(f"[bold]building scoring images[/] [{elapsed:.0f}s] {escape(line[:100])}")
+                else:  # a log: every line, with the time it came
+                    con.print(f"[{elapsed:.0f}s] {escape(line)}", highlight=False)
 
             result = build_all(client, progress=say, wheelhouse=args.wheelhouse, force=args.force)
         timings = result["timings"]

@@ -30,6 +30,7 @@ from bridge.reports.markup import page
 from bridge.reports.recording_sections import recording_html
 from bridge.reports.run_sections import attempts_html, is_agent_run, whose_row_html
 from bridge.reports.score_sections import contamination_html, summary_html, tasks_html
+from bridge.reports.stats_sections import stats_html
 from bridge.reports.targets import Target, open_target
 from bridge.sessions.contamination import evidence
 
@@ -43,11 +44,14 @@ def render_html(
     reference: Path | str | None = None,
     reference_board: str | None = None,
     links: Mapping[str, str] | None = None,
+    seed: int = 0,
 ) -> str:
     """The HTML page of any output folder (bridge/reports/targets.py): a run (report_<run_id>.json),
     a `score --output-dir` folder or a recording; `reference` puts the run's row among the rows of
     a leaderboard results.json; `links` maps an attempt (`<task>.a<k>`) to its recording page."""
-    return _render(open_target(target, run_id), reference=reference, reference_board=reference_board, links=links)
+    return _render(
+        open_target(target, run_id), reference=reference, reference_board=reference_board, links=links, seed=seed
+    )
 
 
 def _render(
@@ -56,6 +60,7 @@ def _render(
     reference: Path | str | None,
     reference_board: str | None,
     links: Mapping[str, str] | None,
+    seed: int = 0,
 ) -> str:
     report = found.report
     md = dict(report.get("metadata") or {})
@@ -70,7 +75,7 @@ def _render(
     if found.kind == "run" and is_agent_run(report):
         head = whose_row_html(report)
         beside += attempts_html(report, links)
-    body = head + summary_html(report) + beside + tasks_html(report["results"])
+    body = head + summary_html(report) + stats_html(report, seed=seed) + beside + tasks_html(report["results"])
     if found.kind == "recording":
         title = f"Recording {md.get('session_id')} — {md.get('task_id')}"
         body += recording_html(found.path, report)
@@ -138,6 +143,7 @@ def write_html(
     run_id: str | None = None,
     reference: Path | str | None = None,
     reference_board: str | None = None,
+    seed: int = 0,
 ) -> Path:
     """Write the page of `target` (and of each attempt's recording, for an agent run)."""
     out = Path(out_html)
@@ -148,6 +154,6 @@ def write_html(
         load_reference(reference, reference_board)
     out.parent.mkdir(parents=True, exist_ok=True)
     links = write_attempt_pages(found, out) if is_agent_run(found.report) else {}
-    html = _render(found, reference=reference, reference_board=reference_board, links=links)
+    html = _render(found, reference=reference, reference_board=reference_board, links=links, seed=seed)
     out.write_text(html, encoding="utf-8")
     return out

@@ -1,6 +1,7 @@
 """The leaderboard line of an agent run's report (`rgbridge report OUT` after `rgbridge run`):
 agent and model (and `unconfined` when the agent ran without a sandbox), then per language
 Pass@1 / AC / DSR under both profiles, Pass@k when the run made several attempts per task, the
+statistics (Pass@k for every k, 95% bootstrap intervals: bridge/reports/stats.py), the
 errored attempts (agent failures: recorded, not scored as the agent's work, not in the means) and
 the contaminated attempts, counted and flagged."""
 
@@ -73,7 +74,9 @@ def pass_at_k_by_lang(results: Sequence[Mapping[str, Any]], profile: str, k: int
     return out
 
 
-def leaderboard_lines(report: Mapping[str, Any]) -> list[str]:
+def leaderboard_lines(report: Mapping[str, Any], *, seed: int = 0) -> list[str]:
+    """The leaderboard line, per-language means, then the statistics of bridge/reports/stats.py
+    (Pass@k for every k, 95% intervals; `seed` seeds the bootstrap)."""
     # A report is a file on disk (untrusted): fields of the wrong shape read as absent.
     meta = _mapping(report.get("metadata"))
     raw_agent = meta.get("agent")
@@ -109,6 +112,11 @@ def leaderboard_lines(report: Mapping[str, Any]) -> list[str]:
                 if lang in ks:
                     text += f" | {profile} Pass@{attempts} {ks[lang]:.4f}"
         lines.append(text)
+    from bridge.reports.stats import stats_lines
+    from bridge.reports.stats_sections import all_stats
+
+    for stat in all_stats(report, seed=seed):
+        lines.extend(stats_lines(stat))
     if errored:
         lines.append(
             f"  ERRORED attempts ({len(errored)}; agent failures, not scored, not in the means): {', '.join(errored)}"

@@ -21,7 +21,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from math import comb
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +108,12 @@ def pass_at_k(n: int, c: int, k: int) -> float:
         raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
     if n - c < k:
         return 1.0
-    return 1.0 - comb(n - c, k) / comb(n, k)
+    # The product form of 1 - C(n-c, k) / C(n, k) (the paper's own numpy code): no factorials,
+    # so it stays exact to float precision for any n.
+    rest = 1.0
+    for i in range(n - c + 1, n + 1):
+        rest *= 1.0 - k / i
+    return 1.0 - rest
 
 
 def solved(summary: Mapping[str, Any] | None, profile: str) -> bool | None:

@@ -21,7 +21,8 @@ Image family (every image carries ``rgbridge.owner=rgbridge`` and ``rgbridge.kin
 * ``host`` -- host facts: the Debian mirror, extra CA certificates, pip index settings.
 * ``rootfs`` -- the base rootfs (``debootstrap`` + ``chroot`` on the host); host commands.
 * ``recipe`` -- what the base image holds and the recipe hash in its tag.
-* ``image`` -- the base image (``docker import``) and the official Python image compat prefers.
+* ``image`` -- the rootfs image builder (``docker import``; the base and Java images) and the
+  official Python image compat prefers.
 * ``tester`` -- the tester image and ``build_all`` (``rgbridge images build``).
 * ``build`` -- build lock, hashes, labels, ``docker_build`` (legacy builder, no BuildKit),
   ``BuildResult``, ``DependencyInstallError``.
@@ -36,7 +37,8 @@ Image family (every image carries ``rgbridge.owner=rgbridge`` and ``rgbridge.kin
   handed out while pip checks it; ``DepsImage.settle`` settles it).
 * ``layer`` -- the layer store; ``layer_export`` -- an environment folder as one image layer.
 * ``volume_store`` -- the volume store; ``env_volume`` -- the volume primitives (seed, build,
-  tag, the check container).
+  tag, the check container); ``reaper`` -- the compiles a process leaves running at exit,
+  removed by a detached process.
 * ``closest`` -- a never-seen set started from the closest finished set.
 * ``buildbox`` -- the build container (its install script is ``assets/install_set.sh``).
 * ``buildnet`` -- the shared network namespace of build containers.

@@ -15,13 +15,10 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import docker
-from docker.errors import APIError, DockerException
 
-from bridge.errors import ScoringError
 from bridge.locations import cache_dir
 from bridge.scoring.images.base import (
     APP_GID,
@@ -32,9 +29,10 @@ from bridge.scoring.images.base import (
     build_lock,
     build_rootfs,
     chroot,
+    ensure_rootfs_image,
     hash12,
-    image_exists,
     remove_tree,
+    rootfs_tar_path,
     run_command,
     say,
 )
@@ -168,30 +166,27 @@ def _build_java_rootfs(base_tar: Path, dest_tar: Path, progress: ProgressFn | No
         remove_tree(work)
 
 
+def _java_tar(dest: Path, progress: ProgressFn | None) -> None:
+    """The Java rootfs: the base rootfs (built first if its tarball is not cached) plus the JDK."""
+    base_recipe = base_recipe_hash()
+    base_tar = rootfs_tar_path("base", base_recipe)
+    with build_lock(f"base-{base_recipe}"):
+        if not base_tar.is_file():
+            base_tar.parent.mkdir(parents=True, exist_ok=True)
+            build_rootfs(base_tar, progress)
+    _build_java_rootfs(base_tar, dest, progress)
+
+
 def ensure_java_image(client: docker.DockerClient, *, progress: ProgressFn | None = None, force: bool = False) -> str:
     """Tag of the Java image, building it (rootfs cached under the cache dir) if missing."""
     recipe = java_recipe_hash()
-    tag = f"{JAVA_REPO}:{recipe}"
-    if not force and image_exists(client, tag):
-        return tag
-    with build_lock(f"java-{recipe}"):
-        if not force and image_exists(client, tag):
-            return tag
-        tar_path = cache_dir() / "rootfs" / f"java-{recipe}.tar"
-        tar_path.parent.mkdir(parents=True, exist_ok=True)
-        if force or not tar_path.is_file():
-            base_tar = cache_dir() / "rootfs" / f"{base_recipe_hash()}.tar"
-            with build_lock(f"base-{base_recipe_hash()}"):
-                if not base_tar.is_file():
-                    build_rootfs(base_tar, progress)
-            started = time.monotonic()
-            _build_java_rootfs(base_tar, tar_path, progress)
-            say(progress, f"Java rootfs built in {time.monotonic() - started:.0f}s")
-        say(progress, f"importing {tag}")
-        try:
-            client.api.import_image(src=str(tar_path), repository=JAVA_REPO, tag=recipe, changes=_java_changes(recipe))
-        except (APIError, DockerException) as exc:
-            raise ScoringError(f"docker import of {tag} failed: {exc}") from exc
-        if not image_exists(client, tag):
-            raise ScoringError(f"docker import did not produce {tag}")
-        return tag
+    return ensure_rootfs_image(
+        client,
+        kind="java",
+        repo=JAVA_REPO,
+        recipe=recipe,
+        make_tar=_java_tar,
+        changes=_java_changes(recipe),
+        progress=progress,
+        force=force,
+    )

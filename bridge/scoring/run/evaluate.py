@@ -13,7 +13,9 @@ from typing import Any
 from bridge.errors import ScoringError
 from bridge.scoring.run.backend import JobCancelled
 from bridge.scoring.run.engine import ScoreOptions, score_repo
+from bridge.scoring.run.prepare import SetsAhead, ahead_from_env
 from bridge.scoring.run.reporting import RunWriter, load_previous
+from bridge.scoring.sandbox.docker_client import get_client
 from bridge.scoring.types import ProfileChoice, ScoreRequest, TaskProgressFn
 from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
@@ -123,18 +125,29 @@ def evaluate(
     lock = threading.Lock()
     primary = "compat" if profile in ("both", "compat") else "strict"
 
-    def one(task: Task, repo: Path) -> dict[str, Any]:
+    ahead = sets_ahead(the_plan.todo, request, options, workers)
+
+    def one(index: int, task: Task, repo: Path) -> dict[str, Any]:
         say = (lambda msg: progress(task.id, msg)) if progress else None
         task_out = output_dir / "tasks" / writer.run_id / task.id
         t0 = time.monotonic()
-        result = score_repo(
-            task,
-            repo,
-            ScoreRequest(
-                output_dir=task_out, run_id=f"{writer.run_id}-{task.id}", profile=profile, use_cache=request.use_cache
-            ),
-            replace(options.scoring, progress=say),
-        )
+        if ahead is not None:
+            ahead.starting(index)
+        try:
+            result = score_repo(
+                task,
+                repo,
+                ScoreRequest(
+                    output_dir=task_out,
+                    run_id=f"{writer.run_id}-{task.id}",
+                    profile=profile,
+                    use_cache=request.use_cache,
+                ),
+                replace(options.scoring, progress=say),
+            )
+        finally:
+            if ahead is not None:
+                ahead.finished(index)
         for prof in result.profiles.values():
             prof.elapsed_seconds = prof.elapsed_seconds or round(time.monotonic() - t0, 3)
         entry = writer.record(result, primary)
@@ -145,7 +158,7 @@ def evaluate(
         return entry_out
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rgbridge-eval") as pool:
-        futures = {pool.submit(one, task, repo): task.id for task, repo in the_plan.todo}
+        futures = {pool.submit(one, i, task, repo): task.id for i, (task, repo) in enumerate(the_plan.todo)}
         try:
             for future in as_completed(futures):
                 future.result()
@@ -157,6 +170,9 @@ def evaluate(
             raise
         except JobCancelled:
             raise KeyboardInterrupt from None
+        finally:
+            if ahead is not None:
+                ahead.close()
     meta = {
         "predictions_dir": str(request.predictions_dir),
         "total_elapsed_seconds": round(time.monotonic() - started, 2),
@@ -167,3 +183,28 @@ def evaluate(
     }
     meta.update(request.metadata)
     return writer.finalize(meta), writer, the_plan
+
+
+def sets_ahead(
+    todo: Sequence[tuple[Task, Path]], request: EvaluationRequest, options: EvaluationOptions, workers: int
+) -> SetsAhead | None:
+    """With one worker on this machine, the next repos' dependency sets are built while a repo's
+    service and tests run (bridge/scoring/run/prepare.py); None when that does not apply: more
+    workers overlap repos already, a remote backend prepares on its own nodes."""
+    ahead = ahead_from_env()
+    if workers != 1 or options.scoring.backend is not None or ahead == 0 or len(todo) < 2:
+        return None
+    try:
+        client = options.scoring.client or get_client()
+    except ScoringError:  # no engine: each job says so itself (LocalBackend.run_jobs)
+        return None
+    return SetsAhead(
+        client,
+        todo,
+        profile=request.profile,
+        use_cache=request.use_cache,
+        wheelhouse=options.scoring.wheelhouse,
+        cache=options.scoring.cache,
+        ahead=ahead,
+        progress=options.progress,
+    )

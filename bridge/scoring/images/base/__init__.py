@@ -23,7 +23,13 @@ from bridge.scoring.images.base.build import (
     volume_exists,
 )
 from bridge.scoring.images.base.host import debian_source, host_extra_cas, host_pip_index_settings
-from bridge.scoring.images.base.image import OFFICIAL_PYTHON, ensure_base_image, official_python_image
+from bridge.scoring.images.base.image import (
+    OFFICIAL_PYTHON,
+    ensure_base_image,
+    ensure_rootfs_image,
+    official_python_image,
+    rootfs_tar_path,
+)
 from bridge.scoring.images.base.recipe import (
     APP_DIRS,
     APP_GID,
@@ -70,6 +76,7 @@ __all__ = [
     "debian_source",
     "docker_build",
     "ensure_base_image",
+    "ensure_rootfs_image",
     "ensure_tester_image",
     "hash12",
     "host_extra_cas",
@@ -82,6 +89,7 @@ __all__ = [
     "probe_index",
     "remove_tree",
     "reqfile",
+    "rootfs_tar_path",
     "run_command",
     "say",
     "uv_tool",

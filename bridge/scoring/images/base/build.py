@@ -236,15 +236,16 @@ def docker_build(
 
 class Background:
     """Threads left running after a build, off the score's path (cache fills, bytecode): not
-    daemons, so a process lets them finish before it exits; ``wait`` lets a caller (a
-    benchmark, a test) wait for them."""
+    daemons by default, so a process lets them finish before it exits (``daemon``: the owner
+    sees to what they leave at exit); ``wait`` lets a caller (a benchmark, a test) wait for them."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, daemon: bool = False) -> None:
         self._threads: list[threading.Thread] = []
         self._guard = threading.Lock()
+        self._daemon = daemon
 
     def start(self, target: Callable[..., object], name: str, *args: object, **kwargs: object) -> None:
-        thread = threading.Thread(target=target, name=name, args=args, kwargs=kwargs)
+        thread = threading.Thread(target=target, name=name, args=args, kwargs=kwargs, daemon=self._daemon)
         with self._guard:
             self._threads[:] = [t for t in self._threads if t.is_alive()]
             self._threads.append(thread)

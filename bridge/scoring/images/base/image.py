@@ -1,10 +1,14 @@
-"""The base image and the official Python image the compat profile prefers when it is available.
+"""The rootfs image builder, the base image and the official Python image the compat profile prefers.
 
-``rgbridge-base`` is the rootfs (``rootfs.py``) imported with ``docker import``."""
+``rgbridge-base`` is the rootfs (``rootfs.py``) imported with ``docker import``;
+``ensure_rootfs_image`` is the one lock, tarball cache and import step of every image made
+without a registry (the base here, the Java image in ``bridge/scoring/java/images.py``)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import docker
 from docker.errors import APIError, DockerException
@@ -33,29 +37,64 @@ def _base_changes(recipe: str) -> list[str]:
     ]
 
 
-def ensure_base_image(client: docker.DockerClient, *, progress: ProgressFn | None = None, force: bool = False) -> str:
-    """Tag of the base image, building it (rootfs cached under the cache dir) if missing."""
-    recipe = base_recipe_hash()
-    tag = f"{BASE_REPO}:{recipe}"
+def rootfs_tar_path(kind: str, recipe: str) -> Path:
+    """Where the root filesystem tarball of a ``kind`` image is cached (the base's file name
+    predates the Java image's, and is kept so existing caches stay valid)."""
+    return cache_dir() / "rootfs" / (f"{recipe}.tar" if kind == "base" else f"{kind}-{recipe}.tar")
+
+
+def ensure_rootfs_image(
+    client: docker.DockerClient,
+    *,
+    kind: str,
+    repo: str,
+    recipe: str,
+    make_tar: Callable[[Path, ProgressFn | None], None],
+    changes: list[str],
+    progress: ProgressFn | None = None,
+    force: bool = False,
+) -> str:
+    """``repo:recipe``, imported with ``docker import`` from a root filesystem tarball that
+    ``make_tar(dest, progress)`` writes, cached under the cache dir by recipe. The one builder of
+    the images made without a registry (the Python base, the Java image): one lock per recipe
+    across threads and processes, the tarball reused when only the image is gone."""
+    tag = f"{repo}:{recipe}"
     if not force and image_exists(client, tag):
         return tag
-    with build_lock(f"base-{recipe}"):
+    with build_lock(f"{kind}-{recipe}"):
         if not force and image_exists(client, tag):
             return tag
-        tar_path = cache_dir() / "rootfs" / f"{recipe}.tar"
+        tar_path = rootfs_tar_path(kind, recipe)
         tar_path.parent.mkdir(parents=True, exist_ok=True)
         if force or not tar_path.is_file():
             started = time.monotonic()
-            build_rootfs(tar_path, progress)
-            say(progress, f"rootfs built in {time.monotonic() - started:.0f}s")
+            make_tar(tar_path, progress)
+            say(progress, f"{kind} rootfs built in {time.monotonic() - started:.0f}s")
         say(progress, f"importing {tag}")
+        started = time.monotonic()
         try:
-            client.api.import_image(src=str(tar_path), repository=BASE_REPO, tag=recipe, changes=_base_changes(recipe))
+            client.api.import_image(src=str(tar_path), repository=repo, tag=recipe, changes=changes)
         except (APIError, DockerException) as exc:
             raise ScoringError(f"docker import of {tag} failed: {exc}") from exc
         if not image_exists(client, tag):
             raise ScoringError(f"docker import did not produce {tag}")
+        say(progress, f"imported {tag} in {time.monotonic() - started:.0f}s")
         return tag
+
+
+def ensure_base_image(client: docker.DockerClient, *, progress: ProgressFn | None = None, force: bool = False) -> str:
+    """Tag of the base image, building it (rootfs cached under the cache dir) if missing."""
+    recipe = base_recipe_hash()
+    return ensure_rootfs_image(
+        client,
+        kind="base",
+        repo=BASE_REPO,
+        recipe=recipe,
+        make_tar=build_rootfs,
+        changes=_base_changes(recipe),
+        progress=progress,
+        force=force,
+    )
 
 
 OFFICIAL_PYTHON = "python:3.10-slim"

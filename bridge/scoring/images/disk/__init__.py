@@ -19,6 +19,7 @@ from bridge.scoring.images.disk.budget import (
     parse_size,
     prune,
     resolve_budget,
+    room_ahead,
     set_estimate,
 )
 from bridge.scoring.images.disk.inventory import (
@@ -86,6 +87,7 @@ __all__ = [
     "remove_holder",
     "remove_images",
     "resolve_budget",
+    "room_ahead",
     "set_estimate",
     "sha256_file",
     "touch",

@@ -178,6 +178,22 @@ def make_room(
         return _evict(client, books, inv, budget, room, progress, reason)
 
 
+def room_ahead(client: docker.DockerClient, sets: int, *, kind: str = "python-set") -> bool:
+    """Would ``sets`` more sets of ``kind``, built ahead of their use, fit the budget beside every
+    set in use now and one more being built for the score under way? Only sets nobody uses may
+    be evicted for them, so a set prepared ahead never pushes out one in use, and (held until
+    its score) is never evicted before it is used. No budget: always."""
+    with books_lock(books_dir(client)):
+        inv = kept_inventory(client)
+        budget = resolve_budget(client, inv.budgeted_bytes)
+        if budget.bytes <= 0:
+            return True
+        room = max(set_estimate(inv, kind), set_estimate(inv, kind, quantile=RESERVE_QUANTILE))
+        unused = sum(i.bytes for i in inv.sets() if not i.in_use and not i.building)
+        kept = inv.budgeted_bytes - unused + sum(max(0, room - i.bytes) for i in inv.items if i.building)
+        return kept + room * (sets + 1) <= budget.bytes
+
+
 def prune(
     client: docker.DockerClient,
     *,

@@ -17,6 +17,7 @@ package cache and tools mounted read-only; the host writes nothing into the volu
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import secrets
 import time
@@ -48,6 +49,7 @@ from bridge.scoring.images.sets.closest import (
     delta_check,
 )
 from bridge.scoring.images.sets.layer_export import valid_prefix
+from bridge.scoring.images.sets.reaper import compile_done, hand_over, watch_compile
 from bridge.scoring.images.sets.store import DepSet, EnvVolume, InstallSource
 from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels
 
@@ -206,18 +208,27 @@ class CheckContainer:
         return (not outcome.timed_out and outcome.exit_code == 0), self._notes + log[-LOG_TAIL_CHARS:]
 
 
-# Build containers still compiling bytecode into an accepted set, removed when they end.
-_compiles = Background()
+# Build containers still compiling bytecode into an accepted set, removed when they end. Daemon
+# threads: a process that exits meanwhile hands them to a reaper of their own (reaper.py) rather
+# than making its user wait for bytecode the score did not need.
+_compiles = Background(daemon=True)
+atexit.register(hand_over)
 
 
 def _reap(container: Container, deadline: float) -> None:
     from bridge.scoring.sandbox.containers import remove_container, wait_with_timeout
 
+    container_id = str(container.id)
+    watch_compile(container_id, deadline)
+
     def run() -> None:
-        with contextlib.suppress(DockerException, requests.RequestException):
-            wait_with_timeout(container, max(5.0, deadline - time.monotonic()))
-        with contextlib.suppress(DockerException, requests.RequestException):
-            remove_container(container)
+        try:
+            with contextlib.suppress(DockerException, requests.RequestException):
+                wait_with_timeout(container, max(5.0, deadline - time.monotonic()))
+            with contextlib.suppress(DockerException, requests.RequestException):
+                remove_container(container)
+        finally:
+            compile_done(container_id)
 
     _compiles.start(run, "set-compile")
 

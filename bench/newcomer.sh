@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Time a newcomer's first demo (issue 41): a fresh clone, an empty pip cache, an empty bridge
+# cache and no scoring image of its own, then `bash scripts/demo.sh`, step by step.
+#
+#   bash bench/newcomer.sh [REPS]     (default 1; run as root, like the demo)
+#
+# The engine may be shared (other people's images stay untouched): the run gets image tags of its
+# own through RGBRIDGE_IMAGE_SALT (mixed into the base recipe hash, so base and tester are built
+# from nothing, rootfs included), and afterwards it removes only the images labelled with that recipe
+# (base, tester, the sets on them) and their sets' and seed volumes. What
+# this cannot empty is the engine's own state and the host's apt/debootstrap downloads (debootstrap
+# fetches from the host's mirror every time). Prints one line per run:
+#   run N: setup S s, images I s, demo run D s, total T s (PASS|FAIL)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+reps="${1:-1}"
+src="$PWD"
+for rep in $(seq 1 "$reps"); do
+  work="$(mktemp -d /tmp/rgbridge-newcomer-XXXXXX)"
+  git clone -q "$src" "$work/clone"
+  salt="newcomer-$(date +%s)-$rep-$$"
+  log="$work/demo.log"
+  rc=0
+  (
+    cd "$work/clone"
+    unset RGBRIDGE_WHEEL_CACHE VIRTUAL_ENV PYTHONPATH
+    export RGBRIDGE_IMAGE_SALT="$salt" XDG_CACHE_HOME="$work/xdg-cache" PIP_CACHE_DIR="$work/pip-cache"
+    export RGBRIDGE_CACHE="$work/rgbridge-cache" RGBRIDGE_HOME="$work/rgbridge-home"
+    bash scripts/demo.sh 2>&1 | tee "$log"
+  ) || rc=$?
+  took() { sed -n "s/^demo: \[[0-9]* s\]   $1 took \([0-9]*\) s$/\1/p" "$log" | tail -1; }
+  total="$(sed -n 's/^demo: total \([0-9]*\) s$/\1/p' "$log" | tail -1)"
+  verdict=FAIL
+  grep -q "PASS: Pass@1 = 1.0" "$log" && [ "$rc" = 0 ] && verdict=PASS
+  # only this run's images: every image labelled with the salted base recipe (the base, the
+  # tester, sets on them), the sets' volumes and the seed volumes of those images
+  recipe="$(cd "$work/clone" && RGBRIDGE_IMAGE_SALT="$salt" .venv/bin/python -c '
+from bridge.scoring.images.base import base_recipe_hash
+print(base_recipe_hash())' 2>/dev/null || true)"
+  if [ -n "$recipe" ]; then
+    refs="$(docker images --filter "label=rgbridge.recipe=$recipe" --format '{{.Repository}}:{{.Tag}}' | grep -v '<none>' || true)"
+    ids="$(docker images -a -q --no-trunc --filter "label=rgbridge.recipe=$recipe" | sort -u || true)"
+    for ref in $refs; do
+      case "$ref" in rgbridge-deps:*) docker volume rm "rgbridge-env-${ref#rgbridge-deps:}" >/dev/null 2>&1 || true ;; esac
+    done
+    for id in $ids; do
+      short="${id#sha256:}"
+      docker volume rm "rgbridge-seed-${short:0:12}" >/dev/null 2>&1 || true
+    done
+    [ -z "$refs" ] || docker image rm $refs >/dev/null 2>&1 || true
+    left="$(docker images -a -q --filter "label=rgbridge.recipe=$recipe")"
+    [ -z "$left" ] || echo "run $rep: left on the engine (recipe $recipe): $left" >&2
+  fi
+  echo "run $rep: setup $(took setup) s, images $(took images) s, demo run $(took 'demo run') s, total ${total:-?} s ($verdict)"
+  grep -E "^setup:|fetched on the host|rootfs built in|imported |image ready in|scored in" "$log" | sed 's/^/  /' || true
+  rm -rf "$work"
+done
