@@ -15,10 +15,23 @@ from rich.console import Console
 from rich.markup import escape
 
 from bridge import __version__
-from bridge.commands import conformance, disk, doctor, plan, recordings, report, run, scoring, sessions, tasks, view
+from bridge.commands import (
+    agents,
+    conformance,
+    disk,
+    doctor,
+    plan,
+    recordings,
+    report,
+    run,
+    scoring,
+    sessions,
+    tasks,
+    view,
+)
 from bridge.errors import BridgeError
 
-BUILTIN_GROUPS = (tasks, scoring, disk, doctor, plan, sessions, recordings, report, conformance, run, view)
+BUILTIN_GROUPS = (tasks, scoring, disk, doctor, plan, sessions, recordings, report, conformance, run, view, agents)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,6 +10,9 @@ variable (documented in the README, "Files and folders"); the CLI flags (`--task
 - data home:    `$RGBRIDGE_HOME`, else `$XDG_DATA_HOME/rgbridge` (`~/.local/share/rgbridge`).
 - caches:       `$RGBRIDGE_CACHE`, else `$XDG_CACHE_HOME/rgbridge` (`~/.cache/rgbridge`);
                 images' root filesystems, package and Maven caches, collection caches.
+- agent envs:   `$RGBRIDGE_AGENTS_HOME`, else `$XDG_DATA_HOME/rgbridge-agents`: the library agents'
+                environments (`rgbridge agents install`), apart from the data home because they
+                are bound read-only into agents' sandboxes, which never see the data home.
 The XDG rules are those of the freedesktop.org Base Directory Specification.
 """
 
@@ -68,3 +71,8 @@ def cache_dir() -> Path:
     path = _env_path("RGBRIDGE_CACHE") or _xdg("XDG_CACHE_HOME", ".cache")
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def agents_home() -> Path:
+    """Where `rgbridge agents install` builds the library agents' environments (not created here)."""
+    return _env_path("RGBRIDGE_AGENTS_HOME") or _xdg("XDG_DATA_HOME", ".local/share").with_name("rgbridge-agents")

@@ -11,7 +11,14 @@ import signal
 import sys
 from pathlib import Path
 
-from bridge.commands.common import PROFILE_CHOICES, RECORDINGS_HELP, TaskSource, add_task_source_options, at_least
+from bridge.commands.common import (
+    PROFILE_CHOICES,
+    RECORDINGS_HELP,
+    TaskSource,
+    add_task_source_options,
+    at_least,
+    old_spelling,
+)
 from bridge.commands.disk import add_disk_budget_option
 from bridge.credentials import client_id_for, is_client_token, mint_client_credential, read_server_token
 from bridge.errors import BridgeError
@@ -25,22 +32,10 @@ def _abs(path: Path | None) -> Path | None:
 
 
 # --------------------------------------------------------------------------- serve
-class _OldAttempts(argparse.Action):
-    """`serve --attempts N`: still the submissions limit, with a warning (one release)."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: object,
-        option_string: str | None = None,
-    ) -> None:
-        print(
-            f"{parser.prog}: warning: --attempts is deprecated here: use --max-submissions N "
-            "(`rgbridge run --attempts` counts attempts per task)",
-            file=sys.stderr,
-        )
-        setattr(namespace, self.dest, values)
+#: `serve --attempts N`, the submissions limit's old name (`rgbridge run --attempts` counts attempts)
+OLD_ATTEMPTS = (
+    "--attempts is deprecated here: use --max-submissions N (`rgbridge run --attempts` counts attempts per task)"
+)
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -93,7 +88,11 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     # `--attempts` was this limit's name; in `rgbridge run` it means attempts per task
     parser.add_argument(
-        "--attempts", type=at_least(1), dest="max_submissions", action=_OldAttempts, help=argparse.SUPPRESS
+        "--attempts",
+        type=at_least(1),
+        dest="max_submissions",
+        action=old_spelling(OLD_ATTEMPTS),
+        help=argparse.SUPPRESS,
     )
     parser.add_argument(
         "--run-id",

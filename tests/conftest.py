@@ -66,7 +66,7 @@ def _require_docker() -> bool:
 
 #: Fixtures whose presence in a test's fixture closure puts it in a lane (pytest's
 #: ``item.fixturenames`` holds every fixture a test needs, also through other fixtures).
-LANE_FIXTURES = {"docker": {"docker_client"}, "agent_cli": {"agent_cli"}}
+LANE_FIXTURES = {"docker": {"docker_client"}, "agent_cli": {"agent_cli", "paper_agent"}}
 
 
 #: How pytest marks a test whose parametrisation is empty (it would skip it and check nothing).
@@ -105,6 +105,28 @@ def agent_cli() -> Callable[[str], Path]:
     """``agent_cli("claude" | "codex")``: the CLI's binary, or a skip (a failure under
     RGBRIDGE_REQUIRE_AGENT_CLIS=1). A fixture rather than an import so the test is marked."""
     from tests.agent_clis import agent_cli as find
+
+    return find
+
+
+@pytest.fixture(scope="session")
+def paper_agent() -> Callable[[str], Path]:
+    """``paper_agent("qwen-agent" | "ms-agent" | "metagpt" | "deepcode")``: the Python of the
+    framework's environment `rgbridge agents install NAME` built, or a skip; a failure when
+    RGBRIDGE_REQUIRE_PAPER_AGENTS names it (a comma list, or 1 for all four). In the agent_cli lane."""
+    from bridge.agents.adapters.registry import adapter
+
+    def find(name: str) -> Path:
+        required = os.environ.get("RGBRIDGE_REQUIRE_PAPER_AGENTS", "")
+        wanted = required in ("1", "all") or name in required.split(",")
+        installed = adapter(name).installed_binary
+        found = installed() if installed is not None else None
+        if found is None:
+            message = f"{name}: no environment (rgbridge agents install {name})"
+            if wanted:
+                pytest.fail(message + " and RGBRIDGE_REQUIRE_PAPER_AGENTS asks for it")
+            pytest.skip(message)
+        return Path(found)
 
     return find
 

@@ -88,6 +88,9 @@ class Conversation:
     prompt: str  # the first user message's text
     history: tuple[ToolResult, ...]  # every tool call so far, in order, with its result
     system: str = ""
+    #: the request's messages as sent (Chat Completions only): frameworks that call tools by
+    #: text (Qwen-Agent's `<tool_call>` blocks) are read from these by their own policies
+    messages: tuple[dict[str, Any], ...] = ()
 
     def calls_to(self, tool: str) -> list[ToolResult]:
         return [r for r in self.history if r.call.tool == tool]
@@ -712,6 +715,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._anthropic(raw, body or {})
         elif path.endswith("/responses"):
             self._openai(raw, body or {})
+        elif path.endswith("/chat/completions"):
+            self._chat(raw, body or {})
         else:
             self.scripted.log(LoggedRequest("POST", self.path, "other", body))
             self._json(404, {"error": {"type": "not_found_error", "message": f"no route {path}"}})
@@ -953,6 +958,114 @@ class _Handler(BaseHTTPRequestHandler):
         )
         self.scripted.wire.answered(input_tokens, output_tokens)
 
+    # OpenAI Chat Completions (the library agents: Qwen-Agent, MS-Agent, MetaGPT, DeepCode)
+    def _chat(self, raw: bytes, body: dict[str, Any]) -> None:
+        conv = chat_conversation(body)
+        action = self.scripted.decide(conv)
+        self.scripted.log(LoggedRequest("POST", self.path, "chat", body, action, conversation=conv))
+        if isinstance(action, Fail):
+            code = _OPENAI_ERRORS.get(action.status, "server_error")
+            self._json(
+                action.status,
+                {"error": {"message": action.message or code, "type": code, "code": code, "param": None}},
+                {"retry-after": "0", "Connection": "close"},
+            )
+            self.close_connection = True
+            return
+        if isinstance(action, Stall):
+            self.scripted.stall(action.seconds)
+            self._json(500, {"error": {"message": "stalled", "type": "server_error", "code": "server_error"}})
+            return
+        text = "" if isinstance(action, Truncate) else action.text
+        calls = [
+            {
+                "id": "call_" + uuid.uuid4().hex[:24],
+                "type": "function",
+                "function": {"name": c.tool, "arguments": json.dumps(c.arguments)},
+            }
+            for c in (action.calls if isinstance(action, Calls) else ())
+        ]
+        finish = "tool_calls" if calls else "stop"
+        input_tokens, output_tokens = _estimate_tokens(raw), max(1, (len(text) + len(json.dumps(calls))) // 4)
+        usage = {
+            "prompt_tokens": input_tokens,
+            "completion_tokens": output_tokens,
+            "total_tokens": input_tokens + output_tokens,
+        }
+        base = {"id": "chatcmpl-" + uuid.uuid4().hex[:24], "created": int(time.time())}
+        base["model"] = str(body.get("model") or self.scripted.model_name)
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": text or None}
+            if calls:
+                message["tool_calls"] = calls
+            choice = {"index": 0, "message": message, "finish_reason": finish}
+            self._json(200, {**base, "object": "chat.completion", "choices": [choice], "usage": usage})
+            return
+        self._sse_start()
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> None:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+            data = {**base, "object": "chat.completion.chunk", "choices": [choice]}
+            self.wfile.write(f"data: {json.dumps(data)}\n\n".encode())
+            self.wfile.flush()
+
+        chunk({"role": "assistant", "content": ""})
+        if isinstance(action, Truncate):
+            self.wfile.write(b'data: {"id": "chatcmpl-cut", "choices": [{"delta": {"cont')
+            self.wfile.flush()
+            return
+        if text:
+            chunk({"content": text})
+        for index, call in enumerate(calls):
+            chunk({"tool_calls": [{"index": index, **call}]})
+        chunk({}, finish)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            data = {**base, "object": "chat.completion.chunk", "choices": [], "usage": usage}
+            self.wfile.write(f"data: {json.dumps(data)}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+
+def chat_conversation(body: dict[str, Any]) -> Conversation:
+    """A Chat Completions request (`messages`, `tools` of type function) as a Conversation:
+    native tool calls of assistant messages paired with the `tool` messages answering them."""
+    tools: list[str] = []
+    schemas: dict[str, dict[str, Any]] = {}
+    for tool in body.get("tools") or []:
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(fn, dict) and fn.get("name"):
+            tools.append(str(fn["name"]))
+            schemas[str(fn["name"])] = fn.get("parameters") or {}
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    system = "\n".join(_text_of(m.get("content")) for m in messages if m.get("role") == "system")
+    prompt = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    calls: dict[str, Call] = {}
+    order: list[str] = []
+    results: dict[str, str] = {}
+    for m in messages:
+        for tc in m.get("tool_calls") or [] if m.get("role") == "assistant" else []:
+            fn = tc.get("function") or {}
+            raw = fn.get("arguments") or "{}"
+            args = _parse(raw) if isinstance(raw, str) else raw
+            calls[str(tc.get("id", ""))] = Call(str(fn.get("name", "")), args if isinstance(args, dict) else {})
+            order.append(str(tc.get("id", "")))
+        if m.get("role") == "tool":
+            results[str(m.get("tool_call_id", ""))] = _text_of(m.get("content"))
+    history = tuple(
+        ToolResult(calls[i], results.get(i, ""), _parse(results.get(i, "")), "error" in results.get(i, "").lower())
+        for i in order
+    )
+    return Conversation(
+        api="chat",
+        model=str(body.get("model", "")),
+        tools=tuple(tools),
+        schemas=schemas,
+        prompt=prompt,
+        history=history,
+        system=system,
+        messages=tuple(messages),
+    )
+
 
 def iter_sse(text: str) -> Iterator[tuple[str, Any]]:
     """Parse an SSE body into (event, data) pairs (for tests of the endpoint itself)."""
@@ -997,3 +1110,81 @@ def by_task_policy(
         return policies[found.group(1)](conv)
 
     return policy
+
+
+# --------------------------------------------------------------------------------------------
+# The library agents (Qwen-Agent, MS-Agent, MetaGPT, DeepCode) over Chat Completions
+
+
+def _named_task(conv: Conversation) -> str | None:
+    found = re.search(r"benchmark task '([A-Za-z0-9_.-]+)'", conv.system + "\n" + conv.prompt)
+    return found.group(1) if found else None
+
+
+def _workspace_named(conv: Conversation) -> str | None:
+    """The folder the driver's user turn names ("Current working directory: ...")."""
+    for message in conv.messages:
+        found = re.search(r"Current working directory: (\S+)", _text_of(message.get("content")))
+        if found:
+            return found.group(1)
+    return None
+
+
+def _writer_code(workspace: str, files: dict[str, str]) -> str:
+    return (
+        "import json, os\n"
+        f"root = {workspace!r}\n"
+        f"files = json.loads({json.dumps(files)!r})\n"
+        "for rel, text in files.items():\n"
+        "    path = os.path.join(root, rel)\n"
+        "    os.makedirs(os.path.dirname(path), exist_ok=True)\n"
+        "    with open(path, 'w', encoding='utf-8') as fh:\n"
+        "        fh.write(text)\n"
+        "print('wrote', len(files), 'files')\n"
+    )
+
+
+def library_policy(solutions: dict[str, dict[str, str]]) -> Policy:
+    """A model that solves the task its prompt names (`solutions`: task id -> files) with the
+    framework's own tool, whichever framework calls it:
+
+    - Qwen-Agent offers `code_interpreter` in its system message (Nous-style `<tool_call>` text,
+      answered in a user turn's `<tool_response>`): one Python cell writes every file into the
+      folder its user turn names;
+    - MS-Agent and DeepCode offer native tools (`file_system---write_file`, `write_file`; paths
+      relative to their output folder): one call per file in one turn;
+    - any other request (MetaGPT's roles, DeepCode's planners, a framework's side question) gets a
+      short plain answer: the framework goes on with its own flow on that.
+
+    After its tool answered, the model ends the turn with a final message."""
+
+    def policy(conv: Conversation) -> Action:
+        task = _named_task(conv)
+        files = solutions.get(task or "")
+        if files is None:
+            return Reply("I cannot tell which task this is.")
+        if "code_interpreter" in conv.system and "<tool_call>" in conv.system:
+            answered = any(
+                m.get("role") in ("user", "tool", "function") and "<tool_response>" in _text_of(m.get("content"))
+                for m in conv.messages
+            )
+            workspace = _workspace_named(conv)
+            if answered or workspace is None:
+                return Reply("The service is written: start.sh and requirements.txt are at the root.")
+            call = {"name": "code_interpreter", "arguments": {"code": _writer_code(workspace, files)}}
+            return Reply("I will write the files now.\n<tool_call>\n" + json.dumps(call) + "\n</tool_call>")
+        writer = next((t for t in conv.tools if t.endswith("write_file")), None)
+        if writer is not None:
+            if any(r.call.tool == writer for r in conv.history):
+                return Reply("The service is written: start.sh and requirements.txt are at the root.")
+            props = (conv.schemas.get(writer) or {}).get("properties") or {}
+            key = "file_path" if "file_path" in props else "path"  # DeepCode's write_file / MS-Agent's
+            return Calls(tuple(Call(writer, {key: rel, "content": text}) for rel, text in files.items()))
+        return Reply("Implemented as specified in the README.")
+
+    return policy
+
+
+def refuse_key_policy(_conv: Conversation) -> Action:
+    """Every request refused with 401 (a bad key), as OpenAI answers one."""
+    return Fail(401, "Incorrect API key provided")

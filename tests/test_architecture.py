@@ -404,6 +404,21 @@ def test_run_options_are_a_leaf_of_the_wing() -> None:
     assert inside <= {"bridge.agents.confine", "bridge.agents.confine.choose"}, inside
 
 
+MAX_AGENTS_FUNCTION_LINES = 80
+
+
+def test_no_function_of_the_agents_wing_is_over_80_lines() -> None:
+    """Each step of a run or an attempt reads top to bottom on one screen (issue 37)."""
+    long = [
+        f"{path.relative_to(REPO_ROOT)}:{node.lineno} {node.name} ({n} lines)"
+        for path in _python_files("bridge/agents")
+        for node in ast.walk(_parse(path))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and (n := (node.end_lineno or node.lineno) - node.lineno + 1) > MAX_AGENTS_FUNCTION_LINES
+    ]
+    assert not long, long
+
+
 def test_no_command_branch_outside_the_command_adapter() -> None:
     """Adapters declare what differs (bridge/agents/adapters/base.py's hooks); the run never tests
     an adapter's name."""

@@ -47,6 +47,7 @@ from bridge.agents.confine.bwrap import BwrapConfiner, bwrap_args, trial
 from bridge.agents.confine.none import NoConfiner
 from bridge.agents.confine.process import Ended, run_agent
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "confine"
 HOSTILE = FIXTURES / "hostile_agent.py"
 GREEDY = FIXTURES / "greedy_agent.py"
@@ -616,19 +617,26 @@ def test_unprivileged_user_runs_bwrap_or_is_told_the_fix(unprivileged_user: str)
         system = subprocess.run(
             [SYSTEM_PYTHON, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True
         )
-        if system.stdout.strip() != str(tuple(sys.version_info[:2])) or not os.access(site, os.R_OK):
-            pytest.skip("the system's python3 cannot import this environment's packages")
-        repo = str(Path(__file__).resolve().parent.parent)
+        # asked as that user: root may read what the user cannot (a venv under a 0700 folder)
+        readable = subprocess.run([*runner, "test", "-r", f"{site}/pydantic/__init__.py"], check=False)
+        if system.stdout.strip() != str(tuple(sys.version_info[:2])) or readable.returncode != 0:
+            pytest.skip("the system's python3 cannot import this environment's packages as that user")
+        # The checkout may sit in a folder that user cannot read (a clone under a 0700 folder):
+        # the fixtures and the bridge it imports are copied where it can (`base` is 0755).
+        fixtures, src = base / "fixtures", base / "src"
+        shutil.copytree(FIXTURES, fixtures)
+        shutil.copytree(REPO_ROOT / "bridge", src / "bridge", ignore=shutil.ignore_patterns("__pycache__"))
+        subprocess.run(["chmod", "-R", "a+rX", str(fixtures), str(src)], check=True)
         out = subprocess.run(
             [
                 *runner,
                 "env",
-                f"PYTHONPATH={repo}:{site}",
+                f"PYTHONPATH={src}:{site}",
                 SYSTEM_PYTHON,
-                str(FIXTURES / "run_as_user.py"),
+                str(fixtures / "run_as_user.py"),
                 str(base),
                 "pids",
-                str(FIXTURES),
+                str(fixtures),
             ],
             capture_output=True,
             text=True,

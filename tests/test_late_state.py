@@ -153,6 +153,7 @@ KILLED_IN_SEAL = textwrap.dedent("""
     import sys, threading, time
     from pathlib import Path
     from bridge.sessions.manager import SessionManager
+    from bridge.sessions.recorder import Recorder
     from bridge.sessions.settings import SessionSettings
     from bridge.tasks.catalog import Catalog
     from tests.helpers import CountingScorer
@@ -166,6 +167,11 @@ KILLED_IN_SEAL = textwrap.dedent("""
             (ws / "busy.txt").write_text(str(i)); i += 1; time.sleep(0.05)
     threading.Thread(target=busy, daemon=True).start()
     print(st.recording, flush=True)
+    seal = Recorder.seal
+    def announced(self, *args, **kwargs):  # the test kills this process once the seal waits
+        print("sealing", flush=True)
+        return seal(self, *args, **kwargs)
+    Recorder.seal = announced
     mgr.submit(st.session_id)
 """)
 
@@ -180,7 +186,10 @@ def test_kill_9_during_the_seal_leaves_the_clock_and_the_events_agreeing(tmp_pat
     )
     assert proc.stdout is not None
     rec = Path(proc.stdout.readline().strip())
-    time.sleep(2.0)  # inside the seal's quiet wait
+    # Killed inside the seal's quiet wait: once the seal has begun (the process says so), not
+    # after a fixed sleep that a loaded machine may spend before the submit even started.
+    assert proc.stdout.readline().strip() == "sealing"
+    time.sleep(0.5)  # the busy writes keep the seal waiting (30 s quiet asked)
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
 

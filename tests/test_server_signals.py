@@ -14,6 +14,7 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,40 @@ async def start_and_submit(ws: Path, rec: Path, tmp: Path, on_submitted) -> dict
             return receipt
 
 
+def _own_failure(exc: BaseException) -> bool:
+    """A failed check of the test's own, also inside the task groups of the MCP client."""
+    if isinstance(exc, AssertionError):
+        return True
+    return isinstance(exc, BaseExceptionGroup) and any(_own_failure(e) for e in exc.exceptions)
+
+
+def run_until_server_gone(fn: Callable[..., Awaitable[object]], *args: object) -> None:
+    """`anyio.run(fn, *args)` where the client failing because its server went is expected; an
+    assertion of the test that failed meanwhile is raised, never swallowed with it."""
+    try:
+        anyio.run(fn, *args)
+    except Exception as exc:
+        if _own_failure(exc):
+            raise
+
+
+def test_a_check_failing_while_the_server_goes_is_not_swallowed() -> None:
+    async def server_gone() -> None:
+        raise anyio.BrokenResourceError
+
+    async def check_failed_in_a_task() -> None:
+        async def check() -> None:
+            raise AssertionError("no detached scoring process was started")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(check)
+
+    run_until_server_gone(server_gone)  # expected: the client lost its server
+    with pytest.raises(BaseExceptionGroup) as caught:
+        run_until_server_gone(check_failed_in_a_task)
+    assert _own_failure(caught.value) and "no detached scoring process" in str(caught.value.exceptions[0])
+
+
 def run_signalled(tmp_path: Path, leaks: GoldenLeaks, signals: list[signal.Signals]) -> tuple[dict, Path, float]:
     ws, rec, tmp = tmp_path / "ws", tmp_path / "rec", tmp_path / "tmp"
     ws.mkdir()
@@ -143,10 +178,7 @@ def run_signalled(tmp_path: Path, leaks: GoldenLeaks, signals: list[signal.Signa
             await anyio.sleep(0.05)
         timing["exited"] = time.monotonic()
 
-    try:
-        anyio.run(start_and_submit, ws, rec, tmp, signal_server)
-    except Exception:  # the client notices that its server is gone: expected
-        pass
+    run_until_server_gone(start_and_submit, ws, rec, tmp, signal_server)
     assert "pid" in timing, "the server was never signalled"
     deadline = time.monotonic() + 20  # the client may have given up on its server before we saw it go
     while alive(int(timing["pid"])) and time.monotonic() < deadline:
@@ -203,10 +235,7 @@ def test_a_killed_scoring_process_is_resumed_by_the_next_server_start(
         for pid in scorers + pids_with("mcp_server", str(rec)):
             os.kill(pid, signal.SIGKILL)
 
-    try:
-        anyio.run(start_and_submit, ws, rec, tmp, kill_everything)
-    except Exception:  # the server is gone
-        pass
+    run_until_server_gone(start_and_submit, ws, rec, tmp, kill_everything)
     time.sleep(1.0)
     assert session_json(rec)["job"]["state"] in ("queued", "running")
     golden_leaks.check()

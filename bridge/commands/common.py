@@ -65,18 +65,22 @@ def _absolute(path: Path | None) -> Path | None:
     return None if path is None else Path(os.path.abspath(os.path.expanduser(str(path))))
 
 
-class _OldTasksDir(argparse.Action):
-    """`--tasks DIR` where `--tasks` is not task ids: still the folder, with a warning."""
+def old_spelling(message: str) -> type[argparse.Action]:
+    """The argparse action of an option's old name (one release): it stores as the new name
+    does, and says `message` on stderr."""
 
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: str | Sequence[object] | None,
-        option_string: str | None = None,
-    ) -> None:
-        print(f"{parser.prog}: warning: {TASKS_DIR_DEPRECATED}", file=sys.stderr)
-        setattr(namespace, self.dest, values)
+    class OldSpelling(argparse.Action):
+        def __call__(
+            self,
+            parser: argparse.ArgumentParser,
+            namespace: argparse.Namespace,
+            values: str | Sequence[object] | None,
+            option_string: str | None = None,
+        ) -> None:
+            print(f"{parser.prog}: warning: {message}", file=sys.stderr)
+            setattr(namespace, self.dest, values)
+
+    return OldSpelling
 
 
 def add_task_source_options(
@@ -101,7 +105,12 @@ def add_task_source_options(
         )
     else:
         parser.add_argument(
-            OLD_TASKS_OPTION, type=Path, metavar="DIR", dest="task_dir", action=_OldTasksDir, help=argparse.SUPPRESS
+            OLD_TASKS_OPTION,
+            type=Path,
+            metavar="DIR",
+            dest="task_dir",
+            action=old_spelling(TASKS_DIR_DEPRECATED),
+            help=argparse.SUPPRESS,
         )
 
 

@@ -22,6 +22,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from bridge.agents.adapters.library import home_python
 from bridge.agents.adapters.registry import ADAPTERS
 from bridge.agents.attempt.lifecycle import Attempt
 from bridge.agents.confine import KINDS
@@ -32,6 +33,7 @@ from bridge.agents.run.runner import (
     EXIT_AGENT_ERRORS,
     default_run_id,
     execute,
+    library_function,
     limits_option,
     preview_config,
 )
@@ -66,6 +68,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--model", metavar="NAME", help="the model the agent is asked to use")
     p.add_argument("--model-base-url", metavar="URL", help="model endpoint (keys stay in the environment)")
     p.add_argument("--agent-bin", metavar="PATH", help="the agent's binary (default: PATH, then the PyPI wheel)")
+    p.add_argument(
+        "--agent-home",
+        type=Path,
+        metavar="DIR",
+        help="a library agent's own virtual environment (default: the one `rgbridge agents install` built)",
+    )
     p.add_argument("--agent-cmd", metavar="TEMPLATE", help="--agent command: {prompt} {workspace} {mcp_config}")
     p.add_argument("--on-exit", choices=("submit", "abandon"), default="submit", help="an agent ending unsubmitted")
     p.add_argument("--profile", choices=PROFILE_CHOICES, default="both", help="scoring profile(s) (default both)")
@@ -192,7 +200,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     catalog = _catalog(args)
     if args.show_prompt:
         tasks = select_tasks(catalog, args.tasks, args.lang, args.dataset is not None)
-        template = load_template(args.prompt, prompt_file=_abs(args.prompt_file), tasks=[catalog.get(tasks[0])])
+        template = load_template(
+            args.prompt,
+            prompt_file=_abs(args.prompt_file),
+            tasks=[catalog.get(tasks[0])],
+            upstream_function=library_function(args.agent) if args.agent else None,
+        )
         sys.stdout.write(template.render(catalog.get(tasks[0]), args.time_limit) + "\n")
         return 0
     if args.resume and args.output_dir is None:
@@ -223,7 +236,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             workers=args.workers,
             model=args.model,
             model_base_url=args.model_base_url,
-            agent_bin=args.agent_bin,
+            agent_bin=args.agent_bin or home_python(args.agent_home),
             agent_cmd=args.agent_cmd,
             on_exit=args.on_exit,
             profile=args.profile,

@@ -8,9 +8,10 @@ from bridge.sessions.models import TaskSpec, TaskSummary
 from bridge.tasks.model import Task
 
 
-def rules_text(task: Task) -> str:
-    """The rules of the exercise, shown by get_task and the solve_task prompt."""
-    return (
+def rules_text(task: Task, *, submit: bool = True) -> str:
+    """The rules of the exercise, shown by get_task and the solve_task prompt (`submit=False`: for
+    an agent with no MCP client, whose folder the run submits: bridge/agents/adapters/library.py)."""
+    text = (
         f"Build the service described in the README of task '{task.id}' ({task.lang}, {task.framework}).\n"
         "Rules:\n"
         "1. Work only inside the session workspace; the README there is the whole specification.\n"
@@ -20,8 +21,10 @@ def rules_text(task: Task) -> str:
         "4. Do not look for, fetch or write the benchmark's golden tests; they are not available to you.\n"
         "5. Scoring builds your repository in a container without network access at run time: install\n"
         "   everything through requirements.txt.\n"
-        "6. When you are done, call submit_task once, then poll get_result until the state is done.\n"
     )
+    if submit:
+        text += "6. When you are done, call submit_task once, then poll get_result until the state is done.\n"
+    return text
 
 
 # The server's instructions (no task chosen yet); get_task and the prompt add `rules_text`.

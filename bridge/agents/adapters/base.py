@@ -114,9 +114,18 @@ class Adapter:
     #: the key stays on the host; False (cursor-agent, copilot, antigravity: no documented base-URL
     #: setting) passes the key in env_allow to the agent as before (README "Model gateway")
     via_gateway: bool = True
+    #: where the adapter's own install keeps the binary, when it has one (a library agent's
+    #: environment built by `rgbridge agents install`: bridge/agents/adapters/library.py)
+    installed_binary: Callable[[], str | None] | None = None
+    #: a library agent's framework (bridge/agents/adapters/library.py Framework); None for a CLI
+    library: Any = None
     #: the agent is the `--agent-cmd` template, not a CLI of its own (the `command` adapter): no
     #: CLI to look for when none is named, and the template is part of the run's configuration
     takes_command: bool = False
+    #: its model calls offer the bridge's MCP tools (a CLI given our server): an attempt none of
+    #: whose calls did is `mcp_unavailable` (bridge/agents/gateway/door.py). False for a `command`
+    #: agent (it may name its tools anything) and a library agent (no MCP client)
+    offers_bridge_tools: bool = True
 
     # Hooks: what the run asks of an adapter instead of testing its name (issue 37). The
     # `command` adapter (bridge/agents/adapters/command.py) overrides them.
@@ -146,12 +155,16 @@ class Adapter:
         return [binary]
 
     def find_binary(self, override: str | None = None) -> str:
-        """`--agent-bin`, else PATH, else the Python wheel that bundles the CLI."""
+        """`--agent-bin`, else the adapter's own install, else PATH, else the Python wheel that
+        bundles the CLI."""
         if override:
             path = shutil.which(override) or override
             if not os.access(path, os.X_OK):
                 raise AgentError(f"--agent-bin {override}: not an executable file")
             return str(Path(path).absolute())
+        found_here = self.installed_binary() if self.installed_binary is not None else None
+        if found_here:
+            return found_here
         for name in self.binaries:
             found = shutil.which(name)
             if found:
@@ -166,6 +179,11 @@ class Adapter:
                 candidate = Path(list(spec.submodule_search_locations)[0]) / inner
                 if os.access(candidate, os.X_OK):
                     return str(candidate)
+        if self.library is not None:
+            raise AgentError(
+                f"agent {self.name}: its environment is not installed here; run `rgbridge agents install "
+                f"{self.name}` or pass --agent-home DIR (a virtual environment with {self.name} in it)"
+            )
         raise AgentError(
             f"agent {self.name}: no binary found ({' or '.join(self.binaries) or 'none'} on PATH"
             + (f", or the {self.wheel[0]} package" if self.wheel else "")

@@ -95,4 +95,5 @@ ADAPTER = CommandAdapter(
     parse=claude_code.parse,
     installed_by="whatever the command needs",
     takes_command=True,
+    offers_bridge_tools=False,
 )

@@ -36,23 +36,22 @@ from typing import Any, cast
 from bridge.agents.adapters.base import AttemptSetup, HttpServer, Launch
 from bridge.agents.adapters.events import ParsedRun, read_stream
 from bridge.agents.adapters.failures import Failure
+from bridge.agents.attempt.rows import AttemptFacts, attempt_row
 from bridge.agents.attempt.server import AttemptServer
 from bridge.agents.attempt.state import AttemptState
-from bridge.agents.attempt.timing import overlap, scoring_span, scoring_window
+from bridge.agents.attempt.timing import scoring_span
 from bridge.agents.attempt.trajectory import keep_trajectory, to_atif
 from bridge.agents.confine import Confinement, confinement_for, sandbox_for
 from bridge.agents.confine.attempt_net import AttemptNetwork, endpoints_for, network_log
 from bridge.agents.confine.process import Ended, run_agent
 from bridge.agents.confine.protected import protected_paths
 from bridge.agents.gateway.door import Door, attempt_door
-from bridge.agents.gateway.rows import attempt_failure, run_fields, steps_or_wire
-from bridge.agents.run.settings import RunSettings, declared_sandbox
+from bridge.agents.gateway.rows import attempt_failure, steps_or_wire
+from bridge.agents.run.settings import RunSettings
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.recording.integrity import try_seal
-from bridge.scoring.result import ScoreResult
-from bridge.scoring.run.report_row import AgentInfo, AgentRunInfo, ReportRow
-from bridge.scoring.run.reporting import build_row
+from bridge.scoring.run.report_row import ReportRow
 from bridge.sessions.live import load_record
 from bridge.sessions.manager import SessionManager
 from bridge.sessions.models import ResultStatus, SessionRecord, Signal, result_status
@@ -412,63 +411,14 @@ class Attempt:
         scoring_seconds: float,
         failure: Failure | None = None,
     ) -> ReportRow:
-        state = self.state()
-        task = {"repo_name": self.task.id, "lang": self.task.lang}
-        if failure is not None:  # not the agent's work: no score, in no mean (runner retries it)
-            row = ReportRow.model_validate({**task, "outcome": "agent_error", "agent_error": failure.as_dict(0)})
-        elif status.state == "done" and status.result is not None:
-            result = ScoreResult.model_validate(status.result)
-            row = build_row(result, "compat" if "compat" in result.profiles else None)
-        else:  # the scoring job failed: an engine fault, not the agent's (infra_error)
-            row = ReportRow.model_validate(
-                {**task, "error": status.message or "scoring failed", "outcome": "infra_error"}
-            )
-        started = state.started_at or time.time()
-        wall = round(time.time() - started, 3)
-        agent_seconds = state.agent_seconds or 0.0
-        # The bridge's own share: the attempt's wall time outside the agent's run and the scoring
-        # (they overlap when the agent submitted and waited for its server to score).
-        agent_end = state.agent_ended_at or started + agent_seconds
-        busy = (
-            agent_seconds
-            + scoring_seconds
-            - overlap((agent_end - agent_seconds, agent_end), scoring_window(self.rec_dir / status.session_id))
+        return attempt_row(
+            AttemptFacts(self.settings, self.task, self.number, self.state(), self.dir, self.rec_dir, self.door),
+            status,
+            parsed,
+            submitted_by,
+            scoring_seconds,
+            failure,
         )
-        errors = parsed.errors[:5]
-        if state.server_lost:  # the session went unwatched from then on: the row says so
-            errors.insert(0, state.server_lost)
-        row.agent = AgentInfo(
-            name=self.settings.adapter.name,
-            version=self.settings.agent_version,
-            model=parsed.model or self.settings.model,
-        )
-        row.attempt = self.number
-        row.contaminated = status.contaminated
-        row.run = AgentRunInfo(
-            session_id=status.session_id,
-            recording=str(self.rec_dir / status.session_id),
-            ended=state.ended,
-            exit_code=state.exit_code,
-            submitted_by=submitted_by,
-            wall_seconds=wall,
-            agent_seconds=agent_seconds,
-            scoring_seconds=scoring_seconds,
-            overhead_seconds=round(max(0.0, wall - busy), 3),
-            tool_calls=parsed.tool_calls,
-            steps=len(parsed.steps),
-            prompt_tokens=parsed.prompt_tokens,
-            completion_tokens=parsed.completion_tokens,
-            cached_tokens=parsed.cached_tokens,
-            **run_fields(self.door, parsed),
-            trajectory=str(self.dir / "agent" / "trajectory.json"),
-            errors=errors,
-            prompt=str(self.dir / "agent" / "prompt.txt"),
-            prompt_hash=self.settings.prompt.digest,
-            time_limit_seconds=self.settings.time_limit,
-            config_hash=self.settings.run_config.get("hash"),
-            sandbox=state.sandbox or declared_sandbox(self.settings),
-        )
-        return row
 
 
 def _python() -> str:

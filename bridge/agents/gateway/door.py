@@ -138,13 +138,13 @@ def attempt_door(
 ) -> Door | None:
     """An attempt's door (None for a CLI whose model host cannot be changed: `via_gateway`): from
     the run's gateway, or from a gateway of its own (an attempt run on a Ray node), which the door
-    stops when it closes. CLI adapters are given the bridge's MCP server, so their calls must offer
-    its tools (else mcp_unavailable); a `command` agent may name its tools anything."""
+    stops when it closes. An agent given the bridge's MCP server must offer
+    its tools in its calls (else mcp_unavailable): `Adapter.offers_bridge_tools`."""
     if not adapter.via_gateway:
         return None
     own = None if gateway is not None else RunGateway(base_url).__enter__()
     door = (gateway or own).open(  # type: ignore[union-attr]
-        key, time_limit=time_limit, folder=folder, needs_bridge_tools=not adapter.takes_command
+        key, time_limit=time_limit, folder=folder, needs_bridge_tools=adapter.offers_bridge_tools
     )
     door.own = own
     return door

@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route as StarletteRoute
 
 from bridge.agents.adapters.failures import classify_text, from_status
+from bridge.agents.adapters.keys import Api
 from bridge.agents.gateway import protocols, transcript
 from bridge.agents.gateway.credentials import Placeholders
 from bridge.agents.gateway.ledger import Call, Ledger
@@ -179,13 +180,7 @@ class Gateway:
             call.refused = "cost_limit"
             ledger.record(call)
             return _error(400, "rgbridge gateway: the run's --max-cost is reached; no further model calls")
-        forward_query = "&".join(p for p in request.url.query.split("&") if p and not p.lower().startswith("key="))
-        url = self.providers.url(route.api, path, forward_query)
-        out_headers = {k: v for k, v in request.headers.items() if k.lower() not in DROP_REQUEST}
-        out_headers["accept-encoding"] = "identity"
-        key = self.providers.keys.get(route.api)
-        if key is not None:
-            out_headers.update(key.headers())
+        url, out_headers = self._outgoing(request, route.api, path)
         stream = protocols.streamed(route, path, request.url.query, body)
         record: dict[str, Any] = {
             "at": call.at,
@@ -235,6 +230,18 @@ class Gateway:
             self._write(wire, call, record)
             headers_back = {k: v for k, v in upstream.headers.items() if k.lower() not in DROP_RESPONSE}
             return Response(error_body, status, headers=headers_back)
+
+    def _outgoing(self, request: Request, api: Api, path: str) -> tuple[str, dict[str, str]]:
+        """The provider's URL and the headers sent there: the agent's credential (header or `key=`
+        parameter) dropped, the real key added."""
+        forward_query = "&".join(p for p in request.url.query.split("&") if p and not p.lower().startswith("key="))
+        url = self.providers.url(api, path, forward_query)
+        out_headers = {k: v for k, v in request.headers.items() if k.lower() not in DROP_REQUEST}
+        out_headers["accept-encoding"] = "identity"
+        key = self.providers.keys.get(api)
+        if key is not None:
+            out_headers.update(key.headers())
+        return url, out_headers
 
     async def _wait_retry(self, call: Call, ledger: Ledger, retry_after: str | None, try_started: float) -> bool:
         """Wait before the next try if one fits in the attempt's time; False: give up."""

@@ -53,6 +53,7 @@ FIELDS = (
     "pom",
     "time_limit",
     "time_limit_seconds",
+    "library_rules",
 )
 
 #: the generation script of each language at the root of a RepoGenesis checkout
@@ -73,6 +74,16 @@ BRIDGE_TEMPLATE = (
     "limit you are stopped and the folder is submitted as you left it, as it is if you stop without "
     "submitting.\n\n"
     "{rules}\n"
+    "The task's README (the whole specification) follows.\n\n"
+    "{readme}"
+)
+#: `bridge` for a library agent (bridge/agents/adapters/library.py): no MCP client, the run submits its folder
+LIBRARY_TEMPLATE = (
+    "You are solving the benchmark task '{task_id}' ({title}) unattended. Write the whole service "
+    "into your current working folder, the workspace, with your own tools.\n"
+    "You have {time_limit} of wall-clock time. When you stop, or at the limit, the folder is scored "
+    "as you left it.\n\n"
+    "{library_rules}\n"
     "The task's README (the whole specification) follows.\n\n"
     "{readme}"
 )
@@ -134,6 +145,7 @@ class PromptTemplate:
             "port": str(task.port),
             "server": SERVER_KEY,
             "rules": rules_text(task),
+            "library_rules": rules_text(task, submit=False),
             "readme": task.readme,
             "requirements": _seed_text(task, "requirements.txt"),
             "pom": _seed_text(task, "pom.xml"),
@@ -184,10 +196,10 @@ def _seed_text(task: Task, name: str) -> str:
 # ----------------------------------------------------------------------------- loading
 
 
-def bridge_template() -> PromptTemplate:
-    return PromptTemplate(
-        "bridge", "bridge", {"*": Piece(BRIDGE_TEMPLATE)}, fields_used=frozenset(fields_of(BRIDGE_TEMPLATE))
-    )
+def bridge_template(*, library: bool = False) -> PromptTemplate:
+    """The bridge's own prompt; `library`: for an agent without an MCP client (the run submits)."""
+    text = LIBRARY_TEMPLATE if library else BRIDGE_TEMPLATE
+    return PromptTemplate("bridge", "bridge", {"*": Piece(text)}, fields_used=frozenset(fields_of(text)))
 
 
 def file_template(path: Path) -> PromptTemplate:
@@ -206,23 +218,29 @@ def file_template(path: Path) -> PromptTemplate:
     return PromptTemplate("file", str(path), {"*": Piece(text)}, fields_used=frozenset(used))
 
 
-def upstream_template(checkout: Path, langs: set[str]) -> PromptTemplate:
-    """The generation scripts' templates of `langs` from a RepoGenesis checkout."""
+def upstream_template(checkout: Path, langs: set[str], function: str | None = None) -> PromptTemplate:
+    """The generation scripts' templates of `langs` from a RepoGenesis checkout (`function`: the
+    one of that function of the scripts, a library agent's own)."""
     pieces: dict[str, Piece] = {}
     sources = []
     for lang in sorted(langs):
         script = checkout / UPSTREAM_SCRIPTS[lang]
-        pieces[lang] = read_upstream_template(script)
-        sources.append(str(script))
+        pieces[lang] = read_upstream_template(script, function)
+        sources.append(f"{script}:{function}" if function else str(script))
     used: set[str] = set()
     for p in pieces.values():
         used |= fields_of(p.text)
     return PromptTemplate("upstream", ", ".join(sources), pieces, checkout=checkout, fields_used=frozenset(used))
 
 
-def load_template(kind: str, *, prompt_file: Path | None, tasks: list[Task]) -> PromptTemplate:
+def load_template(
+    kind: str, *, prompt_file: Path | None, tasks: list[Task], upstream_function: str | None = None
+) -> PromptTemplate:
+    """The run's template; `upstream_function` is a library agent's function in upstream's scripts
+    (bridge/agents/adapters/library.py Framework): its own text for `upstream`, the bridge's text without
+    MCP tools for `bridge`."""
     if kind == "bridge":
-        return bridge_template()
+        return bridge_template(library=upstream_function is not None)
     if kind == "file":
         if prompt_file is None:
             raise AgentError("--prompt file needs --prompt-file F (a template with fields " + ", ".join(FIELDS) + ")")
@@ -231,7 +249,7 @@ def load_template(kind: str, *, prompt_file: Path | None, tasks: list[Task]) -> 
         checkouts = {upstream_checkout(t) for t in tasks}
         if len(checkouts) != 1:
             raise AgentError("--prompt upstream: the tasks come from more than one RepoGenesis checkout")
-        return upstream_template(checkouts.pop(), {t.lang for t in tasks})
+        return upstream_template(checkouts.pop(), {t.lang for t in tasks}, upstream_function)
     raise AgentError(f"--prompt {kind!r}: choose from {', '.join(PROMPT_KINDS)}")
 
 
@@ -245,11 +263,13 @@ def upstream_checkout(task: Task) -> Path:
     return task.root.parent.parent
 
 
-def read_upstream_template(script: Path) -> Piece:
+def read_upstream_template(script: Path, function: str | None = None) -> Piece:
     """The prompt template of an upstream generation script, parsed (never executed): the first
     f-string holding the README and a requirements or POM reference, the `start.sh` rules and
     the tests-directory rule, with each `{name}` it interpolates mapped to a field; whether the
-    script dedents (`textwrap.dedent(...)`) and strips (`.strip()`) the filled text."""
+    script dedents (`textwrap.dedent(...)`) and strips (`.strip()`) the filled text. With
+    `function`, the first such f-string inside the script's function of that name (the scripts
+    hold one per framework: `metagpt_generate`, `qwen_agent_generate`, ...)."""
     try:
         source = script.read_text(encoding="utf-8")
     except OSError:
@@ -265,7 +285,15 @@ def read_upstream_template(script: Path) -> Piece:
     for node in ast.walk(tree):
         for child in ast.iter_child_nodes(node):
             parents[id(child)] = node
-    for node in ast.walk(tree):
+    scope: ast.AST = tree
+    if function is not None:
+        found = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function), None)
+        if found is None:
+            raise AgentError(
+                f"--prompt upstream: {script} has no {function}() (the function upstream drives this framework with)"
+            )
+        scope = found
+    for node in ast.walk(scope):
         if not isinstance(node, ast.JoinedStr):
             continue
         text = _template_text(node)
@@ -274,8 +302,8 @@ def read_upstream_template(script: Path) -> Piece:
         dedent, strip = _post_processing(node, parents)
         return Piece(text, dedent=dedent, strip=strip)
     raise AgentError(
-        f"--prompt upstream: {script} holds no prompt template (an f-string with the README, a "
-        "requirements or POM reference and the start.sh rules)"
+        f"--prompt upstream: {script}{f' {function}()' if function else ''} holds no prompt template (an "
+        "f-string with the README, a requirements or POM reference and the start.sh rules)"
     )
 
 

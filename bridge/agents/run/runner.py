@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bridge.agents.adapters.failures import Failure
+from bridge.agents.adapters.registry import adapter as find_adapter
 from bridge.agents.attempt.lifecycle import Abandoned, Attempt, Stopped, attempt_key
 from bridge.agents.gateway.door import RunGateway
 from bridge.agents.gateway.prices import source as price_source
@@ -68,12 +69,60 @@ def execute(
     on_event: Callable[[str, str], None] | None = None,
 ) -> tuple[Path, list[dict[str, Any]]]:
     """Run (or finish) the plan; the report path and its rows. KeyboardInterrupt stops every agent."""
+    settings, writer, done = prepare(options, catalog, output_dir, resume=resume, on_event=on_event)
+    run = Schedule(options, settings, writer, done, on_event)
+    for key in done:
+        if key in run.attempts:
+            run.attempts[key].live.state = "done (earlier)"
+    ctrl_c: list[int] = []
+    restore = _catch_ctrl_c(ctrl_c)
+    pool = ThreadPoolExecutor(max_workers=run.workers, thread_name_prefix="rgbridge-run")
+    futures: set[Future[None]] = {pool.submit(run.task_attempts, queue) for queue in run.todo().values()}
+    try:
+        while futures and not ctrl_c:
+            finished, futures = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
+            for f in finished:
+                f.result()
+            if progress:
+                progress(run.attempts, {e["_key"]: e for e in _keyed(writer)})
+        if ctrl_c:
+            raise KeyboardInterrupt
+        pool.shutdown(wait=True)
+        rows = writer.results
+        report = writer.finalize(report_metadata(run, rows, output_dir))
+    except KeyboardInterrupt:
+        restore()  # a second Ctrl-C while the agents are being stopped interrupts at once
+        run.stop.set()  # every agent's group is ended, scoring waits stop; `--resume` carries on
+        for f in futures:
+            f.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    finally:
+        restore()
+        run.close()
+    if ctrl_c:  # pressed while the last attempt finished or the report was written: still interrupted
+        raise KeyboardInterrupt
+    return report, rows
+
+
+def prepare(
+    options: RunOptions,
+    catalog: Catalog,
+    output_dir: Path,
+    *,
+    resume: bool,
+    on_event: Callable[[str, str], None] | None = None,
+) -> tuple[RunSettings, RunWriter, dict[str, ReportRow]]:
+    """Before any attempt: the agent's checks, the prompt, the settings every attempt shares, the
+    run's configuration (a resume under another one is refused), the run files, and the entries
+    an earlier part of the run scored (`resume`), recorded again."""
     if options.backend == "local":  # on Ray the keys are the nodes', checked there (ray/checks.py)
         check_key(options)
     template = load_template(
         options.prompt,
         prompt_file=Path(options.prompt_file) if options.prompt_file else None,
         tasks=[catalog.get(t) for t in options.tasks],
+        upstream_function=library_function(options.agent),
     )
     check_planned(template, [catalog.get(t) for t in options.tasks], options.time_limit)  # issue 38, item 8
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -90,183 +139,200 @@ def execute(
     done = previous_entries(writer) if resume else {}
     for key, entry in done.items():
         writer.record(entry, key=key)
-    stop = threading.Event()
-    make: Callable[[RunSettings, Task, int, threading.Event], Attempt] = Attempt
-    workers = options.workers
-    if options.backend == "ray":  # one attempt = one Ray task on a node (bridge/agents/ray/runs.py)
-        from bridge.agents.ray.runs import RayAttempts
+    return settings, writer, done
 
-        cluster = RayAttempts(options, settings)  # every node checked first
-        make, workers = cluster.attempt, cluster.workers()
-    # A provider that refuses the key refuses it for every attempt: the run stops at the first
-    # refusal; what was not started is listed as not run (issue 38, item 4).
-    auth_stop = threading.Event()
-    auth: list[tuple[str, Failure]] = []
-    not_run: list[str] = []
 
-    def on_auth(key: str, failure: Failure) -> None:
-        auth.append((key, failure))
-        auth_stop.set()
-        if on_event:
-            on_event(key, f"agent_error (auth): {failure.message}; the run stops")
+MakeAttempt = Callable[[RunSettings, Task, int, threading.Event], Attempt]
 
-    gateway: RunGateway | None = None
-    if options.backend == "local":  # a Ray node's attempt starts a gateway of its own
-        gateway = RunGateway(
-            options.model_base_url,
-            max_cost=options.max_cost,
-            spent=sum(row_cost(e) for e in done.values()),
-            on_auth=on_auth,
-        )
-        gateway.__enter__()
-        settings = replace(settings, gateway=gateway)
-    attempts = {
-        attempt_key(t, k): make(settings, catalog.get(t), k, stop)
-        for t in options.tasks
-        for k in range(1, options.attempts + 1)
-    }
-    for key in done:
-        if key in attempts:
-            attempts[key].live.state = "done (earlier)"
-    # One task's attempts run one after another: opening a session copies the task's golden files
-    # (bridge/sessions/contamination.py), which an open session of the same task would record as
-    # contamination. `--workers` runs different tasks at once.
-    todo: dict[str, list[Attempt]] = {}
-    for key, a in attempts.items():
-        if key not in done:
-            todo.setdefault(a.task.id, []).append(a)
-    started = time.monotonic()
-    failures: dict[str, str] = {}
-    budget = Budget(options.max_cost, sum(row_cost(e) for e in done.values()))
 
-    def task_attempts(queue: list[Attempt]) -> None:
+class Schedule:
+    """The run's attempts and what runs them: where (here, or one Ray task each), how many at
+    once, each attempt's tries (an `agent_error` retried after a backoff), the cost cap, and the
+    run's model gateway (a refused key stops the run)."""
+
+    def __init__(
+        self,
+        options: RunOptions,
+        settings: RunSettings,
+        writer: RunWriter,
+        done: dict[str, ReportRow],
+        on_event: Callable[[str, str], None] | None,
+    ) -> None:
+        self.options, self.settings, self.writer, self.done, self.on_event = options, settings, writer, done, on_event
+        self.stop = threading.Event()
+        # A provider that refuses the key refuses it for every attempt: the run stops at the first
+        # refusal; what was not started is listed as not run (issue 38, item 4).
+        self.auth_stop = threading.Event()
+        self.auth: list[tuple[str, Failure]] = []
+        self.not_run: list[str] = []
+        self.gateway: RunGateway | None = None
+        if options.backend == "local":  # a Ray node's attempt starts a gateway of its own
+            self.gateway = RunGateway(
+                options.model_base_url,
+                max_cost=options.max_cost,
+                spent=sum(row_cost(e) for e in done.values()),
+                on_auth=self.on_auth,
+            )
+            self.gateway.__enter__()
+            settings = replace(settings, gateway=self.gateway)
+            self.settings = settings
+        self.make: MakeAttempt = Attempt
+        self.workers = options.workers
+        if options.backend == "ray":  # one attempt = one Ray task on a node (bridge/agents/ray/runs.py)
+            from bridge.agents.ray.runs import RayAttempts
+
+            cluster = RayAttempts(options, settings)  # every node checked first
+            self.make, self.workers = cluster.attempt, cluster.workers()
+        catalog = settings.catalog
+        self.attempts = {
+            attempt_key(t, k): self.make(settings, catalog.get(t), k, self.stop)
+            for t in options.tasks
+            for k in range(1, options.attempts + 1)
+        }
+        self.started = time.monotonic()
+        self.failures: dict[str, str] = {}
+        self.budget = Budget(options.max_cost, sum(row_cost(e) for e in done.values()))
+
+    def todo(self) -> dict[str, list[Attempt]]:
+        """The attempts left, by task. One task's attempts run one after another: opening a
+        session copies the task's golden files (bridge/sessions/contamination.py), which an open
+        session of the same task would record as contamination. `--workers` runs different tasks
+        at once."""
+        todo: dict[str, list[Attempt]] = {}
+        for key, a in self.attempts.items():
+            if key not in self.done:
+                todo.setdefault(a.task.id, []).append(a)
+        return todo
+
+    def say(self, key: str, message: str) -> None:
+        if self.on_event:
+            self.on_event(key, message)
+
+    def on_auth(self, key: str, failure: Failure) -> None:
+        self.auth.append((key, failure))
+        self.auth_stop.set()
+        self.say(key, f"agent_error (auth): {failure.message}; the run stops")
+
+    def close(self) -> None:
+        if self.gateway is not None:
+            self.gateway.__exit__(None, None, None)
+
+    def task_attempts(self, queue: list[Attempt]) -> None:
         for attempt in queue:
-            if auth_stop.is_set():
+            if self.auth_stop.is_set():
                 attempt.live.state = "not run (the provider refused the key)"
-                not_run.append(attempt.key)
-            elif not stop.is_set():
-                one(attempt)
+                self.not_run.append(attempt.key)
+            elif not self.stop.is_set():
+                self.one(attempt)
 
-    def one(attempt: Attempt) -> None:
+    def one(self, attempt: Attempt) -> None:
+        """One attempt's tries until a row stands (or the run stops): recorded with its retries."""
         retried: list[RetriedTry] = []
-        if not budget.allows():
+        if not self.budget.allows():
             attempt.live.state = "not started (cost cap)"
-            budget.skipped.append(attempt.key)
-            why = f"not started: the cost cap (--max-cost {options.max_cost}) was reached"
-            writer.record(unscored_row(settings, attempt.task, attempt.number, "not_run", why), key=attempt.key)
+            self.budget.skipped.append(attempt.key)
+            why = f"not started: the cost cap (--max-cost {self.options.max_cost}) was reached"
+            self.writer.record(
+                unscored_row(self.settings, attempt.task, attempt.number, "not_run", why), key=attempt.key
+            )
             return
         while True:
-            try:
-                row = attempt.run()
-            except Stopped:
-                attempt.live.state = "stopped"
+            row = self.try_once(attempt)
+            if row is None:
                 return
-            except BridgeError as exc:
-                attempt.live.state = "failed"
-                failures[attempt.key] = str(exc)
-                outcome = "not_run" if isinstance(exc, Abandoned) else "infra_error"  # every planned attempt a row
-                writer.record(unscored_row(settings, attempt.task, attempt.number, outcome, str(exc)), key=attempt.key)
-                if on_event:
-                    on_event(attempt.key, f"failed: {exc}")
-                return
-            budget.spend(row_cost(row))
             error = row.agent_error if row.outcome == "agent_error" else None
             # a refused key is not retried: it would be refused again
-            if error is None or len(retried) >= options.retries or stop.is_set() or error.cls == "auth":
+            if error is None or len(retried) >= self.options.retries or self.stop.is_set() or error.cls == "auth":
                 break
-            if not budget.allows():  # the cap stops retries too; this try's row stands
-                budget.skipped.append(f"{attempt.key} (retry {len(retried) + 1})")
+            if not self.budget.allows():  # the cap stops retries too; this try's row stands
+                self.budget.skipped.append(f"{attempt.key} (retry {len(retried) + 1})")
                 break
             retried.append(set_aside(attempt, row, len(retried) + 1))
-            delay = backoff(options.retry_backoff, len(retried))
-            if on_event:
-                on_event(
-                    attempt.key, f"agent_error ({error.cls}): retry {len(retried)} of {options.retries} in {delay:g}s"
-                )
-            attempt.live.state = f"retry in {delay:g}s ({error.cls})"
-            if stop.wait(delay):  # stopped while waiting: `--resume` tries it again
-                attempt.live.state = "stopped"
+            if not self.wait_to_retry(attempt, error.cls, len(retried)):
                 return
-            fresh = make(settings, attempt.task, attempt.number, stop)
-            attempts[attempt.key] = fresh
+            fresh = self.make(self.settings, attempt.task, attempt.number, self.stop)
+            self.attempts[attempt.key] = fresh
             attempt = fresh
         if row.run is not None:
             row.run.retries, row.run.retried = len(retried), retried
         if error is not None:
             error.retries = len(retried)
-        writer.record(row, key=attempt.key)
-        if on_event:
-            on_event(attempt.key, f"agent_error ({error.cls})" if error is not None else "scored")
+        self.writer.record(row, key=attempt.key)
+        self.say(attempt.key, f"agent_error ({error.cls})" if error is not None else "scored")
 
-    ctrl_c: list[int] = []
-    restore = _catch_ctrl_c(ctrl_c)
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rgbridge-run")
-    futures: set[Future[None]] = {pool.submit(task_attempts, queue) for queue in todo.values()}
-    try:
-        while futures and not ctrl_c:
-            finished, futures = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
-            for f in finished:
-                f.result()
-            if progress:
-                progress(attempts, {e["_key"]: e for e in _keyed(writer)})
-        if ctrl_c:
-            raise KeyboardInterrupt
-        pool.shutdown(wait=True)
-        rows = writer.results
-        reported = sorted(
-            {str((r.get("agent") or {}).get("model")) for r in rows if (r.get("agent") or {}).get("model")}
-        )
-        meta = {
-            "agent": {"name": settings.adapter.name, "version": settings.agent_version, "model": options.model},
-            "attempts": options.attempts,
-            "time_limit_seconds": options.time_limit,
-            "workers": options.workers,
-            "backend": options.backend,
-            "profile": options.profile,
-            "tasks": options.tasks,
-            "bridge_version": exact_version(),
-            "total_elapsed_seconds": round(time.monotonic() - started, 2),
-            "resumed": sorted(done),
-            "failed_attempts": failures,
-            # issue 38, item 8: planned attempts without a score (each is a row saying why)
-            "planned_attempts": len(attempts),
-            "unscored_attempts": sorted(
-                attempt_key(str(r.get("repo_name")), int(r.get("attempt") or 1)) for r in rows if r.get("unscored")
-            ),
-            "predictions_dir": str(output_dir / "attempts"),
-            "config": {
-                **{k: config[k] for k in CONFIG_METADATA},
-                "model": ", ".join(reported) or options.model,
-                "model_requested": options.model,
-            },
-            "retries": options.retries,
-            **cost_metadata(rows),
-            **sandbox_metadata(settings),
-        }
-        # where the rows' costs come from (on Ray each attempt's own gateway used the same table)
-        meta["gateway"] = {"prices": price_source()}
-        if auth:
-            meta["stopped_by_auth"] = {"attempt": auth[0][0], "message": auth[0][1].message}
-            meta["not_run"] = sorted(not_run)
-        if options.max_cost is not None:
-            meta["max_cost_usd"] = options.max_cost
-            meta["cut_by_cost_cap"] = bool(budget.skipped)
-            meta["not_started"] = sorted(budget.skipped)
-        report = writer.finalize(meta)
-    except KeyboardInterrupt:
-        restore()  # a second Ctrl-C while the agents are being stopped interrupts at once
-        stop.set()  # every agent's group is ended, scoring waits stop; `--resume` carries on
-        for f in futures:
-            f.cancel()
-        pool.shutdown(wait=True, cancel_futures=True)
-        raise
-    finally:
-        restore()
-        if gateway is not None:
-            gateway.__exit__(None, None, None)
-    if ctrl_c:  # pressed while the last attempt finished or the report was written: still interrupted
-        raise KeyboardInterrupt
-    return report, rows
+    def try_once(self, attempt: Attempt) -> ReportRow | None:
+        """The attempt run once, its cost counted; None when it stopped or failed (said so)."""
+        try:
+            row = attempt.run()
+        except Stopped:
+            attempt.live.state = "stopped"
+            return None
+        except BridgeError as exc:
+            attempt.live.state = "failed"
+            self.failures[attempt.key] = str(exc)
+            outcome = "not_run" if isinstance(exc, Abandoned) else "infra_error"  # every planned attempt a row
+            self.writer.record(
+                unscored_row(self.settings, attempt.task, attempt.number, outcome, str(exc)), key=attempt.key
+            )
+            self.say(attempt.key, f"failed: {exc}")
+            return None
+        self.budget.spend(row_cost(row))
+        return row
+
+    def wait_to_retry(self, attempt: Attempt, cls: str, tries: int) -> bool:
+        """The backoff before retry `tries`; False when the run stopped meanwhile (`--resume`
+        tries it again)."""
+        delay = backoff(self.options.retry_backoff, tries)
+        self.say(attempt.key, f"agent_error ({cls}): retry {tries} of {self.options.retries} in {delay:g}s")
+        attempt.live.state = f"retry in {delay:g}s ({cls})"
+        if self.stop.wait(delay):
+            attempt.live.state = "stopped"
+            return False
+        return True
+
+
+def report_metadata(run: Schedule, rows: list[dict[str, Any]], output_dir: Path) -> dict[str, Any]:
+    """The report's metadata: the agent, the plan, what was resumed or failed, the configuration,
+    cost and sandbox, and the cost cap's cut."""
+    options, settings = run.options, run.settings
+    reported = sorted({str((r.get("agent") or {}).get("model")) for r in rows if (r.get("agent") or {}).get("model")})
+    meta: dict[str, Any] = {
+        "agent": {"name": settings.adapter.name, "version": settings.agent_version, "model": options.model},
+        "attempts": options.attempts,
+        "time_limit_seconds": options.time_limit,
+        "workers": options.workers,
+        "backend": options.backend,
+        "profile": options.profile,
+        "tasks": options.tasks,
+        "bridge_version": exact_version(),
+        "total_elapsed_seconds": round(time.monotonic() - run.started, 2),
+        "resumed": sorted(run.done),
+        "failed_attempts": run.failures,
+        # issue 38, item 8: planned attempts without a score (each is a row saying why)
+        "planned_attempts": len(options.tasks) * options.attempts,
+        "unscored_attempts": sorted(
+            attempt_key(str(r.get("repo_name")), int(r.get("attempt") or 1)) for r in rows if r.get("unscored")
+        ),
+        "predictions_dir": str(output_dir / "attempts"),
+        "config": {
+            **{k: settings.run_config[k] for k in CONFIG_METADATA},
+            "model": ", ".join(reported) or options.model,
+            "model_requested": options.model,
+        },
+        "retries": options.retries,
+        **cost_metadata(rows),
+        **sandbox_metadata(settings),
+    }
+    # where the rows' costs come from (on Ray each attempt's own gateway used the same table)
+    meta["gateway"] = {"prices": price_source()}
+    if run.auth:
+        meta["stopped_by_auth"] = {"attempt": run.auth[0][0], "message": run.auth[0][1].message}
+        meta["not_run"] = sorted(run.not_run)
+    if options.max_cost is not None:
+        meta["max_cost_usd"] = options.max_cost
+        meta["cut_by_cost_cap"] = bool(run.budget.skipped)
+        meta["not_started"] = sorted(run.budget.skipped)
+    return meta
 
 
 def _catch_ctrl_c(hits: list[int]) -> Callable[[], None]:
@@ -311,6 +377,12 @@ def previous_entries(writer: RunWriter) -> dict[str, ReportRow]:
     return out
 
 
+def library_function(agent: str) -> str | None:
+    """A library agent's function in upstream's generation scripts (its prompt), else None."""
+    framework = find_adapter(agent).library
+    return str(framework.upstream_function) if framework is not None else None
+
+
 def default_run_id() -> str:
     return new_run_id()
 
@@ -325,6 +397,7 @@ def preview_config(options: RunOptions, catalog: Catalog) -> dict[str, Any]:
         options.prompt,
         prompt_file=Path(options.prompt_file) if options.prompt_file else None,
         tasks=[catalog.get(t) for t in options.tasks],
+        upstream_function=library_function(options.agent),
     )
     check_planned(template, [catalog.get(t) for t in options.tasks], options.time_limit)
     with tempfile.TemporaryDirectory(prefix="rgbridge-config-") as scratch:
