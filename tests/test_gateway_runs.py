@@ -155,7 +155,10 @@ def test_revoked_key_stops_the_run_within_30_seconds(
     assert code == EXIT_AGENT_ERRORS
     assert "ANTHROPIC_API_KEY" in printed.err and endpoint in printed.err, printed.err
     report = report_of(out)
-    (row,) = report["results"]
+    row, not_started = sorted(report["results"], key=lambda r: r["repo_name"])
+    # every planned attempt is a row: the one the stop kept from starting says why
+    assert not_started["repo_name"] == "word-duel" and not_started["outcome"] == "not_run"
+    assert "refused the key" in not_started["unscored"]
     assert row["repo_name"] == "kv-ledger" and row["outcome"] == "agent_error"
     assert row["agent_error"]["class"] == "auth" and row["run"]["retries"] == 0
     ended = json.loads((out / "attempts" / "kv-ledger" / "a1" / "state.json").read_text())["agent_ended_at"]

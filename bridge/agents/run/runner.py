@@ -219,9 +219,13 @@ class Schedule:
 
     def task_attempts(self, queue: list[Attempt]) -> None:
         for attempt in queue:
-            if self.auth_stop.is_set():
+            if self.auth_stop.is_set():  # not started: a row that says why (issue 38, item 8)
                 attempt.live.state = "not run (the provider refused the key)"
                 self.not_run.append(attempt.key)
+                why = f"not started: the provider refused the key in {self.auth[0][0]} ({self.auth[0][1].message})"
+                self.writer.record(
+                    unscored_row(self.settings, attempt.task, attempt.number, "not_run", why), key=attempt.key
+                )
             elif not self.stop.is_set():
                 self.one(attempt)
 
