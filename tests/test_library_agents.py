@@ -35,6 +35,7 @@ from bridge.agents.adapters.base import AgentError, AttemptSetup, HttpServer, Mo
 from bridge.agents.adapters.installs import install, installed
 from bridge.agents.adapters.library import Framework, parse
 from bridge.agents.adapters.registry import ADAPTERS, FRAMEWORKS, adapter
+from bridge.agents.run.runner import EXIT_AGENT_ERRORS
 from bridge.cli import main as rgbridge
 from tests.helpers import SECRET, assert_atif, no_secret_on_disk, report_of
 from tests.scripted_model import (
@@ -399,10 +400,12 @@ def test_a_refused_key_is_agent_error_auth(
     with ScriptedModel(refuse_key_policy) as model:
         code = _run(agent, model, out, "--retries", "0", "--allow-errors")
         assert model.agent_requests(), "the framework never reached the endpoint"
-    assert code == 0
+    # a refused key stops the run, whatever --allow-errors says (the gateway's auth stop)
+    assert code == EXIT_AGENT_ERRORS
     report = report_of(out)
     (row,) = report["results"]
     assert row["outcome"] == "agent_error" and row["agent_error"]["class"] == "auth", row.get("agent_error")
+    assert report["metadata"]["stopped_by_auth"]["attempt"] == "kv-ledger.a1"
     assert "rgbridge" not in row and report["metadata"]["errored_attempts"] == ["kv-ledger.a1"]  # nothing scored
     _no_placeholder(out)
     no_secret_on_disk(out)
