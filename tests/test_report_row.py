@@ -51,6 +51,7 @@ def _attempt(tmp: Path, *, server_lost: str | None = None) -> Attempt:
     )
     attempt.task = SimpleNamespace(id="kv-ledger", lang="python")  # type: ignore[assignment]
     attempt.number = 2
+    attempt.door = None  # no model gateway: the row says what the CLI reported
     attempt.dir = tmp / "out" / "attempts" / "kv-ledger" / "a2"
     attempt.rec_dir = tmp / "recordings" / "run1" / "kv-ledger" / "a2"
     attempt.dir.mkdir(parents=True)
@@ -159,7 +160,7 @@ def test_a_retried_attempt_s_row_keeps_the_json_of_its_tries(tmp_path: Path) -> 
     row.agent_error.retries = 1
     data = json.loads(json.dumps(row.to_json()))
     assert data["agent_error"] == {"class": "rate_limit", "message": "429 from the API", "retries": 1}
-    assert data["run"]["retries"] == 1 and list(data["run"])[-2:] == ["retries", "retried"]
+    assert data["run"]["retries"] == 1 and list(data["run"])[-3:] == ["retries", "retried", "tokens_source"]
     assert data["run"]["retried"][0] == {
         "class": "rate_limit",
         "message": "429 from the API",
