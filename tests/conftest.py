@@ -12,9 +12,11 @@ agent_cli"``) runs exactly the tests that need neither.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
+import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -226,3 +228,18 @@ def private_scoring_slots(tmp_path_factory, monkeypatch) -> Path:
     root = tmp_path_factory.mktemp("scoring-slots")
     monkeypatch.setattr(slots, "slots_dir", lambda: root)
     return root
+
+
+@pytest.fixture()
+def unprivileged_user() -> Iterator[str]:
+    """A user of this test's own (no home, no privileges), removed with its processes after it:
+    for the tests of the unprivileged sandbox path."""
+    if os.geteuid() != 0 or shutil.which("useradd") is None or shutil.which("runuser") is None:
+        pytest.skip("needs root and useradd/runuser to create an unprivileged user")
+    name = "rgbu" + secrets.token_hex(3)
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True, capture_output=True)
+    try:
+        yield name
+    finally:
+        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)  # only this test's own user
+        subprocess.run(["userdel", name], capture_output=True)

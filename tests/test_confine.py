@@ -564,19 +564,6 @@ def test_doctor_prints_the_sandbox_line(fresh_probes: None) -> None:
     assert line["ok"] and "uses bwrap" in line["detail"], line
 
 
-@pytest.fixture()
-def unprivileged_user() -> Iterator[str]:
-    if os.geteuid() != 0 or shutil.which("useradd") is None or shutil.which("runuser") is None:
-        pytest.skip("needs root and useradd/runuser to create an unprivileged user")
-    name = "rgbsbx" + secrets.token_hex(3)
-    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True, capture_output=True)
-    try:
-        yield name
-    finally:
-        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)  # only this test's own user
-        subprocess.run(["userdel", name], capture_output=True)
-
-
 @needs_bwrap
 def test_unprivileged_user_runs_bwrap_or_is_told_the_fix(unprivileged_user: str) -> None:
     uid = pwd.getpwnam(unprivileged_user).pw_uid

@@ -221,19 +221,6 @@ def test_bwrap_closed_reaches_only_its_doors_allow_only_the_named_host(
     assert line.ok and "--network closed works in" in line.detail, line
 
 
-@pytest.fixture()
-def unprivileged_user() -> Iterator[str]:
-    if os.geteuid() != 0 or shutil.which("useradd") is None or shutil.which("runuser") is None:
-        pytest.skip("needs root and useradd/runuser to create an unprivileged user")
-    name = "rgbnet" + secrets.token_hex(3)
-    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True, capture_output=True)
-    try:
-        yield name
-    finally:
-        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)  # only this test's own user
-        subprocess.run(["userdel", name], capture_output=True)
-
-
 @needs_bwrap
 def test_an_unprivileged_user_gets_the_closed_network_or_the_fix(unprivileged_user: str) -> None:
     """The bridge run as a plain user: the closed network's trial (doors, forwarder, refusal of
