@@ -336,6 +336,7 @@ AGENTS_ORDER: list[tuple[str, ...]] = [
     ("confine",),
     ("run.options", "run.prompt", "run.settings"),
     ("attempt",),
+    ("run.backend",),
     ("ray",),
     ("run",),
 ]

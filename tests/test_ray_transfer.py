@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.agents.ray.runs import rebase
+from bridge.agents.ray.driver import rebase
 from bridge.agents.ray.transfer import pack_folder, pack_recordings, receive_recording, unpack_folder
 from bridge.errors import BridgeError
 from bridge.recording.verify import verify_recording

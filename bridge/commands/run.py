@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +22,14 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from bridge.agents.adapters.library import home_python
 from bridge.agents.adapters.registry import ADAPTERS
 from bridge.agents.attempt.lifecycle import Attempt
 from bridge.agents.confine import KINDS
-from bridge.agents.run.options import RunOptions, load_options
+from bridge.agents.run.options import RunOptions
+from bridge.agents.run.plan import RunRequest, absolute, plan_run, select_tasks
 from bridge.agents.run.planned import EXIT_UNSCORED
 from bridge.agents.run.prompt import PROMPT_KINDS, load_template
-from bridge.agents.run.runner import (
-    EXIT_AGENT_ERRORS,
-    default_run_id,
-    execute,
-    library_function,
-    limits_option,
-    preview_config,
-)
+from bridge.agents.run.runner import EXIT_AGENT_ERRORS, execute, library_function, preview_config
 from bridge.commands.common import (
     PROFILE_CHOICES,
     TaskSource,
@@ -53,7 +46,6 @@ from bridge.reports.leaderboard import leaderboard_lines
 from bridge.reports.table import render_table
 from bridge.scoring.images.disk import parse_size
 from bridge.scoring.run.backend import BACKENDS
-from bridge.sessions.attempts import check_run_id
 from bridge.tasks.catalog import Catalog
 
 
@@ -158,22 +150,10 @@ def _catalog(args: argparse.Namespace) -> Catalog:
     return TaskSource.from_args(args).catalog()
 
 
-def _abs(path: Path | None) -> Path | None:
-    return None if path is None else Path(os.path.abspath(os.path.expanduser(str(path))))
-
-
-def select_tasks(catalog: Catalog, ids: list[str] | None, lang: str | None, dataset: bool) -> list[str]:
-    if not ids:
-        if not dataset:
-            raise BridgeError("give --tasks ID... or --dataset DIR")
-        ids = sorted(catalog.tasks)
-    for task_id in ids:
-        if task_id not in catalog.tasks:
-            raise BridgeError(f"unknown task {task_id!r}{catalog.did_you_mean(task_id)}")
-    chosen = [t for t in dict.fromkeys(ids) if lang is None or catalog.tasks[t].lang == lang]
-    if not chosen:
-        raise BridgeError(f"no {lang} task among {', '.join(ids)}")
-    return chosen
+def _request(args: argparse.Namespace) -> RunRequest:
+    """The command line's values as the plan takes them (bridge/agents/run/plan.py)."""
+    given = {f.name: getattr(args, f.name) for f in fields(RunRequest) if hasattr(args, f.name)}
+    return RunRequest(**{**given, "server_args": TaskSource.from_args(args).server_args()})
 
 
 def _delays(text: str) -> list[float]:
@@ -199,76 +179,16 @@ def _usd(text: str) -> float:
 def cmd_run(args: argparse.Namespace) -> int:
     catalog = _catalog(args)
     if args.show_prompt:
-        tasks = select_tasks(catalog, args.tasks, args.lang, args.dataset is not None)
-        template = load_template(
-            args.prompt,
-            prompt_file=_abs(args.prompt_file),
-            tasks=[catalog.get(tasks[0])],
-            upstream_function=library_function(args.agent) if args.agent else None,
-        )
-        sys.stdout.write(template.render(catalog.get(tasks[0]), args.time_limit) + "\n")
-        return 0
-    if args.resume and args.output_dir is None:
-        raise BridgeError("--resume needs --output-dir OUT (the run folder to finish)")
-    out = _abs(args.output_dir)
-    previous = load_options(out) if (args.resume and out is not None) else None
-    if args.resume and previous is None:
-        raise BridgeError(f"--resume: {out} holds no run (no run.json)")
-    if previous is not None:  # --resume goes on with the backend given now, else the run's own
-        options = previous.model_copy(
-            update={
-                "allow_errors": previous.allow_errors or args.allow_errors,
-                "backend": args.backend or previous.backend,
-                "ray_address": args.ray_address or previous.ray_address,
-            }
-        )
-    else:
-        if not args.agent:
-            raise BridgeError("--agent is required (choose from " + ", ".join(sorted(ADAPTERS)) + ")")
-        run_id = check_run_id(args.run_id or default_run_id())
-        out = out or Path("runs").absolute() / run_id
-        server_args = TaskSource.from_args(args).server_args()
-        options = RunOptions(
-            agent=args.agent,
-            tasks=select_tasks(catalog, args.tasks, args.lang, args.dataset is not None),
-            attempts=args.attempts,
-            time_limit=args.time_limit,
-            workers=args.workers,
-            model=args.model,
-            model_base_url=args.model_base_url,
-            agent_bin=args.agent_bin or home_python(args.agent_home),
-            agent_cmd=args.agent_cmd,
-            on_exit=args.on_exit,
-            profile=args.profile,
-            run_id=run_id,
-            recordings=str(_abs(args.recordings) or out / "recordings"),
-            server_args=server_args,
-            retries=args.retries,
-            retry_backoff=args.retry_backoff,
-            allow_errors=args.allow_errors,
-            prompt=args.prompt,
-            prompt_file=str(_abs(args.prompt_file)) if args.prompt_file else None,
-            agent_version=args.agent_version,
-            max_cost=args.max_cost,
-            sandbox=args.sandbox,
-            agent_binds=[str(_abs(p)) for p in args.agent_bind],
-            network=args.network,
-            allow_hosts=list(args.allow_host),
-            limits=limits_option(args.agent_memory, args.agent_pids, args.agent_disk),
-            backend=args.backend or "local",
-            ray_address=args.ray_address,
-        )
-    assert out is not None
+        return _show_prompt(args, catalog)
+    options, out = plan_run(_request(args), catalog)
     if args.show_config:
-        config = preview_config(options, catalog)
-        sys.stdout.write(json.dumps(config, indent=2) + "\n")
+        sys.stdout.write(json.dumps(preview_config(options, catalog), indent=2) + "\n")
         return 0
     java = any(catalog.get(t).lang == "java" for t in options.tasks)
     check_environment_first(args, java=java, local=options.backend == "local")  # Ray: every node checked instead
     err = stderr_console()
-    live: Live | None = None
-    if err.is_terminal:
-        live = Live(Table(), console=err, refresh_per_second=2, transient=False)
+    live = Live(Table(), console=err, refresh_per_second=2, transient=False) if err.is_terminal else None
+    if live is not None:
         live.start()
 
     def progress(attempts: dict[str, Attempt], done: dict[str, dict[str, Any]]) -> None:
@@ -284,6 +204,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         if live is not None:
             live.stop()
+    return _print_outcome(report, rows, options)
+
+
+def _show_prompt(args: argparse.Namespace, catalog: Catalog) -> int:
+    """`--show-prompt`: the first task's prompt, printed; no run."""
+    tasks = select_tasks(catalog, args.tasks, args.lang, args.dataset is not None)
+    template = load_template(
+        args.prompt,
+        prompt_file=absolute(args.prompt_file) if args.prompt_file else None,
+        tasks=[catalog.get(tasks[0])],
+        upstream_function=library_function(args.agent) if args.agent else None,
+    )
+    sys.stdout.write(template.render(catalog.get(tasks[0]), args.time_limit) + "\n")
+    return 0
+
+
+def _print_outcome(report: Path, rows: list[dict[str, Any]], options: RunOptions) -> int:
+    """The report's table, leaderboard, configuration, cost and cuts printed; the run's exit code."""
     console = Console()
     render_table(rows, console)
     data = _load(report)

@@ -1,6 +1,6 @@
 """What is left of an attempt whose Ray worker died: `python -m bridge.agents.ray.reaper PID ROOT`.
 
-Started beside each attempt a Ray node runs (bridge/agents/ray/runs.py), in a session of its
+Started beside each attempt a Ray node runs (bridge/agents/ray/node.py), in a session of its
 own so it outlives the worker. The agent runs in a process group of its own too, so a worker
 killed by SIGKILL (a forced cancel on Ctrl-C, a node taken down, the out-of-memory killer)
 would leave it running. While the worker PID lives and ROOT (the attempt's private folder)

@@ -49,7 +49,7 @@ class RunOptions(BaseModel):
     #: under `--sandbox none`; `allow_hosts` are what `allow`'s proxy lets through
     network: Literal["closed", "allow", "host"] | None = None
     allow_hosts: list[str] = Field(default_factory=list)
-    # issue 32: where attempts run (bridge/agents/ray/runs.py)
+    # issue 32: where attempts run (bridge/agents/run/backend.py)
     backend: BackendName = "local"
     ray_address: str | None = None
 

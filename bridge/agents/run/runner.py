@@ -34,10 +34,12 @@ from typing import Any
 from bridge.agents.adapters.failures import Failure
 from bridge.agents.adapters.registry import adapter as find_adapter
 from bridge.agents.attempt.lifecycle import Abandoned, Attempt, Stopped, attempt_key
-from bridge.agents.gateway.door import RunGateway
 from bridge.agents.gateway.prices import source as price_source
+from bridge.agents.ray.driver import RayAttempts
 from bridge.agents.run.agent_checks import check_cli, check_key
+from bridge.agents.run.backend import AgentBackend
 from bridge.agents.run.config import CONFIG_FILE, CONFIG_METADATA, check_config, config_line, run_config
+from bridge.agents.run.local import LocalAttempts
 from bridge.agents.run.options import RUN_FILE, RunOptions
 from bridge.agents.run.planned import check_planned, unscored_row
 from bridge.agents.run.prompt import load_template
@@ -46,14 +48,17 @@ from bridge.agents.run.settings import RunSettings, sandbox_metadata, settings_f
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.release import exact_version
+from bridge.scoring.run.backend import BACKENDS
 from bridge.scoring.run.report_row import ReportRow, RetriedTry
-from bridge.scoring.run.reporting import RunWriter, bad_number, cost_metadata, new_run_id
+from bridge.scoring.run.reporting import RunWriter, bad_number, cost_metadata
 from bridge.tasks.catalog import Catalog
-from bridge.tasks.model import Task
 
 #: `rgbridge run`'s exit code when attempts remain `agent_error` after their retries (without
 #: --allow-errors); 2 is a refusal or an error of the bridge, 130 a Ctrl-C
 EXIT_AGENT_ERRORS = 3
+
+#: the agent backends, one per name of `BACKENDS` (tests/test_agent_backend.py checks it)
+_BACKENDS: tuple[type[LocalAttempts] | type[RayAttempts], ...] = (LocalAttempts, RayAttempts)
 
 
 Progress = Callable[[dict[str, Attempt], dict[str, dict[str, Any]]], None]
@@ -67,10 +72,13 @@ def execute(
     resume: bool,
     progress: Progress | None = None,
     on_event: Callable[[str, str], None] | None = None,
+    backend: AgentBackend | None = None,
 ) -> tuple[Path, list[dict[str, Any]]]:
-    """Run (or finish) the plan; the report path and its rows. KeyboardInterrupt stops every agent."""
-    settings, writer, done = prepare(options, catalog, output_dir, resume=resume, on_event=on_event)
-    run = Schedule(options, settings, writer, done, on_event)
+    """Run (or finish) the plan; the report path and its rows. KeyboardInterrupt stops every agent.
+    `backend`: where the attempts run (default: the one `options.backend` names)."""
+    backend = backend or backend_for(options)
+    settings, writer, done = prepare(options, catalog, output_dir, resume=resume, on_event=on_event, backend=backend)
+    run = Schedule(options, settings, writer, done, on_event, backend)
     for key in done:
         if key in run.attempts:
             run.attempts[key].live.state = "done (earlier)"
@@ -112,12 +120,12 @@ def prepare(
     *,
     resume: bool,
     on_event: Callable[[str, str], None] | None = None,
+    backend: AgentBackend | None = None,
 ) -> tuple[RunSettings, RunWriter, dict[str, ReportRow]]:
-    """Before any attempt: the agent's checks, the prompt, the settings every attempt shares, the
-    run's configuration (a resume under another one is refused), the run files, and the entries
-    an earlier part of the run scored (`resume`), recorded again."""
-    if options.backend == "local":  # on Ray the keys are the nodes', checked there (ray/checks.py)
-        check_key(options)
+    """Before any attempt: the backend's and the agent's checks, the prompt, the settings every
+    attempt shares, the run's configuration (a resume under another one is refused), the run
+    files, and the entries an earlier part of the run scored (`resume`), recorded again."""
+    (backend or backend_for(options)).check()  # locally the model key; on Ray the nodes' (ray/checks.py)
     template = load_template(
         options.prompt,
         prompt_file=Path(options.prompt_file) if options.prompt_file else None,
@@ -142,13 +150,10 @@ def prepare(
     return settings, writer, done
 
 
-MakeAttempt = Callable[[RunSettings, Task, int, threading.Event], Attempt]
-
-
 class Schedule:
-    """The run's attempts and what runs them: where (here, or one Ray task each), how many at
-    once, each attempt's tries (an `agent_error` retried after a backoff), the cost cap, and the
-    run's model gateway (a refused key stops the run)."""
+    """The run's attempts and what runs them: where (the backend: here, or one Ray task each),
+    how many at once, each attempt's tries (an `agent_error` retried after a backoff), the cost
+    cap, and the refused key that stops the run."""
 
     def __init__(
         self,
@@ -157,41 +162,32 @@ class Schedule:
         writer: RunWriter,
         done: dict[str, ReportRow],
         on_event: Callable[[str, str], None] | None,
+        backend: AgentBackend,
     ) -> None:
-        self.options, self.settings, self.writer, self.done, self.on_event = options, settings, writer, done, on_event
+        self.options, self.writer, self.done, self.on_event = options, writer, done, on_event
         self.stop = threading.Event()
         # A provider that refuses the key refuses it for every attempt: the run stops at the first
         # refusal; what was not started is listed as not run (issue 38, item 4).
         self.auth_stop = threading.Event()
         self.auth: list[tuple[str, Failure]] = []
         self.not_run: list[str] = []
-        self.gateway: RunGateway | None = None
-        if options.backend == "local":  # a Ray node's attempt starts a gateway of its own
-            self.gateway = RunGateway(
-                options.model_base_url,
-                max_cost=options.max_cost,
-                spent=sum(row_cost(e) for e in done.values()),
-                on_auth=self.on_auth,
-            )
-            self.gateway.__enter__()
-            settings = replace(settings, gateway=self.gateway)
-            self.settings = settings
-        self.make: MakeAttempt = Attempt
-        self.workers = options.workers
-        if options.backend == "ray":  # one attempt = one Ray task on a node (bridge/agents/ray/runs.py)
-            from bridge.agents.ray.runs import RayAttempts
-
-            cluster = RayAttempts(options, settings)  # every node checked first
-            self.make, self.workers = cluster.attempt, cluster.workers()
+        self.backend = backend
+        spent = sum(row_cost(e) for e in done.values())
+        try:  # the run's gateway, or the cluster joined and its nodes checked
+            self.settings = settings = backend.prepare(settings, spent=spent, on_auth=self.on_auth)
+        except BaseException:
+            backend.close()
+            raise
+        self.workers = backend.workers()
         catalog = settings.catalog
         self.attempts = {
-            attempt_key(t, k): self.make(settings, catalog.get(t), k, self.stop)
+            attempt_key(t, k): backend.attempt(settings, catalog.get(t), k, self.stop)
             for t in options.tasks
             for k in range(1, options.attempts + 1)
         }
         self.started = time.monotonic()
         self.failures: dict[str, str] = {}
-        self.budget = Budget(options.max_cost, sum(row_cost(e) for e in done.values()))
+        self.budget = Budget(options.max_cost, spent)
 
     def todo(self) -> dict[str, list[Attempt]]:
         """The attempts left, by task. One task's attempts run one after another: opening a
@@ -214,8 +210,7 @@ class Schedule:
         self.say(key, f"agent_error (auth): {failure.message}; the run stops")
 
     def close(self) -> None:
-        if self.gateway is not None:
-            self.gateway.__exit__(None, None, None)
+        self.backend.close()
 
     def task_attempts(self, queue: list[Attempt]) -> None:
         for attempt in queue:
@@ -254,7 +249,7 @@ class Schedule:
             retried.append(set_aside(attempt, row, len(retried) + 1))
             if not self.wait_to_retry(attempt, error.cls, len(retried)):
                 return
-            fresh = self.make(self.settings, attempt.task, attempt.number, self.stop)
+            fresh = self.backend.attempt(self.settings, attempt.task, attempt.number, self.stop)
             self.attempts[attempt.key] = fresh
             attempt = fresh
         if row.run is not None:
@@ -381,14 +376,18 @@ def previous_entries(writer: RunWriter) -> dict[str, ReportRow]:
     return out
 
 
+def backend_for(options: RunOptions) -> AgentBackend:
+    """The backend `options.backend` names (each declares its name: none is spelled here)."""
+    for kind in _BACKENDS:
+        if kind.name == options.backend:
+            return kind(options)
+    raise BridgeError(f"no agent backend named {options.backend!r} (known: {', '.join(BACKENDS)})")
+
+
 def library_function(agent: str) -> str | None:
     """A library agent's function in upstream's generation scripts (its prompt), else None."""
     framework = find_adapter(agent).library
     return str(framework.upstream_function) if framework is not None else None
-
-
-def default_run_id() -> str:
-    return new_run_id()
 
 
 def preview_config(options: RunOptions, catalog: Catalog) -> dict[str, Any]:
@@ -408,10 +407,3 @@ def preview_config(options: RunOptions, catalog: Catalog) -> dict[str, Any]:
         settings = settings_for(options, catalog, Path(scratch))
     check_cli(options, settings)
     return run_config(options, settings, template)
-
-
-def limits_option(memory: int | None, pids: int | None, disk: int | None) -> dict[str, int]:
-    """`--agent-memory/--agent-pids/--agent-disk` as RunOptions.limits: only what was given (the
-    rest keeps Limits' documented defaults)."""
-    given = {"memory_bytes": memory, "pids": pids, "workspace_bytes": disk}
-    return {k: v for k, v in given.items() if v is not None}

@@ -66,7 +66,7 @@ def import_ray() -> Any:
 
 def connect(address: str | None) -> Any:
     """Ray, joined to the cluster at `address` (else $RAY_ADDRESS, else `auto`) unless this
-    process already is; the scoring backend and agent runs (bridge/agents/ray/runs.py) share it."""
+    process already is; the scoring backend and agent runs (bridge/agents/ray/driver.py) share it."""
     ray = import_ray()
     if not ray.is_initialized():
         try:

@@ -1,20 +1,19 @@
-"""Agent runs on a Ray cluster: `rgbridge run --backend ray` (README "Agent runs on Ray").
+"""Agent runs on a Ray cluster: `rgbridge run --backend ray` (README "Agent runs on Ray"), the
+driver's side.
 
 One attempt = one Ray task needing one unit of the custom `agent` resource (a node started with
-`--resources='{"agent": N, "docker": M}'` runs N attempts at once). On its node the task builds
-the run's settings (`settings_for`: that node's CLI, data home and Docker engine) in a private
-folder, runs `Attempt.run()` exactly as a local run does (session, agent, recorder, score), then
-packs the recording as `rgbridge recordings pack` does and the attempt folder (capped), and
-returns both with the report entry. The driver checks the archive's hash, unpacks and verifies
-the recording against its seal, unpacks the attempt folder into the run folder and puts the run
-folder's paths in place of the node's in the entry. Only the driver writes the run folder (the
-runner's RunWriter records what `RemoteAttempt.run` returns), so the report is a local run's.
+`--resources='{"agent": N, "docker": M}'` runs N attempts at once); its body is
+bridge/agents/ray/node.py. The driver sends a typed order and validates the node's reply
+(bridge/agents/ray/wire.py: a malformed one is an infra_error row), checks each archive's hash,
+unpacks and verifies the recording against its seal, unpacks the attempt folder into the run
+folder and puts the run folder's paths in place of the node's in the entry. Only the driver
+writes the run folder (the runner's RunWriter records what `RemoteAttempt.run` returns), so the
+report is a local run's.
 
 Node loss: the driver runs the task again (up to MAX_RETRIES times) from scratch once the lost
 node is declared dead; every execution has a folder of its own and nothing of a lost one reaches
-the run folder, so no attempt is scored twice. After the retries the attempt is an `infra_error` row with Ray's reason (`--resume` runs
-it again). A reaper (bridge/agents/ray/reaper.py) beside each execution ends the attempt's processes
-when its Ray worker dies: the agent has a process group of its own and would outlive it.
+the run folder, so no attempt is scored twice. After the retries the attempt is an `infra_error`
+row with Ray's reason (`--resume` runs it again).
 
 Before any attempt every node offering `agent` is checked (engine, the CLI and its version, the
 sandbox, keys present, by name only): a failing node is named and the run refused, and so is a
@@ -24,18 +23,11 @@ Ray is imported lazily, like the scoring backend (bridge/scoring/run/ray_backend
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
-import tempfile
 import threading
 import time
-from dataclasses import replace
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from bridge.agents.attempt.lifecycle import Attempt, Stopped
-from bridge.agents.confine.protected import source_of
 from bridge.agents.ray.checks import (
     AGENT_RESOURCE,
     CHECK_SECONDS,
@@ -45,131 +37,24 @@ from bridge.agents.ray.checks import (
     first_line,
     gather_facts,
 )
-from bridge.agents.ray.reaper import settle, start_reaper, stop_reaper
-from bridge.agents.ray.transfer import pack_folder, pack_recordings, receive_recording, unpack_folder
+from bridge.agents.ray.node import POLL_SECONDS, attempt_on_node
+from bridge.agents.ray.transfer import receive_recording, unpack_folder
+from bridge.agents.ray.wire import AttemptOrder, NodeProgress, NodeReply, reply_from_wire
+from bridge.agents.run.backend import OnAuth
 from bridge.agents.run.options import RunOptions
-from bridge.agents.run.settings import RunSettings, settings_for
+from bridge.agents.run.settings import RunSettings
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
-from bridge.scoring.run.ray_backend import ProgressBox, connect, node_label
+from bridge.scoring.run.backend import BackendName
+from bridge.scoring.run.ray_backend import ProgressBox, connect
 from bridge.scoring.run.report_row import ReportRow
-from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
 
 MAX_RETRIES = 2
 #: how long attempts may wait while no alive node offers the agent resource
 NO_AGENT_GRACE_SECONDS = 60.0
-POLL_SECONDS = 0.5
-#: where a node keeps its attempts' private folders (default: the system's temporary folder)
-NODE_DIR_ENV = "RGBRIDGE_RAY_ATTEMPTS_DIR"
 #: phases of a driver-side attempt whose agent had ended (a local first part): finished there
 _FINISHABLE = ("agent_done", "submitted")
-
-
-# ----------------------------------------------------------------------------- worker side
-
-
-def node_catalog(options: RunOptions) -> Catalog:
-    """The run's tasks as this node sees them (the task options the agent's server gets)."""
-    return Catalog.from_options(*source_of(options.server_args))
-
-
-def _node_base() -> Path:
-    base = Path(os.environ.get(NODE_DIR_ENV) or tempfile.gettempdir()) / f"rgbridge-ray-attempts-{os.getuid()}"
-    base.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return base
-
-
-def _sweep_stale() -> None:
-    with contextlib.suppress(Exception):  # best effort, as the scoring jobs do
-        from bridge.scoring.run.runner import sweep_stale
-        from bridge.scoring.sandbox.docker_client import get_client
-
-        sweep_stale(get_client())
-
-
-def attempt_on_node(options: RunOptions, meta: dict[str, Any], box: Any) -> dict[str, Any]:
-    """Body of one Ray task: one attempt, run here as a local run runs it, and what the driver
-    needs of it (entry, recordings packed, attempt folder packed)."""
-    began = time.monotonic()
-    node = node_label()
-    key = str(meta["key"])
-
-    def say(state: str) -> None:
-        with contextlib.suppress(Exception):  # progress is best effort; the driver may be gone
-            box.say.remote(key, node, state)
-
-    say("starting")
-    root = Path(tempfile.mkdtemp(prefix=f"{str(meta['run_id'])[:40]}-", dir=_node_base())).resolve()
-    reaper = start_reaper(root)
-    try:
-        _sweep_stale()
-        try:
-            catalog = node_catalog(options)
-            task = catalog.get(str(meta["task"]))
-            if task.content_hash != meta["task_hash"]:
-                raise BridgeError(
-                    f"task {task.id} differs on this node (hash {task.content_hash}, the driver's "
-                    f"{meta['task_hash']}): use the same task folders everywhere"
-                )
-            here = options.model_copy(update={"recordings": str(root / "recordings")})
-            # the driver's prompt template and run configuration: the rows must carry the run's own
-            settings = replace(
-                settings_for(here, catalog, root / "out"), prompt=meta["prompt"], run_config=meta["run_config"]
-            )
-            if settings.agent_version != meta["agent_version"]:
-                raise BridgeError(
-                    f"{options.agent} {settings.agent_version} here, {meta['agent_version']} on the driver"
-                )
-        except BridgeError as exc:
-            return {"node": node, "setup_error": str(exc)}
-        attempt = Attempt(settings, task, int(meta["number"]), threading.Event())
-        out: dict[str, Any] = {"node": node}
-        crash: list[BaseException] = []
-
-        def body() -> None:
-            try:
-                out["entry"] = attempt.run().to_json()  # JSON crosses to the driver
-            except Stopped as exc:
-                out["stopped"] = str(exc)
-            except BridgeError as exc:
-                out["error"] = str(exc)
-            except BaseException as exc:  # noqa: BLE001 - re-raised below, in the task's thread
-                crash.append(exc)
-
-        thread = threading.Thread(target=body, name=f"rgbridge-attempt-{key}", daemon=True)
-        run_started = time.monotonic()
-        thread.start()
-        last = ""
-        while thread.is_alive():
-            thread.join(POLL_SECONDS)
-            if attempt.live.state != last:
-                last = attempt.live.state
-                say(last)
-        if crash:
-            raise crash[0]
-        attempt_seconds = time.monotonic() - run_started
-        # a detached scoring process may still clean its temporary folder up: packed once it is done
-        settle(str(root), exclude=(reaper,) if reaper else ())
-        recordings = pack_recordings(attempt.rec_dir, root)
-        folder, left_out = pack_folder(attempt.dir) if attempt.dir.is_dir() else (b"", [])
-        return {
-            **out,
-            "recordings": recordings,
-            "folder": folder,
-            "left_out": left_out,
-            "node_out": str(root / "out"),
-            "node_recordings": str(root / "recordings"),
-            "attempt_seconds": round(attempt_seconds, 3),
-            "node_seconds": round(time.monotonic() - began, 3),
-        }
-    finally:
-        settle(str(root), exclude=(reaper,) if reaper else (), timeout=10.0)
-        shutil.rmtree(root, ignore_errors=True)
-        stop_reaper(reaper)
-
-
-# ----------------------------------------------------------------------------- driver side
 
 
 class RemoteAttempt(Attempt):
@@ -195,25 +80,40 @@ class RemoteAttempt(Attempt):
 
 
 class RayAttempts:
-    """The driver's side of a `--backend ray` run: the cluster joined and checked, the attempts
-    in flight, their progress by node."""
+    """The driver's side of a `--backend ray` run (bridge/agents/run/backend.py `AgentBackend`):
+    the cluster joined and checked, the attempts in flight, their progress by node."""
 
-    def __init__(self, options: RunOptions, settings: RunSettings) -> None:
-        ray = connect(options.ray_address)
-        self._ray = ray
+    name: ClassVar[BackendName] = "ray"
+
+    def __init__(self, options: RunOptions) -> None:
         self.options = options
+        self._ray: Any = None
+        self.settings: RunSettings | None = None
+        self._lock = threading.Lock()
+        self._watched: dict[str, RemoteAttempt] = {}
+        self._poller: threading.Thread | None = None
+
+    def check(self) -> None:
+        """Nothing of this machine: the keys and CLIs that matter are the nodes', checked by
+        `prepare` once the driver's CLI version is known."""
+
+    def prepare(self, settings: RunSettings, *, spent: float, on_auth: OnAuth) -> RunSettings:
+        """The cluster joined and every node offering `agent` checked; the settings unchanged
+        (each node's attempt starts a model gateway of its own)."""
+        options = self.options
+        ray = self._ray = connect(options.ray_address)
         self.settings = settings
         if self.agent_slots() < 1:
             raise BridgeError(f"no node of the Ray cluster offers the '{AGENT_RESOURCE}' resource: {START_FIX}")
         facts = gather_facts(ray, [options.agent], options.agent_bin, options.agent_cmd, options.sandbox, CHECK_SECONDS)
-        self.checks = facts_checks(
+        checks = facts_checks(
             facts,
             [options.agent],
             required=True,
             driver_version=settings.agent_version,
             keys_required=not options.model_base_url,  # as check_key: an endpoint of the user's may need none
         )
-        bad = failed(self.checks)
+        bad = failed(checks)
         if bad:
             raise BridgeError(
                 "Ray pre-flight refused the run: "
@@ -228,9 +128,7 @@ class RayAttempts:
             .remote()
         )
         self._remote = ray.remote(attempt_on_node)
-        self._lock = threading.Lock()
-        self._watched: dict[str, RemoteAttempt] = {}
-        self._poller: threading.Thread | None = None
+        return settings
 
     def agent_slots(self) -> int:
         return int(self._ray.cluster_resources().get(AGENT_RESOURCE, 0) or 0)
@@ -242,20 +140,28 @@ class RayAttempts:
     def attempt(self, settings: RunSettings, task: Task, number: int, stop: threading.Event) -> Attempt:
         return RemoteAttempt(self, settings, task, number, stop)
 
+    def close(self) -> None:
+        """Nothing to stop: a cancelled attempt's worker is killed by `_wait`, the poller ends
+        with the last attempt watched."""
+
     # -- one attempt
+
+    def order(self, attempt: RemoteAttempt) -> AttemptOrder:
+        assert self.settings is not None, "prepare() first"
+        return AttemptOrder(
+            key=attempt.key,
+            task=attempt.task.id,
+            number=attempt.number,
+            run_id=self.options.run_id,
+            task_hash=attempt.task.content_hash,
+            agent_version=self.settings.agent_version,
+            prompt=self.settings.prompt,
+            run_config=self.settings.run_config,
+        )
 
     def run(self, attempt: RemoteAttempt) -> ReportRow:
         ray = self._ray
-        meta = {
-            "key": attempt.key,
-            "task": attempt.task.id,
-            "number": attempt.number,
-            "run_id": self.options.run_id,
-            "task_hash": attempt.task.content_hash,
-            "agent_version": self.settings.agent_version,
-            "prompt": self.settings.prompt,
-            "run_config": self.settings.run_config,
-        }
+        order = self.order(attempt).wire()
         submitted = time.monotonic()
         lost: list[str] = []
         while True:
@@ -263,7 +169,7 @@ class RayAttempts:
             # Retried here, not by Ray: a retry Ray schedules at once may land on the dying node
             # before it is declared dead and spend every retry there.
             ref = self._remote.options(resources={AGENT_RESOURCE: 1}, num_cpus=0, max_retries=0).remote(
-                self.options, meta, self._box
+                self.options, order, self._box
             )
             self._watch(attempt)
             try:
@@ -292,15 +198,14 @@ class RayAttempts:
                 return
             time.sleep(1.0)
 
-    def _wait(self, ref: Any, attempt: RemoteAttempt) -> dict[str, Any]:
+    def _wait(self, ref: Any, attempt: RemoteAttempt) -> object:
         ray = self._ray
         no_agent_since: float | None = None
         last_check = time.monotonic()
         while True:
             ready, _ = ray.wait([ref], num_returns=1, timeout=POLL_SECONDS)
             if ready:
-                out: dict[str, Any] = ray.get(ref)
-                return out
+                return ray.get(ref)  # untrusted until `reply_from_wire`
             if attempt.stop.is_set():
                 # Ctrl-C: the worker is killed; the reaper beside it ends the agent's processes
                 ray.cancel(ref, force=True)
@@ -321,58 +226,65 @@ class RayAttempts:
         """The attempt could not be run on the cluster: an infra_error row (not the agent's)."""
         attempt.live.state = "infra_error"
         error = f"node {node}: {exc}" if node else f"ray ({tries} retries): {type(exc).__name__}: {first_line(exc)}"
-        s, task = self.settings, attempt.task
+        s, task = attempt.settings, attempt.task
         agent = {"name": s.adapter.name, "version": s.agent_version, "model": self.options.model}
         row = {"repo_name": task.id, "lang": task.lang, "outcome": "infra_error", "infra_reason": "ray", "error": error}
         return ReportRow.model_validate({**row, "agent": agent, "attempt": attempt.number})
 
-    def _arrive(self, attempt: RemoteAttempt, out: dict[str, Any], submitted: float, lost: list[str]) -> ReportRow:
-        node = str(out.get("node", "?"))
-        attempt.live.node = node
-        if "setup_error" in out:
-            return self._infra(attempt, BridgeError(out["setup_error"]), node)
+    def _arrive(self, attempt: RemoteAttempt, data: object, submitted: float, lost: list[str]) -> ReportRow:
+        """The node's reply taken in: validated, its recordings and folder into the run folder,
+        its row with the run folder's paths (an infra_error row when any of it is refused)."""
         try:
-            for rec in out["recordings"]:
-                receive_recording(attempt.rec_dir, rec)
+            out = reply_from_wire(data)
         except BridgeError as exc:
-            return self._infra(attempt, exc, node)
+            node = data.get("node") if isinstance(data, dict) else None
+            return self._infra(attempt, exc, str(node) if isinstance(node, str) else "?")
+        attempt.live.node = out.node
+        if out.setup_error is not None:
+            return self._infra(attempt, BridgeError(out.setup_error), out.node)
+        try:
+            for rec in out.recordings:
+                receive_recording(attempt.rec_dir, rec.model_dump())
+        except BridgeError as exc:
+            return self._infra(attempt, exc, out.node)
         skipped: list[str] = []
-        if out["folder"]:
+        if out.folder:
             if attempt.dir.exists():  # never expected: set aside rather than mixed
                 attempt.dir.rename(
                     attempt.dir.with_name(f"{attempt.dir.name}.interrupted-{time.strftime('%Y%m%dT%H%M%S')}")
                 )
-            skipped = unpack_folder(out["folder"], attempt.dir)
-        seconds = round(time.monotonic() - submitted, 3)
+            skipped = unpack_folder(out.folder, attempt.dir)
         # Where it ran and what it cost: `driver_seconds` (submitted to unpacked here) minus
         # `attempt_seconds` (Attempt.run on the node) is the Ray backend's own overhead.
         facts = {
-            "node": node,
-            "driver_seconds": seconds,
-            "node_seconds": out.get("node_seconds"),
-            "attempt_seconds": out.get("attempt_seconds"),
-            "left_out": out["left_out"],
+            "node": out.node,
+            "driver_seconds": round(time.monotonic() - submitted, 3),
+            "node_seconds": out.node_seconds,
+            "attempt_seconds": out.attempt_seconds,
+            "left_out": out.left_out,
             "refused_members": skipped,
             "lost_executions": lost,  # executions lost with their worker or node before this one
         }
         if attempt.dir.is_dir():
             write_json_atomic(attempt.dir / "ray.json", facts)
         attempt.live.ended = time.monotonic()
-        if "stopped" in out:
+        return self._row(attempt, out)
+
+    def _row(self, attempt: RemoteAttempt, out: NodeReply) -> ReportRow:
+        """The attempt's row from the node's ending (Stopped and BridgeError as a local run's)."""
+        if out.stopped is not None:
             attempt.live.state = "stopped"
-            raise Stopped(str(out["stopped"]))
-        if "error" in out:
+            raise Stopped(out.stopped)
+        if out.error is not None:
             attempt.live.state = "failed"
-            raise BridgeError(str(out["error"]))
+            raise BridgeError(out.error)
         attempt.live.state = "done"
-        moves = {
-            out["node_out"]: str(self.settings.output_dir),
-            out["node_recordings"]: str(self.settings.recordings),
-        }
+        assert self.settings is not None and out.entry is not None  # validated: one ending
+        moves = {out.node_out: str(self.settings.output_dir), out.node_recordings: str(self.settings.recordings)}
         try:  # the node's JSON, its paths now the driver's
-            return ReportRow.model_validate(rebase(out["entry"], moves))
+            return ReportRow.model_validate(rebase(out.entry, moves))
         except ValueError as exc:
-            return self._infra(attempt, BridgeError(f"the node's row is no report row: {first_line(exc)}"), node)
+            return self._infra(attempt, BridgeError(f"the node's row is no report row: {first_line(exc)}"), out.node)
 
     # -- progress by node
 
@@ -399,11 +311,12 @@ class RayAttempts:
             except Exception:  # noqa: BLE001 - progress is best effort
                 items = []
             with self._lock:
-                for key, node, state in items:
-                    attempt = self._watched.get(key)
-                    if attempt is None:
+                for item in items if isinstance(items, list) else []:
+                    said = NodeProgress.from_item(item)  # a line that is none is dropped
+                    attempt = self._watched.get(said.key) if said is not None else None
+                    if said is None or attempt is None:
                         continue
-                    attempt.live.node, attempt.live.state = node, state
+                    attempt.live.node, attempt.live.state = said.node, said.state
                     if attempt.live.started is None:
                         attempt.live.started = time.monotonic()
                 if not self._watched:
