@@ -25,6 +25,8 @@ from rich.text import Text
 from bridge.agents.adapters.registry import ADAPTERS
 from bridge.agents.attempt.lifecycle import Attempt
 from bridge.agents.confine import KINDS
+from bridge.agents.ray.driver import RayAttempts
+from bridge.agents.run.local import LocalAttempts
 from bridge.agents.run.options import RunOptions
 from bridge.agents.run.plan import RunRequest, absolute, plan_run, select_tasks
 from bridge.agents.run.planned import EXIT_UNSCORED
@@ -185,7 +187,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(preview_config(options, catalog), indent=2) + "\n")
         return 0
     java = any(catalog.get(t).lang == "java" for t in options.tasks)
-    check_environment_first(args, java=java, local=options.backend == "local")  # Ray: every node checked instead
+    check_environment_first(args, java=java, local=options.backend == LocalAttempts.name)  # Ray: each node instead
     err = stderr_console()
     live = Live(Table(), console=err, refresh_per_second=2, transient=False) if err.is_terminal else None
     if live is not None:
@@ -193,7 +195,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     def progress(attempts: dict[str, Attempt], done: dict[str, dict[str, Any]]) -> None:
         if live is not None:
-            live.update(_table(attempts, node=options.backend == "ray"))
+            live.update(_table(attempts, node=options.backend == RayAttempts.name))
 
     def on_event(key: str, what: str) -> None:
         if live is None:
