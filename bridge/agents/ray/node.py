@@ -77,7 +77,7 @@ def node_settings(options: RunOptions, order: AttemptOrder, root: Path) -> tuple
     return settings, task
 
 
-def attempt_on_node(options: RunOptions, order: Any, box: Any) -> dict[str, Any]:
+def attempt_on_node(options: RunOptions, order: object, box: Any) -> dict[str, Any]:
     """Body of one Ray task: one attempt, run here as a local run runs it, and what the driver
     needs of it (a `NodeReply` as plain data: entry, recordings packed, attempt folder packed)."""
     began = time.monotonic()
