@@ -16,6 +16,7 @@ import pytest
 from bridge.agents.ray.runs import rebase
 from bridge.agents.ray.transfer import pack_folder, pack_recordings, receive_recording, unpack_folder
 from bridge.errors import BridgeError
+from bridge.fs import walk as fs_walk
 from bridge.recording.verify import verify_recording
 
 SAMPLE = Path(__file__).resolve().parent.parent / "recordings" / "samples" / "kv-ledger-sample"
@@ -83,9 +84,9 @@ def test_unpack_drops_escaping_members(tmp_path: Path) -> None:
             info.size = 2
             tar.addfile(info, io.BytesIO(b"hi"))
     skipped = unpack_folder(buf.getvalue(), tmp_path / "dest")
-    assert skipped == ["../outside.txt"]
+    assert skipped == ["../outside.txt", "/abs.txt"]  # the one path validator refuses both
     assert not (tmp_path / "outside.txt").exists() and (tmp_path / "dest" / "ok.txt").is_file()
-    assert (tmp_path / "dest" / "abs.txt").is_file()  # an absolute name lands inside, made relative
+    assert not (tmp_path / "dest" / "abs.txt").exists() and not Path("/abs.txt").exists()
 
 
 def test_rebase_moves_only_node_paths() -> None:
@@ -110,13 +111,13 @@ def test_files_vanishing_while_packing_are_left_out(tmp_path: Path, monkeypatch:
     (folder / "tmp" / "rgbridge-scoring-x" / "log.txt").write_text("scoring")
     (folder / "agent").mkdir()
     (folder / "agent" / "stream.jsonl").write_text("{}\n")
-    real_walk = os.walk
+    real_walk = fs_walk.walk_files_at
 
-    def walk_then_clean(top, *args, **kwargs):
-        yield from real_walk(top, *args, **kwargs)
+    def walk_then_clean(*args, **kwargs):
+        yield from real_walk(*args, **kwargs)
         shutil.rmtree(folder / "tmp" / "rgbridge-scoring-x")  # listed, then gone before it is read
 
-    monkeypatch.setattr(os, "walk", walk_then_clean)
+    monkeypatch.setattr(fs_walk, "walk_files_at", walk_then_clean)
     data, left_out = pack_folder(folder)
     assert any(rel.startswith("tmp/rgbridge-scoring-x") for rel in left_out), left_out
     unpack_folder(data, tmp_path / "driver")
