@@ -111,14 +111,44 @@ def test_files_vanishing_while_packing_are_left_out(tmp_path: Path, monkeypatch:
     (folder / "tmp" / "rgbridge-scoring-x" / "log.txt").write_text("scoring")
     (folder / "agent").mkdir()
     (folder / "agent" / "stream.jsonl").write_text("{}\n")
-    real_walk = fs_walk.walk_files_at
+    for module, name in ((os, "walk"), (fs_walk, "walk_files_at")):  # whichever lists the folder
+        real = getattr(module, name)
 
-    def walk_then_clean(*args, **kwargs):
-        yield from real_walk(*args, **kwargs)
-        shutil.rmtree(folder / "tmp" / "rgbridge-scoring-x")  # listed, then gone before it is read
+        def walk_then_clean(*args, _real=real, **kwargs):
+            yield from _real(*args, **kwargs)
+            shutil.rmtree(folder / "tmp" / "rgbridge-scoring-x")  # listed, then gone before it is read
 
-    monkeypatch.setattr(fs_walk, "walk_files_at", walk_then_clean)
+        monkeypatch.setattr(module, name, walk_then_clean)
     data, left_out = pack_folder(folder)
     assert any(rel.startswith("tmp/rgbridge-scoring-x") for rel in left_out), left_out
     unpack_folder(data, tmp_path / "driver")
     assert (tmp_path / "driver" / "agent" / "stream.jsonl").read_text() == "{}\n"
+
+
+def test_a_folder_swapped_for_a_link_while_packing_is_not_read_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent process outliving its attempt (`--sandbox none`) swaps a listed folder for a link
+    to outside before its files are read: pack_folder reads through the safe walker
+    (bridge/fs/tarball.py), never through the link (issue 33 left this open)."""
+    folder = tmp_path / "a1"
+    (folder / "workspace" / "sub").mkdir(parents=True)
+    (folder / "workspace" / "sub" / "notes.txt").write_text("my notes, longer than the secret")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "notes.txt").write_text("SECRET of the user")
+
+    def swap() -> None:
+        shutil.rmtree(folder / "workspace" / "sub")
+        os.symlink(tmp_path / "outside", folder / "workspace" / "sub")
+
+    for module, name in ((os, "walk"), (fs_walk, "walk_files_at")):  # whichever lists the folder
+        real = getattr(module, name)
+
+        def listed_then_swapped(*args, _real=real, **kwargs):
+            yield from _real(*args, **kwargs)
+            swap()
+
+        monkeypatch.setattr(module, name, listed_then_swapped)
+    data, left_out = pack_folder(folder)
+    assert b"SECRET" not in data
+    assert left_out == ["workspace/sub/notes.txt"]

@@ -37,6 +37,7 @@ from typing import IO, Literal
 from bridge.errors import BridgeError
 from bridge.fs import walk as _walk
 from bridge.fs.anchor import descend
+from bridge.fs.ignore import EXCLUDED_DIRS
 from bridge.fs.relpath import check_layout, rel_parts
 
 _CHUNK = 1 << 20
@@ -106,7 +107,7 @@ def list_tree(
     folder names pruned wherever they are; `skip(name)`: further names left out (a folder with
     what it holds). Unreadable or too deep subtrees are named in `skipped`; what vanishes while
     it is listed is left out."""
-    names = frozenset(exclude)
+    names = frozenset(exclude) | (EXCLUDED_DIRS if ignore else frozenset())
     out: list[Entry] = []
     pruned: set[str] = set()
     for rel, entry, dir_fd in _walk.walk_files_at(root, names, skipped, dirs=True, ignore=ignore, specials=True):
@@ -419,7 +420,8 @@ def unpack(
         except OSError as exc:
             raise error(f"cannot unpack into {dest}: {exc.strerror or exc}") from None
         try:
-            files = _write_all(tar, plan, root_fd, strip=strip, strict=strict, fresh=fresh, error=error)
+            files, written_links = _write_all(tar, plan, root_fd, strip=strip, strict=strict, fresh=fresh, error=error)
+            _links_stay_inside(out, written_links, plan, strict=strict, error=error)
         except BaseException as exc:
             if fresh and strict:
                 _clear(out, existed)
@@ -440,8 +442,8 @@ _CLASH = (errno.ELOOP, errno.ENOTDIR, errno.EEXIST, errno.EISDIR)
 
 def _write_all(
     tar: tarfile.TarFile, plan: Plan, root_fd: int, *, strip: int, strict: bool, fresh: bool, error: type[BridgeError]
-) -> int:
-    files = 0
+) -> tuple[int, list[tuple[str, list[str]]]]:
+    files, written_links = 0, []
     for member, parts in plan.members:
         rel = parts[strip:]
         if not rel:
@@ -454,7 +456,26 @@ def _write_all(
             if strict or exc.errno not in _CLASH:
                 raise
             plan.refused.append(member.name)
-    return files
+            continue
+        if member.issym():
+            written_links.append((member.name, rel))
+    return files, written_links
+
+
+def _links_stay_inside(
+    out: Path, links: list[tuple[str, list[str]]], plan: Plan, *, strict: bool, error: type[BridgeError]
+) -> None:
+    """Each link written, resolved as it now stands, leads inside `out`: links that are inside one
+    by one can still chain out (`b -> .`, `a -> b/..`); such a link is removed and refused."""
+    root = os.path.realpath(out)
+    for name, rel in links:
+        path = os.path.join(root, *rel)
+        real = os.path.realpath(path)
+        if real != root and not real.startswith(root + os.sep):
+            os.unlink(path)
+            if strict:
+                raise error(f"archive member {name!r}: symlink leads outside the archive's folder")
+            plan.refused.append(name)
 
 
 def _write_one(
