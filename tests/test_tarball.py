@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bridge.fs.tarball import ArchiveError, Limits, Stamp, add_entries, list_tree, read_single_file, unpack
+from bridge.fs.tarball import ArchiveError, Limits, read_single_file, unpack
+from bridge.fs.tarpack import Stamp, add_entries, list_tree
 from bridge.recording.packing import pack_recording, unpack_recording
 from bridge.recording.verify import verify_recording
 

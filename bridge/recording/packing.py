@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.errors import RecordingError
-from bridge.fs.tarball import Entry, Limits, Plan, Stamp, add_entries, dir_member, list_tree, unpack
+from bridge.fs.tarball import Limits, Plan, unpack
+from bridge.fs.tarpack import Entry, Stamp, add_entries, dir_member, list_tree
 from bridge.recording.integrity import PROCESS_LOCAL
 
 MAX_MEMBERS = 200_000

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bridge.fs.tarball import Stamp, add_entries, list_tree, unpack
+from bridge.fs.tarball import unpack
+from bridge.fs.tarpack import Stamp, add_entries, list_tree
 from bridge.recording.events import read_events
 from bridge.sessions.linux import (
     IN_ACCESS,

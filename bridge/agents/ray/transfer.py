@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from bridge.errors import BridgeError
-from bridge.fs.tarball import Stamp, add_entries, list_tree, unpack
+from bridge.fs.tarball import unpack
+from bridge.fs.tarpack import Stamp, add_entries, list_tree
 
 #: what one attempt folder may bring back (the agent's stream and state first, then the
 #: workspace, its HOME, its TMPDIR); files past the cap are named in `ray.json`, not copied

@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from bridge.errors import ScoringError
-from bridge.fs.tarball import add_entries, list_tree, unpack
+from bridge.fs.tarball import unpack
+from bridge.fs.tarpack import add_entries, list_tree
 from bridge.scoring.result import ProfileResult
 from bridge.scoring.run.backend import JobCancelled, ScoringJob
 from bridge.scoring.types import ProgressFn

@@ -17,7 +17,8 @@ from pathlib import Path, PurePosixPath
 
 from bridge.errors import ScoringError
 from bridge.fs.ignore import UPSTREAM_COPY_IGNORE
-from bridge.fs.tarball import Stamp, add_entries, dir_member, list_tree, read_single_file
+from bridge.fs.tarball import read_single_file
+from bridge.fs.tarpack import Stamp, add_entries, dir_member, list_tree
 from bridge.scoring.sandbox.protocol import APP_GID, APP_UID
 
 # Fixed mtime for files copied in: stable archives across runs. 2000-01-01, not the epoch,
