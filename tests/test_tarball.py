@@ -222,6 +222,18 @@ def test_pack_reads_through_the_walker_and_stamps_as_asked(tmp_path: Path) -> No
     assert members["top/run.sh"].mode == 0o755 and {m.uid for m in members.values()} == {7}
 
 
+def test_the_callers_root_may_be_a_link_nothing_below_it_is_followed(tmp_path: Path) -> None:
+    (tmp_path / "real" / "d").mkdir(parents=True)
+    (tmp_path / "real" / "d" / "f").write_text("f")
+    os.symlink(tmp_path / "real" / "d", tmp_path / "real" / "dlink")
+    os.symlink(tmp_path / "real", tmp_path / "named")  # e.g. a task folder kept elsewhere
+    entries = list_tree(tmp_path / "named", ignore=False)
+    assert [(e.rel, e.kind) for e in entries] == [("d", "dir"), ("d/f", "file"), ("dlink", "link")]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        assert add_entries(tar, tmp_path / "named", entries) == []
+
+
 def test_a_folder_swapped_for_a_link_after_listing_is_not_read_through(tmp_path: Path) -> None:
     src = tmp_path / "src"
     (src / "sub").mkdir(parents=True)

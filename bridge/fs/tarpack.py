@@ -62,6 +62,7 @@ def list_tree(
     what it holds). Unreadable or too deep subtrees are named in `skipped`; what vanishes while
     it is listed is left out."""
     names = frozenset(exclude) | (EXCLUDED_DIRS if ignore else frozenset())
+    root = os.path.realpath(root)  # the caller's own folder: a link there is followed, as os.walk did
     out: list[Entry] = []
     pruned: set[str] = set()
     for rel, entry, dir_fd in _walk.walk_files_at(root, names, skipped, dirs=True, ignore=ignore, specials=True):
@@ -133,6 +134,7 @@ def add_entries(
     through the safe walker (at most the size listed). Special files are not packed. Returns
     the files that could not be read (vanished, or swapped for a link) and were left out."""
     missed: list[str] = []
+    root = os.path.realpath(root)  # as list_tree: only the caller's root is resolved
     for entry in entries:
         if entry.kind == "special":
             continue

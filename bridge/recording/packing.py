@@ -49,10 +49,10 @@ def _members(rec_dir: Path) -> list[Entry]:
     """What the archive holds, listed through the safe walker (no link followed, no folder
     entered through one); anything but files and folders, or a subtree the walk could not
     enter, refuses the pack."""
-    skipped: dict[str, str] = {}
-    entries = list_tree(rec_dir, ignore=False, skipped=skipped)
     if not os.path.isdir(rec_dir) or os.path.islink(rec_dir):
         raise RecordingError(f"cannot pack {rec_dir}: not a folder")
+    skipped: dict[str, str] = {}
+    entries = list_tree(rec_dir, ignore=False, skipped=skipped)
     for rel, why in sorted(skipped.items()):
         raise RecordingError(f"cannot pack {rec_dir}: {rel}: {why}")
     for entry in entries:
