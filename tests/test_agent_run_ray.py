@@ -138,8 +138,12 @@ def _ray_facts(out: Path) -> dict[str, dict[str, Any]]:
 
 
 def _agents_of(marker: Path) -> list[int]:
-    """PIDs of scripted agents whose command line names `marker` (this test's payload)."""
-    found = subprocess.run(["pgrep", "-f", f"mcp_sdk_agent.py .* {marker}"], capture_output=True, text=True)
+    """PIDs of scripted agents whose command line names `marker` (this test's payload). Only a
+    Python running the agent script: the run's own process names the agent's command line in its
+    `--agent-cmd` argument, and matching it let a wait for the second agent end at once, so a
+    Ctrl-C could land before that attempt's session (and its recording) existed."""
+    pattern = rf"^\S*python\S* \S*mcp_sdk_agent\.py \S+ {re.escape(str(marker))}( |$)"
+    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
     return [int(p) for p in found.stdout.split()]
 
 
@@ -259,12 +263,7 @@ def test_ctrl_c_cancels_then_resume_completes(
     assert ("kv-ledger.a1" in facts) == (first == "ray") and ("kv-ledger.a2" in facts) == ((then or first) == "ray")
     if first == "local":  # cut short here: its folders kept aside, its session never scored
         asides = [p for p in (out / "recordings" / "rayint" / "kv-ledger").iterdir() if ".interrupted-" in p.name]
-        if not asides and then == "ray":
-            # Open defect (issue 37, step 7): now and then the resume on Ray sets aside the cut
-            # attempt's folder but finds no recording of it to set aside (seen on e75048e too).
-            # Everything above held; this one check is reported as a known failure, not hidden.
-            pytest.xfail("the cut local attempt's recording was not set aside (issue 37, open)")
-        (aside,) = asides
+        (aside,) = asides  # once missing now and then: the Ctrl-C came before its session (see _agents_of)
         (old,) = [p.parent for p in aside.rglob("session.json")]
         assert not any(e["type"] == "score" for e in events(old))
 
