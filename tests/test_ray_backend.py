@@ -386,7 +386,7 @@ def test_unpack_refuses_paths_out_of_the_folder(tmp_path: Path) -> None:
         info = tarfile.TarInfo("../escaped.txt")
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
-    with pytest.raises(tarfile.TarError):
+    with pytest.raises(ScoringError, match="'..'"):
         unpack_tree(buf.getvalue(), tmp_path / "dest")
     assert not (tmp_path / "escaped.txt").exists()
 

@@ -16,6 +16,7 @@ import pytest
 from bridge.agents.ray.driver import rebase
 from bridge.agents.ray.transfer import pack_folder, pack_recordings, receive_recording, unpack_folder
 from bridge.errors import BridgeError
+from bridge.fs import walk as fs_walk
 from bridge.recording.verify import verify_recording
 
 SAMPLE = Path(__file__).resolve().parent.parent / "recordings" / "samples" / "kv-ledger-sample"
@@ -83,9 +84,9 @@ def test_unpack_drops_escaping_members(tmp_path: Path) -> None:
             info.size = 2
             tar.addfile(info, io.BytesIO(b"hi"))
     skipped = unpack_folder(buf.getvalue(), tmp_path / "dest")
-    assert skipped == ["../outside.txt"]
+    assert skipped == ["../outside.txt", "/abs.txt"]  # the one path validator refuses both
     assert not (tmp_path / "outside.txt").exists() and (tmp_path / "dest" / "ok.txt").is_file()
-    assert (tmp_path / "dest" / "abs.txt").is_file()  # an absolute name lands inside, made relative
+    assert not (tmp_path / "dest" / "abs.txt").exists() and not Path("/abs.txt").exists()
 
 
 def test_rebase_moves_only_node_paths() -> None:
@@ -110,14 +111,44 @@ def test_files_vanishing_while_packing_are_left_out(tmp_path: Path, monkeypatch:
     (folder / "tmp" / "rgbridge-scoring-x" / "log.txt").write_text("scoring")
     (folder / "agent").mkdir()
     (folder / "agent" / "stream.jsonl").write_text("{}\n")
-    real_walk = os.walk
+    for module, name in ((os, "walk"), (fs_walk, "walk_files_at")):  # whichever lists the folder
+        real = getattr(module, name)
 
-    def walk_then_clean(top, *args, **kwargs):
-        yield from real_walk(top, *args, **kwargs)
-        shutil.rmtree(folder / "tmp" / "rgbridge-scoring-x")  # listed, then gone before it is read
+        def walk_then_clean(*args, _real=real, **kwargs):
+            yield from _real(*args, **kwargs)
+            shutil.rmtree(folder / "tmp" / "rgbridge-scoring-x")  # listed, then gone before it is read
 
-    monkeypatch.setattr(os, "walk", walk_then_clean)
+        monkeypatch.setattr(module, name, walk_then_clean)
     data, left_out = pack_folder(folder)
     assert any(rel.startswith("tmp/rgbridge-scoring-x") for rel in left_out), left_out
     unpack_folder(data, tmp_path / "driver")
     assert (tmp_path / "driver" / "agent" / "stream.jsonl").read_text() == "{}\n"
+
+
+def test_a_folder_swapped_for_a_link_while_packing_is_not_read_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent process outliving its attempt (`--sandbox none`) swaps a listed folder for a link
+    to outside before its files are read: pack_folder reads through the safe walker
+    (bridge/fs/tarball.py), never through the link (issue 33 left this open)."""
+    folder = tmp_path / "a1"
+    (folder / "workspace" / "sub").mkdir(parents=True)
+    (folder / "workspace" / "sub" / "notes.txt").write_text("my notes, longer than the secret")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "notes.txt").write_text("SECRET of the user")
+
+    def swap() -> None:
+        shutil.rmtree(folder / "workspace" / "sub")
+        os.symlink(tmp_path / "outside", folder / "workspace" / "sub")
+
+    for module, name in ((os, "walk"), (fs_walk, "walk_files_at")):  # whichever lists the folder
+        real = getattr(module, name)
+
+        def listed_then_swapped(*args, _real=real, **kwargs):
+            yield from _real(*args, **kwargs)
+            swap()
+
+        monkeypatch.setattr(module, name, listed_then_swapped)
+    data, left_out = pack_folder(folder)
+    assert b"SECRET" not in data
+    assert left_out == ["workspace/sub/notes.txt"]

@@ -23,7 +23,7 @@ def _walk(path: Path, *, create: bool) -> int:
     rel = str(path).strip("/")
     top = os.open("/", DIR_FLAGS)
     try:
-        return _descend(top, split_rel(rel) if rel else [], create=create)
+        return descend(top, split_rel(rel) if rel else [], create=create)
     finally:
         os.close(top)
 
@@ -69,7 +69,7 @@ def is_empty(fd: int, ignored: frozenset[str] | set[str]) -> bool:
     return all(name in ignored for name in os.listdir(fd))
 
 
-def _descend(dir_fd: int, names: list[str], *, create: bool = True) -> int:
+def descend(dir_fd: int, names: list[str], *, create: bool = True) -> int:
     """A new fd of `names` below `dir_fd` (missing folders created when `create`), each opened
     O_DIRECTORY|O_NOFOLLOW: a symlink anywhere fails with ELOOP/ENOTDIR instead of being followed."""
     fd = os.dup(dir_fd)
@@ -92,7 +92,7 @@ def _descend(dir_fd: int, names: list[str], *, create: bool = True) -> int:
 def write_new(dir_fd: int, rel: str, data: bytes, *, mode: int = 0o644) -> bool:
     """Create `rel` below `dir_fd` (parents too) without following any symlink; False if it exists."""
     parts = split_rel(rel)
-    fd = _descend(dir_fd, parts[:-1])
+    fd = descend(dir_fd, parts[:-1])
     try:
         try:
             out = os.open(
@@ -115,7 +115,7 @@ def replace_file(dir_fd: int, rel: str, data: bytes) -> None:
     """Write `rel` below `dir_fd` atomically (temp + rename in the same held folder)."""
     parts = split_rel(rel)
     tmp = f".{parts[-1]}.{os.getpid()}.tmp"
-    fd = _descend(dir_fd, parts[:-1])
+    fd = descend(dir_fd, parts[:-1])
     try:
         try:
             os.unlink(tmp, dir_fd=fd)

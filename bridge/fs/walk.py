@@ -75,6 +75,8 @@ def walk_files_at(
     *,
     under: str | None = None,
     dirs: bool = False,
+    ignore: bool = True,
+    specials: bool = False,
 ) -> Iterator[tuple[str, os.DirEntry[str], int]]:
     """Yield (relative POSIX path, DirEntry, fd of its directory) for every recorded file or
     symlink under `root` (or `root/under`; paths are then relative to it).
@@ -86,6 +88,9 @@ def walk_files_at(
     directories are pruned, ignored names skipped (bridge/fs/ignore.py), sockets, fifos and
     devices skipped. Subtrees too deep or too long for PATH_MAX, or unreadable, are left out and
     reported in `skipped` (relative dir -> reason). With `dirs`, directories are yielded too.
+    Without `ignore`, nothing is pruned or skipped by name (only `exclude`'s folder names are):
+    a folder brought back whole (bridge/fs/tarball.py). With `specials`, sockets, fifos and
+    devices are yielded as well, for callers that name what they leave out.
     """
     try:
         fd = _open_under(root, under)
@@ -97,11 +102,20 @@ def walk_files_at(
         if skipped is not None:
             skipped[under or "."] = exc.strerror or type(exc).__name__
         return
-    yield from _walk_dir(fd, "", exclude, skipped, dirs)
+    yield from _walk_dir(fd, "", exclude, skipped, _Yield(dirs, ignore, specials))
+
+
+class _Yield:
+    """What a walk yields besides recorded files (see walk_files_at)."""
+
+    __slots__ = ("dirs", "ignore", "specials")
+
+    def __init__(self, dirs: bool, ignore: bool, specials: bool) -> None:
+        self.dirs, self.ignore, self.specials = dirs, ignore, specials
 
 
 def _walk_dir(
-    fd: int, rel_dir: str, exclude: frozenset[str] | set[str], skipped: dict[str, str] | None, dirs: bool
+    fd: int, rel_dir: str, exclude: frozenset[str] | set[str], skipped: dict[str, str] | None, what: _Yield
 ) -> Iterator[tuple[str, os.DirEntry[str], int]]:
     try:
         try:
@@ -115,11 +129,11 @@ def _walk_dir(
             rel = f"{rel_dir}{entry.name}"
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
-                is_file = not is_dir and (entry.is_file(follow_symlinks=False) or entry.is_symlink())
+                is_file = not is_dir and (what.specials or entry.is_file(follow_symlinks=False) or entry.is_symlink())
             except OSError:
                 continue
             if is_dir:
-                if is_excluded_dir(entry.name, exclude):
+                if entry.name in exclude or (what.ignore and is_excluded_dir(entry.name, exclude)):
                     continue
                 sub_rel = rel + "/"
                 if (
@@ -137,11 +151,11 @@ def _walk_dir(
                     if exc.errno != errno.ELOOP and skipped is not None:  # ELOOP: swapped for a link
                         skipped[rel] = exc.strerror or type(exc).__name__
                     continue
-                if dirs:
+                if what.dirs:
                     yield rel, entry, fd
-                yield from _walk_dir(sub, sub_rel, exclude, skipped, dirs)
+                yield from _walk_dir(sub, sub_rel, exclude, skipped, what)
                 continue
-            if is_file and not is_ignored_file(entry.name):
+            if is_file and not (what.ignore and is_ignored_file(entry.name)):
                 yield rel, entry, fd
     finally:
         os.close(fd)

@@ -6,34 +6,34 @@ uid/gid 0, empty owner names, modes normalised (dirs 0755, files 0644), PAX form
 mtime 0 and no file name. The same recording packs to the same bytes every time.
 Process-local files (`owner.pid`, `owner.lock`) and the store's temporary files are left out.
 
-Unpacking assumes the archive was made by somebody else: every member is checked before
-anything is written (one top folder; relative paths without `..`, empty or `.` parts, NUL or
-backslashes; only regular files and directories; no links of any kind, devices or fifos; no
-duplicates; member-count, per-file and total size caps), then written with O_EXCL|O_NOFOLLOW
-into a fresh empty directory, and each target's resolved path is re-checked to be inside it.
+Unpacking assumes the archive was made by somebody else (bridge/fs/tarball.py, the one tar
+helper: names by the one path validator, no links, devices or fifos, no duplicates, member-count,
+per-file, total and expansion-ratio caps, every member checked before anything is written, then
+written fd-relative with O_EXCL|O_NOFOLLOW into a fresh empty directory); here only what makes
+it a recording: one top folder holding `session.json`.
 """
 
 from __future__ import annotations
 
 import gzip
-import io
 import os
-import shutil
-import stat
 import tarfile
-import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.errors import RecordingError
-from bridge.fs.relpath import check_layout, rel_parts
-from bridge.fs.walk import DIR_FLAGS, open_parent, read_at
+from bridge.fs.tarball import Limits, Plan, unpack
+from bridge.fs.tarpack import Entry, Stamp, add_entries, dir_member, list_tree
 from bridge.recording.integrity import PROCESS_LOCAL
 
 MAX_MEMBERS = 200_000
 MAX_FILE_BYTES = 512 * 1024 * 1024
 MAX_TOTAL_BYTES = 4 * 1024 * 1024 * 1024
 _SKIP_ROOT_FILES = PROCESS_LOCAL
+#: a recording's members are stamped alike whatever the disk says: the same recording packs to
+#: the same bytes
+_STAMP = Stamp(uid=0, gid=0, mtime=0, dir_mode=lambda _m: 0o755, file_mode=lambda _m: 0o644)
 
 
 def _skip(rel: str) -> bool:
@@ -45,65 +45,22 @@ def _skip(rel: str) -> bool:
     return name.endswith(".tmp") and name.startswith(".")
 
 
-def _walk(rec_dir: Path) -> list[tuple[str, bool]]:
-    """(relative path, is_dir), sorted; refuses anything but files and dirs. Every folder is
-    entered relative to its parent's fd with O_NOFOLLOW (bridge/fs/walk.py), so a folder swapped
-    for a link after it was listed is refused, never read through."""
-    out: list[tuple[str, bool]] = []
-
-    def visit(fd: int, rel_dir: str) -> None:
-        try:
-            with os.scandir(fd) as it:
-                entries = sorted(it, key=lambda e: e.name)
-            for entry in entries:
-                rel = f"{rel_dir}{entry.name}"
-                st = entry.stat(follow_symlinks=False)
-                if stat.S_ISLNK(st.st_mode):
-                    raise RecordingError(f"cannot pack {rec_dir}: {rel} is a symlink (recordings hold none)")
-                if stat.S_ISDIR(st.st_mode):
-                    out.append((rel, True))
-                    try:
-                        sub = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
-                    except OSError as exc:
-                        raise RecordingError(
-                            f"cannot pack {rec_dir}: {rel}: {exc.strerror} (swapped for a link?)"
-                        ) from None
-                    visit(sub, rel + "/")
-                elif stat.S_ISREG(st.st_mode):
-                    if not _skip(rel):
-                        out.append((rel, False))
-                else:
-                    raise RecordingError(f"cannot pack {rec_dir}: {rel} is not a regular file")
-        finally:
-            os.close(fd)
-
-    try:
-        root_fd = os.open(rec_dir, DIR_FLAGS)
-    except OSError as exc:
-        raise RecordingError(f"cannot pack {rec_dir}: {exc.strerror}") from None
-    visit(root_fd, "")
-    out.sort(key=lambda t: t[0].encode("utf-8", "surrogateescape"))
-    return out
-
-
-def _read(rec_dir: Path, rel: str) -> bytes:
-    """A member's bytes, read with no symlink component followed."""
-    try:
-        with open_parent(rec_dir, rel) as (dir_fd, name):
-            return read_at(dir_fd, name)
-    except (OSError, ValueError) as exc:
-        raise RecordingError(f"cannot pack {rec_dir}: {rel}: {getattr(exc, 'strerror', None) or exc}") from None
-
-
-def _info(name: str, *, is_dir: bool, size: int = 0) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.type = tarfile.DIRTYPE if is_dir else tarfile.REGTYPE
-    info.mode = 0o755 if is_dir else 0o644
-    info.size = 0 if is_dir else size
-    info.mtime = 0
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    return info
+def _members(rec_dir: Path) -> list[Entry]:
+    """What the archive holds, listed through the safe walker (no link followed, no folder
+    entered through one); anything but files and folders, or a subtree the walk could not
+    enter, refuses the pack."""
+    if not os.path.isdir(rec_dir) or os.path.islink(rec_dir):
+        raise RecordingError(f"cannot pack {rec_dir}: not a folder")
+    skipped: dict[str, str] = {}
+    entries = list_tree(rec_dir, ignore=False, skipped=skipped)
+    for rel, why in sorted(skipped.items()):
+        raise RecordingError(f"cannot pack {rec_dir}: {rel}: {why}")
+    for entry in entries:
+        if entry.kind == "link":
+            raise RecordingError(f"cannot pack {rec_dir}: {entry.rel} is a symlink (recordings hold none)")
+        if entry.kind == "special":
+            raise RecordingError(f"cannot pack {rec_dir}: {entry.rel} is not a regular file")
+    return [e for e in entries if e.kind == "dir" or not _skip(e.rel)]
 
 
 def pack_recording(rec_dir: Path | str, out_file: Path | str) -> Path:
@@ -115,19 +72,15 @@ def pack_recording(rec_dir: Path | str, out_file: Path | str) -> Path:
     if out_file.resolve().is_relative_to(rec_dir.resolve()):
         raise RecordingError(f"the archive {out_file} must not be written inside the recording")
     top = rec_dir.resolve().name
-    members = _walk(rec_dir)
+    members = _members(rec_dir)
     tmp = out_file.with_name(f".{out_file.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz:
             with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
-                tar.addfile(_info(top, is_dir=True))
-                for rel, is_dir in members:
-                    name = f"{top}/{rel}"
-                    if is_dir:
-                        tar.addfile(_info(name, is_dir=True))
-                        continue
-                    data = _read(rec_dir, rel)  # read once: size and content agree even if it changes
-                    tar.addfile(_info(name, is_dir=False, size=len(data)), io.BytesIO(data))
+                tar.addfile(dir_member(top, stamp=_STAMP))
+                missed = add_entries(tar, rec_dir, members, prefix=top, stamp=_STAMP)
+        if missed:
+            raise RecordingError(f"cannot pack {rec_dir}: {missed[0]}: gone or swapped for a link while packing")
         os.replace(tmp, out_file)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -142,8 +95,19 @@ class UnpackResult:
     bytes: int
 
 
-def _check_name(name: str) -> list[str]:
-    return rel_parts(name.removesuffix("/"), what="archive member", error=RecordingError)
+def _is_recording(archive: Path) -> Callable[[Plan], None]:
+    def check(plan: Plan) -> None:
+        tops = {parts[0] for _m, parts in plan.members}
+        if not tops:
+            raise RecordingError(f"{archive}: empty archive")
+        first = plan.members[0][1][0]
+        stray = next((m for m, parts in plan.members if parts[0] != first), None)
+        if stray is not None:
+            raise RecordingError(f"archive member {stray.name!r}: outside the top folder {first!r}")
+        if not any(parts == [first, "session.json"] and m.isreg() for m, parts in plan.members):
+            raise RecordingError(f"{archive}: no {first}/session.json: not a recording archive")
+
+    return check
 
 
 def unpack_recording(
@@ -158,125 +122,6 @@ def unpack_recording(
     lands at `out_dir` itself. Anything unexpected refuses the whole archive before writing."""
     archive = Path(archive)
     out = Path(os.path.abspath(out_dir))
-    if out.exists() and (not out.is_dir() or out.is_symlink() or any(out.iterdir())):
-        raise RecordingError(f"{out_dir}: must be a new or empty directory")
-    try:
-        tar = tarfile.open(archive, mode="r:*")
-    except (OSError, tarfile.TarError, EOFError) as exc:
-        raise RecordingError(f"{archive}: not a readable archive ({exc})") from None
-    with tar:
-        plan: list[tuple[tarfile.TarInfo, list[str]]] = []
-        seen: set[str] = set()
-        total = 0
-        top: str | None = None
-        try:
-            for member in tar:
-                if len(plan) >= max_members:
-                    raise RecordingError(f"{archive}: more than {max_members} members (refused)")
-                parts = _check_name(member.name)
-                kind = "directory" if member.isdir() else "file" if member.isreg() else None
-                if kind is None:
-                    what = (
-                        "symlink"
-                        if member.issym()
-                        else "hardlink"
-                        if member.islnk()
-                        else "device file"
-                        if (member.ischr() or member.isblk())
-                        else "fifo"
-                        if member.isfifo()
-                        else f"type {member.type!r}"
-                    )
-                    raise RecordingError(f"archive member {member.name!r}: {what} refused (recordings hold only files)")
-                if member.isreg() and getattr(member, "sparse", None):
-                    raise RecordingError(f"archive member {member.name!r}: sparse file refused")
-                if top is None:
-                    top = parts[0]
-                if parts[0] != top:
-                    raise RecordingError(f"archive member {member.name!r}: outside the top folder {top!r}")
-                key = "/".join(parts)
-                if key in seen:
-                    raise RecordingError(f"archive member {member.name!r}: duplicate entry refused")
-                seen.add(key)
-                if member.isreg():
-                    if member.size > max_file_bytes:
-                        raise RecordingError(
-                            f"archive member {member.name!r}: {member.size} bytes exceeds the "
-                            f"{max_file_bytes}-byte file cap"
-                        )
-                    total += member.size
-                    if total > max_total_bytes:
-                        raise RecordingError(f"{archive}: contents exceed the {max_total_bytes}-byte cap (refused)")
-                plan.append((member, parts))
-        except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
-            raise RecordingError(f"{archive}: damaged archive ({exc})") from None
-        if top is None:
-            raise RecordingError(f"{archive}: empty archive")
-        if f"{top}/session.json" not in seen:
-            raise RecordingError(f"{archive}: no {top}/session.json: not a recording archive")
-        check_layout(
-            ["/".join(p) for m, p in plan if not m.isdir()],
-            ["/".join(p) for m, p in plan if m.isdir()],
-            what="archive member",
-            error=RecordingError,
-        )
-
-        existed = out.exists()
-        out.mkdir(parents=True, exist_ok=True)
-        root = os.path.realpath(out)
-        files = 0
-        try:
-            for member, parts in plan:
-                rel = parts[1:]
-                target = os.path.join(root, *rel) if rel else root
-                parent = os.path.dirname(target) if rel else root
-                real_parent = os.path.realpath(parent) if os.path.exists(parent) else None
-                if real_parent is not None and real_parent != root and not real_parent.startswith(root + os.sep):
-                    raise RecordingError(f"archive member {member.name!r}: resolves outside {out_dir}")
-                if member.isdir():
-                    if rel:
-                        os.makedirs(target, mode=0o755, exist_ok=True)
-                        if os.path.islink(target) or not os.path.realpath(target).startswith(root + os.sep):
-                            raise RecordingError(f"archive member {member.name!r}: resolves outside {out_dir}")
-                    continue
-                if not rel:
-                    raise RecordingError(f"archive member {member.name!r}: a file as the top folder")
-                os.makedirs(parent, mode=0o755, exist_ok=True)
-                real_parent = os.path.realpath(parent)
-                if real_parent != root and not real_parent.startswith(root + os.sep):
-                    raise RecordingError(f"archive member {member.name!r}: resolves outside {out_dir}")
-                src = tar.extractfile(member)
-                if src is None:
-                    raise RecordingError(f"archive member {member.name!r}: unreadable")
-                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-                written = 0
-                with os.fdopen(fd, "wb") as dst:
-                    while chunk := src.read(1 << 20):
-                        written += len(chunk)
-                        if written > member.size:
-                            raise RecordingError(f"archive member {member.name!r}: longer than declared")
-                        dst.write(chunk)
-                files += 1
-        except OSError as exc:  # e.g. a name the destination file system refuses: an error, not a traceback
-            _clear(root, existed)
-            where = f" ({os.fsdecode(exc.filename)!r})" if exc.filename else ""
-            raise RecordingError(f"cannot unpack into {out_dir}: {exc.strerror or exc}{where}") from None
-        except (tarfile.TarError, EOFError, zlib.error) as exc:
-            _clear(root, existed)
-            raise RecordingError(f"{archive}: damaged archive ({exc})") from None
-        except BaseException:
-            _clear(root, existed)
-            raise
-    return UnpackResult(out, files, total)
-
-
-def _clear(root: str, existed: bool) -> None:
-    """Undo a failed unpack: an existing (empty) destination is left empty, a new one removed."""
-    if existed:
-        for child in Path(root).iterdir():
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child, ignore_errors=True)
-            else:
-                child.unlink()
-    else:
-        shutil.rmtree(root, ignore_errors=True)
+    limits = Limits(max_members=max_members, max_file_bytes=max_file_bytes, max_total_bytes=max_total_bytes)
+    done = unpack(archive, out, limits=limits, strip=1, error=RecordingError, check=_is_recording(archive))
+    return UnpackResult(out, done.files, done.bytes)

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bridge.fs.tarball import unpack
+from bridge.fs.tarpack import Stamp, add_entries, list_tree
 from bridge.recording.events import read_events
 from bridge.sessions.linux import (
     IN_ACCESS,
@@ -97,14 +99,14 @@ _IGNORED = ("__pycache__", "*.pyc", "*.class")
 
 
 def _add_tree(tar: tarfile.TarFile, source: Path, arcname: str) -> None:
-    """`source` into `tar` under `arcname`: symlinks as links, never followed (as copytree did)."""
-    for here, dirs, files in os.walk(source):  # os.walk never descends into directory symlinks
-        dirs[:] = sorted(d for d in dirs if not any(fnmatch.fnmatch(d, p) for p in _IGNORED))
-        rel = Path(here).relative_to(source)
-        for name in sorted(files) + [d for d in dirs if (Path(here) / d).is_symlink()]:
-            if any(fnmatch.fnmatch(name, p) for p in _IGNORED):
-                continue
-            tar.add(Path(here) / name, arcname=(Path(arcname) / rel / name).as_posix(), recursive=False)
+    """`source` into `tar` under `arcname` through the one tar helper (bridge/fs/tarball.py):
+    symlinks as links, never followed (as copytree did), owners and mtimes as on disk."""
+    entries = list_tree(source, ignore=False, skip=_ignored)
+    add_entries(tar, source, entries, prefix=arcname, stamp=Stamp(mtime=None))
+
+
+def _ignored(name: str) -> bool:
+    return any(fnmatch.fnmatch(name, p) for p in _IGNORED)
 
 
 def golden_archive(task: Task) -> bytes:
@@ -122,9 +124,9 @@ def golden_archive(task: Task) -> bytes:
 
 def unpack_golden(task: Task, archive: bytes, dest: Path) -> Task:
     """The Task that scores from `archive` (`golden_archive`) unpacked into `dest`: a folder
-    only the scoring process can reach (bridge/sessions/score_process.py)."""
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
-        tar.extractall(dest, filter="data")  # no absolute paths, no escapes, no devices
+    only the scoring process can reach (bridge/sessions/score_process.py). The one tar helper
+    refuses absolute paths, escapes, links out and devices (bridge/fs/tarball.py)."""
+    unpack(io.BytesIO(archive), dest, links=True, fresh=False)
     solution = dest / "solution" if task.solution_dir is not None else None
     extras = {name: dest / "extras" / name for name in task.test_extras}
     return task.model_copy(update={"tests_dir": dest / "tests", "solution_dir": solution, "test_extras": extras})

@@ -3,25 +3,25 @@
 The recordings: each session folder packed as `rgbridge recordings pack` packs it, with the
 archive's SHA-256 and its seal's digest; on arrival the hash is checked, the archive unpacked as
 a hostile one (bridge/recording/packing.py) and the recording verified against its seal.
-The attempt folder (workspace, the agent's HOME and TMPDIR, its stream): a tar, capped, unpacked
-with the `data` filter (the agent's files are untrusted: a link out of the folder is dropped).
+The attempt folder (workspace, the agent's HOME and TMPDIR, its stream): a tar, capped, packed
+and unpacked by the one tar helper (bridge/fs/tarball.py; the agent's files are untrusted: a
+link out of the folder is dropped).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
-import os
 import re
 import shutil
-import stat
 import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from bridge.errors import BridgeError
+from bridge.fs.tarball import unpack
+from bridge.fs.tarpack import Stamp, add_entries, list_tree
 
 #: what one attempt folder may bring back (the agent's stream and state first, then the
 #: workspace, its HOME, its TMPDIR); files past the cap are named in `ray.json`, not copied
@@ -38,73 +38,42 @@ def _rank(rel: str) -> int:
 
 def pack_folder(folder: Path, cap: int = MAX_FOLDER_BYTES) -> tuple[bytes, list[str]]:
     """An attempt folder as an uncompressed tar (relative paths; folders, regular files and
-    links as links, never followed); files that would pass `cap` bytes in all are left out and
-    named (the agent's stream and state come first, then workspace, HOME, TMPDIR). The agent is
-    gone, but a scoring job's clean-up may still remove its temporary files from TMPDIR: what
-    vanishes while packing is left out, never an error."""
-    items: list[tuple[str, os.stat_result]] = []
-    for dirpath, dirnames, filenames in os.walk(folder):  # does not descend into links
-        base = Path(dirpath)
-        for name in sorted(dirnames + filenames):
-            with contextlib.suppress(OSError):
-                items.append(((base / name).relative_to(folder).as_posix(), (base / name).lstat()))
-    left_out: list[str] = []
+    links as links, never followed; listed and read through the safe walker, bridge/fs/tarball.py,
+    with no ignore rule: the folder comes back whole); files that would pass `cap` bytes in all
+    are left out and named (the agent's stream and state come first, then workspace, HOME,
+    TMPDIR), as are fifos, sockets and devices. The agent is gone, but a scoring job's clean-up
+    may still remove its temporary files from TMPDIR: what vanishes while packing is left out,
+    never an error."""
+    skipped: dict[str, str] = {}
+    entries = list_tree(folder, ignore=False, skipped=skipped)
+    left_out = sorted(skipped)
     chosen: set[str] = set()
     total = 0
-    for rel, st in sorted(items, key=lambda i: (_rank(i[0]), i[0])):
-        if stat.S_ISREG(st.st_mode):
-            if total + st.st_size > cap:
-                left_out.append(rel)
+    for entry in sorted(entries, key=lambda e: (_rank(e.rel), e.rel)):
+        if entry.kind == "file":
+            if total + entry.size > cap:
+                left_out.append(entry.rel)
                 continue
-            total += st.st_size
-            chosen.add(rel)
-        elif stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode):
-            chosen.add(rel)
+            total += entry.size
+            chosen.add(entry.rel)
+        elif entry.kind == "special":
+            left_out.append(entry.rel)  # fifos, sockets, devices: nothing to copy
         else:
-            left_out.append(rel)  # fifos, sockets, devices: nothing to copy
+            chosen.add(entry.rel)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for rel, st in sorted(items):
-            if rel not in chosen:
-                continue
-            path = folder / rel
-            try:
-                info = tar.gettarinfo(str(path), arcname=rel)
-                data = b""
-                if info.isreg():
-                    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-                    with os.fdopen(fd, "rb") as fh:
-                        data = fh.read(st.st_size)  # as counted against the cap
-            except OSError:
-                left_out.append(rel)
-                continue
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            if info.isreg():
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-            else:
-                tar.addfile(info)
+        left_out += add_entries(tar, folder, [e for e in entries if e.rel in chosen], stamp=Stamp(mtime=None))
     return buf.getvalue(), left_out
 
 
 def unpack_folder(data: bytes, dest: Path) -> list[str]:
     """Unpack `pack_folder` output into `dest` (new). The archive crossed the network and holds
-    an agent's files: the `data` filter's refusals (absolute paths or links, links out of
-    `dest`, devices) skip that member, named in the result, instead of failing the attempt."""
-    skipped: list[str] = []
-
-    def keep(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
-        try:
-            return tarfile.data_filter(member, path)
-        except tarfile.FilterError:
-            skipped.append(member.name)
-            return None
-
-    dest.mkdir(parents=True, exist_ok=False)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
-        tar.extractall(dest, filter=keep)
-    return skipped
+    an agent's files: members refused by the one tar helper (absolute paths, `..`, links out of
+    `dest` or files through a link, hard links, devices) are left out and named in the result
+    instead of failing the attempt; its limits (bridge/fs/tarball.py) refuse the whole archive."""
+    if dest.exists():
+        raise BridgeError(f"{dest}: exists; an attempt folder is unpacked into a new folder")
+    return unpack(io.BytesIO(data), dest, links=True, strict=False).refused
 
 
 def pack_recordings(rec_dir: Path, root: Path) -> list[dict[str, Any]]:

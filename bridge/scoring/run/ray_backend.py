@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from bridge.errors import ScoringError
+from bridge.fs.tarball import unpack
+from bridge.fs.tarpack import add_entries, list_tree
 from bridge.scoring.result import ProfileResult
 from bridge.scoring.run.backend import JobCancelled, ScoringJob
 from bridge.scoring.types import ProgressFn
@@ -88,28 +90,19 @@ def connect(address: str | None) -> Any:
 
 
 def pack_tree(root: Path) -> bytes:
-    """A tar of a folder (paths relative, sorted, modes and symlinks kept, no owners)."""
+    """A tar of a folder (paths relative, sorted, modes and symlinks kept, no owners, mtime 0),
+    read through the one tar helper (bridge/fs/tarball.py: no link followed, no rule left out)."""
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for path in sorted(root.rglob("*"), key=lambda p: p.relative_to(root).as_posix()):
-            info = tar.gettarinfo(str(path), arcname=path.relative_to(root).as_posix())
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            info.mtime = 0
-            if info.isreg():
-                with path.open("rb") as fh:
-                    tar.addfile(info, fh)
-            elif info.isdir() or info.issym():
-                tar.addfile(info)
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        add_entries(tar, root, list_tree(root, ignore=False))
     return buf.getvalue()
 
 
 def unpack_tree(data: bytes, dest: Path) -> None:
-    """Unpack a `pack_tree` archive; the `data` filter refuses absolute paths, `..`, links out
-    of the folder and special files (the archive came over the network)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
-        tar.extractall(dest, filter="data")
+    """Unpack a `pack_tree` archive (it came over the network): the one tar helper refuses the
+    whole archive for an absolute path, `..`, a link out of the folder, a special file or a
+    limit passed. `dest` may hold files already (a job's log folder): they are replaced."""
+    unpack(io.BytesIO(data), dest, links=True, fresh=False, error=ScoringError)
 
 
 def pack_task(task: Task) -> tuple[dict[str, Any], bytes]:

@@ -3,15 +3,13 @@ reading one file back out of an untrusted one (copy out).
 
 Copy in: owners normalised, mtimes fixed, symlinks stored as links and never followed, a size
 cap. Copy out: exactly one regular file with a plain name, size-capped before and while
-reading, nothing written to disk. Runtime-neutral: any sandbox that moves files as tar streams
+reading, nothing written to disk. Both go through the one tar helper (bridge/fs/tarball.py). Runtime-neutral: any sandbox that moves files as tar streams
 (Docker's archive API does) uses these.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import os
-import stat as _stat
 import tarfile
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -19,6 +17,8 @@ from pathlib import Path, PurePosixPath
 
 from bridge.errors import ScoringError
 from bridge.fs.ignore import UPSTREAM_COPY_IGNORE
+from bridge.fs.tarball import read_single_file
+from bridge.fs.tarpack import Stamp, add_entries, dir_member, list_tree
 from bridge.scoring.sandbox.protocol import APP_GID, APP_UID
 
 # Fixed mtime for files copied in: stable archives across runs. 2000-01-01, not the epoch,
@@ -37,13 +37,6 @@ def _excluded(name: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, pat) for pat in patterns)
 
 
-def _dir_info(arcname: str, mode: int, uid: int, gid: int) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(arcname)
-    info.type, info.mode = tarfile.DIRTYPE, mode
-    info.uid, info.gid, info.mtime = uid, gid, NORMALISED_MTIME
-    return info
-
-
 def build_directory_tar(
     src_dir: Path,
     dest: str,
@@ -56,7 +49,8 @@ def build_directory_tar(
     """A tar rooted at ``/`` holding ``dest`` and the contents of ``src_dir`` below it.
 
     Owners are normalised to uid/gid, mtimes to NORMALISED_MTIME, permission bits kept (exec
-    bits matter for start.sh). Symlinks are stored as symlinks and never followed; sockets,
+    bits matter for start.sh). Read through the one tar helper (bridge/fs/tarball.py): symlinks
+    are stored as symlinks and never followed, no folder is entered through one; sockets,
     fifos and devices are skipped; hard links become regular files.
     """
     src = Path(src_dir)
@@ -65,39 +59,16 @@ def build_directory_tar(
     dest_rel = PurePosixPath(dest).relative_to("/") if dest.startswith("/") else None
     if dest_rel is None or ".." in dest_rel.parts or not dest_rel.parts:
         raise ScoringError(f"destination must be an absolute path below /: {dest}")
+    plain = {p for p in exclude if not any(c in p for c in "*?[")}
+    entries = list_tree(src, ignore=False, exclude=plain, skip=lambda name: _excluded(name, exclude))
+    total = sum(e.size for e in entries)
+    if max_bytes is not None and total > max_bytes:
+        raise ScoringError(f"{src} exceeds the copy limit of {max_bytes} bytes")
+    stamp = Stamp(uid=uid, gid=gid, mtime=NORMALISED_MTIME, dir_mode=lambda mode: mode | 0o700)
     out = tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024)
-    total = 0
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        tar.addfile(_dir_info(str(dest_rel), 0o755, uid, gid))
-        for root, dirs, files in os.walk(src, followlinks=False):
-            dirs[:] = sorted(d for d in dirs if not _excluded(d, exclude))
-            rel_root = Path(root).relative_to(src)
-            for d in list(dirs):
-                st = os.lstat(os.path.join(root, d))
-                arc = str(dest_rel / PurePosixPath(*rel_root.parts, d))
-                if _stat.S_ISLNK(st.st_mode):  # os.walk lists dir symlinks under dirs
-                    dirs.remove(d)
-                    files.append(d)
-                    continue
-                tar.addfile(_dir_info(arc, _stat.S_IMODE(st.st_mode) | 0o700, uid, gid))
-            for f in sorted(files):
-                if _excluded(f, exclude):
-                    continue
-                path = os.path.join(root, f)
-                st = os.lstat(path)
-                info = tarfile.TarInfo(str(dest_rel / PurePosixPath(*rel_root.parts, f)))
-                info.uid, info.gid, info.mtime = uid, gid, NORMALISED_MTIME
-                info.mode = _stat.S_IMODE(st.st_mode)
-                if _stat.S_ISLNK(st.st_mode):
-                    info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
-                    tar.addfile(info)
-                elif _stat.S_ISREG(st.st_mode):
-                    info.size = st.st_size
-                    total += st.st_size
-                    if max_bytes is not None and total > max_bytes:
-                        raise ScoringError(f"{src} exceeds the copy limit of {max_bytes} bytes")
-                    with open(path, "rb") as fh:
-                        tar.addfile(info, fh)
+        tar.addfile(dir_member(str(dest_rel), stamp=stamp))
+        add_entries(tar, src, entries, prefix=str(dest_rel), stamp=stamp)  # what vanished meanwhile is left out
     out.seek(0)
     return out
 
@@ -119,21 +90,6 @@ def read_one_file(stream: Iterable[bytes], path: str, *, max_bytes: int) -> byte
                 raise UnsafeArchiveError(f"archive of {path} exceeds {limit} bytes")
             spool.write(chunk)
         spool.seek(0)
-        with tarfile.open(fileobj=spool, mode="r:") as tar:
-            members = tar.getmembers()
-            if len(members) != 1:
-                raise UnsafeArchiveError(f"{path}: expected one file, archive has {len(members)} members")
-            m = members[0]
-            name = PurePosixPath(m.name)
-            if name.is_absolute() or ".." in name.parts or len(name.parts) != 1:
-                raise UnsafeArchiveError(f"{path}: unsafe member name {m.name!r}")
-            if not m.isreg():
-                raise UnsafeArchiveError(f"{path} is not a regular file")
-            if m.size > max_bytes:
-                raise UnsafeArchiveError(f"{path} is {m.size} bytes (limit {max_bytes})")
-            fh = tar.extractfile(m)
-            return fh.read(max_bytes + 1)[:max_bytes] if fh else None
-    except tarfile.TarError as exc:
-        raise UnsafeArchiveError(f"{path}: unreadable archive ({exc})") from exc
+        return read_single_file(spool, max_bytes=max_bytes, what=path, error=UnsafeArchiveError)
     finally:
         spool.close()
