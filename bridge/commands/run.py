@@ -26,6 +26,7 @@ from bridge.agents.adapters.library import home_python
 from bridge.agents.adapters.registry import ADAPTERS
 from bridge.agents.attempt.lifecycle import Attempt
 from bridge.agents.confine import KINDS
+from bridge.agents.gateway.prices import parse_price
 from bridge.agents.run.options import RunOptions, load_options
 from bridge.agents.run.planned import EXIT_UNSCORED
 from bridge.agents.run.prompt import PROMPT_KINDS, load_template
@@ -148,6 +149,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--agent-version", metavar="V", help="refuse to run unless the CLI's version is V")
     p.add_argument("--max-cost", type=_usd, metavar="USD", help="start no attempt once the run has spent USD")
+    p.add_argument(
+        "--max-cost-per-attempt", type=_usd, metavar="USD", help="end each attempt (cost_limit) once it has spent USD"
+    )
+    p.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="MODEL=IN,OUT",
+        help="a model's price, USD per million tokens (IN,OUT[,CACHE_READ,CACHE_WRITE]); repeatable",
+    )
     p.add_argument("--show-config", action="store_true", help="print the run's configuration and its hash, and exit")
     add_disk_budget_option(p)
     add_preflight_option(p)
@@ -250,6 +261,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             prompt_file=str(_abs(args.prompt_file)) if args.prompt_file else None,
             agent_version=args.agent_version,
             max_cost=args.max_cost,
+            max_cost_per_attempt=args.max_cost_per_attempt,
+            prices=dict(parse_price(p) for p in args.price),
             sandbox=args.sandbox,
             agent_binds=[str(_abs(p)) for p in args.agent_bind],
             network=args.network,

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 FailureClass = Literal[
-    "auth", "rate_limit", "provider_unavailable", "context_overflow", "cli_crash", "cli_missing", "mcp_unavailable"
+    "auth",
+    "rate_limit",
+    "provider_unavailable",
+    "context_overflow",
+    "cli_crash",
+    "cli_missing",
+    "mcp_unavailable",
+    "unpriced",
 ]
 CLASSES: tuple[str, ...] = (
     "auth",
@@ -25,6 +32,8 @@ CLASSES: tuple[str, ...] = (
     "cli_missing",
     # the agent's model calls never offered the bridge's MCP tools (bridge/agents/gateway/ledger.py)
     "mcp_unavailable",
+    # under a cost cap, a call for a model no price lists (bridge/agents/gateway/ledger.py)
+    "unpriced",
 )
 
 #: what a shell and exec report for a command that is not there (POSIX: 127 not found, 126 not executable)
