@@ -11,7 +11,8 @@ with the real Claude Code and Codex CLIs against the scripted provider on loopba
   run stops (the second task is listed as not run), exits non-zero naming the variable and endpoint;
 - a provider answering 529 for the whole time limit: `agent_error`/provider_unavailable, never scored;
 - a `--max-cost` reached after the first answer: the attempt ends mid-way as `cost_limit`,
-  submitted and scored;
+  submitted and scored; `--max-cost-per-attempt` does so for each attempt on a budget of its own,
+  and a cap over a model no price lists is refused before any agent starts;
 - Codex started while the attempt's MCP endpoint does not answer (its server process stopped):
   `agent_error`/mcp_unavailable, never scored.
 """
@@ -199,6 +200,55 @@ def test_cost_cap_ends_the_attempt_mid_way_as_cost_limit(
     assert row["outcome"] != "agent_error" and row["rgbridge"]["profiles"]["strict"]  # submitted and scored
     assert answered == 1 and row["run"]["wire"]["cost_limited"] and row["run"]["cost_usd"] > 1e-7
     assert code in (0, EXIT_AGENT_ERRORS)
+
+
+@pytest.mark.docker
+def test_cost_cap_per_attempt_ends_each_attempt_on_a_budget_of_its_own(
+    docker_client: Any, agent_cli: Callable[[str], Path], tmp_path: Path, keys: None
+) -> None:
+    agent_cli("claude")
+    out = tmp_path / "out"
+    with ScriptedModel(by_task_policy()) as model:
+        # each attempt's first answer costs more than its cap: attempt 1 is cut there, and attempt
+        # 2 still starts and gets its own first answer (a run's cap would have started nothing)
+        code = run(
+            "claude-code",
+            model,
+            out,
+            *("--time-limit", "300", "--attempts", "2", "--model", "claude-sonnet-4-5"),
+            *("--max-cost-per-attempt", "1e-7"),
+        )
+        answered = len(model.wire.usage)
+    report = report_of(out)
+    first, second = sorted(report["results"], key=lambda r: r["attempt"])
+    for row in (first, second):
+        run_ = row["run"]
+        assert run_["ended"] == "cost_limit" and run_["submitted_by"] == "cost_limit", run_
+        assert row["outcome"] != "agent_error" and row["rgbridge"]["profiles"]["strict"]  # submitted and scored
+        wire = run_["wire"]
+        assert wire["answered"] == 1 and wire["cost_limited_by"] == "attempt" and run_["cost_usd"] > 1e-7
+        assert wire["cost_caps"] == {"attempt": 1e-7, "run": None} and wire["statuses"].get("cost_limit", 0) >= 1
+    assert answered == 2  # one per attempt: the second attempt's budget was its own
+    meta = report["metadata"]
+    assert meta["max_cost_per_attempt_usd"] == 1e-7 and "max_cost_usd" not in meta
+    assert code in (0, EXIT_AGENT_ERRORS)
+
+
+@pytest.mark.docker
+def test_a_cap_over_an_unpriced_model_is_refused_before_any_agent_starts(
+    docker_client: Any, agent_cli: Callable[[str], Path], tmp_path: Path, keys: None, capsys: Any
+) -> None:
+    agent_cli("claude")
+    out = tmp_path / "out"
+    with ScriptedModel(by_task_policy()) as model:
+        code = run(
+            "claude-code", model, out, "--model", "scripted-model", "--max-cost-per-attempt", "1", "--max-cost", "2"
+        )
+        calls = len(model.requests)
+    err = " ".join(capsys.readouterr().err.split())
+    # its calls would count nothing toward the cap: refused, naming the model and the fix
+    assert code == 2 and calls == 0 and not (out / "attempts").exists()
+    assert "'scripted-model' is not in the price table" in err and "--price scripted-model=IN,OUT" in err, err
 
 
 @pytest.mark.docker
