@@ -14,7 +14,10 @@ with the real Claude Code and Codex CLIs against the scripted provider on loopba
   submitted and scored; `--max-cost-per-attempt` does so for each attempt on a budget of its own,
   and a cap over a model no price lists is refused before any agent starts;
 - Codex started while the attempt's MCP endpoint does not answer (its server process stopped):
-  `agent_error`/mcp_unavailable, never scored.
+  `agent_error`/mcp_unavailable, never scored;
+- `--network allow --allow-host`: each CLI's shell reaches the named host (a site of the test's
+  on 127.0.0.2) through the proxy and is refused by another (127.0.0.3), logged in the row and
+  the recording.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -67,22 +71,23 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(var, raising=False)
 
 
-def probing(inner: Policy) -> Policy:
-    """`inner`, after one shell call running PROBE (once the CLI offers a shell)."""
+def probing(inner: Policy, script: str = PROBE, marker: str = "KEY_FILES") -> Policy:
+    """`inner`, after one shell call running `script` (once the CLI offers a shell); `marker`
+    is a word of the script that tells its call apart."""
 
     def policy(conv: Conversation) -> Action:
         shell = "Bash" if conv.offers("Bash") else _shell_tool(conv)  # Claude Code's, else Codex's
-        if shell and not any("KEY_FILES" in json.dumps(r.call.arguments) for r in conv.history):
-            return Calls((_shell_call(conv, shell, PROBE, None),))
+        if shell and not any(marker in json.dumps(r.call.arguments) for r in conv.history):
+            return Calls((_shell_call(conv, shell, script, None),))
         return inner(conv)
 
     return policy
 
 
-def probe_output(model: ScriptedModel) -> str:
+def probe_output(model: ScriptedModel, marker: str = "KEY_FILES") -> str:
     for request in model.agent_requests():
         for result in request.conversation.history if request.conversation else ():
-            if "KEY_FILES" in json.dumps(result.call.arguments):
+            if marker in json.dumps(result.call.arguments):
                 return result.text
     raise AssertionError("the probe never ran")
 
@@ -304,3 +309,83 @@ def test_codex_started_while_the_mcp_endpoint_does_not_answer_is_mcp_unavailable
     (row,) = report_of(out)["results"]
     assert row["outcome"] == "agent_error" and row["agent_error"]["class"] == "mcp_unavailable", row.get("agent_error")
     assert "rgbridge" not in row  # never scored
+
+
+class Site:
+    """A one-page HTTP site of the test's own on a loopback address (127.0.0.0/8 only)."""
+
+    def __init__(self, host: str) -> None:
+        self.body = f"site-{host}-{os.urandom(4).hex()}"
+        body = self.body.encode()
+
+        class Page(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer((host, 0), Page)
+        self.host, self.port = host, self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+def test_network_allow_lets_the_shell_reach_the_named_host_only(
+    agent: str, docker_client: Any, agent_cli: Callable[[str], Path], tmp_path: Path, keys: None
+) -> None:
+    """`--network allow --allow-host 127.0.0.2`: the CLI's own shell tool fetches a page of the
+    allowed host through the proxy and is refused (403) by the other (127.0.0.3), which is logged
+    in agent/network.json, the recording and the row; the model calls still pass the gateway."""
+    agent_cli(CLI_BINARY[agent])
+    allowed, refused = Site("127.0.0.2"), Site("127.0.0.3")
+    fetch = (
+        "for h in "
+        + f"{allowed.host}:{allowed.port} {refused.host}:{refused.port}"
+        + "; do echo \"NETFETCH $h $(curl -s -m 20 -w ' code:%{http_code}' http://$h/)\"; done"
+    )
+    out = tmp_path / "out"
+    try:
+        with ScriptedModel(probing(by_task_policy(), fetch, "NETFETCH")) as model:
+            code = run(
+                agent,
+                model,
+                out,
+                *("--time-limit", "300", "--model", "scripted-model"),
+                *("--network", "allow", "--allow-host", allowed.host),
+            )
+            assert not model.errors, model.errors
+            seen = probe_output(model, "NETFETCH")
+    finally:
+        allowed.close()
+        refused.close()
+    assert code == 0
+    assert f"NETFETCH {allowed.host}:{allowed.port} {allowed.body} code:200" in seen, seen
+    assert f"NETFETCH {refused.host}:{refused.port}" in seen and "code:403" in seen and refused.body not in seen
+    (row,) = report_of(out)["results"]
+    network = row["run"]["sandbox"]["network"]
+    assert network["mode"] == "allow" and network["allowed_hosts"] == [allowed.host]
+    assert network["hosts_asked"] == [
+        {"host": f"{allowed.host}:{allowed.port}", "allowed": True},
+        {"host": f"{refused.host}:{refused.port}", "allowed": False},
+    ]
+    (rec,) = recordings_of(out)
+    kept = json.loads((rec / "agent" / "network.json").read_text())
+    assert [(a["host"], a["port"], a["allowed"], a["status"]) for a in kept["asked"]] == [
+        (allowed.host, allowed.port, True, 200),
+        (refused.host, refused.port, False, 403),
+    ]
+    # the model calls went through the gateway's door, not the proxy
+    assert row["run"]["wire"]["answered"] >= 2 and row["run"]["tokens_source"] == "gateway"
+    for profile in ("compat", "strict"):
+        p1 = row["rgbridge"]["profiles"][profile]["pass_at_1"]
+        assert p1["total"] > 0 and p1["passed"] == p1["total"], (profile, p1)
