@@ -145,3 +145,19 @@ def test_the_preflight_refuses_a_cap_that_could_never_be_reached() -> None:
     check_cost_caps(claude, "scripted-model", 1.0, None, CostRules(1.0, Prices.of({"scripted-model": [1, 2]})))
     check_cost_caps(claude, "scripted-model", None, None, CostRules())
     check_cost_caps(claude, None, 1.0, None, CostRules(1.0))
+
+
+def test_an_attempt_on_a_ray_node_is_capped_by_its_own_gateway(provider: ScriptedModel, tmp_path: Path) -> None:
+    """A Ray node's attempt starts a gateway of its own (no run gateway there): the attempt's cap
+    and the run's prices come with it (RunSettings.cost, built on the node from run.json)."""
+    from bridge.agents.gateway.door import attempt_door
+
+    rules = CostRules(attempt_cap=1e-7, prices=Prices.of({"scripted-model": [3.0, 15.0]}))
+    door = attempt_door(adapter("claude-code"), None, provider.base_url, "kv-ledger.a1", 60, tmp_path, rules)
+    assert door is not None and door.own is not None
+    try:
+        assert post(door, "scripted-model").status_code == 200
+        assert post(door, "scripted-model").status_code == 400 and door.ended() == "cost_limit"
+        assert door.summary()["cost_limited_by"] == "attempt" and door.summary()["cost_usd"] > 0
+    finally:
+        door.close()
