@@ -11,9 +11,13 @@ with the real Claude Code and Codex CLIs against the scripted provider on loopba
   run stops (the second task is listed as not run), exits non-zero naming the variable and endpoint;
 - a provider answering 529 for the whole time limit: `agent_error`/provider_unavailable, never scored;
 - a `--max-cost` reached after the first answer: the attempt ends mid-way as `cost_limit`,
-  submitted and scored;
+  submitted and scored; `--max-cost-per-attempt` does so for each attempt on a budget of its own,
+  and a cap over a model no price lists is refused before any agent starts;
 - Codex started while the attempt's MCP endpoint does not answer (its server process stopped):
-  `agent_error`/mcp_unavailable, never scored.
+  `agent_error`/mcp_unavailable, never scored;
+- `--network allow --allow-host`: each CLI's shell reaches the named host (a site of the test's
+  on 127.0.0.2) through the proxy and is refused by another (127.0.0.3), logged in the row and
+  the recording.
 """
 
 from __future__ import annotations
@@ -25,11 +29,13 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bridge.agents.run.planned import EXIT_UNSCORED
 from bridge.agents.run.runner import EXIT_AGENT_ERRORS
 from bridge.cli import main as rgbridge
 from tests.helpers import SECRET, no_secret_on_disk, recordings_of, report_of
@@ -66,22 +72,23 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(var, raising=False)
 
 
-def probing(inner: Policy) -> Policy:
-    """`inner`, after one shell call running PROBE (once the CLI offers a shell)."""
+def probing(inner: Policy, script: str = PROBE, marker: str = "KEY_FILES") -> Policy:
+    """`inner`, after one shell call running `script` (once the CLI offers a shell); `marker`
+    is a word of the script that tells its call apart."""
 
     def policy(conv: Conversation) -> Action:
         shell = "Bash" if conv.offers("Bash") else _shell_tool(conv)  # Claude Code's, else Codex's
-        if shell and not any("KEY_FILES" in json.dumps(r.call.arguments) for r in conv.history):
-            return Calls((_shell_call(conv, shell, PROBE, None),))
+        if shell and not any(marker in json.dumps(r.call.arguments) for r in conv.history):
+            return Calls((_shell_call(conv, shell, script, None),))
         return inner(conv)
 
     return policy
 
 
-def probe_output(model: ScriptedModel) -> str:
+def probe_output(model: ScriptedModel, marker: str = "KEY_FILES") -> str:
     for request in model.agent_requests():
         for result in request.conversation.history if request.conversation else ():
-            if "KEY_FILES" in json.dumps(result.call.arguments):
+            if marker in json.dumps(result.call.arguments):
                 return result.text
     raise AssertionError("the probe never ran")
 
@@ -183,22 +190,60 @@ def test_outage_for_the_whole_time_limit_is_never_scored(
 
 
 @pytest.mark.docker
+@pytest.mark.parametrize("cap", ["--max-cost", "--max-cost-per-attempt"])
 def test_cost_cap_ends_the_attempt_mid_way_as_cost_limit(
-    docker_client: Any, agent_cli: Callable[[str], Path], tmp_path: Path, keys: None
+    cap: str, docker_client: Any, agent_cli: Callable[[str], Path], tmp_path: Path, keys: None
 ) -> None:
     agent_cli("claude")
     out = tmp_path / "out"
     with ScriptedModel(by_task_policy()) as model:
         # a priced model: the first answer costs more than the cap, the next call is refused
         code = run(
-            "claude-code", model, out, "--time-limit", "300", "--model", "claude-sonnet-4-5", "--max-cost", "1e-7"
+            "claude-code",
+            model,
+            out,
+            *("--time-limit", "300", "--attempts", "2", "--model", "claude-sonnet-4-5", cap, "1e-7"),
         )
         answered = len(model.wire.usage)
-    (row,) = report_of(out)["results"]
-    assert row["run"]["ended"] == "cost_limit" and row["run"]["submitted_by"] == "cost_limit", row["run"]
-    assert row["outcome"] != "agent_error" and row["rgbridge"]["profiles"]["strict"]  # submitted and scored
-    assert answered == 1 and row["run"]["wire"]["cost_limited"] and row["run"]["cost_usd"] > 1e-7
-    assert code in (0, EXIT_AGENT_ERRORS)
+    report = report_of(out)
+    first, second = sorted(report["results"], key=lambda r: r["attempt"])
+    per_attempt = cap == "--max-cost-per-attempt"
+    # the run's cap: attempt 2 never starts; the attempt's: attempt 2 starts on a budget of its
+    # own, gets its own first answer, and is cut the same way
+    assert answered == (2 if per_attempt else 1)
+    cut = (first, second) if per_attempt else (first,)
+    for row in cut:
+        run_ = row["run"]
+        assert run_["ended"] == "cost_limit" and run_["submitted_by"] == "cost_limit", run_
+        assert row["outcome"] != "agent_error" and row["rgbridge"]["profiles"]["strict"]  # submitted and scored
+        wire = run_["wire"]
+        assert wire["answered"] == 1 and wire["cost_limited"] and run_["cost_usd"] > 1e-7
+        assert wire["cost_limited_by"] == ("attempt" if per_attempt else "run")
+        assert wire["cost_caps"] == ({"attempt": 1e-7, "run": None} if per_attempt else {"attempt": None, "run": 1e-7})
+    meta = report["metadata"]
+    if per_attempt:
+        assert meta["max_cost_per_attempt_usd"] == 1e-7 and "max_cost_usd" not in meta
+    else:
+        assert second["outcome"] == "not_run" and "cost cap" in second["unscored"]
+        assert meta["max_cost_usd"] == 1e-7 and meta["not_started"] == ["kv-ledger.a2"]
+    assert code in (0, EXIT_AGENT_ERRORS, EXIT_UNSCORED)
+
+
+@pytest.mark.docker
+def test_a_cap_over_an_unpriced_model_is_refused_before_any_agent_starts(
+    docker_client: Any, agent_cli: Callable[[str], Path], tmp_path: Path, keys: None, capsys: Any
+) -> None:
+    agent_cli("claude")
+    out = tmp_path / "out"
+    with ScriptedModel(by_task_policy()) as model:
+        code = run(
+            "claude-code", model, out, "--model", "scripted-model", "--max-cost-per-attempt", "1", "--max-cost", "2"
+        )
+        calls = len(model.requests)
+    err = " ".join(capsys.readouterr().err.split())
+    # its calls would count nothing toward the cap: refused, naming the model and the fix
+    assert code == 2 and calls == 0 and not (out / "attempts").exists()
+    assert "'scripted-model' is not in the price table" in err and "--price scripted-model=IN,OUT" in err, err
 
 
 @pytest.mark.docker
@@ -254,3 +299,83 @@ def test_codex_started_while_the_mcp_endpoint_does_not_answer_is_mcp_unavailable
     (row,) = report_of(out)["results"]
     assert row["outcome"] == "agent_error" and row["agent_error"]["class"] == "mcp_unavailable", row.get("agent_error")
     assert "rgbridge" not in row  # never scored
+
+
+class Site:
+    """A one-page HTTP site of the test's own on a loopback address (127.0.0.0/8 only)."""
+
+    def __init__(self, host: str) -> None:
+        self.body = f"site-{host}-{os.urandom(4).hex()}"
+        body = self.body.encode()
+
+        class Page(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer((host, 0), Page)
+        self.host, self.port = host, self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+def test_network_allow_lets_the_shell_reach_the_named_host_only(
+    agent: str, docker_client: Any, agent_cli: Callable[[str], Path], tmp_path: Path, keys: None
+) -> None:
+    """`--network allow --allow-host 127.0.0.2`: the CLI's own shell tool fetches a page of the
+    allowed host through the proxy and is refused (403) by the other (127.0.0.3), which is logged
+    in agent/network.json, the recording and the row; the model calls still pass the gateway."""
+    agent_cli(CLI_BINARY[agent])
+    allowed, refused = Site("127.0.0.2"), Site("127.0.0.3")
+    fetch = (
+        "for h in "
+        + f"{allowed.host}:{allowed.port} {refused.host}:{refused.port}"
+        + "; do echo \"NETFETCH $h $(curl -s -m 20 -w ' code:%{http_code}' http://$h/)\"; done"
+    )
+    out = tmp_path / "out"
+    try:
+        with ScriptedModel(probing(by_task_policy(), fetch, "NETFETCH")) as model:
+            code = run(
+                agent,
+                model,
+                out,
+                *("--time-limit", "300", "--model", "scripted-model"),
+                *("--network", "allow", "--allow-host", allowed.host),
+            )
+            assert not model.errors, model.errors
+            seen = probe_output(model, "NETFETCH")
+    finally:
+        allowed.close()
+        refused.close()
+    assert code == 0
+    assert f"NETFETCH {allowed.host}:{allowed.port} {allowed.body} code:200" in seen, seen
+    assert f"NETFETCH {refused.host}:{refused.port}" in seen and "code:403" in seen and refused.body not in seen
+    (row,) = report_of(out)["results"]
+    network = row["run"]["sandbox"]["network"]
+    assert network["mode"] == "allow" and network["allowed_hosts"] == [allowed.host]
+    assert network["hosts_asked"] == [
+        {"host": f"{allowed.host}:{allowed.port}", "allowed": True},
+        {"host": f"{refused.host}:{refused.port}", "allowed": False},
+    ]
+    (rec,) = recordings_of(out)
+    kept = json.loads((rec / "agent" / "network.json").read_text())
+    assert [(a["host"], a["port"], a["allowed"], a["status"]) for a in kept["asked"]] == [
+        (allowed.host, allowed.port, True, 200),
+        (refused.host, refused.port, False, 403),
+    ]
+    # the model calls went through the gateway's door, not the proxy
+    assert row["run"]["wire"]["answered"] >= 2 and row["run"]["tokens_source"] == "gateway"
+    for profile in ("compat", "strict"):
+        p1 = row["rgbridge"]["profiles"][profile]["pass_at_1"]
+        assert p1["total"] > 0 and p1["passed"] == p1["total"], (profile, p1)

@@ -341,3 +341,23 @@ def test_a_network_mode_that_cannot_start_here_is_refused_before_any_agent(
             netcheck.network_check(BwrapConfiner())
     finally:
         netcheck.forget_network_checks()
+
+
+@needs_bwrap
+def test_a_ray_nodes_preflight_runs_the_network_trial() -> None:
+    """`rgbridge doctor --ray-address` and a Ray run's pre-flight: each node runs the closed
+    network's trial in its sandbox and the driver shows one line per node (bridge/agents/ray/checks.py)."""
+    from bridge.agents.confine import netcheck
+    from bridge.agents.ray.checks import facts_checks, node_facts
+
+    netcheck.forget_network_checks()
+    facts = node_facts(["claude-code"], None, None, "bwrap")
+    assert facts["network"]["ok"] and "--network closed works in bwrap" in facts["network"]["detail"], facts
+    (line,) = [c for c in facts_checks([facts], ["claude-code"], required=False) if c.name.endswith(" network")]
+    assert line.ok and line.name == f"{facts['node']} network"
+    # a node whose trial failed: a warning naming the fix; a node of an older bridge: no line
+    broken = {**facts, "network": {"ok": False, "detail": "--network closed does not work in bwrap", "fix": "F"}}
+    (bad,) = [c for c in facts_checks([broken], ["claude-code"], required=True) if c.name.endswith(" network")]
+    assert not bad.ok and bad.fix == "F" and bad.severity == "warning"
+    older = {k: v for k, v in facts.items() if k != "network"}
+    assert not [c for c in facts_checks([older], ["claude-code"], required=False) if c.name.endswith(" network")]

@@ -142,6 +142,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--agent-version", metavar="V", help="refuse to run unless the CLI's version is V")
     p.add_argument("--max-cost", type=_usd, metavar="USD", help="start no attempt once the run has spent USD")
+    p.add_argument(
+        "--max-cost-per-attempt", type=_usd, metavar="USD", help="end each attempt (cost_limit) once it has spent USD"
+    )
+    p.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="MODEL=IN,OUT",
+        help="a model's price, USD per million tokens (IN,OUT[,CACHE_READ,CACHE_WRITE]); repeatable",
+    )
     p.add_argument("--show-config", action="store_true", help="print the run's configuration and its hash, and exit")
     add_disk_budget_option(p)
     add_preflight_option(p)

@@ -53,6 +53,9 @@ table.tests{width:100%}table.tests td:last-child{max-width:520px}
 .banner{border:2px solid #d92d20;background:#fff4f2;color:#b42318;border-radius:6px;padding:6px 12px;margin:8px 0}
 table.paper tr.ours td{background:#fde8e6;font-weight:700;color:#b42318}
 table.attempts{width:100%}table.attempts td:first-child code{word-break:normal;white-space:nowrap}
+details.wire{border:1px solid #e3e8ef;border-radius:4px;margin:3px 0;padding:2px 8px}details.wire summary{cursor:pointer}
+pre.wire{font:12px ui-monospace,Menlo,Consolas,monospace;background:#f4f6f8;padding:4px 6px;white-space:pre-wrap;
+ word-break:break-all;max-height:420px;overflow:auto;margin:2px 0 6px}
 """
 
 

@@ -1,5 +1,6 @@
 """The recording sections of a report page: timeline, score over time, clock, MCP calls, notes,
-most changed files, what happened, and every result of the recording.
+most changed files, the agent's model calls (its wire transcript), what happened, and every
+result of the recording.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 
 from bridge.reports.charts import curve_svg, timeline_svg
 from bridge.reports.markup import MAX_ENTRIES, e, num, pass_fail, table
+from bridge.reports.wire_sections import wire_transcript_html
 
 
 def recording_html(rec_dir: Path, report: Mapping[str, Any]) -> str:
@@ -129,6 +131,7 @@ def recording_html(rec_dir: Path, report: Mapping[str, Any]) -> str:
             f"{len(agent['steps'])} steps, {int(agent['tool_calls'])} tool calls (kind <code>agent</code> below, "
             "beside the file events)</p>"
         )
+    out.append(wire_transcript_html(rec_dir))
     out.append(
         "<h3>What happened</h3>"
         + table(

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 FailureClass = Literal[
-    "auth", "rate_limit", "provider_unavailable", "context_overflow", "cli_crash", "cli_missing", "mcp_unavailable"
-]
-CLASSES: tuple[str, ...] = (
     "auth",
     "rate_limit",
     "provider_unavailable",
@@ -25,7 +22,10 @@ CLASSES: tuple[str, ...] = (
     "cli_missing",
     # the agent's model calls never offered the bridge's MCP tools (bridge/agents/gateway/ledger.py)
     "mcp_unavailable",
-)
+    # under a cost cap, a call for a model no price lists (bridge/agents/gateway/ledger.py)
+    "unpriced",
+]
+CLASSES: tuple[str, ...] = get_args(FailureClass)
 
 #: what a shell and exec report for a command that is not there (POSIX: 127 not found, 126 not executable)
 EXIT_NOT_FOUND = (126, 127)

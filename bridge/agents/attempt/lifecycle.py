@@ -142,6 +142,7 @@ class Attempt:
             self.key,
             self.settings.time_limit,
             self.dir / "agent",
+            self.settings.cost,
         )
         try:
             self._save(phase="running", session_id=sid, server_seconds=server.ready_seconds)

@@ -129,23 +129,33 @@ def forget_network_checks() -> None:
     _checked.clear()
 
 
-def network_line() -> Check:
-    """`rgbridge doctor`'s "network" line: does `--network closed` (the default) work in the
-    sandbox `--sandbox auto` picks here."""
+def network_facts(kind: str = "auto") -> dict[str, object]:
+    """Does `--network closed` (the default) work in the sandbox `kind` here: the trial, as
+    `{"ok", "detail", "fix"}` (plain data: a Ray node's pre-flight sends it to the driver)."""
     from bridge.agents.confine.choose import ready_sandbox
 
+    if kind == "none":
+        return {"ok": True, "detail": "--sandbox none: the host's network (rows marked)", "fix": ""}
     try:
-        sandbox = ready_sandbox("auto")
+        sandbox = ready_sandbox(kind)
     except SandboxError as exc:
-        return Check("network", False, "no sandbox: --network closed cannot start here", str(exc), "warning")
+        return {"ok": False, "detail": "no sandbox: --network closed cannot start here", "fix": str(exc)}
     try:
         network_check(sandbox)
     except SandboxError as exc:
-        return Check("network", False, f"--network closed does not work in {sandbox.kind}", str(exc), "warning")
-    return Check(
-        "network",
-        True,
-        f"--network closed works in {sandbox.kind}: its own namespace, only the doors reach the host",
-        "",
-        "warning",
-    )
+        return {"ok": False, "detail": f"--network closed does not work in {sandbox.kind}", "fix": str(exc)}
+    detail = f"--network closed works in {sandbox.kind}: its own namespace, only the doors reach the host"
+    return {"ok": True, "detail": detail, "fix": ""}
+
+
+def network_fact_check(name: str, facts: object) -> list[Check]:
+    """The doctor's line of `network_facts` (none for a node whose bridge sends none)."""
+    if not isinstance(facts, dict):
+        return []
+    return [Check(name, bool(facts.get("ok")), str(facts.get("detail")), str(facts.get("fix") or ""), "warning")]
+
+
+def network_line() -> Check:
+    """`rgbridge doctor`'s "network" line: does `--network closed` (the default) work in the
+    sandbox `--sandbox auto` picks here."""
+    return network_fact_check("network", network_facts("auto"))[0]

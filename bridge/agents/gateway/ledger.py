@@ -7,6 +7,11 @@ An attempt failed on the wire (issue 38, item 4) when it made billed calls and e
 answered or the last one failed with a provider class (auth, rate limit, outage, context
 overflow); an attempt given the bridge's MCP server whose calls never offered the bridge's tools
 is `mcp_unavailable` (its CLI started without, or lost, its MCP connection).
+
+Costs are capped live (item 6): once the run's `--max-cost` or the attempt's own
+`--max-cost-per-attempt` is reached, the next billed call is refused (`cost_limit`). An unpriced
+call would count nothing toward a cap, so under a cap a call for a model no price lists is refused
+before it is forwarded and the attempt is `agent_error`/`unpriced`: never silently uncapped.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bridge.agents.adapters.failures import Failure, FailureClass
+from bridge.agents.gateway.prices import Prices
 from bridge.agents.gateway.usage import Usage
 
 
@@ -40,7 +46,7 @@ class Call:
     waited_seconds: float = 0.0  # on failing tries and backoff before the final one
     failure: FailureClass | None = None
     error: str | None = None
-    refused: str | None = None  # the gateway refused it itself (cost_limit)
+    refused: str | None = None  # the gateway refused it itself (cost_limit | unpriced)
 
     @property
     def ok(self) -> bool:
@@ -85,26 +91,48 @@ class RunSpend:
             return self.cap is not None and self.spent >= self.cap
 
 
+@dataclass(frozen=True)
+class CostRules:
+    """What every attempt's calls are priced and capped by, beside the run's `RunSpend`: the
+    attempt's own cap (`--max-cost-per-attempt`: each attempt, each retry, a budget of its own)
+    and the prices (the table and the run's `--price`)."""
+
+    attempt_cap: float | None = None
+    prices: Prices = field(default_factory=Prices)
+
+
 @dataclass
 class Ledger:
-    """One attempt's wire record; `on_auth` and `on_cost_limit` are called (once each) from the
-    gateway's thread when the provider refuses the key and when the cap refuses a call."""
+    """One attempt's wire record; `on_auth`, `on_cost_limit` and `on_unpriced` are called (once
+    each) from the gateway's thread when the provider refuses the key, when a cap refuses a call
+    and when a call under a cap asks for a model no price lists."""
 
     key: str
     deadline: float  # time.monotonic() past which no retry is waited for
     spend: RunSpend = field(default_factory=lambda: RunSpend(None))
     needs_bridge_tools: bool = False
     key_hint: str = ""  # "ANTHROPIC_API_KEY at https://..." for the auth message
+    rules: CostRules = field(default_factory=CostRules)
     on_auth: Callable[[Failure], None] | None = None
     on_cost_limit: Callable[[], None] | None = None
+    on_unpriced: Callable[[], None] | None = None
     calls: list[Call] = field(default_factory=list)
     auth: Failure | None = None
     cost_limited: bool = False
+    cost_limited_by: str | None = None  # "attempt" | "run": whose cap refused the call
+    unpriced: str | None = None  # the model a call under a cap asked for, which no price lists
+    spent: float = 0.0  # this attempt's priced calls, against `rules.attempt_cap`
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def capped(self) -> bool:
+        return self.rules.attempt_cap is not None or self.spend.cap is not None
 
     def record(self, call: Call) -> None:
         with self._lock:
             self.calls.append(call)
+            if call.cost_usd:
+                self.spent += call.cost_usd
         if call.cost_usd:
             self.spend.add(call.cost_usd)
         if call.failure == "auth" and self.auth is None:
@@ -116,14 +144,45 @@ class Ledger:
                 self.on_auth(self.auth)
 
     def refuse_for_cost(self) -> bool:
-        """True (and the attempt told, once) when the run's cap is reached: the call is refused."""
-        if not self.spend.reached():
+        """True (and the attempt told, once) when the attempt's or the run's cap is reached: the
+        call is refused."""
+        with self._lock:
+            mine = self.rules.attempt_cap is not None and self.spent >= self.rules.attempt_cap
+        if not mine and not self.spend.reached():
             return False
         first = not self.cost_limited
         self.cost_limited = True
-        if first and self.on_cost_limit:
-            self.on_cost_limit()
+        if first:
+            self.cost_limited_by = "attempt" if mine else "run"
+            if self.on_cost_limit:
+                self.on_cost_limit()
         return True
+
+    def refuse_unpriced(self, model: str | None) -> bool:
+        """True (and the attempt told, once) when a cap is set and `model` has no price: its cost
+        would count nothing toward the cap, so the call is refused instead of running uncapped."""
+        if not self.capped or self.rules.prices.price(model) is not None:
+            return False
+        first = self.unpriced is None
+        if first:
+            self.unpriced = model or "?"
+            if self.on_unpriced:
+                self.on_unpriced()
+        return True
+
+    def cap_message(self) -> str:
+        if self.cost_limited_by == "attempt":
+            return f"the attempt's --max-cost-per-attempt {self.rules.attempt_cap:g} USD is reached"
+        return f"the run's --max-cost {self.spend.cap:g} USD is reached"
+
+    def unpriced_failure(self) -> Failure:
+        model = self.unpriced or "?"
+        return Failure(
+            "unpriced",
+            f"a model call asked for {model!r}, which no price lists, while a cost cap is set: the call "
+            f"was refused (its cost would count nothing toward the cap). Price it: --price {model}=IN,OUT "
+            "(USD per million tokens input, output), or run without a cost cap",
+        )
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -137,6 +196,8 @@ class Ledger:
         """The attempt's failure as the wire shows it, or None (the wire has nothing against it)."""
         if self.auth is not None:
             return self.auth
+        if self.unpriced is not None:
+            return self.unpriced_failure()
         billed = [c for c in self.snapshot() if c.billed and c.refused is None]
         if not billed:
             return None
@@ -192,4 +253,7 @@ class Ledger:
             "latency_seconds": round(sum(c.seconds for c in answered), 3),
             "bridge_tools_seen": any(c.bridge_tools for c in calls if c.billed),
             "cost_limited": self.cost_limited,
+            **({"cost_limited_by": self.cost_limited_by} if self.cost_limited_by else {}),
+            "cost_caps": {"attempt": self.rules.attempt_cap, "run": self.spend.cap},
+            **({"unpriced_refused": self.unpriced} if self.unpriced else {}),
         }

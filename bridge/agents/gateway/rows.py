@@ -28,6 +28,8 @@ def attempt_failure(door: Door | None, parsed: ParsedRun, how: str, exit_code: o
             return verdict
     elif how == "auth":  # resumed after the wire ended the attempt: its ledger is gone, its end is not
         return Failure("auth", "the provider refused the key (before the run was resumed)")
+    elif how == "unpriced":
+        return Failure("unpriced", "under a cost cap, a call asked for an unpriced model (before the run was resumed)")
     return parsed.attempt_failure(how, exit_code, stderr)
 
 

@@ -3,8 +3,9 @@ every sandbox. Each request is mapped by its placeholder credential to its attem
 revoked: refused), stripped of that credential, given the real key, and forwarded with httpx
 (streamed: bytes pass to the agent as they arrive, usage is read on the side). Rate limits and
 outages are retried here with backoff (`Retry-After` first) within the attempt's time; a 401/403
-is not retried and ends the attempt (`Ledger.on_auth`); once `--max-cost` is reached the next
-billed call is refused (`Ledger.on_cost_limit`).
+is not retried and ends the attempt (`Ledger.on_auth`); once `--max-cost` or
+`--max-cost-per-attempt` is reached the next billed call is refused (`Ledger.on_cost_limit`), and
+under a cap a billed call for a model no price lists is refused before it leaves (`Ledger.on_unpriced`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from bridge.agents.adapters.keys import Api
 from bridge.agents.gateway import protocols, transcript
 from bridge.agents.gateway.credentials import Placeholders
 from bridge.agents.gateway.ledger import Call, Ledger
-from bridge.agents.gateway.prices import cost
 from bridge.agents.gateway.upstream import MARGIN_SECONDS, RETRY_STATUSES, Providers, backoff
 from bridge.agents.gateway.usage import UsageReader
 from bridge.errors import BridgeError
@@ -179,7 +179,11 @@ class Gateway:
         if route.billed and ledger.refuse_for_cost():
             call.refused = "cost_limit"
             ledger.record(call)
-            return _error(400, "rgbridge gateway: the run's --max-cost is reached; no further model calls")
+            return _error(400, f"rgbridge gateway: {ledger.cap_message()}; no further model calls")
+        if route.billed and ledger.refuse_unpriced(call.model):
+            call.refused = "unpriced"
+            ledger.record(call)
+            return _error(400, f"rgbridge gateway: {ledger.unpriced_failure().message}")
         url, out_headers = self._outgoing(request, route.api, path)
         stream = protocols.streamed(route, path, request.url.query, body)
         record: dict[str, Any] = {
@@ -295,7 +299,7 @@ class Gateway:
                     call.error = reader.error
                     call.failure = classify_text(reader.error) or "provider_unavailable"
                 if call.billed and call.ok:
-                    call.cost_usd = cost(call.model, call.usage)
+                    call.cost_usd = wire.ledger.rules.prices.cost(call.model, call.usage)
                 wire.ledger.record(call)
                 record["response"] = {
                     "status": call.status,

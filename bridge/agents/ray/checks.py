@@ -22,6 +22,7 @@ from bridge.agents.adapters.base import Adapter
 from bridge.agents.adapters.probe import find_cli
 from bridge.agents.adapters.registry import ADAPTERS
 from bridge.agents.adapters.registry import adapter as find_adapter
+from bridge.agents.confine.netcheck import network_fact_check, network_facts
 from bridge.errors import BridgeError
 from bridge.release import exact_version
 from bridge.scoring.doctor import Check
@@ -104,6 +105,7 @@ def node_facts(agents: list[str], agent_bin: str | None, agent_cmd: str | None, 
         "engine": {"ok": ok, "detail": detail},
         "cli": clis,
         "sandbox": sandbox_facts(sandbox),
+        "network": network_facts(sandbox),  # the closed network's trial in that sandbox (issue 38)
         "keys": keys,
     }
 
@@ -196,6 +198,7 @@ def facts_checks(
                 "" if box["ok"] else "install bubblewrap (and allow user namespaces) or run with --sandbox docker",
             )
         )
+        checks.extend(network_fact_check(f"{node} network", f.get("network")))
     answered = [f for f in facts if "unreachable" not in f and "gone" not in f]
     for name in agents:
         checks.extend(_version_check(name, answered, driver_version if required else None, level))

@@ -31,7 +31,11 @@ class LocalAttempts:
 
     def prepare(self, settings: RunSettings, *, spent: float, on_auth: OnAuth) -> RunSettings:
         self.gateway = RunGateway(
-            self.options.model_base_url, max_cost=self.options.max_cost, spent=spent, on_auth=on_auth
+            self.options.model_base_url,
+            max_cost=self.options.max_cost,
+            rules=settings.cost,
+            spent=spent,
+            on_auth=on_auth,
         )
         self.gateway.__enter__()
         return replace(settings, gateway=self.gateway)

@@ -39,6 +39,10 @@ class RunOptions(BaseModel):
     prompt_file: str | None = None
     agent_version: str | None = None
     max_cost: float | None = Field(None, gt=0)
+    #: issue 38 item 6: each attempt's own cap, and the run's prices (`--price`: model -> USD per
+    #: million tokens [in, out] or [in, out, cache_read, cache_write]) before the table
+    max_cost_per_attempt: float | None = Field(None, gt=0)
+    prices: dict[str, list[float]] = Field(default_factory=dict)
     #: how each agent is confined (bridge/agents/confine/; `none` marks every row unconfined)
     sandbox: SandboxKind = "auto"
     #: what else the agents may read (`--agent-bind`, read-only): absolute paths

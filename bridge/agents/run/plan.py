@@ -12,6 +12,7 @@ from pathlib import Path
 from bridge.agents.adapters.library import home_python
 from bridge.agents.adapters.registry import ADAPTERS
 from bridge.agents.confine.choose import SandboxKind
+from bridge.agents.gateway.prices import parse_price
 from bridge.agents.run.options import RunOptions, load_options
 from bridge.errors import BridgeError
 from bridge.scoring.run.backend import BackendName
@@ -60,6 +61,9 @@ class RunRequest:
     allow_errors: bool = False
     agent_version: str | None = None
     max_cost: float | None = None
+    max_cost_per_attempt: float | None = None
+    #: `--price MODEL=IN,OUT[,CACHE_READ,CACHE_WRITE]` as given (parsed here)
+    price: list[str] = field(default_factory=list)
 
 
 def plan_run(request: RunRequest, catalog: Catalog) -> tuple[RunOptions, Path]:
@@ -118,6 +122,8 @@ def new_options(request: RunRequest, catalog: Catalog) -> tuple[RunOptions, Path
             "prompt_file": str(absolute(request.prompt_file)) if request.prompt_file else None,
             "agent_version": request.agent_version,
             "max_cost": request.max_cost,
+            "max_cost_per_attempt": request.max_cost_per_attempt,
+            "prices": dict(parse_price(p) for p in request.price),
             "sandbox": request.sandbox,
             "agent_binds": [str(absolute(p)) for p in request.agent_bind],
             "network": request.network,

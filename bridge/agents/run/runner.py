@@ -34,7 +34,7 @@ from typing import Any
 from bridge.agents.adapters.failures import Failure
 from bridge.agents.adapters.registry import adapter as find_adapter
 from bridge.agents.attempt.lifecycle import Abandoned, Attempt, Stopped, attempt_key
-from bridge.agents.gateway.prices import source as price_source
+from bridge.agents.gateway.door import check_cost_caps
 from bridge.agents.ray.driver import RayAttempts
 from bridge.agents.run.agent_checks import check_cli, check_key
 from bridge.agents.run.backend import AgentBackend
@@ -136,6 +136,7 @@ def prepare(
     output_dir.mkdir(parents=True, exist_ok=True)
     settings = settings_for(options, catalog, output_dir)
     check_cli(options, settings)
+    check_cost_caps(settings.adapter, options.model, options.max_cost_per_attempt, options.max_cost, settings.cost)
     config = run_config(options, settings, template)
     check_config(output_dir / CONFIG_FILE, config, resume=resume)
     settings = replace(settings, prompt=template, run_config=config)
@@ -241,7 +242,12 @@ class Schedule:
                 return
             error = row.agent_error if row.outcome == "agent_error" else None
             # a refused key is not retried: it would be refused again
-            if error is None or len(retried) >= self.options.retries or self.stop.is_set() or error.cls == "auth":
+            if (
+                error is None
+                or len(retried) >= self.options.retries
+                or self.stop.is_set()
+                or error.cls in ("auth", "unpriced")
+            ):
                 break
             if not self.budget.allows():  # the cap stops retries too; this try's row stands
                 self.budget.skipped.append(f"{attempt.key} (retry {len(retried) + 1})")
@@ -323,7 +329,9 @@ def report_metadata(run: Schedule, rows: list[dict[str, Any]], output_dir: Path)
         **sandbox_metadata(settings),
     }
     # where the rows' costs come from (on Ray each attempt's own gateway used the same table)
-    meta["gateway"] = {"prices": price_source()}
+    meta["gateway"] = {"prices": settings.cost.prices.source()}
+    if options.max_cost_per_attempt is not None:
+        meta["max_cost_per_attempt_usd"] = options.max_cost_per_attempt
     if run.auth:
         meta["stopped_by_auth"] = {"attempt": run.auth[0][0], "message": run.auth[0][1].message}
         meta["not_run"] = sorted(run.not_run)

@@ -14,6 +14,8 @@ from bridge.agents.adapters.probe import find_cli
 from bridge.agents.adapters.registry import adapter as find_adapter
 from bridge.agents.confine import Confiner, Limits, ready_sandbox
 from bridge.agents.confine.netcheck import network_check, resolve_network
+from bridge.agents.gateway.ledger import CostRules
+from bridge.agents.gateway.prices import Prices
 from bridge.agents.run.options import RunOptions
 from bridge.agents.run.prompt import PromptTemplate, bridge_template
 from bridge.locations import cache_dir, data_home
@@ -60,6 +62,8 @@ class RunSettings:
     #: the run's model gateway (bridge/agents/gateway/), started by the run; None: each attempt
     #: starts one of its own (an attempt run on a Ray node)
     gateway: RunGateway | None = None
+    #: the attempt's cost cap and the run's prices (bridge/agents/gateway/ledger.py)
+    cost: CostRules = field(default_factory=CostRules)
 
 
 def declared_sandbox(settings: RunSettings) -> dict[str, Any]:
@@ -120,4 +124,5 @@ def settings_for(options: RunOptions, catalog: Catalog, output_dir: Path) -> Run
         limits=Limits(**options.limits),
         network=network,
         allow_hosts=tuple(options.allow_hosts),
+        cost=CostRules(options.max_cost_per_attempt, Prices.of(options.prices)),
     )
