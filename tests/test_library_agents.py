@@ -12,9 +12,14 @@ With the engine and the frameworks' environments (`paper_agent`: skipped unless
 `rgbridge agents install NAME` built them; RGBRIDGE_REQUIRE_PAPER_AGENTS=qwen-agent,ms-agent
 makes their absence a failure, as CI does): Qwen-Agent, MS-Agent and DeepCode write kv-ledger's
 solution through their own tools for the scripted Chat Completions model and score 1.0 in both
-profiles (DeepCode's files moved up out of `generate_code/`, the move in the recording); MetaGPT
-runs its own flow to an honest row; a 401 endpoint is `agent_error`/auth for
-each; no workspace ever holds upstream's placeholder."""
+profiles (DeepCode's files moved up out of `generate_code/`, the move in the recording); MetaGPT's
+generate_repo, its roles answered in their own formats (`metagpt_policy`), writes it into its
+project's source folder, moved up, and scores 1.0 too, and its time limit keeps what it wrote; a
+401 endpoint is `agent_error`/auth for each; no workspace ever holds upstream's placeholder.
+
+Fast, too: `rgbridge agents install` of a framework with stale pins through uv's overrides (local
+wheels), and MetaGPT's driver against a stand-in `metagpt` (its source folder made, its key on
+every configuration, its files moved up, also when SIGTERM ends it)."""
 
 from __future__ import annotations
 
@@ -676,7 +681,7 @@ def test_the_time_limit_ends_metagpt_and_keeps_what_it_wrote(
     out = tmp_path / "out"
     policy = metagpt_policy(read_solution(REPO_ROOT / "tasks" / "kv-ledger"), stall_on_review_of="requirements.txt")
     with ScriptedModel(policy) as model:
-        code = _run("metagpt", model, out, "--time-limit", "60")
+        code = _run("metagpt", model, out, "--time-limit", "90")
     assert code == 0
     (row,) = report_of(out)["results"]
     assert row["run"]["ended"] == "time_limit" and row["run"]["submitted_by"] == "time_limit"

@@ -19,6 +19,10 @@ given one JSON event per line (bridge/agents/adapters/library.py reads them back
   and `end` (the files now in the workspace).
 
 Everything the framework prints goes to stderr: stdout carries events only.
+
+Why this module is long: it is one file, written into the attempt's HOME and run by the
+framework's own Python, which cannot import the bridge; the four frameworks' runners, the wire
+watch and the move out of a framework's folder have to travel together.
 """
 
 from __future__ import annotations
