@@ -23,6 +23,7 @@ every configuration, its files moved up, also when SIGTERM ends it)."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -448,6 +449,33 @@ def test_uv_installs_a_framework_with_its_overrides_and_the_row_names_them(tmp_p
     assert done.stdout.strip() == "rgb-stale-pins 0.8.2 (overrides: rgb-gone, no rgb-missing)", done.stderr
 
 
+def test_the_version_line_names_the_overrides_in_80_characters(tmp_path: Path) -> None:
+    """The version probe (the row's agent version, in the configuration hash) names an install's
+    overrides; a list too long for the 80 characters a version line keeps becomes its digest."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "env")], check=True, timeout=120)
+    (site,) = (tmp_path / "env").glob("lib/python3*/site-packages")
+    (site / "ms_agent-1.6.0.dist-info").mkdir()
+    (site / "ms_agent-1.6.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: ms-agent\nVersion: 1.6.0\n"
+    )
+    python = tmp_path / "env" / "bin" / "python"
+
+    def line() -> str:
+        done = subprocess.run([str(python), *adapter("ms-agent").version_args], capture_output=True, text=True)
+        return done.stdout.strip()
+
+    assert line() == "ms-agent 1.6.0"  # no install.json: a user's own environment
+    marker = tmp_path / "env" / "install.json"
+    marker.write_text(json.dumps({"overrides": "lancedb"}))
+    assert line() == "ms-agent 1.6.0 (overrides: lancedb)"
+    long = "no sentence-transformers, no faiss-cpu, no moviepy, no edge_tts"
+    marker.write_text(json.dumps({"overrides": long}))
+    digest = hashlib.sha256(long.encode()).hexdigest()[:12]
+    assert line() == f"ms-agent 1.6.0 (overrides sha256 {digest})" and len(line()) <= 80
+    marker.write_text("{not json")
+    assert line() == "ms-agent 1.6.0"
+
+
 def test_uv_takes_the_hosts_pip_index_settings() -> None:
     assert uv_index_args({}) == []
     settings = {"PIP_INDEX_URL": "http://127.0.0.1:1/simple", "PIP_EXTRA_INDEX_URL": "http://a/s http://b/s"}
@@ -591,9 +619,13 @@ def test_framework_writes_kv_ledger_with_its_own_tool_and_scores_1(
     printed = capsys.readouterr()
     assert code == 0, printed.out + printed.err
     (row,) = report_of(out)["results"]
-    assert (
-        row["agent"]["name"] == agent and row["agent"]["version"] == f"{FRAMEWORKS[agent].dist} {FRAMEWORKS[agent].pin}"
+    framework = FRAMEWORKS[agent]
+    probe = subprocess.run(
+        [str(paper_agent(agent)), *adapter(agent).version_args], capture_output=True, text=True, check=True
     )
+    assert row["agent"]["name"] == agent and row["agent"]["version"] == probe.stdout.strip()
+    assert probe.stdout.startswith(f"{framework.dist} {framework.pin}")
+    assert ("(overrides" in probe.stdout) == bool(framework.overrides)  # MS-Agent's dropped dependencies
     for profile in ("compat", "strict"):
         p1 = row["rgbridge"]["profiles"][profile]["pass_at_1"]
         assert p1["total"] > 0 and p1["passed"] == p1["total"], (profile, p1)

@@ -36,15 +36,21 @@ DRIVER_DIR = ".rgbridge-driver"
 #: prints `<distribution> <version>` without importing the framework (a broken one still has a
 #: version: its attempts end cli_missing, each with the import error), and the overrides the
 #: environment was installed with when `rgbridge agents install` built it (its `install.json`),
-#: so that rows and the configuration hash tell two resolutions of one pin apart
+#: so that rows and the configuration hash tell two resolutions of one pin apart: `metagpt 0.8.2
+#: (overrides: lancedb)`, or, where the list would not fit the 80 characters a version line keeps
+#: (bridge/agents/adapters/base.py), the first 12 hex digits of its sha256
 VERSION_CODE = (
-    "import sys, os, json, importlib.metadata as m\n"
+    "import sys, os, json, hashlib, importlib.metadata as m\n"
     "o = ''\n"
     "try:\n"
     "    o = str(json.load(open(os.path.join(sys.prefix, 'install.json'))).get('overrides') or '')\n"
     "except Exception:\n"
     "    pass\n"
-    "print(sys.argv[1], m.version(sys.argv[1]) + (' (overrides: ' + o + ')' if o else ''))"
+    "line = sys.argv[1] + ' ' + m.version(sys.argv[1])\n"
+    "if o:\n"
+    "    named = line + ' (overrides: ' + o + ')'\n"
+    "    line = named if len(named) <= 80 else line + ' (overrides sha256 ' + hashlib.sha256(o.encode()).hexdigest()[:12] + ')'\n"
+    "print(line)"
 )
 
 
