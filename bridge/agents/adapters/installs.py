@@ -4,7 +4,10 @@ the data home, which no sandbox may see), from the version its
 adapter pins (bridge/agents/adapters/library.py), never into the bridge's environment.
 
 pip runs on the host here, but only on the framework's own pinned release from the package index
-the user's pip is configured with: no agent output or recording is ever installed. The
+the user's pip is configured with: no agent output or recording is ever installed. A framework
+whose stale pins pip's resolver cannot reconcile (MetaGPT) is installed by uv instead, the
+bridge's own uv (bridge/scoring/images/base/wheelhouse.py `uv_tool`), its overrides written as
+uv's `--override` (and `--excludes`) files kept in the environment, from the same index. The
 environment is complete when its `install.json` is written (what was installed, with which
 Python, how long it took and its size on disk); a folder without it is a cut install, removed and
 redone. The run's row and configuration hash record the installed version (the adapter's version
@@ -27,9 +30,13 @@ from pathlib import Path
 from bridge.agents.adapters.base import AgentError
 from bridge.agents.adapters.library import INSTALL_MARKER, Framework, env_dir, env_python
 from bridge.fs.files import write_json_atomic
+from bridge.scoring.images.base import host_pip_index_settings, uv_tool
 
 MARKER = INSTALL_MARKER
 PIP_TIMEOUT_SECONDS = 3600.0
+#: uv's override and exclude files, kept in the environment as the record of what was changed
+OVERRIDES_FILE = "rgbridge-overrides.txt"
+EXCLUDES_FILE = "rgbridge-excludes.txt"
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,10 @@ class Installed:
     env: str
     seconds: float
     bytes: int
+    #: the adapter's overrides it was installed with (`overrides_text`), read back by the version
+    #: probe (bridge/agents/adapters/library.py VERSION_CODE) into the row and configuration hash
+    overrides: str = ""
+    resolver: str = "pip"
 
 
 def installed(framework: Framework) -> Installed | None:
@@ -87,8 +98,10 @@ def install(
     say(f"{framework.name}: creating {target} with {base}")
     _run([base, "-m", "venv", str(target)], f"{framework.name}: python -m venv")
     pip = [str(env_python(target)), "-m", "pip", "--disable-pip-version-check", "--no-input", "install"]
-    say(f"{framework.name}: pip install {framework.requirement}")
-    if framework.overrides:
+    say(f"{framework.name}: {framework.resolver} install {framework.requirement}")
+    if framework.resolver == "uv":
+        _run(uv_install(target, framework), f"{framework.name}: uv pip install")
+    elif framework.overrides:
         # the distribution alone, then its declared dependencies as the adapter changes them
         _run([*pip, "--no-deps", framework.requirement], f"{framework.name}: pip install")
         deps = overridden(declared(target, framework), dict(framework.overrides))
@@ -104,10 +117,48 @@ def install(
         env=str(target),
         seconds=round(time.monotonic() - started, 1),
         bytes=tree_bytes(target),
+        overrides=overrides_text(framework),
+        resolver=framework.resolver,
     )
     write_json_atomic(target / MARKER, asdict(record))
     say(f"{framework.name}: {framework.dist} {version} installed in {record.seconds:g} s, {record.bytes / 1e6:.0f} MB")
     return record
+
+
+def overrides_text(framework: Framework) -> str:
+    """The overrides as rows show them: `lancedb` (a requirement replaced), `no faiss-cpu` (dropped)."""
+    return ", ".join(req if req else f"no {name}" for name, req in framework.overrides)
+
+
+def uv_install(target: Path, framework: Framework) -> list[str]:
+    """uv's command line installing the framework into `target`'s environment in one resolution,
+    each override replacing that package's requirement wherever it is declared (uv's
+    `--override`; a dropped one is excluded), from the index the host's pip is configured with."""
+    tool = uv_tool()
+    if tool is None:
+        raise AgentError(
+            f"{framework.name}: its pins are resolved by uv (`uv pip install --override`), and uv is not available "
+            "here (RGBRIDGE_INSTALLER=pip, or its wheel could not be fetched from the package index)"
+        )
+    argv = [str(tool / "uv"), "pip", "install", "--python", str(env_python(target)), "--no-progress"]
+    replaced = [req for _name, req in framework.overrides if req]
+    dropped = [name for name, req in framework.overrides if not req]
+    for flag, name, lines in (("--override", OVERRIDES_FILE, replaced), ("--excludes", EXCLUDES_FILE, dropped)):
+        if lines:
+            (target / name).write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+            argv += [flag, str(target / name)]
+    return [*argv, *uv_index_args(host_pip_index_settings()), framework.requirement, *framework.also]
+
+
+def uv_index_args(settings: dict[str, str]) -> list[str]:
+    """The host pip's index settings (bridge/scoring/images/base/host.py) as uv's options: uv
+    reads no pip configuration of its own."""
+    args = ["--index-url", settings["PIP_INDEX_URL"]] if settings.get("PIP_INDEX_URL") else []
+    for url in settings.get("PIP_EXTRA_INDEX_URL", "").split():
+        args += ["--extra-index-url", url]
+    for host in settings.get("PIP_TRUSTED_HOST", "").split():
+        args += ["--allow-insecure-host", host]
+    return args
 
 
 def declared(env: Path, framework: Framework) -> list[str]:

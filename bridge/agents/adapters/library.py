@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bridge.agents.adapters.base import Adapter, AgentError, AttemptSetup, Launch, base_env
 from bridge.agents.adapters.events import Call, ParsedRun, Step, arguments, as_dict, as_int, as_list, clip
@@ -34,8 +34,24 @@ KEY_ENV = "OPENAI_API_KEY"
 DRIVER = Path(__file__).with_name("library_driver.py")
 DRIVER_DIR = ".rgbridge-driver"
 #: prints `<distribution> <version>` without importing the framework (a broken one still has a
-#: version: its attempts end cli_missing, each with the import error)
-VERSION_CODE = "import sys, importlib.metadata as m; print(sys.argv[1], m.version(sys.argv[1]))"
+#: version: its attempts end cli_missing, each with the import error), and the overrides the
+#: environment was installed with when `rgbridge agents install` built it (its `install.json`),
+#: so that rows and the configuration hash tell two resolutions of one pin apart: `metagpt 0.8.2
+#: (overrides: lancedb)`, or, where the list would not fit the 80 characters a version line keeps
+#: (bridge/agents/adapters/base.py), the first 12 hex digits of its sha256
+VERSION_CODE = (
+    "import sys, os, json, hashlib, importlib.metadata as m\n"
+    "o = ''\n"
+    "try:\n"
+    "    o = str(json.load(open(os.path.join(sys.prefix, 'install.json'))).get('overrides') or '')\n"
+    "except Exception:\n"
+    "    pass\n"
+    "line = sys.argv[1] + ' ' + m.version(sys.argv[1])\n"
+    "if o:\n"
+    "    named = line + ' (overrides: ' + o + ')'\n"
+    "    line = named if len(named) <= 80 else line + ' (overrides sha256 ' + hashlib.sha256(o.encode()).hexdigest()[:12] + ')'\n"
+    "print(line)"
+)
 
 
 @dataclass(frozen=True)
@@ -53,10 +69,13 @@ class Framework:
     #: README: what the bridge does differently, and why
     differs: str
     extras: tuple[str, ...] = ()
-    #: declared dependencies replaced (name -> requirement; "" drops it): the distribution is then
-    #: installed without its dependencies, and its declared ones, so changed, after it (the
-    #: framework's module says why)
+    #: declared dependencies replaced (name -> requirement; "" drops it), the framework's module
+    #: says why: with pip the distribution is installed without its dependencies, then its
+    #: declared ones so changed; with uv they are uv's overrides (and excludes) of one resolution
     overrides: tuple[tuple[str, str], ...] = ()
+    #: what installs it: "pip", or "uv" where pip's resolver cannot reconcile the pins that are left
+    #: (bridge/agents/adapters/installs.py)
+    resolver: Literal["pip", "uv"] = "pip"
     #: installed beside the distribution: what it imports without declaring it
     also: tuple[str, ...] = ()
     #: the oldest Python the pinned release accepts (its Requires-Python), when newer than 3.11

@@ -19,6 +19,10 @@ given one JSON event per line (bridge/agents/adapters/library.py reads them back
   and `end` (the files now in the workspace).
 
 Everything the framework prints goes to stderr: stdout carries events only.
+
+Why this module is long: it is one file, written into the attempt's HOME and run by the
+framework's own Python, which cannot import the bridge; the four frameworks' runners, the wire
+watch and the move out of a framework's folder have to travel together.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import sys
 import textwrap
 import threading
@@ -259,22 +264,59 @@ def prepare_metagpt(setup: Setup) -> None:
 def run_metagpt(setup: Setup, events: Events) -> None:
     """MetaGPT's `generate_repo` with upstream's arguments (the prompt as its idea, project path =
     the workspace, implement, code review, 5 rounds, investment 3.0). Its configuration file lives
-    in the attempt's HOME and holds no key: the key is set in memory."""
-    config2 = importlib.import_module("metagpt.config2")
-    config2.config.llm.api_key = setup.key
+    in the attempt's HOME and holds no key: the key is set in memory.
+
+    The project path turns on 0.8.2's incremental mode, whose WriteCode reads the project's source
+    folder (`<project>/<project name>/`) as a repository that must already exist, else it raises
+    `ValueError: Call with_srcs first.` (MetaGPT issue #2007): that folder is created, empty, first;
+    what MetaGPT wrote into it is moved up into the workspace afterwards (`move_generated`)."""
+    key_metagpt(setup.key)
     generate_repo = importlib.import_module("metagpt.software_company").generate_repo
+    sources = metagpt_sources(setup.workspace)
     os.chdir(setup.workspace)
-    generate_repo(
-        idea=setup.prompt,
-        project_name=setup.workspace.name,
-        inc=False,
-        project_path=str(setup.workspace),
-        implement=True,
-        run_tests=False,
-        code_review=True,
-        n_round=5,
-        investment=3.0,
-    )
+    try:
+        generate_repo(
+            idea=setup.prompt,
+            project_name=setup.workspace.name,
+            inc=False,
+            project_path=str(setup.workspace),
+            implement=True,
+            run_tests=False,
+            code_review=True,
+            n_round=5,
+            investment=3.0,
+        )
+    finally:
+        move_generated(sources, setup.workspace, events)
+
+
+def key_metagpt(key: str) -> None:
+    """The key, in memory, on every configuration MetaGPT holds: its module's `config`, the
+    `Config` each `Context` starts from (the roles `generate_repo` hires make their own Context,
+    and their model clients, from it) and any `Config.default()` made later. Each of those read
+    `config2.yaml`, whose key is a stand-in."""
+    config2 = importlib.import_module("metagpt.config2")
+    context = importlib.import_module("metagpt.context")
+    loaded = config2.Config.default
+
+    def default(_cls: Any) -> Any:
+        made = loaded()
+        made.llm.api_key = key
+        return made
+
+    config2.Config.default = classmethod(default)
+    for config in (config2.config, context.Context.model_fields["config"].default):
+        config.llm.api_key = key
+
+
+def metagpt_sources(workspace: Path) -> Path:
+    """MetaGPT's source folder of a project at `workspace` (its ProjectRepo: the folder named as
+    the project inside it), created empty unless the agent's workspace already has one (a file or
+    link of that name is left alone: MetaGPT then fails on it, its own result)."""
+    sources = workspace / workspace.name
+    if not sources.exists() and not sources.is_symlink():
+        sources.mkdir()
+    return sources
 
 
 def prepare_deepcode(setup: Setup) -> None:
@@ -364,6 +406,19 @@ ENTRY_MODULES = {
 }
 
 
+#: frameworks whose files are moved into the workspace when they end (`move_generated`): the
+#: time limit's SIGTERM unwinds them (`Terminated`) so that the move runs before the SIGKILL
+MOVES_ON_END = frozenset({"metagpt", "deepcode"})
+
+
+class Terminated(BaseException):
+    """SIGTERM (the attempt's end: its time limit, or the run stopping) raised in the framework."""
+
+
+def terminated(_signum: int, _frame: object) -> None:
+    raise Terminated()
+
+
 def written(workspace: Path) -> list[str]:
     return sorted(p.relative_to(workspace).as_posix() for p in workspace.rglob("*") if p.is_file())[:500]
 
@@ -393,8 +448,12 @@ def main(argv: list[str]) -> int:
         events.emit("error", **{"class": "cli_missing", "message": clip(f"{type(exc).__name__}: {exc}", 500)})
         return EXIT_FAILED
     watch_wire(events, setup.base_url)
+    if setup.framework in MOVES_ON_END:
+        signal.signal(signal.SIGTERM, terminated)
     try:
         RUNNERS[setup.framework](setup, events)
+    except Terminated:  # ended from outside, not a failure of its own: what it wrote is moved and kept
+        return 128 + signal.SIGTERM
     except BaseException as exc:
         traceback.print_exc()
         events.emit("error", **{"class": "cli_crash", "message": clip(f"{type(exc).__name__}: {exc}", 500)})
