@@ -42,7 +42,7 @@ from bridge.scoring.images.base.recipe import (
     base_image_tag,
     base_recipe_hash,
 )
-from bridge.scoring.images.base.rootfs import build_rootfs, chroot, remove_tree, run_command
+from bridge.scoring.images.base.rootfs import Beside, build_rootfs, chroot, remove_tree, run_command
 from bridge.scoring.images.base.tester import TESTER_PINS, build_all, ensure_tester_image
 from bridge.scoring.images.base.wheelhouse import (
     UnsafeRequirementError,
@@ -66,6 +66,7 @@ __all__ = [
     "OFFICIAL_PYTHON",
     "TESTER_PINS",
     "Background",
+    "Beside",
     "BuildResult",
     "DependencyInstallError",
     "LayerLoadError",

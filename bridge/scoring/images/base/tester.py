@@ -187,6 +187,7 @@ def _tester_beside(tag: str, wheels: Future[Path | None], progress: ProgressFn |
         chroot(root, tmp, *_install_args(python, f"{_BESIDE_DIR}/requirements.txt", f"{_BESIDE_DIR}/wheels"))
         chroot(root, tmp, python, "-c", _plugin_copy(_BESIDE_DIR))
         shutil.rmtree(work)
+        layer.parent.mkdir(parents=True, exist_ok=True)
         partial = layer.with_suffix(".partial")
         venv = TESTER_VENV.lstrip("/")
         parent = venv.rpartition("/")[0]
