@@ -34,7 +34,9 @@ for rep in $(seq 1 "$reps"); do
   rc=0
   (
     cd "$work/clone"
-    unset RGBRIDGE_WHEEL_CACHE VIRTUAL_ENV PYTHONPATH
+    # a newcomer's shell: none of this session's Python settings (PYTHONDONTWRITEBYTECODE would
+    # make every process of the demo compile the bridge's modules again)
+    unset RGBRIDGE_WHEEL_CACHE VIRTUAL_ENV PYTHONPATH PYTHONDONTWRITEBYTECODE
     export RGBRIDGE_IMAGE_SALT="$salt" XDG_CACHE_HOME="$work/xdg-cache" PIP_CACHE_DIR="$work/pip-cache"
     export RGBRIDGE_CACHE="$work/rgbridge-cache" RGBRIDGE_HOME="$work/rgbridge-home"
     bash scripts/demo.sh 2>&1 | tee "$log"

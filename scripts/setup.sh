@@ -57,9 +57,7 @@ if [ "$mode" = demo ]; then
     echo "setup: the project is installed in .venv already (pyproject.toml unchanged)" >&2
   else
     step "pip install -e . (the project and its runtime dependencies, no test extras)"
-    # --no-compile: the demo imports a fraction of what gets installed; those modules' bytecode
-    # is written at their first import instead of all of it here (docs/measurements.md)
-    "$PY" -m pip install -q --disable-pip-version-check --no-compile -e .
+    "$PY" -m pip install -q --disable-pip-version-check -e .
     echo "$want" >"$stamp"
     done_step
   fi
