@@ -115,9 +115,10 @@ _UNSAFE_IO = "etc/dpkg/dpkg.cfg.d/rgbridge-unsafe-io"
 
 @dataclass(frozen=True)
 class Beside:
-    """Work in the new root beside the base's last steps: ``run(root)`` writes only under
-    ``folders`` (absolute paths in the root), which the base's tarball leaves out. Its failure
-    is a line of progress, never the base's: the caller sees what ``run`` left and falls back."""
+    """Work in the new root beside the base's last steps and its packing: ``run(root)`` writes
+    only inside ``folders`` (absolute paths in the root, made before it starts so that no folder
+    the base's tarball holds changes while it is packed; the tarball leaves them out). Its
+    failure is a line of progress, never the base's: the caller sees what ``run`` left."""
 
     folders: tuple[str, ...]
     run: Callable[[Path], None]
@@ -155,6 +156,8 @@ def _debootstrap(root: Path, suite: str, mirror: str, progress: ProgressFn | Non
 def _start_beside(beside: Beside | None, root: Path, progress: ProgressFn | None) -> threading.Thread | None:
     if beside is None:
         return None
+    for folder in beside.folders:
+        (root / folder.lstrip("/")).mkdir(parents=True, exist_ok=True)
 
     def run() -> None:
         try:
@@ -217,8 +220,6 @@ def build_rootfs(dest_tar: Path, progress: ProgressFn | None, *, beside: Beside 
             for child in (root / junk).glob("*"):
                 if child.is_file():
                     child.unlink()
-        if side is not None:
-            side.join()  # nothing writes in the root while it is packed
         say(progress, "packing rootfs")
         partial = dest_tar.with_suffix(".partial")
         keep_out = [f"--exclude=./{folder.strip('/')}" for folder in (beside.folders if beside else ())]
@@ -230,5 +231,5 @@ def build_rootfs(dest_tar: Path, progress: ProgressFn | None, *, beside: Beside 
         partial.replace(dest_tar)
     finally:
         if side is not None:
-            side.join()  # a failed base build still waits for the work beside it before removing the root
+            side.join()  # its result is in the root (or next to the tarball) until it ends
         remove_tree(work)

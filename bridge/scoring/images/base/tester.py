@@ -2,7 +2,7 @@
 
 The venv is ``/opt/tester``; ``build_all`` is what ``rgbridge images build`` makes (base and tester).
 When ``build_all`` makes the base's root filesystem, the tester venv is installed in that same root
-beside the base's last steps (from wheels the host fetched meanwhile) and becomes the tester
+beside the base's last steps and its packing (from wheels the host fetched meanwhile) and becomes the tester
 image's one layer (``load_layer_image``): no build container, no commit. Otherwise, or when that
 fails, the tester image is a legacy build ``FROM`` the base. ``build_all`` also fetches the ``uv``
 binary and runs the index probe the first score would otherwise wait for."""
@@ -177,16 +177,18 @@ def _tester_beside(tag: str, wheels: Future[Path | None], progress: ProgressFn |
             raise ScoringError("no tester wheels on the host: the tester image is built on its own")
         started = time.monotonic()
         work = root / _BESIDE_DIR.lstrip("/")
-        (work / "tmp").mkdir(parents=True)
+        (work / "tmp").mkdir(parents=True, exist_ok=True)
         shutil.copytree(found, work / "wheels")
         (work / "requirements.txt").write_text(_pins())
         shutil.copy(TESTER_PLUGIN, work / TESTER_PLUGIN.name)
-        tmp = f"TMPDIR={_BESIDE_DIR}/tmp"  # the venv's and pip's temporary files stay in here
-        chroot(root, tmp, "/usr/bin/python3", "-m", "venv", TESTER_VENV)
+        # Only our two folders change while the base is packed beside this: temporary files in
+        # the build folder, and no bytecode written for the system's modules (pip still compiles
+        # what it installs into the venv). The build folder stays until the root goes.
+        env = (f"TMPDIR={_BESIDE_DIR}/tmp", "PYTHONDONTWRITEBYTECODE=1")
+        chroot(root, *env, "/usr/bin/python3", "-m", "venv", TESTER_VENV)
         python = f"{TESTER_VENV}/bin/python"
-        chroot(root, tmp, *_install_args(python, f"{_BESIDE_DIR}/requirements.txt", f"{_BESIDE_DIR}/wheels"))
-        chroot(root, tmp, python, "-c", _plugin_copy(_BESIDE_DIR))
-        shutil.rmtree(work)
+        chroot(root, *env, *_install_args(python, f"{_BESIDE_DIR}/requirements.txt", f"{_BESIDE_DIR}/wheels"))
+        chroot(root, *env, python, "-c", _plugin_copy(_BESIDE_DIR))
         layer.parent.mkdir(parents=True, exist_ok=True)
         partial = layer.with_suffix(".partial")
         venv = TESTER_VENV.lstrip("/")
