@@ -81,7 +81,7 @@ def test_build_all_fetches_tester_wheels_while_the_base_builds(monkeypatch, tmp_
         dest.mkdir(parents=True)
         return dest
 
-    def fake_base(client, *, progress=None, force=False):
+    def fake_base(client, *, progress=None, force=False, beside=None):
         assert fetching.wait(10), "the tester wheels were not being fetched during the base build"
         return base_image_tag()
 
@@ -93,6 +93,8 @@ def test_build_all_fetches_tester_wheels_while_the_base_builds(monkeypatch, tmp_
     monkeypatch.setattr(tester, "prepare_wheelhouse", fake_prepare)
     monkeypatch.setattr(tester, "ensure_base_image", fake_base)
     monkeypatch.setattr(tester, "ensure_tester_image", fake_tester)
+    monkeypatch.setattr(tester, "uv_tool", lambda: tmp_path)
+    monkeypatch.setattr(tester, "index_reachable_from_containers", lambda client, base: True)
     lines: list[str] = []
     out = build_all(object(), progress=lines.append)  # type: ignore[arg-type]
     assert out["tester"] == "rgbridge-tester:x"
@@ -109,6 +111,124 @@ def test_build_all_fetches_tester_wheels_while_the_base_builds(monkeypatch, tmp_
     monkeypatch.setattr(tester, "prepare_wheelhouse", failing_prepare)
     build_all(object(), progress=lines.append)  # type: ignore[arg-type]
     assert calls == [("tester", None)]
+
+
+def test_build_all_readies_uv_and_the_index_probe_for_the_first_score(monkeypatch, tmp_path):
+    """Issue 41: the demo's first score waited for the uv download and the index probe's
+    container; `images build` now does both (the probe once the base exists)."""
+    from bridge.scoring.images.base import tester
+
+    monkeypatch.setenv("RGBRIDGE_CACHE", str(tmp_path))
+    done: list[str] = []
+    monkeypatch.setattr(tester, "image_exists", lambda client, tag: True)  # nothing to build
+    monkeypatch.setattr(tester, "ensure_base_image", lambda client, **kw: "rgbridge-base:b")
+    monkeypatch.setattr(tester, "ensure_tester_image", lambda client, **kw: "rgbridge-tester:t")
+    monkeypatch.setattr(tester, "uv_tool", lambda: done.append("uv") or tmp_path)
+
+    def probe(client, base):
+        done.append(f"probe {base}")
+        return True
+
+    monkeypatch.setattr(tester, "index_reachable_from_containers", probe)
+    lines: list[str] = []
+    build_all(object(), progress=lines.append)  # type: ignore[arg-type]
+    assert sorted(done) == ["probe rgbridge-base:b", "uv"]
+    assert any("reach the package index" in line for line in lines) and any("uv ready" in line for line in lines)
+
+
+def test_base_rootfs_leaves_out_what_was_made_beside_it(monkeypatch, tmp_path):
+    """The work beside the base's last steps (the tester venv) writes in the same root, and the
+    base's tarball must not carry it; dpkg's unsafe-io setting is gone before anything else."""
+    import tarfile
+    import threading
+
+    from bridge.scoring.images.base import Beside
+
+    monkeypatch.setenv("RGBRIDGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(rootfs.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(rootfs.shutil, "which", lambda name: f"/usr/sbin/{name}")
+    monkeypatch.setattr(rootfs, "debian_source", lambda: ("http://mirror.invalid/debian", "bookworm"))
+    monkeypatch.setattr(rootfs, "host_extra_cas", lambda: [])
+    monkeypatch.setattr(rootfs, "chroot", lambda root, *args, progress=None: None)
+    monkeypatch.setattr(rootfs.os, "chown", lambda path, uid, gid: None)
+    unsafe_seen: list[bool] = []
+
+    def fake_debootstrap(root, suite, mirror, progress):
+        (root / "etc/dpkg/dpkg.cfg.d").mkdir(parents=True)
+        (root / "opt").mkdir()
+        (root / "usr/bin").mkdir(parents=True)
+        (root / "usr/bin/python3").write_text("")
+
+    monkeypatch.setattr(rootfs, "_debootstrap", fake_debootstrap)
+    started = threading.Event()
+
+    def beside(root):
+        started.set()
+        unsafe_seen.append((root / "etc/dpkg/dpkg.cfg.d/rgbridge-unsafe-io").exists())
+        # its folders exist before it starts: no folder the base's tarball holds changes meanwhile
+        assert (root / "opt/tester").is_dir() and (root / "opt/.rgbridge-tester-build").is_dir()
+        (root / "opt/tester/bin").mkdir()
+        (root / "opt/tester/bin/python").write_text("tester")
+
+    dest = tmp_path / "base.tar"
+    rootfs.build_rootfs(dest, None, beside=Beside(folders=("/opt/tester", "/opt/.rgbridge-tester-build"), run=beside))
+    assert started.is_set() and unsafe_seen == [False]
+    with tarfile.open(dest) as tar:
+        names = tar.getnames()
+    assert "./usr/bin/python3" in names and "./opt" in names
+    assert not [n for n in names if n.startswith(("./opt/tester", "./opt/.rgbridge"))], names
+
+    # work beside that fails is a line of progress, not the base's failure
+    def failing(root):
+        raise ScoringError("no wheels")
+
+    lines: list[str] = []
+    rootfs.build_rootfs(dest, lines.append, beside=Beside(folders=("/opt/tester",), run=failing))
+    assert dest.is_file() and any("no wheels" in line for line in lines)
+
+
+def test_debootstrap_installs_without_fsync_and_removes_the_setting(monkeypatch, tmp_path):
+    """The two stages: the unpack, then the install in the chroot with dpkg's force-unsafe-io,
+    and the setting file removed afterwards (the packages and files are those of one stage)."""
+    calls: list[tuple[list[str], bool]] = []
+    root = tmp_path / "root"
+    unsafe = root / "etc/dpkg/dpkg.cfg.d/rgbridge-unsafe-io"
+
+    def fake_run(cmd, **kwargs):
+        if "--foreign" in cmd:
+            root.mkdir()
+        calls.append((list(cmd), unsafe.is_file() and unsafe.read_text().strip() == "force-unsafe-io"))
+        return ""
+
+    monkeypatch.setattr(rootfs, "run_command", fake_run)
+    rootfs._debootstrap(root, "bookworm", "http://mirror.invalid/debian", None)
+    (first, unsafe_then), (second, unsafe_later) = calls
+    assert first[0] == "debootstrap" and "--foreign" in first and "--variant=minbase" in first and not unsafe_then
+    assert second == ["chroot", str(root), "/debootstrap/debootstrap", "--second-stage"] and unsafe_later
+    assert not unsafe.exists()
+
+
+def test_layer_image_config_replaces_named_variables():
+    from bridge.scoring.images.base import build
+
+    attrs = {
+        "Config": {
+            "Env": ["PATH=/opt/venv/bin:/usr/bin", "LANG=C.UTF-8", "VIRTUAL_ENV=/opt/venv"],
+            "Labels": {"a": "1"},
+        },
+        "RootFS": {"Layers": ["sha256:base"]},
+    }
+    import json
+
+    body = json.loads(
+        build._image_config(
+            attrs, "sha256:new", {"b": "2"}, "c", {"PATH": "/opt/tester/bin:/usr/bin", "VIRTUAL_ENV": "/opt/tester"}
+        )
+    )
+    assert body["config"]["Env"] == ["LANG=C.UTF-8", "PATH=/opt/tester/bin:/usr/bin", "VIRTUAL_ENV=/opt/tester"]
+    assert body["config"]["Labels"] == {"a": "1", "b": "2"}
+    assert body["rootfs"]["diff_ids"] == ["sha256:base", "sha256:new"]
+    assert attrs["Config"]["Env"][0].startswith("PATH=/opt/venv")  # the base's config is not touched
 
 
 def test_image_salt_gives_every_image_tags_of_its_own(monkeypatch):
@@ -393,3 +513,74 @@ def test_remove_tree_deletes_plain_work_dir(tmp_path):
     (work / "root" / "etc" / "f").write_text("x")
     remove_tree(work)
     assert not work.exists()
+
+
+@pytest.mark.docker
+def test_tester_layer_made_beside_the_base_equals_the_built_tester(docker_client, base_image, tester_image, tmp_path):
+    """Issue 41: the tester venv installed in the base's root (as ``build_all`` does while it
+    makes the base) and loaded as one layer gives the tester image the legacy build gives: the
+    same interpreter first on PATH, the same distributions, strict's plugin, the base below."""
+    import secrets
+    import tarfile
+    from concurrent.futures import Future
+
+    from bridge.scoring.images.base import tester
+
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setenv("RGBRIDGE_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "root"
+    root.mkdir()
+    holder = docker_client.containers.create(base_image, command=["true"], labels=make_labels(kind="test"))
+    try:
+        with tarfile.open(fileobj=_Stream(holder.export()), mode="r|") as tar:
+            tar.extractall(root, numeric_owner=True, filter="fully_trusted")  # our own base image
+    finally:
+        holder.remove(force=True)
+    wheels: Future = Future()
+    wheels.set_result(prepare_wheelhouse("\n".join(TESTER_PINS) + "\n", tmp_path / "wheels", timeout=300))
+    tag = f"rgbridge-tester:test-{secrets.token_hex(4)}"
+    lines: list[str] = []
+    try:
+        beside = tester._tester_beside(tag, wheels, lines.append)
+        beside.run(root)
+        layer = tester._layer_path(tag)
+        with tarfile.open(layer) as tar:
+            names = tar.getnames()
+        assert names[0] == "opt" and all(n == "opt" or n.startswith("opt/tester") for n in names), names[:5]
+        assert tester._load_tester_layer(docker_client, base_image, tag, lines.append) == tag
+        assert not layer.exists()  # loaded once, then gone
+        script = (
+            "command -v python; echo $VIRTUAL_ENV; python -m pip freeze --all; python -c 'import rgbridge_pytest_report'; "
+            "ls /opt/tester/lib/python3*/site-packages/pytest/__pycache__ | grep -c pyc"
+        )
+        made = _run(docker_client, tag, script)
+        built = _run(docker_client, tester_image, script)
+        assert made[0] == 0 and built[0] == 0, (made, built)
+        assert made[1].splitlines()[:2] == ["/opt/tester/bin/python", "/opt/tester"]
+        assert sorted(made[1].splitlines()) == sorted(built[1].splitlines())
+        img = docker_client.images.get(tag)
+        assert img.labels[LABEL_KIND] == "tester" and img.labels["rgbridge.recipe"]
+        base_layers = docker_client.images.get(base_image).attrs["RootFS"]["Layers"]
+        assert img.attrs["RootFS"]["Layers"][: len(base_layers)] == base_layers
+    finally:
+        monkeypatch.undo()
+        _forget(docker_client, tag)
+
+
+class _Stream:
+    """A file-like reader over the chunks of ``container.export()``."""
+
+    def __init__(self, chunks) -> None:
+        self._chunks, self._buf = iter(chunks), b""
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self._buf) < size:
+            try:
+                self._buf += next(self._chunks)
+            except StopIteration:
+                break
+        if size < 0:
+            out, self._buf = self._buf, b""
+        else:
+            out, self._buf = self._buf[:size], self._buf[size:]
+        return out

@@ -15,10 +15,13 @@ from bridge.scoring.images.base.build import (
     Background,
     BuildResult,
     DependencyInstallError,
+    LayerLoadError,
     build_lock,
     docker_build,
     hash12,
     image_exists,
+    layer_diff_id,
+    load_layer_image,
     say,
     volume_exists,
 )
@@ -39,7 +42,7 @@ from bridge.scoring.images.base.recipe import (
     base_image_tag,
     base_recipe_hash,
 )
-from bridge.scoring.images.base.rootfs import build_rootfs, chroot, remove_tree, run_command
+from bridge.scoring.images.base.rootfs import Beside, build_rootfs, chroot, remove_tree, run_command
 from bridge.scoring.images.base.tester import TESTER_PINS, build_all, ensure_tester_image
 from bridge.scoring.images.base.wheelhouse import (
     UnsafeRequirementError,
@@ -63,8 +66,10 @@ __all__ = [
     "OFFICIAL_PYTHON",
     "TESTER_PINS",
     "Background",
+    "Beside",
     "BuildResult",
     "DependencyInstallError",
+    "LayerLoadError",
     "UnsafeRequirementError",
     "base_image_tag",
     "base_recipe_hash",
@@ -84,6 +89,8 @@ __all__ = [
     "host_pip_index_settings",
     "image_exists",
     "index_reachable_from_containers",
+    "layer_diff_id",
+    "load_layer_image",
     "official_python_image",
     "prepare_wheelhouse",
     "probe_index",

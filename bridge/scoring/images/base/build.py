@@ -1,7 +1,8 @@
 """Build primitives of the scoring images: locks, hashes, labels, the legacy builder, build results.
 
 The legacy builder runs with a real wall-clock limit; a build returns a ``BuildResult`` or raises
-``DependencyInstallError``."""
+``DependencyInstallError``. ``load_layer_image`` makes an image as a base plus one layer tarball
+with ``docker load`` (no container, no commit): the tester image and the sets kept as layers."""
 
 from __future__ import annotations
 
@@ -34,6 +35,10 @@ LABEL_RECIPE = "rgbridge.recipe"
 LABEL_BUILD = "rgbridge.build"  # per-build token: lets a timeout find the build's RUN containers
 
 LOG_TAIL_CHARS = 3000
+
+
+class LayerLoadError(ScoringError):
+    """An image could not be made as its base plus one layer (``load_layer_image``)."""
 
 
 class DependencyInstallError(ScoringError):
@@ -259,3 +264,79 @@ class Background:
         for thread in pending:
             thread.join(max(0.0, deadline - time.monotonic()))
         return not any(t.is_alive() for t in pending)
+
+
+def _image_config(
+    base_attrs: dict[str, Any], diff_id: str, labels: dict[str, str], comment: str, env: dict[str, str]
+) -> bytes:
+    config = dict(base_attrs.get("Config") or {})
+    config["Labels"] = {**(config.get("Labels") or {}), **labels}
+    if env:  # the base's variables, those named here replaced (as a Dockerfile's ENV does)
+        kept = [item for item in (config.get("Env") or []) if item.partition("=")[0] not in env]
+        config["Env"] = [*kept, *(f"{name}={value}" for name, value in env.items())]
+    base_layers = list((base_attrs.get("RootFS") or {}).get("Layers") or [])
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    history = [{"created": created, "created_by": "base layer"} for _ in base_layers]
+    history.append({"created": created, "created_by": comment})
+    body = {
+        "architecture": base_attrs.get("Architecture") or "amd64",
+        "os": base_attrs.get("Os") or "linux",
+        "created": created,
+        "config": config,
+        "rootfs": {"type": "layers", "diff_ids": [*base_layers, diff_id]},
+        "history": history,
+    }
+    return json.dumps(body, sort_keys=True).encode()
+
+
+def layer_diff_id(layer_tar: Path) -> str:
+    """The diff ID of an uncompressed layer tarball: the sha256 of its bytes."""
+    digest = hashlib.sha256()
+    with layer_tar.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return "sha256:" + digest.hexdigest()
+
+
+def load_layer_image(
+    client: docker.DockerClient,
+    *,
+    base: str,
+    tag: str,
+    layer_tar: Path,
+    diff_id: str,
+    labels: dict[str, str],
+    comment: str,
+    env: dict[str, str] | None = None,
+) -> None:
+    """Tag ``tag`` = ``base`` + the layer at ``layer_tar``, with base's run config (``env``
+    replacing variables of it) and ``labels``; ``LayerLoadError`` when that fails."""
+    try:
+        base_attrs = client.images.get(base).attrs
+    except DockerException as exc:
+        raise LayerLoadError(f"base image {base} unavailable: {exc}") from exc
+    base_layers = list((base_attrs.get("RootFS") or {}).get("Layers") or [])
+    config = _image_config(base_attrs, diff_id, labels, comment, env or {})
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    # Layers the engine already has are never read from the archive (it looks each one up by
+    # chain ID first), so the base's entries name files the archive does not carry.
+    layers = [f"base-{i}/layer.tar" for i in range(len(base_layers))] + ["new/layer.tar"]
+    manifest = json.dumps([{"Config": config_name, "RepoTags": [tag], "Layers": layers}]).encode()
+    with tempfile.TemporaryFile(prefix="rgbridge-load-") as bundle:
+        with tarfile.open(fileobj=bundle, mode="w") as out:
+            out.add(str(layer_tar), arcname="new/layer.tar")
+            for name, data in ((config_name, config), ("manifest.json", manifest)):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                out.addfile(info, io.BytesIO(data))
+        bundle.seek(0)
+        try:
+            client.images.load(bundle)
+        except DockerException as exc:
+            raise LayerLoadError(f"docker load failed: {exc}") from exc
+    try:
+        loaded = client.images.get(tag).attrs
+    except DockerException as exc:
+        raise LayerLoadError(f"loaded image {tag} not found: {exc}") from exc
+    if (loaded.get("RootFS") or {}).get("Layers") != [*base_layers, diff_id]:
+        raise LayerLoadError(f"loaded image {tag} does not have the expected layers")

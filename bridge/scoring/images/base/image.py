@@ -6,6 +6,7 @@ without a registry (the base here, the Java image in ``bridge/scoring/java/image
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ from bridge.errors import ScoringError
 from bridge.locations import cache_dir
 from bridge.scoring.images.base.build import LABEL_RECIPE, build_lock, image_exists, say
 from bridge.scoring.images.base.recipe import BASE_PATH, BASE_REPO, PIP_DEFAULT_TIMEOUT, VENV, base_recipe_hash
-from bridge.scoring.images.base.rootfs import build_rootfs
+from bridge.scoring.images.base.rootfs import Beside, build_rootfs
 from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE
 from bridge.scoring.types import ProgressFn
 
@@ -82,15 +83,22 @@ def ensure_rootfs_image(
         return tag
 
 
-def ensure_base_image(client: docker.DockerClient, *, progress: ProgressFn | None = None, force: bool = False) -> str:
-    """Tag of the base image, building it (rootfs cached under the cache dir) if missing."""
+def ensure_base_image(
+    client: docker.DockerClient,
+    *,
+    progress: ProgressFn | None = None,
+    force: bool = False,
+    beside: Beside | None = None,
+) -> str:
+    """Tag of the base image, building it (rootfs cached under the cache dir) if missing;
+    ``beside`` runs in the new root when one is made (``rootfs.Beside``), else not at all."""
     recipe = base_recipe_hash()
     return ensure_rootfs_image(
         client,
         kind="base",
         repo=BASE_REPO,
         recipe=recipe,
-        make_tar=build_rootfs,
+        make_tar=functools.partial(build_rootfs, beside=beside),
         changes=_base_changes(recipe),
         progress=progress,
         force=force,

@@ -1,4 +1,10 @@
-"""The base image's root filesystem, made with debootstrap and chroot on the host (needs root)."""
+"""The base image's root filesystem, made with debootstrap and chroot on the host (needs root).
+
+debootstrap runs in its two stages (``--foreign``, then ``--second-stage`` in the chroot) so that
+dpkg installs without an fsync per file (``force-unsafe-io``, set only while it installs): the
+tree becomes a tarball, never a booted system, and the packages and files are the same. Work for
+another image can run in the new root beside the base's last steps (``Beside``: the tester venv),
+kept out of the base's tarball."""
 
 from __future__ import annotations
 
@@ -10,7 +16,8 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from bridge.errors import ScoringError
@@ -102,7 +109,68 @@ def _remove_stale_work_dirs(max_age: float = 7200) -> None:
                 remove_tree(old)
 
 
-def build_rootfs(dest_tar: Path, progress: ProgressFn | None) -> None:
+#: dpkg's setting file while debootstrap's second stage installs (removed before anything else)
+_UNSAFE_IO = "etc/dpkg/dpkg.cfg.d/rgbridge-unsafe-io"
+
+
+@dataclass(frozen=True)
+class Beside:
+    """Work in the new root beside the base's last steps and its packing: ``run(root)`` writes
+    only inside ``folders`` (absolute paths in the root, made before it starts so that no folder
+    the base's tarball holds changes while it is packed; the tarball leaves them out). Its
+    failure is a line of progress, never the base's: the caller sees what ``run`` left."""
+
+    folders: tuple[str, ...]
+    run: Callable[[Path], None]
+
+
+def _debootstrap(root: Path, suite: str, mirror: str, progress: ProgressFn | None) -> None:
+    say(progress, f"debootstrap {suite} (minbase) from the host's apt mirror: download and unpack")
+    run_command(
+        [
+            "debootstrap",
+            "--foreign",
+            "--variant=minbase",
+            f"--include={','.join(BASE_PACKAGES)}",
+            suite,
+            str(root),
+            mirror,
+        ],
+        timeout=1800,
+        what="debootstrap",
+        progress=progress,
+    )
+    unsafe = root / _UNSAFE_IO
+    unsafe.parent.mkdir(parents=True, exist_ok=True)
+    unsafe.write_text("force-unsafe-io\n")
+    say(progress, "debootstrap second stage: installing the packages (dpkg without an fsync per file)")
+    run_command(
+        ["chroot", str(root), "/debootstrap/debootstrap", "--second-stage"],
+        timeout=1800,
+        what="debootstrap --second-stage",
+        progress=progress,
+    )
+    unsafe.unlink()
+
+
+def _start_beside(beside: Beside | None, root: Path, progress: ProgressFn | None) -> threading.Thread | None:
+    if beside is None:
+        return None
+    for folder in beside.folders:
+        (root / folder.lstrip("/")).mkdir(parents=True, exist_ok=True)
+
+    def run() -> None:
+        try:
+            beside.run(root)
+        except (ScoringError, OSError) as exc:
+            say(progress, f"beside the base build: {str(exc)[:300]}")
+
+    thread = threading.Thread(target=run, name="rootfs-beside", daemon=True)
+    thread.start()
+    return thread
+
+
+def build_rootfs(dest_tar: Path, progress: ProgressFn | None, *, beside: Beside | None = None) -> None:
     if os.geteuid() != 0:
         raise ScoringError(
             "building the base image needs root (debootstrap and chroot); run `rgbridge images build` as root once"
@@ -113,14 +181,10 @@ def build_rootfs(dest_tar: Path, progress: ProgressFn | None) -> None:
     _remove_stale_work_dirs()
     work = Path(tempfile.mkdtemp(prefix="rootfs-", dir=cache_dir()))
     root = work / "root"
+    side: threading.Thread | None = None
     try:
-        say(progress, f"debootstrap {suite} (minbase) from the host's apt mirror")
-        run_command(
-            ["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", suite, str(root), mirror],
-            timeout=1800,
-            what="debootstrap",
-            progress=progress,
-        )
+        _debootstrap(root, suite, mirror, progress)
+        side = _start_beside(beside, root, progress)
         ca_dir = root / "usr/local/share/ca-certificates/rgbridge-host"
         ca_dir.mkdir(parents=True, exist_ok=True)
         for name, pem in host_extra_cas():
@@ -158,11 +222,14 @@ def build_rootfs(dest_tar: Path, progress: ProgressFn | None) -> None:
                     child.unlink()
         say(progress, "packing rootfs")
         partial = dest_tar.with_suffix(".partial")
+        keep_out = [f"--exclude=./{folder.strip('/')}" for folder in (beside.folders if beside else ())]
         run_command(
-            ["tar", "--numeric-owner", "--one-file-system", "-C", str(root), "-cf", str(partial), "."],
+            ["tar", "--numeric-owner", "--one-file-system", *keep_out, "-C", str(root), "-cf", str(partial), "."],
             timeout=600,
             what="tar rootfs",
         )
         partial.replace(dest_tar)
     finally:
+        if side is not None:
+            side.join()  # its result is in the root (or next to the tarball) until it ends
         remove_tree(work)

@@ -19,7 +19,14 @@ import docker
 from docker.errors import DockerException
 from docker.models.containers import Container
 
-from bridge.scoring.images.base import LOG_TAIL_CHARS, BuildResult, image_exists, say
+from bridge.scoring.images.base import (
+    LOG_TAIL_CHARS,
+    BuildResult,
+    LayerLoadError,
+    image_exists,
+    load_layer_image,
+    say,
+)
 from bridge.scoring.images.sets.buildbox import (
     UV_REJECTED,
     effective_mode,
@@ -32,7 +39,6 @@ from bridge.scoring.images.sets.buildbox import (
 from bridge.scoring.images.sets.layer_export import (
     LayerExportError,
     export_folder_layer,
-    load_layer_image,
     valid_prefix,
 )
 from bridge.scoring.images.sets.store import DepSet, DepsImage, InstallSource, raise_unless_ok
@@ -79,7 +85,7 @@ def _load_exported(
                 comment=f"rgbridge {kind} layer: {prefix}",
             )
             return True
-        except LayerExportError as exc:
+        except (LayerExportError, LayerLoadError) as exc:
             say_(f"exporting {prefix} as a layer failed ({exc}); committing the container instead")
             _forget_tag(client, tag)
             return False

@@ -6,8 +6,8 @@ docs/measurements.md). A dependency layer only changes the active environment (`
 so the layer is the archive of that environment's parent folder (``/opt``) as the archive API
 returns it, passed through unchanged, plus one opaque-directory whiteout (the OCI image layer
 format's marker for "this folder replaces the one below", so files pip removed stay removed).
-It is loaded with ``docker load`` as base + that layer; the loader skips layers the engine
-already has, so the bundle carries the new layer only.
+It is loaded with ``docker load`` as base + that layer (``base.load_layer_image``); the loader
+skips layers the engine already has, so the bundle carries the new layer only.
 
 The archive comes from a container that ran the agent's requirements, so it is handled as
 untrusted bytes: every member is checked to sit inside the folder (names, hard-link targets,
@@ -19,17 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import posixpath
 import tarfile
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-import docker
 from docker.errors import DockerException
 from docker.models.containers import Container
 
@@ -152,63 +148,3 @@ def export_folder_layer(container: Container, prefix: str, dest: Path) -> str:
         for block in iter(lambda: raw.read(1 << 20), b""):
             digest.update(block)
     return "sha256:" + digest.hexdigest()
-
-
-def _image_config(base_attrs: dict[str, Any], diff_id: str, labels: dict[str, str], comment: str) -> bytes:
-    config = dict(base_attrs.get("Config") or {})
-    config["Labels"] = {**(config.get("Labels") or {}), **labels}
-    base_layers = list((base_attrs.get("RootFS") or {}).get("Layers") or [])
-    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    history = [{"created": created, "created_by": "base layer"} for _ in base_layers]
-    history.append({"created": created, "created_by": comment})
-    body = {
-        "architecture": base_attrs.get("Architecture") or "amd64",
-        "os": base_attrs.get("Os") or "linux",
-        "created": created,
-        "config": config,
-        "rootfs": {"type": "layers", "diff_ids": [*base_layers, diff_id]},
-        "history": history,
-    }
-    return json.dumps(body, sort_keys=True).encode()
-
-
-def load_layer_image(
-    client: docker.DockerClient,
-    *,
-    base: str,
-    tag: str,
-    layer_tar: Path,
-    diff_id: str,
-    labels: dict[str, str],
-    comment: str,
-) -> None:
-    """Tag ``tag`` = ``base`` + the layer at ``layer_tar``, with base's run config and ``labels``."""
-    try:
-        base_attrs = client.images.get(base).attrs
-    except DockerException as exc:
-        raise LayerExportError(f"base image {base} unavailable: {exc}") from exc
-    base_layers = list((base_attrs.get("RootFS") or {}).get("Layers") or [])
-    config = _image_config(base_attrs, diff_id, labels, comment)
-    config_name = hashlib.sha256(config).hexdigest() + ".json"
-    # Layers the engine already has are never read from the archive (it looks each one up by
-    # chain ID first), so the base's entries name files the archive does not carry.
-    layers = [f"base-{i}/layer.tar" for i in range(len(base_layers))] + ["new/layer.tar"]
-    manifest = json.dumps([{"Config": config_name, "RepoTags": [tag], "Layers": layers}]).encode()
-    with tempfile.TemporaryFile(prefix="rgbridge-load-") as bundle:
-        with tarfile.open(fileobj=bundle, mode="w") as out:
-            out.add(str(layer_tar), arcname="new/layer.tar")
-            for name, data in ((config_name, config), ("manifest.json", manifest)):
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                out.addfile(info, io.BytesIO(data))
-        bundle.seek(0)
-        try:
-            client.images.load(bundle)
-        except DockerException as exc:
-            raise LayerExportError(f"docker load failed: {exc}") from exc
-    try:
-        loaded = client.images.get(tag).attrs
-    except DockerException as exc:
-        raise LayerExportError(f"loaded image {tag} not found: {exc}") from exc
-    if (loaded.get("RootFS") or {}).get("Layers") != [*base_layers, diff_id]:
-        raise LayerExportError(f"loaded image {tag} does not have the expected layers")
