@@ -21,4 +21,8 @@ if "$PY" -c "from bridge.scoring.sandbox.docker_client import engine_available a
   "$PY" -m bridge.cli images build
 fi
 # --durations: the slowest tests in every log, so the suite's time can be watched (CI budget).
-exec "$PY" -m pytest -ra --durations=25 "$@"
+# -n auto --dist loadgroup: the engine and CLI tests (one xdist group: tests/conftest.py) run on one
+# worker, one after the other as in a serial run, while the other workers run the rest, which the
+# fast lane already runs in parallel; each worker has a temp folder of its own (tests/conftest.py).
+# `-n 0` after it runs everything serially.
+exec "$PY" -m pytest -ra --durations=25 -n auto --dist loadgroup "$@"

@@ -27,8 +27,18 @@ collect_ignore = ["fixtures"]
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TASKS_DIR = REPO_ROOT / "tasks"
 
-#: The temp folder of this test run (set below; xdist workers inherit the controller's).
+#: The temp folder of this test run (set below); an xdist worker's is a folder of its own inside
+#: the controller's.
 RUN_TMP_ENV = "RGBRIDGE_TEST_TMP"
+#: The xdist worker whose temp folder RUN_TMP_ENV names (unset in the controller and a plain run).
+RUN_TMP_WORKER_ENV = "RGBRIDGE_TEST_TMP_WORKER"
+
+
+def _use_tmp(folder: str) -> None:
+    os.chmod(folder, 0o1777)
+    os.environ[RUN_TMP_ENV] = folder
+    os.environ["TMPDIR"] = folder
+    tempfile.tempdir = None  # gettempdir() caches its first answer
 
 
 def _private_system_tmp() -> None:
@@ -38,15 +48,19 @@ def _private_system_tmp() -> None:
     "the system temp folder" while a test ran; on a machine where another run scores beside this
     one, the shared /tmp holds that run's scoring folders too, and they were flagged as ours.
     With a private TMPDIR the folder the checks read holds this run's entries only. Mode 1777 as
-    /tmp, for the tests that run as an unprivileged user."""
-    if os.environ.get(RUN_TMP_ENV):
-        return
-    base = tempfile.mkdtemp(prefix="rgbt-")
-    os.chmod(base, 0o1777)
-    os.environ[RUN_TMP_ENV] = base
-    os.environ["RGBRIDGE_TEST_TMP_OWNER"] = str(os.getpid())
-    os.environ["TMPDIR"] = base
-    tempfile.tempdir = None  # gettempdir() caches its first answer
+    /tmp, for the tests that run as an unprivileged user.
+
+    Each pytest-xdist worker gets a folder of its own inside the run's: the engine tests run on
+    one worker while the others run the rest of the suite (scripts/test.sh), and the checks of a
+    test must see the folders of its own worker only, never a test's running beside it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not os.environ.get(RUN_TMP_ENV):
+        _use_tmp(tempfile.mkdtemp(prefix="rgbt-"))
+        os.environ["RGBRIDGE_TEST_TMP_OWNER"] = str(os.getpid())
+    if worker and os.environ.get(RUN_TMP_WORKER_ENV) != worker:
+        # the controller's folder (inherited) holds one folder per worker; it goes with the run
+        _use_tmp(tempfile.mkdtemp(prefix=f"{worker}-", dir=os.environ[RUN_TMP_ENV]))
+        os.environ[RUN_TMP_WORKER_ENV] = worker
 
 
 _private_system_tmp()
@@ -74,7 +88,14 @@ LANE_FIXTURES = {"docker": {"docker_client"}, "agent_cli": {"agent_cli", "paper_
 #: How pytest marks a test whose parametrisation is empty (it would skip it and check nothing).
 EMPTY_PARAMETER_SET = "got empty parameter set"
 
+#: The pytest-xdist group of every test in a lane above: with ``--dist loadgroup``
+#: (scripts/test.sh) they all run on one worker, one after the other in file order as in a serial
+#: run (module fixtures built once; no two engine tests at once), while the other workers run the
+#: tests that need neither the engine nor a CLI.
+ENGINE_GROUP = "engine"
 
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (it renames grouped items)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     empty = [
         item.nodeid
@@ -88,6 +109,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for marker, fixtures in LANE_FIXTURES.items():
             if used & fixtures and item.get_closest_marker(marker) is None:
                 item.add_marker(marker)
+        if any(item.get_closest_marker(marker) is not None for marker in LANE_FIXTURES):
+            item.add_marker(pytest.mark.xdist_group(ENGINE_GROUP))
 
 
 @pytest.fixture(scope="session")
