@@ -56,7 +56,7 @@ import docker
 from docker.errors import APIError, ImageNotFound
 
 from bridge.scoring import coverage, upstream
-from bridge.scoring.images.base import ensure_base_image, host_pip_index_settings
+from bridge.scoring.images.base import ensure_base_image, host_pip_index_settings, volume_exists
 from bridge.scoring.images.sets import (
     CLOSEST_ENV,
     deps_image_tag,
@@ -369,16 +369,43 @@ def say_timeline(label: str, batch: dict[str, Any]) -> None:
         say(f"    {tid:24s} {prep:36s} scored {t['run_start']:6.1f}-{t['run_end']:6.1f}s")
 
 
-def run_outside(reps: int, repo: Path, work: Path, figures: dict[str, Any]) -> dict[str, bool]:
-    """(o): never-seen sets with cached packages and one-file changes, alternated, in fresh processes."""
+def remove_outside_sets(task: Task, repo: Path, texts: list[str]) -> None:
+    """Drop the never-seen sets (o) made: a fresh process hands a set's bytecode compile to a
+    detached reaper, whose container holds the set's volume until it ends (a minute at most here)."""
+    client = get_client()
+    reqs_path = repo / "requirements.txt"
+    original = reqs_path.read_text(encoding="utf-8")
+    deadline = time.monotonic() + 120
+    for text in texts:
+        reqs_path.write_text(text, encoding="utf-8")
+        base = ensure_base_image(client)
+        reqs = requirements_of(repo)
+        tags = [
+            deps_image_tag(base, reqs, in_volume=True),
+            deps_image_tag(base, reqs, compat_extras(task, repo), in_volume=True),
+        ]
+        while True:
+            remove_deps_images(client, task, repo)
+            kept = [t for t in tags if volume_exists(client, volume_for(t, "/opt/venv").name)]
+            if not kept or time.monotonic() > deadline:
+                break
+            time.sleep(5)
+    reqs_path.write_text(original, encoding="utf-8")
+
+
+def run_outside(reps: int, task: Task, repo: Path, work: Path, figures: dict[str, Any]) -> dict[str, bool]:
+    """(o): never-seen sets with cached packages and one-file changes, alternated, in fresh processes;
+    the never-seen sets are removed afterwards."""
     reqs_path = repo / "requirements.txt"
     original = reqs_path.read_text(encoding="utf-8")
     target = repo / "app" / "main.py"
     cold_r, cold_x, warm_r, warm_x, pairs = [], [], [], [], []
+    made: list[str] = []
     outside_score(repo, work / "o-prime")  # the packages of this set are in the cache after it
     wait_for_cache_fills()
     for i in range(reps):
         reqs_path.write_text(original + f"fastapi>=0.0.{uuid.uuid4().int % 10**12}\n", encoding="utf-8")
+        made.append(reqs_path.read_text(encoding="utf-8"))
         r, x, data = outside_score(repo, work / f"o-a1-{i}")
         cold_r.append(r)
         cold_x.append(x)
@@ -395,6 +422,7 @@ def run_outside(reps: int, repo: Path, work: Path, figures: dict[str, Any]) -> d
             f"ratio {cold_x[-1] / warm_x[-1]:.2f}x"
         )
     reqs_path.write_text(original, encoding="utf-8")
+    remove_outside_sets(task, repo, made)
     ratios = [c / w for c, w in zip(cold_x, warm_x, strict=True)]
     figures.update(
         {
@@ -453,7 +481,7 @@ def run_only(args: argparse.Namespace, task: Task, repo: Path, work: Path, catal
     figures: dict[str, Any] = {}
     checks: dict[str, bool] = {}
     if args.only == "o":
-        checks.update(run_outside(args.reps, repo, work, figures))
+        checks.update(run_outside(args.reps, task, repo, work, figures))
     else:
         warm = warm_both_runs(task, repo, work, args.reps)
         say(f"(c) one-file change, both: median {median(warm):.2f}s {[round(x, 2) for x in warm]}")
@@ -619,7 +647,7 @@ def main(argv: list[str] | None = None) -> int:
 
         extra_checks: dict[str, bool] = {}
         if not args.skip_outside:
-            extra_checks.update(run_outside(args.reps, repo, work, figures))
+            extra_checks.update(run_outside(args.reps, task, repo, work, figures))
         if not args.skip_pipeline:
             extra_checks.update(run_pipeline(catalog, work, figures["c_warm_both_s"], figures))
 

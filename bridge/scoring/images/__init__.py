@@ -19,13 +19,16 @@ Image family (every image carries ``rgbridge.owner=rgbridge`` and ``rgbridge.kin
 ``base/`` -- base images and the build primitives every image uses:
 
 * ``host`` -- host facts: the Debian mirror, extra CA certificates, pip index settings.
-* ``rootfs`` -- the base rootfs (``debootstrap`` + ``chroot`` on the host); host commands.
+* ``rootfs`` -- the base rootfs (``debootstrap`` in two stages + ``chroot`` on the host; work
+  ``Beside`` it in the same root); host commands.
 * ``recipe`` -- what the base image holds and the recipe hash in its tag.
 * ``image`` -- the rootfs image builder (``docker import``; the base and Java images) and the
   official Python image compat prefers.
-* ``tester`` -- the tester image and ``build_all`` (``rgbridge images build``).
+* ``tester`` -- the tester image (one layer made beside the base's root, else a legacy build)
+  and ``build_all`` (``rgbridge images build``).
 * ``build`` -- build lock, hashes, labels, ``docker_build`` (legacy builder, no BuildKit),
-  ``BuildResult``, ``DependencyInstallError``.
+  ``load_layer_image`` (a base plus one layer, ``docker load``), ``BuildResult``,
+  ``DependencyInstallError``.
 * ``wheelhouse`` -- where a build's wheels come from: the index probe, requirement checks, wheels
   the host's pip fetches, the ``uv`` binary.
 * ``reqfile`` -- requirement files: normal form and what may be fetched.
