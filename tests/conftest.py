@@ -50,9 +50,9 @@ def _private_system_tmp() -> None:
     With a private TMPDIR the folder the checks read holds this run's entries only. Mode 1777 as
     /tmp, for the tests that run as an unprivileged user.
 
-    Each pytest-xdist worker gets a folder of its own inside the run's: the engine tests run on
-    one worker while the others run the rest of the suite (scripts/test.sh), and the checks of a
-    test must see the folders of its own worker only, never a test's running beside it."""
+    Each pytest-xdist worker gets a folder of its own inside the run's (`--fast` runs one worker
+    per core): the checks of a test must see the folders of its own worker only, never those of a
+    test running beside it on another worker."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if not os.environ.get(RUN_TMP_ENV):
         _use_tmp(tempfile.mkdtemp(prefix="rgbt-"))
@@ -88,14 +88,7 @@ LANE_FIXTURES = {"docker": {"docker_client"}, "agent_cli": {"agent_cli", "paper_
 #: How pytest marks a test whose parametrisation is empty (it would skip it and check nothing).
 EMPTY_PARAMETER_SET = "got empty parameter set"
 
-#: The pytest-xdist group of every test in a lane above: with ``--dist loadgroup``
-#: (scripts/test.sh) they all run on one worker, one after the other in file order as in a serial
-#: run (module fixtures built once; no two engine tests at once), while the other workers run the
-#: tests that need neither the engine nor a CLI.
-ENGINE_GROUP = "engine"
 
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (it renames grouped items)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     empty = [
         item.nodeid
@@ -109,8 +102,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for marker, fixtures in LANE_FIXTURES.items():
             if used & fixtures and item.get_closest_marker(marker) is None:
                 item.add_marker(marker)
-        if any(item.get_closest_marker(marker) is not None for marker in LANE_FIXTURES):
-            item.add_marker(pytest.mark.xdist_group(ENGINE_GROUP))
 
 
 @pytest.fixture(scope="session")

@@ -73,9 +73,8 @@ def test_another_runs_scoring_in_the_shared_temp_folder_is_not_this_runs_leak(tm
     assert [p.name for p in shared.iterdir()] == ["rgbridge-score-of-another-run"]
 
 
-#: Two tests on two pytest-xdist workers at once (scripts/test.sh runs the engine tests on one
-#: worker beside the others): one leaves a golden copy in its system temp folder while the other's
-#: golden-copy check runs.
+#: Two tests on two pytest-xdist workers at once (`scripts/test.sh --fast` runs one per core): one
+#: leaves a golden copy in its system temp folder while the other's golden-copy check runs.
 WORKERS_PROBE = """
 import os
 import shutil
@@ -107,9 +106,9 @@ def checked():
     (SYNC / "checked").write_text("")  # torn down after golden_leaks (set up before it)
 
 
-@pytest.mark.xdist_group("leaker")
 def test_leaves_a_golden_copy_in_its_temp_folder():
     _note_tmp("leaker")
+    _wait_for("checking")  # the other test's check is set up: what appears now is in its window
     folder = Path(tempfile.gettempdir()) / "rgbridge-score-of-this-worker"
     folder.mkdir()
     shutil.copy(os.environ["GOLDEN"], folder / "test_copy.py")
@@ -117,9 +116,9 @@ def test_leaves_a_golden_copy_in_its_temp_folder():
     _wait_for("checked")
 
 
-@pytest.mark.xdist_group("checker")
 def test_checks_while_the_other_worker_leaks(checked, golden_leaks):
     _note_tmp("checker")
+    (SYNC / "checking").write_text("")
     _wait_for("written")
 """
 
@@ -144,7 +143,7 @@ def test_each_xdist_worker_has_a_temp_folder_of_its_own(tmp_path: Path) -> None:
             "-n",
             "2",
             "--dist",
-            "loadgroup",
+            "load",
             "-p",
             "tests.conftest",
             "-p",
@@ -162,6 +161,7 @@ def test_each_xdist_worker_has_a_temp_folder_of_its_own(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert "2 passed" in out.stdout
+    # each test waited for the other (or timed out): they ran at once, on the two workers
     leaker, checker = ((sync / f"{n}.tmp").read_text().splitlines() for n in ("leaker", "checker"))
     # each worker's temp folder is the TMPDIR its processes get, a folder of its own in the run's
     assert leaker[0] == leaker[1] and checker[0] == checker[1]
