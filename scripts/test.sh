@@ -27,10 +27,20 @@ fi
 # run in every log, so the suite's time can be watched (CI budget). The rest runs niced: it ends
 # long before the engine run, whose tests hold wall-clock bounds (a flood scored within 120 s, say)
 # that a CPU taken by the rest would push.
+#
+# The rest runs in a copy of the checkout (its .venv linked): an engine test's session watches its
+# task's golden files for opens (bridge/sessions/contamination.py), and a rest test that reads the
+# same files (task hashes, the golden-copy checks) would be that session's contamination. The
+# copy's files are other files, so neither run ever sees the other's reads.
 rest_log=$(mktemp)
-nice -n 10 "$PY" -m pytest -m "not docker and not agent_cli" -ra --durations=25 "$@" >"$rest_log" 2>&1 &
+rest_root=$(mktemp -d)
+chmod 755 "$rest_root"  # readable as the checkout is: some tests run as an unprivileged user
+tar --exclude=./.venv -cf - . | tar -xf - -C "$rest_root"
+ln -s "$PWD/.venv" "$rest_root/.venv"
+(cd "$rest_root" && PYTHONPATH="$rest_root" exec nice -n 10 "$PY" -m pytest -m "not docker and not agent_cli" -ra \
+  --durations=25 "$@") >"$rest_log" 2>&1 &
 rest=$!
-trap 'kill "$rest" 2>/dev/null || true; rm -f "$rest_log"' EXIT
+trap 'kill "$rest" 2>/dev/null || true; rm -rf "$rest_log" "$rest_root"' EXIT
 set +e
 "$PY" -m pytest -m "docker or agent_cli" -ra --durations=25 "$@"
 engine_rc=$?
