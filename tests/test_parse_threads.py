@@ -9,6 +9,8 @@ scoring process's sockets and clients do) made `ast.parse` in another thread fai
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -76,3 +78,44 @@ def test_unparsable_golden_files_are_skipped_not_raised(tmp_path: Path) -> None:
         "tests/test_ok.py": ["tests/test_ok.py::test_b"],
     }
     assert agent_imports(tests) == []
+
+
+def test_parses_outside_the_lock_do_not_fail_a_golden_parse(tmp_path: Path) -> None:
+    """Regression: a thread that parses without the bridge's lock (3.11's traceback module parses
+    every line it prints for its carets, as a leaked test server's request handler did beside this
+    file's first test) made a golden suite's parse fail with the recursion depth mismatch."""
+    tests = _suite(tmp_path)
+    source = (tests / "test_api.py").read_text()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def outsider(depth: int = 0) -> None:  # what traceback.format_exc does for each line it prints
+        if depth < 15:  # deeper than the parsing threads, as a request handler's traceback is
+            return outsider(depth + 1)
+        while not stop.is_set():
+            with contextlib.suppress(SystemError):  # the race hits the outsider too: not ours
+                ast.parse("answer = client.get(url)[key].json()")
+            time.sleep(0)
+
+    def work() -> None:
+        for _ in range(30):
+            for _ in range(300):
+                _Finalised()
+            try:
+                assert parse_python(source) is not None
+            except BaseException as exc:  # noqa: B036 - any failure in a thread is the test's failure
+                errors.append(exc)
+                return
+
+    partner = threading.Thread(target=outsider, daemon=True)
+    partner.start()
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        stop.set()
+        partner.join(timeout=60)
+    assert not errors, errors[0]
