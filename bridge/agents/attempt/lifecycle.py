@@ -62,6 +62,8 @@ from bridge.tasks.model import Task
 STATE_FILE = "state.json"
 LOCK_WAIT_SECONDS = 3600.0  # a scoring job the agent's server handed on may hold the session
 SCORE_POLL_SECONDS = 2.0
+#: how long a submitted job may wait, held by no process, for its scoring process to take it up
+HANDOVER_SECONDS = 60.0
 
 
 class Stopped(BridgeError):
@@ -332,7 +334,7 @@ class Attempt:
             else:
                 submitted_by = "agent"
             self._save(phase="submitted", submitted_by=submitted_by)
-            result = self._wait_result(mgr, sid) if live else result_status(*self._on_disk(sid))
+            result = self._wait_result(mgr, sid) if live else scored_on_disk(self.rec_dir / sid, self.stop, deadline)
             scoring_seconds = scoring_span(self.rec_dir / sid) or round(time.monotonic() - scoring_started, 3)
             if submitted_by == "agent":
                 # The agent submitted: its recording was sealed without the agent's files; add them
@@ -424,3 +426,24 @@ class Attempt:
 
 def _python() -> str:
     return sys.executable
+
+
+def scored_on_disk(rec: Path, stop: threading.Event, deadline: float) -> ResultStatus:
+    """The result of a session another process scores: the agent submitted through its own server,
+    which handed the job to a scoring process of its own (bridge/sessions/score_process.py). That
+    process takes the recording up a moment after the server lets it go, so the job is read again
+    while it is queued or running, or while a process holds the recording (the scorer seals after
+    its result shows), and given up only past `deadline` or when no process takes it up within
+    HANDOVER_SECONDS: the row then says how the job stood."""
+    unheld_since: float | None = None
+    while True:
+        status = result_status(load_record(rec), rec)
+        held = held_elsewhere(rec)
+        if status.state not in ("queued", "running") and not held:
+            return status
+        now = time.monotonic()
+        unheld_since = None if held else (unheld_since if unheld_since is not None else now)
+        if now > deadline or (unheld_since is not None and now - unheld_since > HANDOVER_SECONDS):
+            return status
+        if stop.wait(0.2):
+            raise Stopped(f"{rec.name}: stopped while scoring")
