@@ -98,7 +98,7 @@ def test_parses_outside_the_lock_do_not_fail_a_golden_parse(tmp_path: Path) -> N
             time.sleep(0)
 
     def work() -> None:
-        for _ in range(30):
+        for _ in range(8):
             for _ in range(300):
                 _Finalised()
             try:
