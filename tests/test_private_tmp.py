@@ -45,27 +45,7 @@ def test_another_runs_scoring_in_the_shared_temp_folder_is_not_this_runs_leak(tm
     env = {k: v for k, v in os.environ.items() if not k.startswith("RGBRIDGE_TEST_TMP")}
     env.update(TMPDIR=str(shared), SHARED_TMP=str(shared), GOLDEN=str(golden), PYTHONPATH=str(REPO_ROOT))
     env.pop("PYTEST_XDIST_WORKER", None)
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "tests.conftest",
-            "-p",
-            "no:cacheprovider",
-            "--rootdir",
-            str(probe_dir),
-            str(probe_dir / "test_probe.py"),
-        ],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = _inner_pytest(probe_dir, env, timeout=120)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert "1 passed" in out.stdout
     # the inner run's own temp folder went with its passing run; the other run's folder stays
@@ -134,31 +114,7 @@ def test_each_xdist_worker_has_a_temp_folder_of_its_own(tmp_path: Path) -> None:
     golden = next(p for p in sorted((TASKS_DIR / "kv-ledger" / "tests").glob("test_*.py")) if p.stat().st_size)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RGBRIDGE_TEST_TMP", "PYTEST_XDIST"))}
     env.update(TMPDIR=str(shared), SYNC_DIR=str(sync), GOLDEN=str(golden), PYTHONPATH=str(REPO_ROOT))
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-n",
-            "2",
-            "--dist",
-            "load",
-            "-p",
-            "tests.conftest",
-            "-p",
-            "no:cacheprovider",
-            "--rootdir",
-            str(probe_dir),
-            str(probe_dir / "test_probe.py"),
-        ],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    out = _inner_pytest(probe_dir, env, "-n", "2", "--dist", "load", timeout=180)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert "2 passed" in out.stdout
     # each test waited for the other (or timed out): they ran at once, on the two workers
@@ -170,3 +126,12 @@ def test_each_xdist_worker_has_a_temp_folder_of_its_own(tmp_path: Path) -> None:
     assert Path(leaker[0]).parent.parent == shared
     # the run's folder, the workers' inside it, went with the passing run
     assert list(shared.iterdir()) == []
+
+
+def _inner_pytest(
+    probe_dir: Path, env: dict[str, str], *extra: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """The probe run as a pytest run of its own, with this suite's conftest (its temp folder rules)."""
+    argv = [sys.executable, "-m", "pytest", "-q", *extra, "-p", "tests.conftest", "-p", "no:cacheprovider"]
+    argv += ["--rootdir", str(probe_dir), str(probe_dir / "test_probe.py")]
+    return subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
