@@ -20,14 +20,20 @@ from bridge.agents.adapters.failures import Failure
 from bridge.agents.gateway import prices, protocols
 from bridge.agents.gateway.ledger import Call, Ledger, RunSpend
 from bridge.agents.gateway.server import AttemptWire, Gateway
-from bridge.agents.gateway.transcript import Transcript, read
+from bridge.agents.gateway.transcript import Transcript
 from bridge.agents.gateway.upstream import Providers, backoff, retry_after
 from bridge.agents.gateway.usage import Usage, UsageReader
+from bridge.recording.wire_transcript import wire_records
 from tests.scripted_model import Fail, Reply, ScriptedModel
 
 KEY = "sk-ant-real-key-gateway-test-7f3a"
 OPENAI_KEY = "sk-openai-real-key-gateway-test-9c2e"
 ANTHROPIC = {"anthropic-version": "2023-06-01"}
+
+
+def read(path: Path) -> list[dict[str, Any]]:
+    """A transcript's records, as the attempt reads them back (bridge/agents/gateway/rows.py)."""
+    return list(wire_records(path, max_records=5000, max_bytes=64 * 1024 * 1024))
 
 
 def messages(model: str = "claude-sonnet-4-5", *, stream: bool = True, tools: tuple[str, ...] = ()) -> dict[str, Any]:

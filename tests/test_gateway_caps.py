@@ -8,6 +8,7 @@ Claude Code run of the attempt's cap is in tests/test_gateway_runs.py.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,12 @@ from bridge.agents.gateway.ledger import CostRules
 from bridge.agents.gateway.prices import Price, Prices, parse_price
 from bridge.agents.gateway.rows import attempt_failure, run_fields
 from bridge.agents.gateway.usage import Usage
+from bridge.agents.gateway.wire_trajectory import parsed_run
 from bridge.errors import BridgeError
+from bridge.recording.wire_transcript import wire_records
+from bridge.reports import wire_sections
+from bridge.reports.html import render_html
+from tests.helpers import SAMPLE, assert_no_active_content
 from tests.scripted_model import Reply, ScriptedModel
 
 KEY = "sk-ant-real-key-caps-test-41d2"
@@ -161,3 +167,73 @@ def test_an_attempt_on_a_ray_node_is_capped_by_its_own_gateway(provider: Scripte
         assert door.summary()["cost_limited_by"] == "attempt" and door.summary()["cost_usd"] > 0
     finally:
         door.close()
+
+
+def _transcript(folder: Path) -> tuple[str, list[dict[str, Any]]]:
+    path = folder / "agent" / "wire.jsonl"
+    assert path.is_file(), "no wire transcript was written"
+    return path.read_text(), list(wire_records(path, max_records=100, max_bytes=1 << 24))
+
+
+def test_a_call_refused_for_the_cost_cap_is_in_the_transcript_and_counted_once(
+    provider: ScriptedModel, tmp_path: Path
+) -> None:
+    """A refusal that ends the attempt is what the transcript and the page show last, not a gap:
+    its own record, marked refused, the model and the request's size, never a credential, no
+    tokens, no cost; the row's figures count it as refused, never as a call made."""
+    with RunGateway(provider.base_url, rules=CostRules(attempt_cap=1e-7)) as gw:
+        door = gw.open("kv-ledger.a1", time_limit=60, folder=tmp_path / "agent", needs_bridge_tools=False)
+        assert [post(door, "claude-sonnet-4-5").status_code for _ in range(3)] == [200, 400, 400]
+        summary = door.summary()
+        text, records = _transcript(tmp_path)
+    assert KEY not in text
+    assert door.token not in text
+    forwarded, *refused = records
+    assert forwarded["call"]["status"] == 200 and "refused" not in forwarded["call"]
+    assert len(refused) == 2
+    size = len(httpx.Request("POST", door.url, json=messages("claude-sonnet-4-5")).content)
+    for record in refused:
+        call = record["call"]
+        assert call["refused"] == "cost_limit" and call["model"] == "claude-sonnet-4-5" and call["status"] is None
+        assert call["cost_usd"] == 0 and not any(call["tokens"].values())
+        assert record["request"] == {"method": "POST", "path": "/v1/messages", "query": "", "bytes": size}
+        assert record["refusal"]["reason"] == "cost_limit" and "--max-cost-per-attempt" in record["refusal"]["message"]
+        assert "response" not in record and "headers" not in record["request"]  # no header, so no credential
+    # the row: one call answered, two refused; tokens and cost those of the answered call only
+    assert summary["calls"] == 3 and summary["answered"] == 1
+    assert summary["statuses"] == {"200": 1, "cost_limit": 2}
+    assert summary["tokens"] == forwarded["call"]["tokens"]
+    assert summary["cost_usd"] == round(forwarded["call"]["cost_usd"], 6)
+    # the steps read back from the transcript: the answered call's only
+    steps = [s for s in parsed_run(records, "p").steps if s.source == "agent"]
+    assert len(steps) == 1
+    section = wire_sections.wire_transcript_html(tmp_path)
+    assert "3 calls through the model gateway, 1 answered, 2 refused by the gateway" in section
+    assert section.count("refused by the gateway (cost_limit): never forwarded") == 2
+
+
+def test_an_unpriced_call_refused_under_a_cap_is_in_the_transcript_escaped_on_the_page(
+    provider: ScriptedModel, tmp_path: Path
+) -> None:
+    evil = "<script>alert(1)</script>"
+    with RunGateway(provider.base_url, rules=CostRules(attempt_cap=5.0)) as gw:
+        door = gw.open("kv-ledger.a1", time_limit=60, folder=tmp_path / "agent", needs_bridge_tools=False)
+        assert post(door, evil).status_code == 400 and not provider.requests
+        assert door.ended() == "unpriced"
+        text, records = _transcript(tmp_path)
+    assert KEY not in text
+    assert door.token not in text
+    assert "x-api-key" not in text
+    (record,) = records
+    assert record["call"]["refused"] == "unpriced" and record["call"]["model"] == evil
+    assert record["refusal"]["reason"] == "unpriced" and "--price" in record["refusal"]["message"]
+    page_dir = tmp_path / "page"
+    shutil.copytree(SAMPLE, page_dir)
+    shutil.copytree(tmp_path / "agent", page_dir / "agent", dirs_exist_ok=True)
+    page = render_html(page_dir)
+    assert_no_active_content(page)
+    section = page[page.index("Model calls (wire transcript)") :]
+    assert "1 calls through the model gateway, 0 answered, 1 refused by the gateway" in section
+    assert "<span class='fail'>unpriced</span>" in section and "never forwarded" in section
+    assert evil not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in section
+    assert "--price" in section and f"POST <code>/v1/messages</code> ({record['request']['bytes']} bytes)" in section

@@ -79,6 +79,7 @@ def test_the_attempt_page_shows_each_call_escaped(recording: Path) -> None:
     assert "input 120, output 7 · $0.000465" in section
     assert "<span class='fail'>529</span>" in section and "3 tries" in section and "unpriced" in section
     assert "<span class='fail'>cost_limit</span>" in section and "never forwarded" in section
+    assert "1 refused by the gateway" in section and "2 lines that are no call record were skipped" in section
     # the model's answer and the agent's request: shown as text, never as markup
     assert "<script>" not in page and "&lt;script&gt;alert(2)&lt;/script&gt;" in section
     assert "x-api-key: [redacted]" in section and "/v1/messages?beta=true" in section
@@ -99,3 +100,13 @@ def test_a_long_transcript_is_cut_with_a_note(recording: Path, monkeypatch: pyte
 
 def test_no_transcript_no_section() -> None:
     assert "wire transcript" not in render_html(SAMPLE)
+
+
+def test_a_transcript_behind_a_link_is_not_read(recording: Path, tmp_path: Path) -> None:
+    """A hostile recording's `agent/wire.jsonl` that links elsewhere shows nothing of its target."""
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text(json.dumps(_record(1, answer="THE-LINKED-FILE")) + "\n")
+    (recording / "agent").mkdir(exist_ok=True)
+    (recording / "agent" / "wire.jsonl").symlink_to(outside)
+    page = render_html(recording)
+    assert "THE-LINKED-FILE" not in page and "wire transcript" not in page

@@ -1,9 +1,11 @@
 """The wire transcript on an attempt's recording page: each model call the model gateway
 forwarded (`agent/wire.jsonl`: the request the agent sent and the provider's answer, already
 redacted when it was written; docs/recording-format.md), one collapsible entry per call with its
-status, latency, tokens and cost. `<details>` opens without scripts (the pages have none:
-bridge/reports/html.py). Every recorded text is untrusted and escaped; the page holds at most
-`MAX_CALLS` calls and `MAX_BODY_CHARS` of each body, and says so where it cut.
+status, latency, tokens and cost, and each call the gateway refused itself (a cost cap spent, an
+unpriced model under a cap) marked refused with its reason. `<details>` opens without scripts (the
+pages have none: bridge/reports/html.py). The file is read by bridge/recording/wire_transcript.py;
+every recorded text is untrusted and escaped; the page holds at most `MAX_CALLS` calls and
+`MAX_BODY_CHARS` of each body, and says so where it cut.
 """
 
 from __future__ import annotations
@@ -13,39 +15,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bridge.recording.wire_transcript import PATH as TRANSCRIPT
+from bridge.recording.wire_transcript import WireStats, refused, wire_records
 from bridge.reports.markup import e
 
-TRANSCRIPT = Path("agent") / "wire.jsonl"
-#: what of the transcript a page holds (a long run's transcript is many megabytes)
+#: what of the transcript a page reads (a long run's transcript is many megabytes) and shows
 MAX_READ_BYTES = 16 * 1024 * 1024
+MAX_READ_CALLS = 20_000
 MAX_CALLS = 200
 MAX_BODY_CHARS = 20_000
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-def _records(path: Path) -> tuple[list[Mapping[str, Any]], bool]:
-    """The transcript's records (lines that are no JSON object skipped), and whether it was cut."""
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_READ_BYTES + 1)
-    except OSError:
-        return [], False
-    cut = len(raw) > MAX_READ_BYTES
-    lines = raw[:MAX_READ_BYTES].decode("utf-8", "replace").splitlines()
-    if cut and lines:
-        lines.pop()  # the last line is partial
-    out: list[Mapping[str, Any]] = []
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, Mapping):
-            out.append(record)
-    return out, cut
 
 
 def _body(value: object) -> str:
@@ -76,8 +58,8 @@ def _tokens(call: Mapping[str, Any]) -> str:
 
 
 def _summary(i: int, call: Mapping[str, Any]) -> str:
-    status = call.get("refused") or call.get("status") or "no answer"
-    failed = call.get("failure") or call.get("refused") or not (isinstance(status, int) and 200 <= status < 300)
+    status = call.get("status") or "no answer"
+    failed = call.get("failure") or not (isinstance(status, int) and 200 <= status < 300)
     latency = call.get("seconds")
     cost = call.get("cost_usd")
     parts = [
@@ -94,7 +76,35 @@ def _summary(i: int, call: Mapping[str, Any]) -> str:
     return " · ".join(p for p in parts if p)
 
 
+def _refused_html(i: int, reason: str, record: Mapping[str, Any]) -> str:
+    """A call the gateway refused itself (a cost cap spent, an unpriced model under a cap): never
+    forwarded, so no answer, no tokens and no cost; what it was answered and how big it was."""
+    call, request, refusal = (_mapping(record.get(k)) for k in ("call", "request", "refusal"))
+    summary = " · ".join(
+        [
+            f"#{i}",
+            f"{e(call.get('api'))} {e(call.get('kind'))}",
+            f"<code>{e(call.get('model') or '?')}</code>",
+            f"<span class='fail'>{e(reason)}</span>",
+            "refused by the gateway: 0 tokens, $0",
+        ]
+    )
+    size = request.get("bytes")
+    what = f"{e(request.get('method'))} <code>{e(request.get('path'))}</code>" if request else "the request"
+    if isinstance(size, int) and not isinstance(size, bool):
+        what += f" ({size} bytes)"
+    out = [f"<details class='wire'><summary>{summary}</summary>"]
+    out.append(f"<p class='fail'>refused by the gateway ({e(reason)}): never forwarded to the provider</p>")
+    if refusal.get("message"):
+        out.append(f"<p>answered {e(refusal.get('status') or '')}: {e(refusal['message'])}</p>")
+    out.append(f"<p class='muted'>{what}; its body is not kept</p></details>")
+    return "".join(out)
+
+
 def _call_html(i: int, record: Mapping[str, Any]) -> str:
+    reason = refused(record)
+    if reason is not None:
+        return _refused_html(i, reason, record)
     call, request, response = (_mapping(record.get(k)) for k in ("call", "request", "response"))
     query = f"?{request['query']}" if request.get("query") else ""
     out = [f"<details class='wire'><summary>{_summary(i, call)}</summary>"]
@@ -108,32 +118,38 @@ def _call_html(i: int, record: Mapping[str, Any]) -> str:
         out.append(_headers(response.get("headers")))
         if "body" in response:
             out.append(_body(response["body"]))
-    elif call.get("refused"):
-        out.append(f"<p class='muted'>refused by the gateway ({e(call['refused'])}): never forwarded</p>")
     out.append("</details>")
     return "".join(out)
 
 
 def wire_transcript_html(rec_dir: Path) -> str:
     """The recording's wire transcript as a section, or "" when the attempt has none (its CLI
-    bypasses the gateway, or a human session)."""
-    path = rec_dir / TRANSCRIPT
-    if not path.is_file():
+    bypasses the gateway, or a human session) or it is no regular file."""
+    stats = WireStats()
+    records = list(
+        wire_records(rec_dir / TRANSCRIPT, max_records=MAX_READ_CALLS, max_bytes=MAX_READ_BYTES, stats=stats)
+    )
+    if not stats.opened:
         return ""
-    records, cut = _records(path)
-    calls = [_mapping(r.get("call")) for r in records]
+    refusals = sum(1 for r in records if refused(r) is not None)
+    calls = [_mapping(r.get("call")) for r in records if refused(r) is None]
     answered = sum(1 for c in calls if isinstance(c.get("status"), int) and 200 <= c["status"] < 300)
+    counts = f"{len(records)} calls through the model gateway, {answered} answered"
+    if refusals:
+        counts += f", {refusals} refused by the gateway (never forwarded)"
     out = [
         "<h3>Model calls (wire transcript)</h3>",
-        f"<p class='muted'>{len(records)} calls through the model gateway, {answered} answered "
-        f"(<code>{e(TRANSCRIPT)}</code>: credentials redacted). Open a call for its request and answer.</p>",
+        f"<p class='muted'>{counts} (<code>{e(TRANSCRIPT)}</code>: credentials redacted). "
+        "Open a call for its request and answer.</p>",
     ]
     out.extend(_call_html(i, r) for i, r in enumerate(records[:MAX_CALLS], start=1))
     if len(records) > MAX_CALLS:
         out.append(f"<p class='muted'>… {len(records) - MAX_CALLS} more calls (see <code>{e(TRANSCRIPT)}</code>)</p>")
-    if cut:
+    if stats.bad_lines:
+        out.append(f"<p class='muted'>{stats.bad_lines} lines that are no call record were skipped.</p>")
+    if stats.cut:
         out.append(
-            f"<p class='muted'>The transcript is longer than {MAX_READ_BYTES // (1024 * 1024)} MB: "
-            f"the page shows its beginning (see <code>{e(TRANSCRIPT)}</code>).</p>"
+            f"<p class='muted'>The transcript is longer than the page reads ({MAX_READ_BYTES // (1024 * 1024)} MB, "
+            f"{MAX_READ_CALLS} calls): the page shows its beginning (see <code>{e(TRANSCRIPT)}</code>).</p>"
         )
     return "".join(out)

@@ -51,6 +51,7 @@ from bridge.agents.run.settings import RunSettings
 from bridge.errors import BridgeError
 from bridge.fs.files import write_json_atomic
 from bridge.recording.integrity import try_seal
+from bridge.recording.wire_transcript import PATH as WIRE_TRANSCRIPT
 from bridge.scoring.run.report_row import ReportRow
 from bridge.sessions.live import load_record
 from bridge.sessions.manager import SessionManager
@@ -309,7 +310,7 @@ class Attempt:
             prompt = self.settings.prompt.render(self.task, self.settings.time_limit)
             if parsed is None:  # resumed after the agent ended: read its stream again
                 parsed = self.settings.adapter.parse(read_stream(self.dir / "agent" / "stream.jsonl"), prompt)
-            parsed = steps_or_wire(parsed, self.dir / "agent" / "wire.jsonl", prompt)
+            parsed = steps_or_wire(parsed, self.dir / WIRE_TRANSCRIPT, prompt)
             how = ended.how if ended else (state.ended or "exit")
             # cut by the clock or by a resource limit, the agent's work is still scored as it stands
             signal: Signal = "time_limit" if how == "time_limit" else "agent_exit"

@@ -22,8 +22,7 @@ from bridge.agents.gateway.server import AttemptWire, Gateway
 from bridge.agents.gateway.transcript import Transcript
 from bridge.agents.gateway.upstream import Providers
 from bridge.errors import BridgeError
-
-TRANSCRIPT = "wire.jsonl"
+from bridge.recording.wire_transcript import NAME as TRANSCRIPT
 
 
 @dataclass

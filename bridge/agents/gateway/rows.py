@@ -12,9 +12,15 @@ from typing import Any
 
 from bridge.agents.adapters.events import ParsedRun
 from bridge.agents.adapters.failures import Failure
-from bridge.agents.gateway.door import TRANSCRIPT, Door
-from bridge.agents.gateway.transcript import read
+from bridge.agents.gateway.door import Door
 from bridge.agents.gateway.wire_trajectory import parsed_run
+from bridge.recording.wire_transcript import NAME as TRANSCRIPT
+from bridge.recording.wire_transcript import wire_records
+
+#: what of its own transcript an attempt reads back for its steps (read as a stream: the records
+#: are not held at once)
+MAX_STEP_RECORDS = 5000
+MAX_STEP_BYTES = 1024 * 1024 * 1024
 
 
 def attempt_failure(door: Door | None, parsed: ParsedRun, how: str, exit_code: object, stderr: Path) -> Failure | None:
@@ -66,7 +72,8 @@ def steps_or_wire(parsed: ParsedRun, transcript: Path, prompt: str) -> ParsedRun
     the CLI said of its end."""
     if any(s.source == "agent" for s in parsed.steps) or not transcript.is_file():
         return parsed
-    wired = parsed_run(read(transcript), prompt)
+    records = wire_records(transcript, max_records=MAX_STEP_RECORDS, max_bytes=MAX_STEP_BYTES)
+    wired = parsed_run(records, prompt)
     if not any(s.source == "agent" for s in wired.steps):
         return parsed
     wired.errors, wired.failure = parsed.errors, parsed.failure

@@ -30,7 +30,7 @@ from bridge.agents.gateway import protocols, transcript
 from bridge.agents.gateway.credentials import Placeholders
 from bridge.agents.gateway.ledger import Call, Ledger
 from bridge.agents.gateway.upstream import MARGIN_SECONDS, RETRY_STATUSES, Providers, backoff
-from bridge.agents.gateway.usage import UsageReader
+from bridge.agents.gateway.usage import Usage, UsageReader
 from bridge.errors import BridgeError
 
 #: request headers never forwarded (hop-by-hop, the agent's credential, its encodings: the
@@ -42,6 +42,8 @@ DROP_REQUEST = frozenset(
 DROP_RESPONSE = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive"})
 MAX_TRIES = 8
 MAX_ERROR_BODY = 64 * 1024
+#: what a call the gateway refuses itself is answered (a client error: retrying cannot help)
+REFUSED_STATUS = 400
 START_SECONDS = 30.0
 
 
@@ -177,13 +179,11 @@ class Gateway:
         )
         ledger = wire.ledger
         if route.billed and ledger.refuse_for_cost():
-            call.refused = "cost_limit"
-            ledger.record(call)
-            return _error(400, f"rgbridge gateway: {ledger.cap_message()}; no further model calls")
+            return self._refuse(
+                wire, call, request, len(raw), "cost_limit", f"{ledger.cap_message()}; no further model calls"
+            )
         if route.billed and ledger.refuse_unpriced(call.model):
-            call.refused = "unpriced"
-            ledger.record(call)
-            return _error(400, f"rgbridge gateway: {ledger.unpriced_failure().message}")
+            return self._refuse(wire, call, request, len(raw), "unpriced", ledger.unpriced_failure().message)
         url, out_headers = self._outgoing(request, route.api, path)
         stream = protocols.streamed(route, path, request.url.query, body)
         record: dict[str, Any] = {
@@ -234,6 +234,28 @@ class Gateway:
             self._write(wire, call, record)
             headers_back = {k: v for k, v in upstream.headers.items() if k.lower() not in DROP_RESPONSE}
             return Response(error_body, status, headers=headers_back)
+
+    def _refuse(
+        self, wire: AttemptWire, call: Call, request: Request, size: int, reason: str, message: str
+    ) -> Response:
+        """A call the gateway answers itself, never forwarded: in the ledger and the transcript as
+        refused (no tokens, no cost), its request by size only (the body is not kept; no header is,
+        so no credential either)."""
+        call.refused = reason
+        call.usage, call.cost_usd = Usage(), 0.0
+        wire.ledger.record(call)
+        record = {
+            "at": call.at,
+            "request": {
+                "method": request.method,
+                "path": request.url.path,
+                "query": transcript.redact_query(request.url.query),
+                "bytes": size,
+            },
+            "refusal": {"reason": reason, "status": REFUSED_STATUS, "message": message},
+        }
+        self._write(wire, call, record)
+        return _error(REFUSED_STATUS, f"rgbridge gateway: {message}")
 
     def _outgoing(self, request: Request, api: Api, path: str) -> tuple[str, dict[str, str]]:
         """The provider's URL and the headers sent there: the agent's credential (header or `key=`

@@ -1,7 +1,9 @@
 """The wire transcript of one attempt (`agent/wire.jsonl` in its attempt folder and recording):
 one JSON line per model call with the request the agent sent and the answer the provider gave,
 credential headers, `key=` query parameters and every known secret's text redacted, bodies cut
-at a size. It is what the agent and the provider said to each other, whatever the CLI printed.
+at a size; a call the gateway refused itself (a cost cap, an unpriced model) is a record of its
+own, marked refused. It is what the agent and the provider said to each other, whatever the CLI
+printed. It is read back by bridge/recording/wire_transcript.py, the one reader of the file.
 """
 
 from __future__ import annotations
@@ -61,21 +63,3 @@ class Transcript:
                 fh.write(line)
             if fresh:
                 self.path.chmod(0o600)
-
-
-def read(path: Path, limit: int = 5000) -> list[dict[str, Any]]:
-    """A transcript read back (untrusted like every recording file: lines that are no JSON object
-    are skipped, at most `limit` records)."""
-    out: list[dict[str, Any]] = []
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return out
-    for line in lines[:limit]:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            out.append(record)
-    return out

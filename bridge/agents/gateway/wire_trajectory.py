@@ -8,6 +8,7 @@ request carried are that step's observations. The transcript is untrusted: read 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from bridge.agents.adapters.events import Call, ParsedRun, Step, arguments, as_dict, as_list, clip
@@ -147,9 +148,12 @@ def _results(api: str, request: dict[str, Any]) -> list[tuple[str, object]]:
 READERS = {"anthropic": _anthropic, "gemini": _gemini}
 
 
-def parsed_run(records: list[dict[str, Any]], prompt: str) -> ParsedRun:
-    """The transcript's billed, answered calls as a parsed run (the agent's steps, in order)."""
+def parsed_run(records: Iterable[dict[str, Any]], prompt: str) -> ParsedRun:
+    """The transcript's billed, answered calls as a parsed run (the agent's steps, in order).
+    A tool result is attached once: a request sent again (after a failed or refused call) carries
+    the same results as the first."""
     run = ParsedRun.prompted(prompt)
+    attached: set[str] = set()
     for record in records:
         call = as_dict(record.get("call"))
         if not call.get("billed"):
@@ -160,7 +164,9 @@ def parsed_run(records: list[dict[str, Any]], prompt: str) -> ParsedRun:
         except ValueError:
             request = {}
         for call_id, content in _results(api, as_dict(request)):
-            run.attach_result(call_id, content)
+            if call_id not in attached:
+                attached.add(call_id)
+                run.attach_result(call_id, content)
         status = call.get("status")
         if not isinstance(status, int) or not 200 <= status < 300:
             continue
