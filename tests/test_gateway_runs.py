@@ -10,7 +10,8 @@ with the real Claude Code and Codex CLIs against the scripted provider on loopba
 - a provider answering 401 to every call: `agent_error`/auth within 30 s of the first 401, the
   run stops (the second task is listed as not run), exits non-zero naming the variable and endpoint;
 - a provider answering 529 for the whole time limit: `agent_error`/provider_unavailable, never scored;
-- a `--max-cost` reached after the first answer: the attempt ends mid-way as `cost_limit`,
+- a `--max-cost` reached after the first answer: the attempt ends mid-way as `cost_limit`
+  (the refused call in its wire transcript and on its page),
   submitted and scored; `--max-cost-per-attempt` does so for each attempt on a budget of its own,
   and a cap over a model no price lists is refused before any agent starts;
 - Codex started while the attempt's MCP endpoint does not answer (its server process stopped):
@@ -38,6 +39,9 @@ import pytest
 from bridge.agents.run.planned import EXIT_UNSCORED
 from bridge.agents.run.runner import EXIT_AGENT_ERRORS
 from bridge.cli import main as rgbridge
+from bridge.recording.wire_transcript import PATH as WIRE_TRANSCRIPT
+from bridge.recording.wire_transcript import refused, wire_records
+from bridge.reports.wire_sections import wire_transcript_html
 from tests.helpers import SECRET, no_secret_on_disk, recordings_of, report_of
 from tests.scripted_model import (
     CLI_BINARY,
@@ -220,6 +224,16 @@ def test_cost_cap_ends_the_attempt_mid_way_as_cost_limit(
         assert wire["answered"] == 1 and wire["cost_limited"] and run_["cost_usd"] > 1e-7
         assert wire["cost_limited_by"] == ("attempt" if per_attempt else "run")
         assert wire["cost_caps"] == ({"attempt": 1e-7, "run": None} if per_attempt else {"attempt": None, "run": 1e-7})
+    # the refusal that ended each cut attempt is in its transcript and on its page, at no cost
+    recordings = recordings_of(out)
+    assert len(recordings) == len(cut)
+    for rec in recordings:
+        records = list(wire_records(rec / WIRE_TRANSCRIPT, max_records=1000, max_bytes=1 << 26))
+        refusals = [r for r in records if refused(r) == "cost_limit"]
+        assert refusals and all(r["call"]["cost_usd"] == 0 and "body" not in r["request"] for r in refusals)
+        assert sum(1 for r in records if r["call"].get("billed") and r["call"]["status"] == 200) == 1
+        assert SECRET not in (rec / WIRE_TRANSCRIPT).read_text()
+        assert f"{len(refusals)} refused by the gateway" in wire_transcript_html(rec)
     meta = report["metadata"]
     if per_attempt:
         assert meta["max_cost_per_attempt_usd"] == 1e-7 and "max_cost_usd" not in meta
