@@ -71,7 +71,7 @@ from bridge.scoring.run.engine import score_repo
 from bridge.scoring.run.evaluate import EvaluationOptions, EvaluationRequest, evaluate
 from bridge.scoring.run.workdir import ASSETS, requirements_of
 from bridge.scoring.sandbox.containers import read_logs, remove_container, wait_with_timeout
-from bridge.scoring.sandbox.docker_client import get_client
+from bridge.scoring.sandbox.docker_client import LABEL_KIND, get_client
 from bridge.scoring.types import ScoreRequest, profile_choice
 from bridge.tasks.catalog import Catalog
 from bridge.tasks.model import Task
@@ -273,8 +273,24 @@ def time_evaluate(tasks_dir: Path, preds: Path, out: Path, workers: int, profile
     return seconds
 
 
+def wait_for_reapers(timeout: float = 180.0) -> float:
+    """Wait until no build container is left compiling a set's bytecode (a fresh process hands
+    its compiles to detached reapers, bridge/scoring/images/sets/reaper.py): a score timed while
+    the previous one's compiles still run shares the CPU with them. The seconds waited."""
+    client = get_client()
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        running = client.containers.list(filters={"label": f"{LABEL_KIND}=deps-build", "status": "running"})
+        if not running:
+            break
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
 def outside_score(repo: Path, out: Path) -> tuple[float, float, Any]:
-    """`rgbridge score` in a fresh process: seconds until its result.json, until its exit, and the result."""
+    """`rgbridge score` in a fresh process, once no earlier score's compile is running: seconds until
+    its result.json, until its exit, and the result."""
+    wait_for_reapers()
     cmd = [sys.executable, "-m", "bridge.cli", "score", "--task", TASK_ID, "--profile", "both", "--no-cache"]
     cmd += ["--output-dir", str(out), "--json", str(repo)]
     started = time.monotonic()

@@ -28,6 +28,7 @@ from requests.exceptions import ReadTimeout, Timeout
 
 from bridge.errors import ScoringError
 from bridge.fs.files import pid_alive
+from bridge.scoring.images.base import read_pip_index_settings_ahead
 from bridge.scoring.images.disk import holding
 from bridge.scoring.java.compat import run_java_compat
 from bridge.scoring.java.layers import MavenSources
@@ -280,6 +281,8 @@ class LocalBackend:
         except ScoringError as exc:  # no engine: each job is the infrastructure's failure, re-run by --resume
             started = time.monotonic()
             return {job.profile: infra_result(job.profile, exc, LogSink(job.log_dir), started) for job in jobs}
+        if any(job.task.lang == "python" and job.wheelhouse is None for job in jobs):
+            read_pip_index_settings_ahead()  # a never-seen set's build needs them first
         if not _swept_once:
             _swept_once = True
             sweep_stale(client)

@@ -15,7 +15,7 @@ import docker
 
 from bridge.fs.walk import copy_tree_at
 from bridge.scoring.images.base import DependencyInstallError
-from bridge.scoring.images.sets import REJECTED_NOTE, DepsImage
+from bridge.scoring.images.sets import CHECK_CPU_SHARES, REJECTED_NOTE, DepsImage
 from bridge.scoring.result import ProfileResult
 from bridge.scoring.sandbox.docker_sandbox import DockerRuntime
 from bridge.scoring.sandbox.protocol import SandboxLimits, SandboxRuntime
@@ -23,8 +23,9 @@ from bridge.scoring.types import ProgressFn
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 LOG_CAP_BYTES = 2_000_000
-#: the longest a profile waits for the first profile's dependency set before building its own
-TURN_LIMIT = 3.0
+#: a build's CPU weight while another profile's set is built first: the weight pip's check has
+#: beside a score (Docker's default is 1024)
+YIELD_CPU_SHARES = CHECK_CPU_SHARES
 
 
 class SetTurns:
@@ -32,19 +33,22 @@ class SetTurns:
 
     A score ends with its last profile, and compat's one container (install check, deploy,
     tests, in turn) runs longer than strict's, so compat's set is the one on the path. Two
-    builds at once on a small machine slow each other (docs/measurements.md): strict's build
-    waits until compat's set is ready (a set already on disk never waits), or ``limit``
-    seconds at most, should compat's build be a long one (packages to download)."""
+    builds at the same CPU weight on a small machine slow each other (docs/measurements.md):
+    strict's build, started while compat's is under way, runs at a low CPU weight instead of
+    waiting for it, so it takes only what compat's build leaves (index queries, downloads, the
+    second core) and is mostly done when compat's set is ready. It keeps that weight through
+    pip's check beside the score (``env_volume.CheckContainer``)."""
 
-    def __init__(self, profiles: Sequence[str] = (), *, limit: float | None = None) -> None:
+    def __init__(self, profiles: Sequence[str] = ()) -> None:
         self.first = "compat" if {"compat", "strict"} <= set(profiles) else None
-        self.limit = TURN_LIMIT if limit is None else limit
         self._done = threading.Event()
 
-    def wait(self, profile: str) -> None:
-        """Called before ``profile`` builds a set: its turn, once the first profile's set is ready."""
-        if self.first is not None and profile != self.first:
-            self._done.wait(self.limit)
+    def build_weight(self, profile: str) -> int | None:
+        """The CPU weight of ``profile``'s build starting now: low while the first profile's set
+        is being built, else None (Docker's default)."""
+        if self.first is not None and profile != self.first and not self._done.is_set():
+            return YIELD_CPU_SHARES
+        return None
 
     def done(self, profile: str) -> None:
         """``profile``'s set is ready, or it will build none (its build failed, it ended)."""

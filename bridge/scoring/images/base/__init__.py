@@ -25,7 +25,12 @@ from bridge.scoring.images.base.build import (
     say,
     volume_exists,
 )
-from bridge.scoring.images.base.host import debian_source, host_extra_cas, host_pip_index_settings
+from bridge.scoring.images.base.host import (
+    debian_source,
+    host_extra_cas,
+    host_pip_index_settings,
+    read_pip_index_settings_ahead,
+)
 from bridge.scoring.images.base.image import (
     OFFICIAL_PYTHON,
     ensure_base_image,
@@ -87,6 +92,7 @@ __all__ = [
     "host_extra_cas",
     "host_fetch",
     "host_pip_index_settings",
+    "read_pip_index_settings_ahead",
     "image_exists",
     "index_reachable_from_containers",
     "layer_diff_id",

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from bridge.errors import ScoringError
@@ -75,6 +76,9 @@ def host_extra_cas() -> list[tuple[str, bytes]]:
 
 
 _pip_settings: dict[str, str] | None = None
+# One read per process: a build that needs the settings while the read started ahead
+# (``read_pip_index_settings_ahead``) is still running waits for it instead of starting another.
+_pip_lock = threading.Lock()
 
 
 def host_pip_index_settings(*, fresh: bool = False) -> dict[str, str]:
@@ -86,8 +90,27 @@ def host_pip_index_settings(*, fresh: bool = False) -> dict[str, str]:
     reads them again without changing what this process's builds use (`rgbridge doctor`).
     """
     global _pip_settings
-    if _pip_settings is not None and not fresh:
+    if fresh:
+        found = _read_pip_index_settings()
+        with _pip_lock:
+            if _pip_settings is None:
+                _pip_settings = found
+        return dict(found)
+    with _pip_lock:
+        if _pip_settings is None:
+            _pip_settings = _read_pip_index_settings()
         return dict(_pip_settings)
+
+
+def read_pip_index_settings_ahead() -> None:
+    """Start reading the settings in the background. ``pip config list`` is a Python process of
+    its own (0.4 s on a 2-core machine, docs/measurements.md): a scoring process starts it at once,
+    so a never-seen set's build, which needs the settings first, does not wait for it."""
+    if _pip_settings is None:
+        threading.Thread(target=host_pip_index_settings, daemon=True, name="pip-settings").start()
+
+
+def _read_pip_index_settings() -> dict[str, str]:
     keys = {"index-url": "PIP_INDEX_URL", "extra-index-url": "PIP_EXTRA_INDEX_URL", "trusted-host": "PIP_TRUSTED_HOST"}
     found: dict[str, str] = {}
     try:
@@ -104,6 +127,4 @@ def host_pip_index_settings(*, fresh: bool = False) -> dict[str, str]:
     for env in keys.values():
         if os.environ.get(env):
             found[env] = os.environ[env]
-    if _pip_settings is None:
-        _pip_settings = found
-    return dict(found)
+    return found

@@ -267,7 +267,10 @@ class WheelCache:
                 try:
                     os.link(entry.path, dest)
                 except OSError:
-                    shutil.copyfile(entry.path, dest)
+                    try:
+                        shutil.copyfile(entry.path, dest)
+                    except FileNotFoundError:
+                        continue  # evicted meanwhile (another build trimmed the cache): not offered
                 link = f'<a href="../../flat/{entry.name}#sha256={entry.sha256}">{entry.name}</a>'
                 pages.setdefault(project_of(entry.name), []).append(link)
             for project, links in pages.items():

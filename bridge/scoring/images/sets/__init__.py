@@ -18,6 +18,7 @@ from bridge.scoring.images.sets.deps import (
     wait_for_cache_fills,
 )
 from bridge.scoring.images.sets.env_volume import (
+    CHECK_CPU_SHARES,
     SEED_MARK,
     remove_volume,
     seed_volume,
@@ -30,6 +31,7 @@ from bridge.scoring.images.sets.layer_export import LayerExportError, export_fol
 from bridge.scoring.images.sets.store import DepSet, DepsImage
 
 __all__ = [
+    "CHECK_CPU_SHARES",
     "CLOSEST_ENV",
     "REJECTED_NOTE",
     "SEED_MARK",

@@ -79,6 +79,17 @@ def _start_cache_fill(pins: list[str], dest: Path, cache: WheelCache, tag: str) 
     _fills.start(host_fetch, f"cache-fill-{tag}", text, dest, None, FILL_TIMEOUT, cache, no_deps=True)
 
 
+# Daemon threads: a process that exits first leaves a view behind, swept by a later build
+# (``WheelCache.view``); nothing is lost.
+_cleanups = Background(daemon=True)
+
+
+def _close_view(views: ExitStack, cache: WheelCache | None) -> None:
+    views.close()
+    if cache is not None:
+        cache.evict()
+
+
 def wait_for_cache_fills(timeout: float = FILL_TIMEOUT) -> bool:
     """Wait for the host's pending cache fills; True when none is left running."""
     return _fills.wait(timeout)
@@ -96,7 +107,7 @@ def ensure_deps_image(
     env_volume: bool = False,
     allow_pending_check: bool = False,
     installer: str | None = None,
-    before_build: Callable[[], None] | None = None,
+    build_weight: Callable[[], int | None] | None = None,
 ) -> DepsImage:
     """An image with ``requirements`` (then ``extra_packages``) installed in the active venv.
 
@@ -116,8 +127,8 @@ def ensure_deps_image(
     the caller scores with it, then calls ``DepsImage.settle()`` (a rejection means scoring
     again with ``installer="pip"``).
 
-    ``before_build`` is called when the set is not on disk, before it is built (the scoring
-    context's turn, ``workdir.SetTurns``).
+    ``build_weight`` is asked, when the set is not on disk, for its build container's CPU weight
+    (None: the default; the scoring context's turn, ``workdir.SetTurns``).
     """
     base = base or ensure_base_image(client, progress=progress)
     reqs = reqfile.normalise(requirements)
@@ -143,7 +154,7 @@ def ensure_deps_image(
         timeout=timeout,
         allow_pending_check=allow_pending_check,
         installer=installer,
-        before_build=before_build,
+        build_weight=build_weight,
     )
 
 
@@ -157,10 +168,10 @@ def ensure(
     timeout: float = 600,
     allow_pending_check: bool = False,
     installer: str | None = None,
-    before_build: Callable[[], None] | None = None,
+    build_weight: Callable[[], int | None] | None = None,
 ) -> DepsImage:
-    """The one flow over any store: the set ready on disk, else (after ``before_build``) built
-    under its lock after room was made for it in the disk budget."""
+    """The one flow over any store: the set ready on disk, else built under its lock after room
+    was made for it in the disk budget (its build container at ``build_weight``'s CPU weight)."""
     # In use from here on (an eviction under way finishes first, so ``ready`` then sees the
     # truth); kept until this profile's score ends (usage.holding), never evicted meanwhile.
     kept_as = store.books_name(want.tag)
@@ -168,8 +179,6 @@ def ensure(
     found = store.ready(want.tag)
     if found is not None:
         return found
-    if before_build is not None:
-        before_build()
     started = time.monotonic()
     with ExitStack() as lock:
         lock.enter_context(build_lock(want.tag))
@@ -181,6 +190,7 @@ def ensure(
         uncached: list[str] = []
         with _source(client, want, uncached, wheelhouse, progress, timeout, installer) as source:
             source.allow_pending_check = allow_pending_check
+            source.cpu_shares = build_weight() if build_weight is not None else None
             ready = store.build(want, source, lock)
         return dataclasses.replace(ready, seconds=time.monotonic() - started, uncached=tuple(uncached))
 
@@ -211,39 +221,45 @@ def _source(
     def remaining() -> float:
         return max(5.0, timeout - (time.monotonic() - started))
 
+    views = ExitStack()
+    built = False
     try:
-        with cache.view() as view:
+        view = views.enter_context(cache.view())
 
-            def fill_cache(pins: list[str]) -> None:
-                # The cache is filled by the host, never by the build: the host's pip fetches
-                # the wheels the build installed and the cache lacks (binary wheels of named
-                # versions only; nothing of the agent's runs), while the set is saved.
-                missing = cache.missing(pins)
-                uncached.extend(missing)
-                if missing:
-                    say(progress, f"package cache: fetching {len(missing)} wheel(s) on the host")
-                    _start_cache_fill(missing, fetched, cache, want.tag)
+        def fill_cache(pins: list[str]) -> None:
+            # The cache is filled by the host, never by the build: the host's pip fetches
+            # the wheels the build installed and the cache lacks (binary wheels of named
+            # versions only; nothing of the agent's runs), while the set is saved.
+            missing = cache.missing(pins)
+            uncached.extend(missing)
+            if missing:
+                say(progress, f"package cache: fetching {len(missing)} wheel(s) on the host")
+                _start_cache_fill(missing, fetched, cache, want.tag)
 
-            if wheelhouse is not None:
-                mode, wheels = "local", Path(wheelhouse).expanduser()
-                if not wheels.is_dir():
-                    raise ScoringError(f"wheelhouse directory not found: {wheels}")
-            elif index_reachable_from_containers(client, base=want.base):
-                mode, wheels = ("pip" if installer == "pip" else "index"), None
-            else:
-                say(progress, "containers cannot reach the package index: downloading binary wheels on the host")
-                prepare_wheelhouse(text, fetched, cache_index=view / "simple", progress=progress, timeout=remaining())
-                cache.import_dir(fetched)
-                mode, wheels = "local", fetched
-            yield InstallSource(
-                mode=mode,
-                view=view,
-                wheels=wheels,
-                timeout=remaining(),
-                progress=progress,
-                on_installed=fill_cache if mode != "local" else None,
-            )
-        cache.evict()  # after a build that succeeded (a failed one raised)
+        if wheelhouse is not None:
+            mode, wheels = "local", Path(wheelhouse).expanduser()
+            if not wheels.is_dir():
+                raise ScoringError(f"wheelhouse directory not found: {wheels}")
+        elif index_reachable_from_containers(client, base=want.base):
+            mode, wheels = ("pip" if installer == "pip" else "index"), None
+        else:
+            say(progress, "containers cannot reach the package index: downloading binary wheels on the host")
+            prepare_wheelhouse(text, fetched, cache_index=view / "simple", progress=progress, timeout=remaining())
+            cache.import_dir(fetched)
+            mode, wheels = "local", fetched
+        yield InstallSource(
+            mode=mode,
+            view=view,
+            wheels=wheels,
+            timeout=remaining(),
+            progress=progress,
+            on_installed=fill_cache if mode != "local" else None,
+        )
+        built = True
     finally:
         if not uncached:
             shutil.rmtree(fetched, ignore_errors=True)
+        # The view (a link and a page per cached wheel: thousands on a machine that has scored
+        # for a while) is removed, and the cache trimmed after a build that succeeded, off the
+        # score's path: the build hands over its set as soon as it is ready.
+        _cleanups.start(_close_view, "wheel-view-cleanup", views, cache if built else None)

@@ -304,6 +304,7 @@ def build_in_volume(
             compile_late=True,  # bytecode after the ready mark and pip's verdict (assets/install_set.sh)
             hold_compile=source.allow_pending_check,  # until CheckContainer.verdict: the score is over
             verify=delta_check([f"{BUILD_DIR}/{name}" for name in want.files], _SEED) if delta_mounts else (),
+            cpu_shares=source.cpu_shares,
         )
         if delta_mounts and start_from is not None:
             notes.append(f"started from the closest set {start_from.tag}: only what it lacks is installed\n")

@@ -92,6 +92,8 @@ class InstallSource:
     #: gets the installed ``name==version`` pins as soon as the environment is final
     on_installed: Callable[[list[str]], None] | None = None
     allow_pending_check: bool = False
+    #: the build container's CPU weight (Docker's cpu_shares); None: the default
+    cpu_shares: int | None = None
 
 
 class DepStore(Protocol):
