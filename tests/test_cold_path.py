@@ -138,3 +138,34 @@ def test_the_view_is_removed_and_the_cache_trimmed_off_the_builds_path(
     while view.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not view.exists()
+
+
+def test_the_uv_binary_is_hashed_again_only_when_it_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+
+    from bridge.errors import ScoringError
+    from bridge.scoring.images import disk
+    from bridge.scoring.images.base import wheelhouse
+
+    monkeypatch.setenv("RGBRIDGE_CACHE", str(tmp_path))
+    monkeypatch.delenv("RGBRIDGE_INSTALLER", raising=False)
+    monkeypatch.setattr(wheelhouse, "_uv_verified", set())
+    monkeypatch.setattr(wheelhouse, "_uv_unavailable", False)
+    folder = tmp_path / "tools" / f"uv-{wheelhouse.UV_VERSION}"
+    folder.mkdir(parents=True)
+    (folder / "uv").write_bytes(b"uv-binary")
+    (folder / "uv.sha256").write_text(hashlib.sha256(b"uv-binary").hexdigest())
+    hashed: list[Path] = []
+    real = disk.sha256_file
+    monkeypatch.setattr(disk, "sha256_file", lambda p: hashed.append(p) or real(p))
+
+    def no_download(*args: Any, **kwargs: Any) -> None:
+        raise ScoringError("no index here")
+
+    monkeypatch.setattr(wheelhouse, "run_command", no_download)
+    assert wheelhouse.uv_tool() == folder and len(hashed) == 1
+    monkeypatch.setattr(wheelhouse, "_uv_verified", set())  # a new process
+    assert wheelhouse.uv_tool() == folder and len(hashed) == 1  # unchanged since: not hashed again
+    (folder / "uv").write_bytes(b"uv-tampered")  # changed: hashed again, and refused
+    monkeypatch.setattr(wheelhouse, "_uv_verified", set())
+    assert wheelhouse.uv_tool() is None and len(hashed) >= 2

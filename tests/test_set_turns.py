@@ -1,6 +1,6 @@
 """The profiles of one score take turns building never-seen dependency sets (workdir.SetTurns):
 compat's set first at the default CPU weight; strict's build, started meanwhile, at a low one
-(it no longer waits); a set on disk never builds. Unit tests, then a real score of both profiles
+until compat's set is ready (it no longer waits); a set on disk never builds. Unit tests, then a real score of both profiles
 on a never-seen set (real engine and index)."""
 
 from __future__ import annotations
@@ -10,8 +10,18 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bridge.scoring.images.sets import DEFAULT_CPU_SHARES
 from bridge.scoring.run import workdir
 from bridge.scoring.run.workdir import YIELD_CPU_SHARES, SetTurns
+
+
+class FakeContainer:
+    def __init__(self, name: str) -> None:
+        self.id = name
+        self.shares: list[int] = []
+
+    def update(self, *, cpu_shares: int) -> None:
+        self.shares.append(cpu_shares)
 
 
 def test_compat_goes_first_only_when_both_profiles_score() -> None:
@@ -19,18 +29,43 @@ def test_compat_goes_first_only_when_both_profiles_score() -> None:
     assert SetTurns(["compat"]).first is None
     assert SetTurns(["strict"]).first is None
     assert SetTurns().first is None
-    assert SetTurns(["strict"]).build_weight("strict") is None
+    assert SetTurns(["strict"]).priority("strict").shares() is None
 
 
-def test_stricts_build_yields_while_compats_set_is_built_and_compat_never_does() -> None:
+def test_stricts_build_yields_until_compats_set_is_ready_then_gets_the_default_weight() -> None:
     turns = SetTurns(["strict", "compat"])
-    assert turns.build_weight("compat") is None
-    assert turns.build_weight("strict") == YIELD_CPU_SHARES
+    assert turns.priority("compat").shares() is None  # compat never yields
+    strict = turns.priority("strict")
+    assert strict.shares() == YIELD_CPU_SHARES
+    box = FakeContainer("strict-build")
+    strict.started(box)
     turns.done("strict")  # not the first profile: changes nothing
-    assert turns.build_weight("strict") == YIELD_CPU_SHARES
-    turns.done("compat")  # compat's set is ready (or will not be)
-    assert turns.build_weight("strict") is None  # a rebuild after it runs at the default weight
-    assert 0 < YIELD_CPU_SHARES < 1024
+    assert box.shares == []
+    turns.done("compat")  # compat's set is ready: strict's build is on its own path now
+    assert box.shares == [DEFAULT_CPU_SHARES]
+    assert 0 < YIELD_CPU_SHARES < DEFAULT_CPU_SHARES
+    assert turns.priority("strict").shares() is None  # a rebuild after it: the default weight
+
+
+def test_a_build_whose_set_is_final_is_left_at_the_stores_weight() -> None:
+    turns = SetTurns(["strict", "compat"])
+    strict = turns.priority("strict")
+    assert strict.shares() == YIELD_CPU_SHARES
+    box = FakeContainer("strict-build")
+    strict.started(box)
+    strict.settled(box)  # its set is final: pip's check beside the score keeps its low weight
+    turns.done("compat")
+    assert box.shares == []
+
+
+def test_a_build_started_as_compats_set_became_ready_is_raised_at_once() -> None:
+    turns = SetTurns(["strict", "compat"])
+    strict = turns.priority("strict")
+    assert strict.shares() == YIELD_CPU_SHARES  # asked just before compat's set was ready
+    turns.done("compat")
+    box = FakeContainer("strict-build")
+    strict.started(box)
+    assert box.shares == [DEFAULT_CPU_SHARES]
 
 
 def _phase_times(log: Path, phase: str) -> list[float]:
