@@ -79,7 +79,7 @@ def run_strict(run: ProfileRun) -> ProfileResult:
             env_volume=True,
             allow_pending_check=True,
             installer=installer,
-            priority=run.ctx.turns.priority("strict"),
+            before_build=lambda: run.ctx.turns.wait("strict"),
         )
 
     # The score runs while pip checks uv's install; a rejection scores again on pip's own set.

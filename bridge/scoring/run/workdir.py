@@ -3,7 +3,6 @@ score build their sets), log files with size caps, repo staging."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import shutil
@@ -13,19 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
-import requests
-from docker.errors import DockerException
-from docker.models.containers import Container
 
 from bridge.fs.walk import copy_tree_at
 from bridge.scoring.images.base import DependencyInstallError
-from bridge.scoring.images.sets import (
-    CHECK_CPU_SHARES,
-    DEFAULT_CPU_SHARES,
-    REJECTED_NOTE,
-    BuildPriority,
-    DepsImage,
-)
+from bridge.scoring.images.sets import REJECTED_NOTE, DepsImage
 from bridge.scoring.result import ProfileResult
 from bridge.scoring.sandbox.docker_sandbox import DockerRuntime
 from bridge.scoring.sandbox.protocol import SandboxLimits, SandboxRuntime
@@ -33,9 +23,8 @@ from bridge.scoring.types import ProgressFn
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 LOG_CAP_BYTES = 2_000_000
-#: a build's CPU weight while another profile's set is built first: the weight pip's check has
-#: beside a score (Docker's default is 1024)
-YIELD_CPU_SHARES = CHECK_CPU_SHARES
+#: the longest a profile waits for the first profile's dependency set before building its own
+TURN_LIMIT = 3.0
 
 
 class SetTurns:
@@ -43,72 +32,24 @@ class SetTurns:
 
     A score ends with its last profile, and compat's one container (install check, deploy,
     tests, in turn) runs longer than strict's, so compat's set is the one on the path. Two
-    builds at the same CPU weight on a small machine slow each other (docs/measurements.md):
-    strict's build, started while compat's is under way, runs at a low CPU weight, taking what
-    compat's build leaves (index queries, downloads, the second core), and gets the default
-    weight as soon as compat's set is ready, so a strict that is nearly as long as compat is
-    not slowed beside compat's score. Once its own set is final, pip's check beside the score
-    has the store's weight (``env_volume.CheckContainer``)."""
+    builds at once on a small machine slow each other (docs/measurements.md): strict's build
+    waits until compat's set is ready (a set already on disk never waits), or ``limit``
+    seconds at most, should compat's build be a long one (packages to download)."""
 
-    def __init__(self, profiles: Sequence[str] = ()) -> None:
+    def __init__(self, profiles: Sequence[str] = (), *, limit: float | None = None) -> None:
         self.first = "compat" if {"compat", "strict"} <= set(profiles) else None
+        self.limit = TURN_LIMIT if limit is None else limit
         self._done = threading.Event()
-        self._guard = threading.Lock()
-        self._yielding: dict[str, Container] = {}
 
-    def priority(self, profile: str) -> BuildPriority:
-        """The CPU weight of ``profile``'s build (``deps.ensure_deps_image``)."""
-        return _TurnPriority(self, profile)
-
-    def yields(self, profile: str) -> bool:
-        """Whether ``profile``'s build starting now leaves the CPU to the first profile's."""
-        return self.first is not None and profile != self.first and not self._done.is_set()
+    def wait(self, profile: str) -> None:
+        """Called before ``profile`` builds a set: its turn, once the first profile's set is ready."""
+        if self.first is not None and profile != self.first:
+            self._done.wait(self.limit)
 
     def done(self, profile: str) -> None:
-        """``profile``'s set is ready, or it will build none (its build failed, it ended):
-        when it is the first profile, the builds that yielded to it get the default weight."""
-        if profile != self.first:
-            return
-        with self._guard:
+        """``profile``'s set is ready, or it will build none (its build failed, it ended)."""
+        if profile == self.first:
             self._done.set()
-            waiting, self._yielding = list(self._yielding.values()), {}
-        for container in waiting:
-            with contextlib.suppress(DockerException, requests.RequestException):
-                container.update(cpu_shares=DEFAULT_CPU_SHARES)
-
-    def _started(self, container: Container) -> None:
-        with self._guard:
-            if self._done.is_set():  # compat's set became ready while this one was created
-                raise_now = True
-            else:
-                self._yielding[str(container.id)] = container
-                raise_now = False
-        if raise_now:
-            with contextlib.suppress(DockerException, requests.RequestException):
-                container.update(cpu_shares=DEFAULT_CPU_SHARES)
-
-    def _settled(self, container: Container) -> None:
-        with self._guard:
-            self._yielding.pop(str(container.id), None)
-
-
-@dataclass
-class _TurnPriority:
-    turns: SetTurns
-    profile: str
-    _yielded: bool = False
-
-    def shares(self) -> int | None:
-        self._yielded = self.turns.yields(self.profile)
-        return YIELD_CPU_SHARES if self._yielded else None
-
-    def started(self, container: Container) -> None:
-        if self._yielded:
-            self.turns._started(container)
-
-    def settled(self, container: Container) -> None:
-        if self._yielded:
-            self.turns._settled(container)
 
 
 @dataclass

@@ -18,8 +18,6 @@ from bridge.scoring.images.sets.deps import (
     wait_for_cache_fills,
 )
 from bridge.scoring.images.sets.env_volume import (
-    CHECK_CPU_SHARES,
-    DEFAULT_CPU_SHARES,
     SEED_MARK,
     remove_volume,
     seed_volume,
@@ -29,12 +27,9 @@ from bridge.scoring.images.sets.env_volume import (
     wait_for_compiles,
 )
 from bridge.scoring.images.sets.layer_export import LayerExportError, export_folder_layer, valid_prefix
-from bridge.scoring.images.sets.store import BuildPriority, DepSet, DepsImage
+from bridge.scoring.images.sets.store import DepSet, DepsImage
 
 __all__ = [
-    "BuildPriority",
-    "CHECK_CPU_SHARES",
-    "DEFAULT_CPU_SHARES",
     "CLOSEST_ENV",
     "REJECTED_NOTE",
     "SEED_MARK",

@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import docker
 import requests
@@ -197,7 +196,6 @@ def start_build_container(
     compile_late: bool = False,
     hold_compile: bool = False,
     verify: Sequence[str] = (),
-    cpu_shares: int | None = None,
 ) -> tuple[Container, str]:
     """Create and start one build container FROM ``base`` running the install script over
     ``requirement_files``; returns it (the caller removes it) and its ready mark.
@@ -205,8 +203,7 @@ def start_build_container(
     The package cache's ``view`` and ``wheels`` (a wheelhouse) are bind-mounted read-only, as is
     uv in ``index`` mode; ``mounts`` are added (``env_volume``: the set's volume and the seed).
     No network in ``local`` mode. pip runs as root, as in a Dockerfile RUN; no capabilities, no
-    new privileges. ``command`` must end by running ``BUILD_SCRIPT``. ``cpu_shares``: its CPU
-    weight (None: Docker's default).
+    new privileges. ``command`` must end by running ``BUILD_SCRIPT``.
     """
     from bridge.scoring.sandbox.containers import create_container, put_directory, remove_container
     from bridge.scoring.sandbox.protocol import SandboxLimits
@@ -234,7 +231,6 @@ def start_build_container(
             all_mounts.append(docker.types.Mount(TOOLS_DIR, str(tools), type="bind", read_only=True))
         # No network in local mode; else the shared build namespace (``buildnet.py``) or, should
         # joining it fail (its holder removed meanwhile), a namespace of the build's own.
-        weight: dict[str, Any] = {"cpu_shares": cpu_shares} if cpu_shares is not None else {}
         networks = ["none"] if mode == "local" else list(dict.fromkeys([build_network(client, base), "bridge"]))
         for network in networks:
             last = network == networks[-1]
@@ -248,7 +244,6 @@ def start_build_container(
                     limits=SandboxLimits(user="0:0", pids_limit=1024, nano_cpus=2_000_000_000),
                     network_mode=network,
                     mounts=all_mounts,
-                    **weight,
                 )
             except ScoringError:
                 if last:

@@ -10,7 +10,7 @@ import dataclasses
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -34,7 +34,7 @@ from bridge.scoring.images.base import (
 from bridge.scoring.images.disk import DEPS_REPO, WheelCache, lease, make_room
 from bridge.scoring.images.sets.env_volume import venv_path
 from bridge.scoring.images.sets.layer import LayerStore
-from bridge.scoring.images.sets.store import BuildPriority, DepSet, DepsImage, DepStore, InstallSource
+from bridge.scoring.images.sets.store import DepSet, DepsImage, DepStore, InstallSource
 from bridge.scoring.images.sets.volume_store import VolumeStore
 from bridge.scoring.types import ProgressFn
 
@@ -107,7 +107,7 @@ def ensure_deps_image(
     env_volume: bool = False,
     allow_pending_check: bool = False,
     installer: str | None = None,
-    priority: BuildPriority | None = None,
+    before_build: Callable[[], None] | None = None,
 ) -> DepsImage:
     """An image with ``requirements`` (then ``extra_packages``) installed in the active venv.
 
@@ -127,8 +127,8 @@ def ensure_deps_image(
     the caller scores with it, then calls ``DepsImage.settle()`` (a rejection means scoring
     again with ``installer="pip"``).
 
-    ``priority``: the build container's CPU weight, when the set is not on disk (None: Docker's
-    default; the scoring context's turn, ``workdir.SetTurns``).
+    ``before_build`` is called when the set is not on disk, before it is built (the scoring
+    context's turn, ``workdir.SetTurns``).
     """
     base = base or ensure_base_image(client, progress=progress)
     reqs = reqfile.normalise(requirements)
@@ -154,7 +154,7 @@ def ensure_deps_image(
         timeout=timeout,
         allow_pending_check=allow_pending_check,
         installer=installer,
-        priority=priority,
+        before_build=before_build,
     )
 
 
@@ -168,10 +168,10 @@ def ensure(
     timeout: float = 600,
     allow_pending_check: bool = False,
     installer: str | None = None,
-    priority: BuildPriority | None = None,
+    before_build: Callable[[], None] | None = None,
 ) -> DepsImage:
-    """The one flow over any store: the set ready on disk, else built under its lock after room
-    was made for it in the disk budget (its build container's CPU weight: ``priority``)."""
+    """The one flow over any store: the set ready on disk, else (after ``before_build``) built
+    under its lock after room was made for it in the disk budget."""
     # In use from here on (an eviction under way finishes first, so ``ready`` then sees the
     # truth); kept until this profile's score ends (usage.holding), never evicted meanwhile.
     kept_as = store.books_name(want.tag)
@@ -179,6 +179,8 @@ def ensure(
     found = store.ready(want.tag)
     if found is not None:
         return found
+    if before_build is not None:
+        before_build()
     started = time.monotonic()
     with ExitStack() as lock:
         lock.enter_context(build_lock(want.tag))
@@ -190,7 +192,6 @@ def ensure(
         uncached: list[str] = []
         with _source(client, want, uncached, wheelhouse, progress, timeout, installer) as source:
             source.allow_pending_check = allow_pending_check
-            source.priority = priority
             ready = store.build(want, source, lock)
         return dataclasses.replace(ready, seconds=time.monotonic() - started, uncached=tuple(uncached))
 

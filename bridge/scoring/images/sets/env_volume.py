@@ -304,10 +304,7 @@ def build_in_volume(
             compile_late=True,  # bytecode after the ready mark and pip's verdict (assets/install_set.sh)
             hold_compile=source.allow_pending_check,  # until CheckContainer.verdict: the score is over
             verify=delta_check([f"{BUILD_DIR}/{name}" for name in want.files], _SEED) if delta_mounts else (),
-            cpu_shares=source.priority.shares() if source.priority is not None else None,
         )
-        if source.priority is not None:
-            source.priority.started(container)
         if delta_mounts and start_from is not None:
             notes.append(f"started from the closest set {start_from.tag}: only what it lacks is installed\n")
             say(source.progress, notes[-1].strip())
@@ -322,8 +319,6 @@ def build_in_volume(
                 if source.on_installed is not None:
                     source.on_installed(pins)
                 # pip's check runs beside the score from now on: the score comes first
-                if source.priority is not None:
-                    source.priority.settled(container)
                 with contextlib.suppress(DockerException):
                     container.update(cpu_shares=CHECK_CPU_SHARES)
                 handed_over = True
@@ -340,8 +335,6 @@ def build_in_volume(
             outcome = wait_with_timeout(container, remaining())
             log = read_logs(container)
         finally:
-            if source.priority is not None:
-                source.priority.settled(container)
             if not handed_over:
                 with contextlib.suppress(DockerException, requests.RequestException):
                     remove_container(container)

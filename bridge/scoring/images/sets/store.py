@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from docker.models.containers import Container
-
 from bridge.scoring.images.base import BuildResult, DependencyInstallError
 from bridge.scoring.types import ProgressFn
 
@@ -82,23 +80,6 @@ class DepSet:
     scope: str = ""
 
 
-class BuildPriority(Protocol):
-    """The CPU weight of one build container (Docker's cpu_shares), which the scoring context
-    may raise while the build installs (``workdir.SetTurns``)."""
-
-    def shares(self) -> int | None:
-        """The weight the container is created with (None: Docker's default)."""
-        ...
-
-    def started(self, container: Container) -> None:
-        """The container runs: its weight may be raised from now on."""
-        ...
-
-    def settled(self, container: Container) -> None:
-        """Its environment is final (or the build ended): its weight is the store's from now on."""
-        ...
-
-
 @dataclass
 class InstallSource:
     """Where the wheels come from and how the build installs (``assets/install_set.sh``)."""
@@ -111,8 +92,6 @@ class InstallSource:
     #: gets the installed ``name==version`` pins as soon as the environment is final
     on_installed: Callable[[list[str]], None] | None = None
     allow_pending_check: bool = False
-    #: the build container's CPU weight over its life (None: Docker's default throughout)
-    priority: BuildPriority | None = None
 
 
 class DepStore(Protocol):
