@@ -9,7 +9,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from bridge.agents.gateway.server import AttemptWire, Gateway
 from bridge.agents.gateway.transcript import Transcript, read
 from bridge.agents.gateway.upstream import Providers, backoff, retry_after
 from bridge.agents.gateway.usage import Usage, UsageReader
+from tests.loopback import LoopbackServer
 from tests.scripted_model import Fail, Reply, ScriptedModel
 
 KEY = "sk-ant-real-key-gateway-test-7f3a"
@@ -219,11 +220,8 @@ class Canned(BaseHTTPRequestHandler):
 
 
 def test_chat_completions_and_gemini_streams_through_the_gateway() -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Canned)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
-        providers = Providers.from_env(base + "/v1", {"OPENAI_API_KEY": OPENAI_KEY, "GEMINI_API_KEY": KEY})
+    with LoopbackServer(Canned) as server:
+        providers = Providers.from_env(server.url + "/v1", {"OPENAI_API_KEY": OPENAI_KEY, "GEMINI_API_KEY": KEY})
         with Gateway(providers) as gateway:
             ledger = Ledger("t.a1", time.monotonic() + 60)
             token = gateway.open(AttemptWire(ledger))
@@ -238,9 +236,6 @@ def test_chat_completions_and_gemini_streams_through_the_gateway() -> None:
                 json={"contents": [], "tools": [{"functionDeclarations": [{"name": "submit_task"}]}]},
                 timeout=30,
             )
-    finally:
-        server.shutdown()
-        server.server_close()
     assert chat.content == CHAT_SSE and gemini.content == GEMINI_SSE  # bytes passed through unchanged
     assert Canned.seen == [
         ("/v1/chat/completions", f"Bearer {OPENAI_KEY}"),

@@ -29,7 +29,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from bridge.agents.run.planned import EXIT_UNSCORED
 from bridge.agents.run.runner import EXIT_AGENT_ERRORS
 from bridge.cli import main as rgbridge
 from tests.helpers import SECRET, no_secret_on_disk, recordings_of, report_of
+from tests.loopback import LoopbackServer
 from tests.scripted_model import (
     CLI_BINARY,
     Action,
@@ -318,14 +319,11 @@ class Site:
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
-        self.server = ThreadingHTTPServer((host, 0), Page)
-        self.host, self.port = host, self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = LoopbackServer(Page, host)
+        self.host, self.port = host, self.server.port
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()
 
 
 @pytest.mark.docker
