@@ -64,3 +64,18 @@ def test_a_plain_server_shut_down_still_leaves_the_request_thread_the_guard_repo
     for thread in _new_server_threads(before):
         thread.join(10)
     assert _new_server_threads(before) == []
+
+
+def test_a_server_the_bridge_makes_is_not_counted_as_the_tests() -> None:
+    """A scoring job's server (the Maven cache's) may outlive the test that started the job."""
+    bridges = type("BridgeHandler", (_KeepAlive,), {"__module__": "bridge.scoring.java.mavencache"})
+    before = set(server_threads_alive())
+    server = ThreadingHTTPServer(("127.0.0.1", 0), bridges)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        assert _new_server_threads(before) == []
+    finally:
+        server.shutdown()
+        server.server_close()
+        serving.join(10)
