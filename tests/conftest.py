@@ -16,6 +16,8 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -102,6 +104,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for marker, fixtures in LANE_FIXTURES.items():
             if used & fixtures and item.get_closest_marker(marker) is None:
                 item.add_marker(marker)
+
+
+#: A thread of a socketserver the test started (tests/loopback.py) that is still running after
+#: the test: a loopback server left serving, or a request thread on a kept-alive connection, whose
+#: handler would print into a later test when the connection breaks. Threads alive before the test
+#: (a module's server) are not its doing; one that has just been shut down gets a moment to end.
+_SERVER_THREADS = pytest.StashKey[set[threading.Thread]]()
+SERVER_THREAD_GRACE_SECONDS = 5.0
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    from tests.loopback import server_threads_alive
+
+    item.stash[_SERVER_THREADS] = set(server_threads_alive())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    from tests.loopback import server_threads_alive
+
+    yield
+    before = item.stash.get(_SERVER_THREADS, set())
+    left = [thread for thread in server_threads_alive() if thread not in before]
+    deadline = time.monotonic() + SERVER_THREAD_GRACE_SECONDS
+    for thread in left:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    names = [thread.name for thread in left if thread.is_alive()]
+    if names:
+        raise AssertionError(f"the test left HTTP server threads running (tests/loopback.py): {', '.join(names)}")
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,9 @@
 """Helpers more than one test module uses (a test module never imports another test module).
 
 Fixtures shared across modules live in tests/conftest.py; agent CLI runs in tests/agent_clis.py,
-the scripted model endpoint in tests/scripted_model.py, the golden-copy watch in
-tests/golden_leaks.py, the Ray cluster in tests/raycluster.py.
+the scripted model endpoint in tests/scripted_model.py, a test's loopback HTTP server in
+tests/loopback.py, the golden-copy watch in tests/golden_leaks.py, the Ray cluster in
+tests/raycluster.py.
 """
 
 from __future__ import annotations

@@ -35,10 +35,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from tests.loopback import LoopbackServer
 
 __all__ = [
     "Action",
@@ -512,8 +514,7 @@ class ScriptedModel:
         self.wire = WireLog()
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: LoopbackServer | None = None
 
     # lifecycle
     def __enter__(self) -> ScriptedModel:
@@ -529,16 +530,12 @@ class ScriptedModel:
         class Handler(_Handler):
             scripted = model
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="scripted-model", daemon=True)
-        self._thread.start()
+        self._server = LoopbackServer(Handler)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stop.set()  # a stalled answer ends, so close() can join its thread
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.close()
             self._server = None
 
     @property

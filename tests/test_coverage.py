@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from bridge.scoring.coverage import (
     upstream_api_coverage,
 )
 from bridge.scoring.result import APICoverage
+from tests.loopback import LoopbackServer
 
 
 def _keys(eps: list[Endpoint]) -> list[str]:
@@ -304,12 +304,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture()
 def local_service():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with LoopbackServer(_Handler) as server:
+        yield server.url
 
 
 def test_probe_script_and_dynamic_coverage(tmp_path: Path, local_service: str) -> None:

@@ -117,6 +117,9 @@ def test_a_recording_with_a_malformed_event_is_a_clear_error(tmp_path: Path) -> 
     assert not report.ok and any("malformed" in p for p in report.problems)
 
 
+PAUSE = 0.6
+
+
 def test_session_events_carry_working_seconds_that_stop_while_paused(tmp_path: Path, tasks_dir: Path) -> None:
     mgr = SessionManager(
         Catalog.from_options(tasks_dir),
@@ -127,7 +130,7 @@ def test_session_events_carry_working_seconds_that_stop_while_paused(tmp_path: P
         sid = mgr.start("word-duel", tmp_path / "ws").session_id
         time.sleep(0.3)
         mgr.pause(sid)
-        time.sleep(0.6)  # not work
+        time.sleep(PAUSE)  # not work
         mgr.resume(sid)
         mgr.note(sid, "after the pause")
         mgr.quit(sid)
@@ -140,6 +143,8 @@ def test_session_events_carry_working_seconds_that_stop_while_paused(tmp_path: P
     stop = next(r for r in records if r["type"] == "clock_stop")
     note = next(r for r in records if r["type"] == "note")
     assert stop["work"] >= 0.3
-    assert note["work"] - stop["work"] < 0.3  # the paused 0.6 s are not counted
+    # counted, the pause alone would put the note PAUSE after the stop; the work between the resume
+    # and the note is what is left (a few ms, more on a loaded machine: no tighter bound)
+    assert note["work"] - stop["work"] < PAUSE
     assert abs(note["work"] - note["working_seconds"]) < 0.05
     open_recording(tmp_path / "rec" / sid)  # what the bridge writes, it reads

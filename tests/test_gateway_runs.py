@@ -30,7 +30,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from bridge.recording.wire_transcript import PATH as WIRE_TRANSCRIPT
 from bridge.recording.wire_transcript import refused, wire_records
 from bridge.reports.wire_sections import wire_transcript_html
 from tests.helpers import SECRET, no_secret_on_disk, recordings_of, report_of
+from tests.loopback import LoopbackServer
 from tests.scripted_model import (
     CLI_BINARY,
     Action,
@@ -332,14 +333,11 @@ class Site:
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
-        self.server = ThreadingHTTPServer((host, 0), Page)
-        self.host, self.port = host, self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = LoopbackServer(Page, host)
+        self.host, self.port = host, self.server.port
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()
 
 
 @pytest.mark.docker

@@ -74,7 +74,8 @@ class Service:
         self.sock.listen(16)
         self.port = self.sock.getsockname()[1]
         self.http = http
-        threading.Thread(target=self._serve, daemon=True).start()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
 
     def _serve(self) -> None:
         while True:
@@ -98,6 +99,8 @@ class Service:
 
     def close(self) -> None:
         stop_listening(self.sock)
+        self.thread.join(10)  # gone with its test, not still serving into the next one
+        assert not self.thread.is_alive(), "the test's service did not stop"
 
 
 @pytest.fixture()

@@ -343,25 +343,19 @@ def test_maven_cache_evicts_least_recently_used_versions(tmp_path, monkeypatch):
 
 
 def test_maven_cache_serving_marks_a_version_used(tmp_path, monkeypatch):
-    import http.server
-    import threading
+    import functools
     import urllib.request
 
     from bridge.scoring.java import mavencache
+    from tests.loopback import LoopbackServer
 
     monkeypatch.setenv("RGBRIDGE_CACHE", str(tmp_path))
     root = mavencache.cache_root()
     folder = _artifact(root, "org/example/lib/1.0", 10, 1000)
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), lambda *a, **k: mavencache._ReadOnly(*a, directory=str(root), **k)
-    )
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/org/example/lib/1.0/lib-1.0.jar"
+    handler = functools.partial(mavencache._ReadOnly, directory=str(root))
+    with LoopbackServer(handler) as server:
+        url = f"{server.url}/org/example/lib/1.0/lib-1.0.jar"
         assert urllib.request.urlopen(url, timeout=10).read() == b"j" * 10
-    finally:
-        server.shutdown()
-        server.server_close()
     assert folder.stat().st_mtime > time.time() - 60  # its LRU clock moved to now
 
 

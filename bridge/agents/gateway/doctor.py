@@ -43,6 +43,10 @@ class _Provider(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Content-Length", str(len(ANSWER)))
+        # one answer a connection: the handler's thread ends with it instead of waiting on the
+        # gateway's kept-alive connection after the probe (the check's server would outlive it)
+        self.send_header("Connection", "close")
+        self.close_connection = True
         self.end_headers()
         self.wfile.write(ANSWER)
 
