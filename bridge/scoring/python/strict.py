@@ -80,6 +80,7 @@ def run_strict(run: ProfileRun) -> ProfileResult:
             allow_pending_check=True,
             installer=installer,
             before_build=lambda: run.ctx.turns.wait("strict"),
+            hold_check=run.ctx.turns.holds_checks,
         )
 
     # The score runs while pip checks uv's install; a rejection scores again on pip's own set.
@@ -90,6 +91,7 @@ def run_strict(run: ProfileRun) -> ProfileResult:
         logs=run.logs,
         progress=progress,
         profile="strict",
+        turns=run.ctx.turns,
     )
 
 

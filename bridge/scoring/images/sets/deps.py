@@ -108,6 +108,7 @@ def ensure_deps_image(
     allow_pending_check: bool = False,
     installer: str | None = None,
     before_build: Callable[[], None] | None = None,
+    hold_check: bool = False,
 ) -> DepsImage:
     """An image with ``requirements`` (then ``extra_packages``) installed in the active venv.
 
@@ -128,7 +129,8 @@ def ensure_deps_image(
     again with ``installer="pip"``).
 
     ``before_build`` is called when the set is not on disk, before it is built (the scoring
-    context's turn, ``workdir.SetTurns``).
+    context's turn, ``workdir.SetTurns``). ``hold_check``: a pending check starts only at
+    ``DepsImage.release_check`` (or ``settle``), off the busiest part of the score.
     """
     base = base or ensure_base_image(client, progress=progress)
     reqs = reqfile.normalise(requirements)
@@ -155,6 +157,7 @@ def ensure_deps_image(
         allow_pending_check=allow_pending_check,
         installer=installer,
         before_build=before_build,
+        hold_check=hold_check,
     )
 
 
@@ -169,6 +172,7 @@ def ensure(
     allow_pending_check: bool = False,
     installer: str | None = None,
     before_build: Callable[[], None] | None = None,
+    hold_check: bool = False,
 ) -> DepsImage:
     """The one flow over any store: the set ready on disk, else (after ``before_build``) built
     under its lock after room was made for it in the disk budget."""
@@ -192,6 +196,7 @@ def ensure(
         uncached: list[str] = []
         with _source(client, want, uncached, wheelhouse, progress, timeout, installer) as source:
             source.allow_pending_check = allow_pending_check
+            source.hold_check = hold_check
             ready = store.build(want, source, lock)
         return dataclasses.replace(ready, seconds=time.monotonic() - started, uncached=tuple(uncached))
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ from bridge.scoring.images.disk import LABEL_DEPS_TAG, SEED_KIND, VOLUME_KIND
 from bridge.scoring.images.sets.buildbox import (
     BUILD_DIR,
     BUILD_SCRIPT,
+    CHECK_SIGNAL,
     GO_SIGNAL,
     UV_REJECTED,
     checked_mark,
@@ -143,6 +145,8 @@ CHECK_CPU_SHARES = 64
 DEFAULT_CPU_SHARES = 1024
 #: how long a held bytecode compile may run once its score is over before its container goes
 COMPILE_ALLOWANCE = 300.0
+#: how long a held pip check may take once released, whatever time the score took
+CHECK_ALLOWANCE = 300.0
 #: exit status of a build whose seed volume lacks its mark
 SEED_INCOMPLETE = 4
 
@@ -169,11 +173,24 @@ class CheckContainer:
     set's bytecode (held until then: ``hold_compile`` in ``assets/install_set.sh``), which
     finishes in the background; the container is removed when it ends (``wait_for_compiles``)."""
 
-    def __init__(self, container: Container, deadline: float, checked: str = "", notes: str = "") -> None:
+    def __init__(
+        self, container: Container, deadline: float, checked: str = "", notes: str = "", *, held: bool = False
+    ) -> None:
         self._container = container
         self._deadline = deadline
         self._checked = checked
         self._notes = notes  # the build's own notes, kept at the top of the log
+        self._held = held  # pip's check waits for ``release`` (``hold_check``)
+        self._released = threading.Lock()
+
+    def release(self) -> None:
+        """Let a held check start (a profile of the score beside it is over); once is enough.
+        It then has ``CHECK_ALLOWANCE`` of its own, however long the score took."""
+        if not self._held or not self._released.acquire(blocking=False):
+            return
+        self._deadline = max(self._deadline, time.monotonic() + CHECK_ALLOWANCE)
+        with contextlib.suppress(DockerException, requests.RequestException):
+            self._container.kill(signal=CHECK_SIGNAL)
 
     def _weigh(self, shares: int) -> None:
         with contextlib.suppress(DockerException, requests.RequestException):
@@ -186,6 +203,7 @@ class CheckContainer:
         try:
             # the score this check ran beside is over: the rest of the check is now what the
             # caller waits for, at the default CPU weight; the bytecode after it goes back to low
+            self.release()
             self._weigh(DEFAULT_CPU_SHARES)
             remaining = max(5.0, self._deadline - time.monotonic())
             if self._checked and wait_ready(self._container, self._checked, remaining):
@@ -273,6 +291,8 @@ def build_in_volume(
 
     mode = effective_mode(source.mode)
     notes: list[str] = []
+    # pip's check is held only where it is left running beside the score (``CheckContainer``)
+    hold_check = source.hold_check and source.allow_pending_check and mode == "index"
     seed = seed_volume(client, want.base, volume.path)
     while True:
         remove_volume(client, volume.name)  # an unfinished or rejected build's leftovers
@@ -303,6 +323,7 @@ def build_in_volume(
             command=["bash", "-c", seeded_start(volume.path, CLOSEST_DIR if delta_mounts else _SEED)],
             compile_late=True,  # bytecode after the ready mark and pip's verdict (assets/install_set.sh)
             hold_compile=source.allow_pending_check,  # until CheckContainer.verdict: the score is over
+            hold_check=hold_check,  # until CheckContainer.release
             verify=delta_check([f"{BUILD_DIR}/{name}" for name in want.files], _SEED) if delta_mounts else (),
         )
         if delta_mounts and start_from is not None:
@@ -329,7 +350,9 @@ def build_in_volume(
                     "".join(notes) + log[-LOG_TAIL_CHARS:],
                     installed=pins,
                     installer=mode,
-                    check=CheckContainer(container, started + source.timeout, checked_mark(ready_mark), "".join(notes)),
+                    check=CheckContainer(
+                        container, started + source.timeout, checked_mark(ready_mark), "".join(notes), held=hold_check
+                    ),
                     started_from=start_from if delta_mounts else None,
                 )
             outcome = wait_with_timeout(container, remaining())
