@@ -307,6 +307,11 @@ def outside_score(repo: Path, out: Path) -> tuple[float, float, Any]:
     return (result_at if result_at is not None else exit_at), exit_at, data
 
 
+def profile_seconds(data: Any) -> str:
+    """Each profile's own time in a result (the slower one is the score's path)."""
+    return ", ".join(f"{name} {p['elapsed_seconds']:.2f}s" for name, p in sorted(data["profiles"].items()))
+
+
 def outside_pair(data: Any) -> tuple[Any, Any]:
     return tuple(  # type: ignore[return-value]
         (p["dsr"]["success"], p["pass_at_1"]["passed"], p["pass_at_1"]["total"])
@@ -423,6 +428,7 @@ def run_outside(reps: int, task: Task, repo: Path, work: Path, figures: dict[str
         reqs_path.write_text(original + f"fastapi>=0.0.{uuid.uuid4().int % 10**12}\n", encoding="utf-8")
         made.append(reqs_path.read_text(encoding="utf-8"))
         r, x, data = outside_score(repo, work / f"o-a1-{i}")
+        cold = data
         cold_r.append(r)
         cold_x.append(x)
         pairs.append(outside_pair(data))
@@ -434,8 +440,8 @@ def run_outside(reps: int, task: Task, repo: Path, work: Path, figures: dict[str
         pairs.append(outside_pair(data))
         say(
             f"(o) rgbridge score, run {i + 1}: never-seen set, packages cached {cold_r[-1]:.2f}s to result, "
-            f"{cold_x[-1]:.2f}s to exit; one-file change {warm_r[-1]:.2f}s / {warm_x[-1]:.2f}s; "
-            f"ratio {cold_x[-1] / warm_x[-1]:.2f}x"
+            f"{cold_x[-1]:.2f}s to exit (profiles {profile_seconds(cold)}); one-file change {warm_r[-1]:.2f}s / "
+            f"{warm_x[-1]:.2f}s (profiles {profile_seconds(data)}); ratio {cold_x[-1] / warm_x[-1]:.2f}x"
         )
     reqs_path.write_text(original, encoding="utf-8")
     remove_outside_sets(task, repo, made)

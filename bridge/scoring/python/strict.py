@@ -156,4 +156,5 @@ def _score_with(run: ProfileRun, deps: DepsImage) -> ProfileResult:
                     logs=run.logs,
                     progress=run.progress,
                     finish=run.finish,
+                    deployed=ctx.turns.release_checks,  # pip's held checks start with the tests
                 )

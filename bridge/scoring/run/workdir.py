@@ -46,14 +46,14 @@ class SetTurns:
 
     @property
     def holds_checks(self) -> bool:
-        """Whether pip's checks of the sets built now wait for a profile to finish: with two
-        profiles scoring at once, the checks ran beside both scores' busiest part and cost them
-        about half a second (docs/measurements.md); the first profile to finish leaves a core to
-        them. A lone profile's check runs beside it, as its verdict would otherwise wait."""
+        """Whether pip's checks of the sets built now wait for the score's busiest part to end
+        (``release_checks``): with two profiles scoring at once, the checks ran beside both
+        deployments and cost the score about half a second (docs/measurements.md). A lone
+        profile's check runs beside it, as its verdict would otherwise wait."""
         return self.first is not None
 
     def hold(self, deps: DepsImage) -> None:
-        """A profile scores on ``deps``: its held check starts once a profile is over."""
+        """A profile scores on ``deps``: its held check starts at ``release_checks``."""
         with self._guard:
             if not self._one_scored:
                 self._held.append(deps)
@@ -62,6 +62,11 @@ class SetTurns:
 
     def scored(self, profile: str) -> None:
         """``profile``'s score is over (whatever its outcome): every held check may start."""
+        self.release_checks()
+
+    def release_checks(self) -> None:
+        """The score's busiest part is over (a profile ended, or strict's service answers and its
+        tests, mostly waiting on the network, start): every held check may start."""
         with self._guard:
             self._one_scored = True
             held, self._held = self._held, []
