@@ -63,7 +63,10 @@ held() {
     wait $! 2>/dev/null
   done
 }
-echo "RGBRIDGE_PREFIX=$(python -c 'import sys; print(sys.prefix if sys.prefix != sys.base_prefix else "")')"
+# the environment's prefix, and that of a venv ("" otherwise), from one interpreter start
+PREFIX="" VENV_PREFIX=""
+{ read -r PREFIX; read -r VENV_PREFIX; } < <(python -c 'import sys; print(sys.prefix); print(sys.prefix if sys.prefix != sys.base_prefix else "")')
+echo "RGBRIDGE_PREFIX=$VENV_PREFIX"
 . "$BUILD_DIR/pip.env"
 export PIP_CACHE_DIR="$SCRATCH/rgbridge-pip"
 # phase times in build.log (where a slow build spends its time)
@@ -100,7 +103,7 @@ echo RGBRIDGE_INSTALLER=uv
 # uv unpacks wheels into its cache and hard-links them into the environment: with the cache on
 # the environment's own file system (a folder in it, removed before anyone sees the
 # environment) nothing is copied twice; the installed files stay when the cache goes
-UV_CACHE="$(python -c 'import sys; print(sys.prefix)')/.rgbridge-uv-cache"
+UV_CACHE="$PREFIX/.rgbridge-uv-cache"
 i=0
 for r in "${reqs[@]}"; do
   i=$((i + 1))
@@ -116,13 +119,13 @@ if [ -f "$BUILD_DIR/verify.sh" ]; then
   . "$BUILD_DIR/verify.sh"
 fi
 # uv's lock file in the environment folder is not part of what pip would leave there
-rm -rf "$UV_CACHE" "$(python -c 'import sys; print(sys.prefix)')/.lock"
+rm -rf "$UV_CACHE" "$PREFIX/.lock"
 if [ -n "$RGBRIDGE_READY_MARK" ]; then
   echo "$RGBRIDGE_READY_MARK"
 fi
 if [ "$RGBRIDGE_CHECK" = 1 ]; then
   if [ "$hold_check" = 1 ]; then
-    # the score beside it comes first: the check runs once a profile of it is over
+    # the score beside it comes first: the check runs once the host releases it
     held check_go
   fi
   # pip's own dry run of every file in the environment uv made installs nothing: pip's rules
