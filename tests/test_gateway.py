@@ -497,3 +497,21 @@ def test_an_agent_that_exits_on_the_gateways_refusal_ended_by_the_wire(tmp_path:
         ).how
         == "exit"
     )
+
+
+def test_the_gateways_provider_connections_end_with_it() -> None:
+    # a process running many gateways (one per run of a batch) kept every run's pooled
+    # connections to the provider open until the process ended
+    with ScriptedModel(lambda conv: Reply("hi")) as model:
+        gateway = Gateway(Providers.from_env(model.base_url, {"ANTHROPIC_API_KEY": KEY})).start()
+        try:
+            token = gateway.open(AttemptWire(Ledger("t.a1", time.monotonic() + 60)))
+            answer = httpx.post(
+                gateway.url + "/v1/messages", headers={"x-api-key": token, **ANTHROPIC}, json=messages(), timeout=30
+            )
+            assert answer.status_code == 200
+            client = gateway._client
+            assert client is not None and not client.is_closed
+        finally:
+            gateway.stop()
+        assert client.is_closed and gateway._client is None

@@ -11,9 +11,11 @@ under a cap a billed call for a model no price lists is refused before it leaves
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,11 +94,14 @@ class Gateway:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         self._socket = sock
-        app = Starlette(routes=[StarletteRoute("/{path:path}", self._handle, methods=["GET", "POST", "DELETE"])])
+        app = Starlette(
+            routes=[StarletteRoute("/{path:path}", self._handle, methods=["GET", "POST", "DELETE"])],
+            lifespan=self._lifespan,
+        )
         config = uvicorn.Config(
             app,
             log_level="error",
-            lifespan="off",
+            lifespan="on",
             access_log=False,
             timeout_keep_alive=30,
             # the run is over: a call still waiting on the provider is not waited for
@@ -113,6 +118,17 @@ class Gateway:
                 raise GatewayError("the model gateway did not start on 127.0.0.1")
             time.sleep(0.01)
         return self
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            # the provider leg's pooled connections end with the server, in its own event loop
+            # (the client was made there): a process that runs many gateways keeps no sockets
+            client, self._client = self._client, None
+            if client is not None:
+                await client.aclose()
 
     def stop(self) -> None:
         if self._server is not None:
