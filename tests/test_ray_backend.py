@@ -479,13 +479,20 @@ def test_ctrl_c_on_the_cli_cancels_then_resume_completes(
     # a result cache of its own: every job must really run (the driver's cache would answer)
     env = {**os.environ, **cluster.auth_env(), "PYTHONPATH": str(repo_root), "RGBRIDGE_CACHE": str(tmp_path / "c")}
     out = tmp_path / "out"
+    # The oracle's service starts a few seconds late (within the task's startup limit): on a
+    # quick machine both jobs had ended before the Ctrl-C came, and the run then exited 0
+    slow = tmp_path / "preds"
+    shutil.copytree(preds, slow)
+    start = slow / ORACLE / "start.sh"
+    start.write_text(start.read_text(encoding="utf-8").replace("exec ", "sleep 6\nexec ", 1), encoding="utf-8")
+    assert "sleep 6" in start.read_text(encoding="utf-8")
     cmd = [
         sys.executable,
         "-m",
         "bridge.cli",
         "evaluate",
         "--predictions-dir",
-        str(preds),
+        str(slow),
         "--backend",
         "ray",
         "--ray-address",
