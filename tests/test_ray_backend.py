@@ -123,6 +123,20 @@ def preds(catalog: Catalog, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def slow_preds(preds: Path, tmp_path_factory) -> Path:
+    """`preds` with the oracle's service starting 8 s late (within the task's 20 s startup
+    limit), for the tests that cancel a run while a job runs: on a quick machine both jobs had
+    ended before the cancel came (the run then finished normally)."""
+    root = tmp_path_factory.mktemp("slow-preds")
+    shutil.copytree(preds, root, dirs_exist_ok=True)
+    start = root / ORACLE / "start.sh"
+    text = start.read_text(encoding="utf-8")
+    assert "exec " in text
+    start.write_text(text.replace("exec ", "sleep 8\nexec ", 1), encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
 def local_report(catalog: Catalog, preds: Path, tmp_path_factory, docker_client) -> Path:
     out = tmp_path_factory.mktemp("local")
     path, _, _ = evaluate(
@@ -305,7 +319,9 @@ def _assert_only_finished_repos_recorded(folder: Path) -> None:
         assert len(outcomes) == 2 and "infra_error" not in outcomes, entry["repo_name"]
 
 
-def test_cancel_stops_jobs_and_sweeps(backend, catalog: Catalog, preds: Path, tmp_path: Path, docker_client) -> None:
+def test_cancel_stops_jobs_and_sweeps(
+    backend, catalog: Catalog, slow_preds: Path, tmp_path: Path, docker_client
+) -> None:
     from bridge.scoring.run.ray_backend import RayBackend
 
     mine = RayBackend()  # same cluster (already joined); cancelling it leaves the shared one usable
@@ -317,7 +333,7 @@ def test_cancel_stops_jobs_and_sweeps(backend, catalog: Catalog, preds: Path, tm
             evaluate(
                 catalog,
                 EvaluationRequest(
-                    predictions_dir=preds, output_dir=tmp_path, profile="both", use_cache=False, run_id="raycancel"
+                    predictions_dir=slow_preds, output_dir=tmp_path, profile="both", use_cache=False, run_id="raycancel"
                 ),
                 EvaluationOptions(
                     workers=4,
@@ -346,7 +362,7 @@ def test_cancel_stops_jobs_and_sweeps(backend, catalog: Catalog, preds: Path, tm
     path, _, _ = evaluate(
         catalog,
         EvaluationRequest(
-            predictions_dir=preds,
+            predictions_dir=slow_preds,
             output_dir=tmp_path,
             profile="both",
             resume=True,
@@ -469,7 +485,7 @@ def test_cli_ray_address_needs_the_ray_backend(capsys: pytest.CaptureFixture[str
 
 
 def test_ctrl_c_on_the_cli_cancels_then_resume_completes(
-    cluster, catalog: Catalog, preds: Path, tmp_path: Path, docker_client
+    cluster, catalog: Catalog, slow_preds: Path, tmp_path: Path, docker_client
 ) -> None:
     import signal
     import subprocess
@@ -479,20 +495,13 @@ def test_ctrl_c_on_the_cli_cancels_then_resume_completes(
     # a result cache of its own: every job must really run (the driver's cache would answer)
     env = {**os.environ, **cluster.auth_env(), "PYTHONPATH": str(repo_root), "RGBRIDGE_CACHE": str(tmp_path / "c")}
     out = tmp_path / "out"
-    # The oracle's service starts a few seconds late (within the task's startup limit): on a
-    # quick machine both jobs had ended before the Ctrl-C came, and the run then exited 0
-    slow = tmp_path / "preds"
-    shutil.copytree(preds, slow)
-    start = slow / ORACLE / "start.sh"
-    start.write_text(start.read_text(encoding="utf-8").replace("exec ", "sleep 6\nexec ", 1), encoding="utf-8")
-    assert "sleep 6" in start.read_text(encoding="utf-8")
     cmd = [
         sys.executable,
         "-m",
         "bridge.cli",
         "evaluate",
         "--predictions-dir",
-        str(slow),
+        str(slow_preds),
         "--backend",
         "ray",
         "--ray-address",
