@@ -431,3 +431,54 @@ def test_a_score_pip_rejects_is_run_again_on_pips_set(
         assert any(line == f"{name}: {REJECTED_NOTE.strip()}" for line in progress)
     listed = [t for t in (i.tag for i in list_images(docker_client)) if t.startswith("rgbridge-deps:")]
     assert listed  # pip's sets are kept
+
+
+def test_a_build_weight_is_lifted_only_for_containers_still_building():
+    """A set built ahead gives way to the score under way until its own score waits for it; its
+    bytecode compile after pip's verdict stays at its low weight (``BuildWeight.forget``)."""
+    from bridge.scoring.images.sets import BuildWeight
+
+    class Box:
+        def __init__(self) -> None:
+            self.shares: list[int] = []
+
+        def update(self, *, cpu_shares: int) -> None:
+            self.shares.append(cpu_shares)
+
+    weight = BuildWeight(64)
+    building, compiling = Box(), Box()
+    weight.apply(building)  # type: ignore[arg-type]
+    weight.apply(compiling)  # type: ignore[arg-type]
+    weight.forget(compiling)  # type: ignore[arg-type]
+    weight.lift()
+    assert building.shares == [64, 1024] and compiling.shares == [64] and weight.shares == 1024
+    later = Box()
+    weight.apply(later)  # type: ignore[arg-type]
+    assert later.shares == [1024]  # a build that starts after the lift starts at the default
+
+
+@pytest.mark.docker
+def test_a_build_starts_at_its_weight_and_is_lifted_while_it_runs(docker_client, base_image, index_needed):
+    from bridge.scoring.images.sets import BuildWeight
+
+    reqs = _nonce("six==1.16.0\n")
+    weight = BuildWeight(64)
+    deps = ensure_deps_image(
+        docker_client, reqs, env_volume=True, allow_pending_check=True, hold_check=True, timeout=300, weight=weight
+    )
+    try:
+        assert deps.volume is not None and deps.pending_check is not None
+        (build,) = docker_client.containers.list(all=True, filters={"volume": deps.volume.name})
+        build.reload()
+        # at the ready mark a pending check goes to the check's weight: 64 either way here
+        assert build.attrs["HostConfig"]["CpuShares"] == 64
+        weight.lift()
+        build.reload()
+        assert build.attrs["HostConfig"]["CpuShares"] == 1024
+        assert deps.settle() is True
+    finally:
+        deps.settle()
+        env_mod.wait_for_compiles(120)
+        _untag(docker_client, deps_image_tag(base_image, reqs, in_volume=True))
+        if deps.volume is not None:
+            env_mod.remove_volume(docker_client, deps.volume.name)

@@ -107,3 +107,85 @@ def _remove_sets(client, base: str, catalog: Catalog, preds: Path, ids: list[str
             except ImageNotFound:
                 pass
             remove_volume(client, volume_for(tag, "/opt/venv").name)
+
+
+def _fake_ahead(monkeypatch, tasks_dir: Path, n: int, build) -> tuple[object, list]:
+    """A SetsAhead over ``n`` kv-ledger repos whose builds are ``build(index, record, weight)``."""
+    from bridge.scoring.run import prepare
+
+    task = Catalog.from_options(tasks_dir).get("kv-ledger")
+    ahead = prepare.SetsAhead(
+        None, [(task, tasks_dir / f"repo{i}") for i in range(n)], profile="both", use_cache=False, wheelhouse=None
+    )  # type: ignore[arg-type]
+    by_task: list[int] = []
+
+    def fake_build(self, _task, repo: Path, record, weight) -> None:
+        index = int(repo.name.removeprefix("repo"))
+        by_task.append(index)
+        build(index, record, weight)
+        record.state = "ready"
+
+    monkeypatch.setattr(prepare.SetsAhead, "_build", fake_build)
+    return ahead, by_task
+
+
+def test_builds_ahead_take_turns_in_the_plans_order(monkeypatch, tasks_dir: Path) -> None:
+    """Three repos' builds at once beside the score under way made the batch slower than none
+    (docs/measurements.md): one build at a time, the next repo first."""
+    import threading
+
+    running, most = [0], [0]
+    guard = threading.Lock()
+
+    def build(_index, _record, _weight) -> None:
+        with guard:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2)
+        with guard:
+            running[0] -= 1
+
+    ahead, order = _fake_ahead(monkeypatch, tasks_dir, 4, build)
+    ahead.starting(0)
+    deadline = time.monotonic() + 30
+    while any(ahead.prepared[i].state == "pending" for i in (1, 2, 3)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ahead.close(timeout=30)
+    assert order == [1, 2, 3] and most[0] == 1
+    assert [ahead.prepared[i].state for i in (1, 2, 3)] == ["ready"] * 3
+
+
+def test_a_repo_whose_score_begins_first_is_not_built_ahead_and_its_build_is_lifted(
+    monkeypatch, tasks_dir: Path
+) -> None:
+    """A build ahead gives way (a low CPU weight) until its repo's score begins and waits for it;
+    a repo whose score began before its turn builds its own sets."""
+    import threading
+
+    from bridge.scoring.run.prepare import AHEAD_CPU_SHARES
+
+    gate, inside = threading.Event(), threading.Event()
+    seen: dict[int, object] = {}
+
+    def build(index, _record, weight) -> None:
+        seen[index] = weight
+        if index == 1:
+            inside.set()
+            assert gate.wait(30)
+
+    ahead, order = _fake_ahead(monkeypatch, tasks_dir, 4, build)
+    ahead.starting(0)
+    assert inside.wait(30)
+    weight = seen[1]
+    assert weight.shares == AHEAD_CPU_SHARES  # type: ignore[attr-defined]
+    ahead.starting(1)  # repo 1's score waits for the build under way: it is lifted
+    assert weight.shares == 1024  # type: ignore[attr-defined]
+    ahead.starting(2)  # repo 2's score began before its turn
+    gate.set()
+    deadline = time.monotonic() + 30
+    while ahead.prepared[3].state == "pending" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ahead.close(timeout=30)
+    assert order == [1, 3]
+    assert 2 not in order and ahead.prepared[2].state == "skipped"
+    assert "began before its turn" in ahead.prepared[2].note
