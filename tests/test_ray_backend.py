@@ -511,8 +511,22 @@ def test_ctrl_c_on_the_cli_cancels_then_resume_completes(
         "--workers",
         "4",
     ]
+
+    def ctrl_c_as_a_terminal_gives_it() -> None:
+        # An ignored or blocked SIGINT outlives exec: a child started from such a process (a
+        # shell's background job ignores it; an earlier test may have left it so) gets no
+        # KeyboardInterrupt and its run went on to the end (exit 0, twice in CI). A user's
+        # terminal delivers Ctrl-C to a process that neither ignores nor blocks it.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
     proc = subprocess.Popen(
-        [*cmd, "--run-id", "raysigint"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*cmd, "--run-id", "raysigint"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=ctrl_c_as_a_terminal_gives_it,
     )
     deadline = time.monotonic() + 300
     while not _leftovers(docker_client, "raysigint-") and time.monotonic() < deadline and proc.poll() is None:
@@ -520,7 +534,8 @@ def test_ctrl_c_on_the_cli_cancels_then_resume_completes(
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
+    mine = [x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith(("SigBlk", "SigIgn"))]
+    assert proc.returncode == 130, f"{err}\n(this test process: {mine})"
     _assert_only_finished_repos_recorded(out / "intermediate" / "raysigint")
     deadline = time.monotonic() + 60
     while _leftovers(docker_client, "raysigint-") and time.monotonic() < deadline:
