@@ -2,18 +2,10 @@
 resolved, downloaded and installed, so a one-worker `evaluate` waits on the network less.
 
 Preparing a set is mostly network and disk, running a repo mostly CPU (issue 41). With one
-worker, ``SetsAhead`` builds the sets of up to ``ahead`` repos after the one being scored, with
-exactly the arguments the profiles' runners give ``ensure_deps_image``
-(bridge/scoring/python/strict.py, compat.py): when the runner gets there, its set is on disk (or
-being built: it waits on the set's build lock instead of building again).
-
-The builds ahead take turns, one at a time in the plan's order, at a low CPU weight
-(``AHEAD_CPU_SHARES``) lifted to the default when the repo's own score begins and waits for
-them: a set whose packages are cached is CPU work (uv, pip's check), and three repos' builds at
-once beside the score under way made that score, and the batch, slower than building nothing
-ahead (docs/measurements.md). pip's verdict is taken here; the bytecode is compiled after it in
-the background. A repo whose score begins before its turn builds its own sets, as without this
-module.
+worker, ``SetsAhead`` builds the sets of up to ``ahead`` repos after the one being scored, each
+in a thread of its own, with exactly the arguments the profiles' runners give
+``ensure_deps_image`` (bridge/scoring/python/strict.py, compat.py): when the runner gets there,
+its set is on disk (or being built: it waits on the set's build lock instead of building again).
 
 The disk budget: a repo's sets are built ahead only when they fit beside every set in use and
 the current score's (``disk.room_ahead``); a prepared set is held (a lease, as a score holds its
@@ -37,7 +29,7 @@ import docker
 from bridge.errors import ScoringError
 from bridge.fs.hashing import tree_hash
 from bridge.scoring.images.disk import holding, room_ahead
-from bridge.scoring.images.sets import BuildWeight, DepsImage, ensure_deps_image
+from bridge.scoring.images.sets import ensure_deps_image
 from bridge.scoring.python.compat import compat_base_image, compat_extras
 from bridge.scoring.run.engine import ResultCache, cache_key, profiles_for
 from bridge.scoring.run.workdir import requirements_of, stage_repo
@@ -46,8 +38,6 @@ from bridge.tasks.model import Task
 #: how many repos after the one being scored get their sets built ahead (0: none)
 AHEAD_ENV = "RGBRIDGE_PREPARE_AHEAD"
 DEFAULT_AHEAD = 3
-#: the CPU weight of a build ahead (Docker's default is 1024): it gives way to the score under way
-AHEAD_CPU_SHARES = 64
 
 
 def ahead_from_env() -> int:
@@ -100,30 +90,15 @@ class SetsAhead:
         self._threads: dict[int, threading.Thread] = {}
         self._release: dict[int, threading.Event] = {}
         self.prepared: dict[int, Prepared] = {}
-        # the builds' turns: one at a time, the lowest waiting index first
-        self._turn = threading.Condition()
-        self._waiting: set[int] = set()
-        self._busy = False
-        self._begun: set[int] = set()  # repos whose score has started
-        self._weights: dict[int, BuildWeight] = {}  # each repo's builds ahead
-        self._closing = False
 
     def starting(self, index: int) -> None:
         """Repo ``index`` is being scored now: build ahead for the ``ahead`` repos after it."""
-        with self._turn:
-            self._begun.add(index)  # not built ahead any more if its turn has not come
-            self._turn.notify_all()
-            weight = self._weights.get(index)
-        if weight is not None:
-            weight.lift()  # its score now waits for the sets being built: no longer second
         with self._guard:
             for k in range(index + 1, min(len(self._todo), index + 1 + self._ahead)):
                 if k in self._threads or self._todo[k][0].lang != "python":
                     continue
                 self._release[k] = threading.Event()
                 self.prepared[k] = Prepared(self._todo[k][0].id)
-                with self._turn:
-                    self._weights[k] = BuildWeight(AHEAD_CPU_SHARES)
                 thread = threading.Thread(target=self._prepare, args=(k,), name=f"rgbridge-ahead-{k}", daemon=True)
                 self._threads[k] = thread
                 thread.start()
@@ -137,9 +112,6 @@ class SetsAhead:
 
     def close(self, timeout: float = 60.0) -> None:
         """Release every hold and wait (at most ``timeout``) for builds still running."""
-        with self._turn:
-            self._closing = True
-            self._turn.notify_all()
         with self._guard:
             events, threads = list(self._release.values()), list(self._threads.values())
         for event in events:
@@ -152,44 +124,14 @@ class SetsAhead:
         if self._progress is not None:
             self._progress(task_id, message)
 
-    def _take_turn(self, index: int) -> bool:
-        """Wait until no build ahead runs and ``index`` is the first repo waiting; False when
-        the run closes or the repo's score began meanwhile (it builds its own sets)."""
-        with self._turn:
-            self._waiting.add(index)
-            try:
-                while not self._closing and index not in self._begun:
-                    if not self._busy and min(self._waiting) == index:
-                        self._busy = True
-                        return True
-                    self._turn.wait()
-                return False
-            finally:
-                self._waiting.discard(index)
-                self._turn.notify_all()
-
-    def _end_turn(self) -> None:
-        with self._turn:
-            self._busy = False
-            self._turn.notify_all()
-
     def _prepare(self, index: int) -> None:
         task, repo = self._todo[index]
         record = self.prepared[index]
-        if not self._take_turn(index):
-            record.state, record.note = (
-                "skipped",
-                ("the run ended before its turn" if self._closing else "its score began before its turn"),
-            )
-            return
         record.started = time.monotonic()
         self._say(task.id, "preparing sets ahead")
         try:
             with holding():  # the sets stay in use (never evicted) until this repo's score ends
-                try:
-                    self._build(task, repo, record, self._weights[index])
-                finally:
-                    self._end_turn()
+                self._build(task, repo, record)
                 record.ended = time.monotonic()
                 if record.state == "ready":
                     self._say(task.id, f"sets prepared ahead in {record.ended - record.started:.1f}s")
@@ -198,7 +140,7 @@ class SetsAhead:
             record.state, record.note, record.ended = "failed", f"{type(exc).__name__}: {exc}", time.monotonic()
             self._say(task.id, "sets not prepared ahead (the score builds them)")
 
-    def _build(self, task: Task, repo: Path, record: Prepared, weight: BuildWeight) -> None:
+    def _build(self, task: Task, repo: Path, record: Prepared) -> None:
         with tempfile.TemporaryDirectory(prefix="rgbridge-ahead-") as tmp:
             staged = Path(tmp) / "snapshot"
             stage_repo(repo, staged)  # as score_repo stages it: the same requirements, read safely
@@ -215,42 +157,22 @@ class SetsAhead:
             if "compat" in profiles:
                 base = compat_base_image(self._client, None)
                 extras = compat_extras(task, staged)
-                record.sets.append(self._set_ahead(requirements, timeout, weight, extras=extras, base=base))
+                built = ensure_deps_image(
+                    self._client,
+                    requirements,
+                    extra_packages=extras,
+                    wheelhouse=self._wheelhouse,
+                    base=base,
+                    timeout=timeout,
+                    env_volume=True,
+                )
+                record.sets.append(built.tag)
             if "strict" in profiles:
-                record.sets.append(self._set_ahead(requirements, timeout, weight))
+                built = ensure_deps_image(
+                    self._client, requirements, wheelhouse=self._wheelhouse, timeout=timeout, env_volume=True
+                )
+                record.sets.append(built.tag)
             record.state = "ready"
-
-    def _set_ahead(
-        self,
-        requirements: str,
-        timeout: float,
-        weight: BuildWeight,
-        *,
-        extras: Sequence[str] = (),
-        base: str | None = None,
-    ) -> str:
-        """One set built as its runner would build it, then pip's verdict taken here; the
-        bytecode is compiled after it, in the background (a score may use the set meanwhile).
-        A set pip rejects is built again by pip, as the runner does (``workdir.score_on_accepted_set``).
-        Returns the set's tag."""
-
-        def build(installer: str | None = None) -> DepsImage:
-            return ensure_deps_image(
-                self._client,
-                requirements,
-                extra_packages=extras,
-                wheelhouse=self._wheelhouse,
-                base=base,
-                timeout=timeout,
-                env_volume=True,
-                allow_pending_check=True,
-                installer=installer,
-                weight=weight,
-            )
-
-        if not build().settle():
-            build("pip").settle()
-        return build().tag  # accepted: found on disk under its own tag
 
     def _profiles_to_score(self, task: Task, staged: Path) -> list[str]:
         if not self._use_cache:

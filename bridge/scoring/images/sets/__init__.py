@@ -8,7 +8,7 @@ way. Everything outside this package imports from here."""
 
 from __future__ import annotations
 
-from bridge.scoring.images.sets.buildbox import BuildWeight, env_prefix, installed_pins
+from bridge.scoring.images.sets.buildbox import env_prefix, installed_pins
 from bridge.scoring.images.sets.closest import CLOSEST_ENV
 from bridge.scoring.images.sets.deps import (
     REJECTED_NOTE,
@@ -33,7 +33,6 @@ __all__ = [
     "CLOSEST_ENV",
     "REJECTED_NOTE",
     "SEED_MARK",
-    "BuildWeight",
     "DepSet",
     "DepsImage",
     "LayerExportError",

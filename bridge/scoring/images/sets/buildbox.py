@@ -45,50 +45,12 @@ GO_SIGNAL = "SIGUSR1"
 CHECK_SIGNAL = "SIGUSR2"
 HOLD_LIMIT = 900
 _PREFIX_MARK = "RGBRIDGE_PREFIX="
-#: Docker's default CPU weight of a container
-DEFAULT_CPU_SHARES = 1024
 #: the install script, a container-side asset; in the container: ``BUILD_SCRIPT``
 INSTALL_SCRIPT = Path(__file__).resolve().parents[2] / "assets" / "install_set.sh"
 BUILD_SCRIPT = f"{BUILD_DIR}/{INSTALL_SCRIPT.name}"
 _FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _PIN = re.compile(r"^ \+ ([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
 _PIP_INSTALLED = re.compile(r"^Successfully installed (.+)$")
-
-
-class BuildWeight:
-    """The CPU weight of a build's containers, which its owner may lift to Docker's default while
-    they run: a set built ahead of its use (``run/prepare.py``) gives way to the score under way
-    until the score that needs it waits for it."""
-
-    def __init__(self, shares: int) -> None:
-        self._shares = shares
-        self._containers: list[Container] = []
-        self._lock = threading.Lock()
-
-    @property
-    def shares(self) -> int:
-        with self._lock:
-            return self._shares
-
-    def apply(self, container: Container) -> None:
-        """Give ``container`` (created, not started yet) this weight, and any lift to come."""
-        with self._lock:
-            self._containers.append(container)
-            shares = self._shares
-        container.update(cpu_shares=shares)
-
-    def forget(self, container: Container) -> None:
-        """``container``'s build is over (what it does next, its bytecode, stays at its own weight)."""
-        with self._lock:
-            self._containers = [c for c in self._containers if c is not container]
-
-    def lift(self) -> None:
-        with self._lock:
-            self._shares = DEFAULT_CPU_SHARES
-            containers = list(self._containers)
-        for container in containers:
-            with contextlib.suppress(DockerException, requests.RequestException):
-                container.update(cpu_shares=DEFAULT_CPU_SHARES)
 
 
 def install_settings(
@@ -241,7 +203,6 @@ def start_build_container(
     hold_compile: bool = False,
     hold_check: bool = False,
     verify: Sequence[str] = (),
-    weight: BuildWeight | None = None,
 ) -> tuple[Container, str]:
     """Create and start one build container FROM ``base`` running the install script over
     ``requirement_files``; returns it (the caller removes it) and its ready mark.
@@ -249,8 +210,7 @@ def start_build_container(
     The package cache's ``view`` and ``wheels`` (a wheelhouse) are bind-mounted read-only, as is
     uv in ``index`` mode; ``mounts`` are added (``env_volume``: the set's volume and the seed).
     No network in ``local`` mode. pip runs as root, as in a Dockerfile RUN; no capabilities, no
-    new privileges. ``command`` must end by running ``BUILD_SCRIPT``. ``weight``: the
-    container's CPU weight from its start (``BuildWeight``).
+    new privileges. ``command`` must end by running ``BUILD_SCRIPT``.
     """
     from bridge.scoring.sandbox.containers import create_container, put_directory, remove_container
     from bridge.scoring.sandbox.protocol import SandboxLimits
@@ -299,8 +259,6 @@ def start_build_container(
                 continue
             try:
                 put_directory(container, files_dir, BUILD_DIR, uid=0, gid=0)
-                if weight is not None:
-                    weight.apply(container)
                 container.start()
             except BaseException as exc:
                 with contextlib.suppress(DockerException, requests.RequestException):

@@ -32,7 +32,6 @@ from bridge.scoring.images.base import (
     wheelhouse_digest,
 )
 from bridge.scoring.images.disk import DEPS_REPO, WheelCache, lease, make_room
-from bridge.scoring.images.sets.buildbox import BuildWeight
 from bridge.scoring.images.sets.env_volume import venv_path
 from bridge.scoring.images.sets.layer import LayerStore
 from bridge.scoring.images.sets.store import DepSet, DepsImage, DepStore, InstallSource
@@ -110,7 +109,6 @@ def ensure_deps_image(
     installer: str | None = None,
     before_build: Callable[[], None] | None = None,
     hold_check: bool = False,
-    weight: BuildWeight | None = None,
 ) -> DepsImage:
     """An image with ``requirements`` (then ``extra_packages``) installed in the active venv.
 
@@ -133,8 +131,6 @@ def ensure_deps_image(
     ``before_build`` is called when the set is not on disk, before it is built (the scoring
     context's turn, ``workdir.SetTurns``). ``hold_check``: a pending check starts only at
     ``DepsImage.release_check`` (or ``settle``), off the busiest part of the score.
-    ``weight``: the build containers' CPU weight (``buildbox.BuildWeight``: a set built ahead of its
-    use, ``run/prepare.py``).
     """
     base = base or ensure_base_image(client, progress=progress)
     reqs = reqfile.normalise(requirements)
@@ -162,7 +158,6 @@ def ensure_deps_image(
         installer=installer,
         before_build=before_build,
         hold_check=hold_check,
-        weight=weight,
     )
 
 
@@ -178,7 +173,6 @@ def ensure(
     installer: str | None = None,
     before_build: Callable[[], None] | None = None,
     hold_check: bool = False,
-    weight: BuildWeight | None = None,
 ) -> DepsImage:
     """The one flow over any store: the set ready on disk, else (after ``before_build``) built
     under its lock after room was made for it in the disk budget."""
@@ -203,7 +197,6 @@ def ensure(
         with _source(client, want, uncached, wheelhouse, progress, timeout, installer) as source:
             source.allow_pending_check = allow_pending_check
             source.hold_check = hold_check
-            source.weight = weight
             ready = store.build(want, source, lock)
         return dataclasses.replace(ready, seconds=time.monotonic() - started, uncached=tuple(uncached))
 

@@ -35,10 +35,8 @@ from bridge.scoring.images.sets.buildbox import (
     BUILD_DIR,
     BUILD_SCRIPT,
     CHECK_SIGNAL,
-    DEFAULT_CPU_SHARES,
     GO_SIGNAL,
     UV_REJECTED,
-    BuildWeight,
     checked_mark,
     effective_mode,
     installed_pins,
@@ -144,6 +142,7 @@ def seed_volume(client: docker.DockerClient, base: str, path: str, *, remake: bo
 
 #: the CPU weight of a check left running beside a score (Docker's default weight is 1024)
 CHECK_CPU_SHARES = 64
+DEFAULT_CPU_SHARES = 1024
 #: how long a held bytecode compile may run once its score is over before its container goes
 COMPILE_ALLOWANCE = 300.0
 #: how long a held pip check may take once released, whatever time the score took
@@ -175,17 +174,9 @@ class CheckContainer:
     finishes in the background; the container is removed when it ends (``wait_for_compiles``)."""
 
     def __init__(
-        self,
-        container: Container,
-        deadline: float,
-        checked: str = "",
-        notes: str = "",
-        *,
-        held: bool = False,
-        weight: BuildWeight | None = None,
+        self, container: Container, deadline: float, checked: str = "", notes: str = "", *, held: bool = False
     ) -> None:
         self._container = container
-        self._weight = weight  # the build's own weight (None: the default) for the rest of its check
         self._deadline = deadline
         self._checked = checked
         self._notes = notes  # the build's own notes, kept at the top of the log
@@ -213,12 +204,10 @@ class CheckContainer:
             # the score this check ran beside is over: the rest of the check is now what the
             # caller waits for, at the default CPU weight; the bytecode after it goes back to low
             self.release()
-            self._weigh(self._weight.shares if self._weight is not None else DEFAULT_CPU_SHARES)
+            self._weigh(DEFAULT_CPU_SHARES)
             remaining = max(5.0, self._deadline - time.monotonic())
             if self._checked and wait_ready(self._container, self._checked, remaining):
                 log = read_logs(self._container)
-                if self._weight is not None:
-                    self._weight.forget(self._container)
                 self._weigh(CHECK_CPU_SHARES)
                 with contextlib.suppress(DockerException, requests.RequestException):
                     self._container.kill(signal=GO_SIGNAL)  # the held bytecode compile starts
@@ -336,7 +325,6 @@ def build_in_volume(
             hold_compile=source.allow_pending_check,  # until CheckContainer.verdict: the score is over
             hold_check=hold_check,  # until CheckContainer.release
             verify=delta_check([f"{BUILD_DIR}/{name}" for name in want.files], _SEED) if delta_mounts else (),
-            weight=source.weight,
         )
         if delta_mounts and start_from is not None:
             notes.append(f"started from the closest set {start_from.tag}: only what it lacks is installed\n")
@@ -363,12 +351,7 @@ def build_in_volume(
                     installed=pins,
                     installer=mode,
                     check=CheckContainer(
-                        container,
-                        started + source.timeout,
-                        checked_mark(ready_mark),
-                        "".join(notes),
-                        held=hold_check,
-                        weight=source.weight,
+                        container, started + source.timeout, checked_mark(ready_mark), "".join(notes), held=hold_check
                     ),
                     started_from=start_from if delta_mounts else None,
                 )

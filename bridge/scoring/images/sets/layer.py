@@ -124,7 +124,6 @@ def build_layer(client: docker.DockerClient, want: DepSet, source: InstallSource
             mode=mode,
             view=source.view,
             wheels=source.wheels,
-            weight=source.weight,
         )
         with managed(container):
             say_: ProgressFn = functools.partial(say, source.progress)

@@ -13,13 +13,10 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from bridge.scoring.images.base import BuildResult, DependencyInstallError
 from bridge.scoring.types import ProgressFn
-
-if TYPE_CHECKING:
-    from bridge.scoring.images.sets.buildbox import BuildWeight
 
 
 @dataclass(frozen=True)
@@ -106,8 +103,6 @@ class InstallSource:
     allow_pending_check: bool = False
     #: a pending check waits for ``DepsImage.release_check`` (or the verdict) before it starts
     hold_check: bool = False
-    #: the build containers' CPU weight (``buildbox.BuildWeight``); None: Docker's default
-    weight: BuildWeight | None = None
 
 
 class DepStore(Protocol):
