@@ -372,6 +372,13 @@ def test_cancel_stops_jobs_and_sweeps(
         EvaluationOptions(scoring=ScoreOptions(backend=backend)),
     )
     assert sorted(e["repo_name"] for e in json.loads(path.read_text())["results"]) == sorted([ORACLE, EMPTY])
+    # the cancelled jobs' workers were killed mid-job: their staging folders (golden files in
+    # them) went with the sweep when the next jobs started, as their containers did
+    import tempfile
+
+    from bridge.scoring.run.ray_backend import STAGING_PREFIX
+
+    assert list(Path(tempfile.gettempdir()).glob(f"{STAGING_PREFIX}*")) == []
 
 
 # ----------------------------------------------------------------------------- fast checks (no cluster)
@@ -563,3 +570,29 @@ def test_ray_backend_without_ray_is_a_clear_error(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError, as without the extra
     with pytest.raises(ScoringError, match=r"pip install 'repogenesis-bridge\[ray\]'"):
         make_backend("ray")
+
+
+def test_staging_folders_of_dead_workers_are_swept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cancelled job's worker is killed before its temporary folder is removed: the folder,
+    with the task's golden files, stayed in the node's temp folder."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from bridge.scoring.run.ray_backend import STAGING_PREFIX, sweep_stale_staging
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    dead = tmp_path / f"{STAGING_PREFIX}{gone.pid}-abc"
+    (dead / "task" / "tests").mkdir(parents=True)
+    (dead / "task" / "tests" / "test_x.py").write_text("golden")
+    alive = tmp_path / f"{STAGING_PREFIX}{os.getpid()}-def"
+    alive.mkdir()
+    elsewhere = tmp_path / "outside"
+    elsewhere.mkdir()
+    (elsewhere / "keep").write_text("x")
+    link = tmp_path / f"{STAGING_PREFIX}{gone.pid}-link"
+    link.symlink_to(elsewhere)
+    assert sweep_stale_staging() == 1
+    assert not dead.exists() and alive.is_dir() and link.is_symlink() and (elsewhere / "keep").exists()

@@ -16,7 +16,8 @@ worker side (unpack, verify, score, sweep) are one protocol and are read togethe
 
 A job whose worker or node dies is retried by Ray (`max_retries`), then reported as
 `infra_error` with Ray's reason, which `--resume` re-runs. Containers of a killed job carry the
-dead worker's pid and are swept when a job next starts on that node (and by the end-of-run sweep).
+dead worker's pid and are swept when a job next starts on that node (and by the end-of-run sweep),
+as is its staging folder, named after the worker's pid (``sweep_stale_staging``).
 Ray is imported lazily: the rest of the bridge works without the `ray` extra.
 """
 
@@ -184,7 +185,8 @@ def score_on_node(
     say("started")
     client = get_client()
     sweep_stale(client)  # containers of jobs killed on this node earlier (their worker pid is dead)
-    with tempfile.TemporaryDirectory(prefix="rgbridge-ray-") as tmp:
+    sweep_stale_staging()  # and their staging folders, golden files included
+    with tempfile.TemporaryDirectory(prefix=f"{STAGING_PREFIX}{os.getpid()}-") as tmp:
         os.chmod(tmp, 0o700)
         work = Path(tmp)
         task = unpack_task(task_desc, task_blob, work / "task")
@@ -223,6 +225,33 @@ def score_on_node(
     }
 
 
+#: a job's staging folder in the node's temp folder: the prefix, the worker's pid, a dash
+STAGING_PREFIX = "rgbridge-ray-job-"
+
+
+def sweep_stale_staging() -> int:
+    """Remove the staging folders of jobs whose worker died (a cancelled job's worker is killed:
+    its folder, golden files included, outlived it). A folder is named after its worker's pid;
+    only this user's real folders are touched, never through a link."""
+    from bridge.fs.files import pid_alive
+
+    removed = 0
+    root = Path(tempfile.gettempdir())
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(root):
+            pid_text = entry.name.removeprefix(STAGING_PREFIX).partition("-")[0]
+            if not entry.name.startswith(STAGING_PREFIX) or not pid_text.isdigit() or pid_alive(int(pid_text)):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if entry.is_dir(follow_symlinks=False) and st.st_uid == os.getuid():
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed += 1
+    return removed
+
+
 def sweep_node(run_ids: list[str]) -> int:
     """Remove the given runs' containers (and orphans) from this node's engine."""
     from bridge.scoring.run.runner import sweep_stale
@@ -230,7 +259,7 @@ def sweep_node(run_ids: list[str]) -> int:
     from bridge.scoring.sandbox.docker_client import get_client
 
     client = get_client()
-    removed = sweep_stale(client)
+    removed = sweep_stale(client) + sweep_stale_staging()
     for run_id in run_ids:
         removed += len(sweep(client, run_id=run_id).containers)
     return removed
