@@ -1,6 +1,7 @@
 """Runs the install script of a dependency set (bridge/scoring/assets/install_set.sh) on the host
 with stand-ins for python, pip and uv that record each call in one trace, in order with the
-script's own output; what the script does in a real build container is covered by the engine
+script's own output (a script the install script gives python on its stdin runs for real; uv's
+stand-in makes the ``.dist-info`` folders ``STUB_NEW_DISTS`` names in ``STUB_SITE``); what the script does in a real build container is covered by the engine
 tests (test_env_volume.py, test_layer_export.py, test_closest_set.py)."""
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ case "$*" in
   *"-m pip"*) exit "${STUB_PIP_EXIT:-0}" ;;
   *json.load*) exec "$STUB_REAL_PYTHON" "$@" ;;
   *compileall*) exit 0 ;;
-  *sys.prefix*) echo "$STUB_PREFIX"; exit 0 ;;
+  *sys.prefix*) echo "$STUB_PREFIX"; echo; echo "${STUB_SITE:-}"; exit 0 ;;
+  "- "*) exec "$STUB_REAL_PYTHON" "$@" ;;
 esac
 exit 0
 """
@@ -36,7 +38,10 @@ exit 0
 _UV_STUB = r"""#!/bin/bash
 echo "STUB uv $*" >> "$TRACE"
 case "$*" in
-  "pip install"*) mkdir -p "$STUB_PREFIX/.rgbridge-uv-cache"; exit "${STUB_UV_EXIT:-0}" ;;
+  "pip install"*)
+    mkdir -p "$STUB_PREFIX/.rgbridge-uv-cache"
+    for d in ${STUB_NEW_DISTS:-}; do mkdir -p "$STUB_SITE/$d"; done
+    exit "${STUB_UV_EXIT:-0}" ;;
   "pip compile"*) exit "${STUB_UV_COMPILE_EXIT:-0}" ;;
 esac
 exit 0

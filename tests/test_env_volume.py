@@ -19,6 +19,7 @@ from bridge.scoring.images.sets import (
     REJECTED_NOTE,
     SEED_MARK,
     buildbox,
+    bytecode,
     deps_image_tag,
     ensure_deps_image,
     seed_volume,
@@ -66,7 +67,7 @@ def test_sets_in_volumes_compile_bytecode_after_the_ready_mark_and_pips_verdict(
     assert not run.having("--compile-bytecode")
     checked = buildbox.checked_mark("READY")
     assert run.lines.index("READY") < run.index("pip install --dry-run") < run.lines.index(checked)
-    assert run.lines.index(checked) < run.index("compileall.compile_dir")  # no hold: nothing waited for
+    assert run.lines.index(checked) < run.index("compileall.compile_file")  # no hold: nothing waited for
     early = install_script_runner.run(tmp_path / "b", ["requirements.txt"], mode="index", ready_mark="READY")
     assert early.returncode == 0 and not early.having("compileall")
 
@@ -85,7 +86,7 @@ def test_a_held_compile_waits_for_the_go_signal_after_the_verdict(tmp_path):
     finally:
         run = install_script_runner.finish(proc, trace, build)
     assert run.returncode == 0, run.lines
-    assert run.lines.index(checked) < run.index("compileall.compile_dir")
+    assert run.lines.index(checked) < run.index("compileall.compile_file")
     assert buildbox.install_settings(["r.txt"], mode="index", hold_compile=True)["RGBRIDGE_HOLD_LIMIT"] == str(
         buildbox.HOLD_LIMIT
     )
@@ -101,7 +102,7 @@ def test_a_held_compile_goes_at_its_limit_without_the_signal(tmp_path):
         hold_compile=True,
         overrides={"RGBRIDGE_HOLD_LIMIT": "1"},
     )
-    assert run.returncode == 0 and run.having("compileall.compile_dir")
+    assert run.returncode == 0 and run.having("compileall.compile_file")
 
 
 def test_uv_hard_links_from_a_cache_inside_the_environment_removed_before_it_is_ready(tmp_path):
@@ -262,9 +263,13 @@ def test_a_held_check_starts_only_when_released_and_the_verdict_releases_it(dock
 
 
 @pytest.mark.docker
-def test_a_pending_sets_bytecode_waits_for_the_end_of_its_score(docker_client, base_image, index_needed):
+def test_a_pending_sets_bytecode_waits_for_the_end_of_its_score(
+    docker_client, base_image, index_needed, tmp_path, monkeypatch
+):
     """The whole environment's bytecode (seconds of CPU) is compiled only once the score it was
-    left pending beside is over (``settle``), not while that score runs (issue 23)."""
+    left pending beside is over (``settle``), not while that score runs (issue 23). An empty
+    package cache of its own: no bytecode store has six's (sets/bytecode.py)."""
+    monkeypatch.setenv("RGBRIDGE_WHEEL_CACHE", str(tmp_path / "wheels"))
     reqs = _nonce("six==1.16.0\n")
     deps = ensure_deps_image(docker_client, reqs, env_volume=True, allow_pending_check=True, timeout=300)
     assert deps.volume is not None and deps.pending_check is not None
@@ -288,6 +293,7 @@ def test_a_pending_sets_bytecode_waits_for_the_end_of_its_score(docker_client, b
         env_mod.wait_for_compiles(120)
         _untag(docker_client, deps_image_tag(base_image, reqs, in_volume=True))  # the accepted set's tag
         env_mod.remove_volume(docker_client, deps.volume.name)
+        env_mod.remove_volume(docker_client, bytecode.store_name(docker_client, base_image))  # the cache's own store
 
 
 @pytest.mark.docker

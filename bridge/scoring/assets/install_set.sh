@@ -29,6 +29,12 @@
 #   RGBRIDGE_CACHE_DIR RGBRIDGE_OUTBOX_DIR RGBRIDGE_TOOLS_DIR
 #                          read-only mounts: the package cache's view, a wheelhouse, the uv binary
 #   RGBRIDGE_SCRATCH       where pip's cache and report go (removed at exit)
+#   RGBRIDGE_BYTECODE_DIR  (index mode, compile late) a read-only mount of the bytecode store
+#                          (bridge/scoring/images/sets/bytecode.py): the keys of the
+#                          distributions the installs added that the store lacks are printed
+#                          before the ready mark (a line RGBRIDGE_BYTECODE_MISSING); the store's
+#                          hash-checked .pyc files of the others are copied in after it, beside
+#                          the score, each file whole, none overwritten ("": no store)
 # pip.env (next to this script) holds the host's pip index settings. A file verify.sh there is
 # sourced after the installs in index mode (a delta build's check, closest.py).
 #
@@ -64,8 +70,8 @@ held() {
   done
 }
 # the environment's prefix, and that of a venv ("" otherwise), from one interpreter start
-PREFIX="" VENV_PREFIX=""
-{ read -r PREFIX; read -r VENV_PREFIX; } < <(python -c 'import sys; print(sys.prefix); print(sys.prefix if sys.prefix != sys.base_prefix else "")')
+PREFIX="" VENV_PREFIX="" SITE=""
+{ read -r PREFIX; read -r VENV_PREFIX; read -r SITE; } < <(python -c 'import sys, sysconfig; print(sys.prefix); print(sys.prefix if sys.prefix != sys.base_prefix else ""); print(sysconfig.get_paths()["purelib"])')
 echo "RGBRIDGE_PREFIX=$VENV_PREFIX"
 . "$BUILD_DIR/pip.env"
 export PIP_CACHE_DIR="$SCRATCH/rgbridge-pip"
@@ -100,6 +106,10 @@ UV_INDEX_ARGS=()
 for u in ${PIP_EXTRA_INDEX_URL:-}; do UV_INDEX_ARGS+=(--extra-index-url "$u"); done
 for h in ${PIP_TRUSTED_HOST:-}; do UV_INDEX_ARGS+=(--allow-insecure-host "$h"); done
 echo RGBRIDGE_INSTALLER=uv
+# the distributions already there (the base's, or a closest set's): the store's bytecode is
+# copied for the ones the installs add
+dists_before=" "
+for d in "$SITE"/*.dist-info; do dists_before+="${d##*/} "; done
 # uv unpacks wheels into its cache and hard-links them into the environment: with the cache on
 # the environment's own file system (a folder in it, removed before anyone sees the
 # environment) nothing is copied twice; the installed files stay when the cache goes
@@ -120,8 +130,53 @@ if [ -f "$BUILD_DIR/verify.sh" ]; then
 fi
 # uv's lock file in the environment folder is not part of what pip would leave there
 rm -rf "$UV_CACHE" "$PREFIX/.lock"
+phase cleaned
+bytecode=()
+if [ -n "${RGBRIDGE_BYTECODE_DIR:-}" ] && [ "$RGBRIDGE_COMPILE_LATE" = 1 ]; then
+  # hash-checked bytecode compiled from the same wheels by a container that only reads them;
+  # Python uses a file only when its source hashes the same, so a copy never changes a module.
+  # A key is the .dist-info folder's name and version, normalised as bytecode.key_of does.
+  missing=()
+  for d in "$SITE"/*.dist-info; do
+    folder="${d##*/}"
+    [[ "$dists_before" == *" $folder "* ]] && continue
+    stem="${folder%.dist-info}"
+    name="${stem%%-*}" version="${stem#*-}"
+    name="${name//[-.]/_}"
+    while [[ "$name" == *__* ]]; do name="${name//__/_}"; done
+    key="${name,,}-${version,,}"
+    if [ -d "$RGBRIDGE_BYTECODE_DIR/$key" ]; then bytecode+=("$key"); else missing+=("$key"); fi
+  done
+  echo "RGBRIDGE_BYTECODE_MISSING ${missing[*]}"
+fi
 if [ -n "$RGBRIDGE_READY_MARK" ]; then
   echo "$RGBRIDGE_READY_MARK"
+fi
+copying=""
+if [ "${#bytecode[@]}" -gt 0 ]; then
+  # beside the score: each file is written aside and renamed, so an import sees it whole or not
+  # at all (a module imported before its file arrives is compiled in memory, as without it)
+  python - "$RGBRIDGE_BYTECODE_DIR" "$SITE" "${bytecode[@]}" <<'PY' &
+import os, shutil, sys
+store, site, keys = sys.argv[1], os.path.normpath(sys.argv[2]), sys.argv[3:]
+for key in keys:
+    src = os.path.join(store, key)
+    for root, _dirs, files in os.walk(src):
+        folder = os.path.normpath(os.path.join(site, os.path.relpath(root, src)))
+        if not folder.startswith(site + os.sep):
+            continue
+        for f in files:
+            dest = os.path.join(folder, f)
+            if not f.endswith(".pyc") or os.path.lexists(dest):
+                continue
+            try:
+                os.makedirs(folder, exist_ok=True)
+                shutil.copyfile(os.path.join(root, f), dest + ".part")
+                os.replace(dest + ".part", dest)
+            except OSError:
+                pass
+PY
+  copying=$!
 fi
 if [ "$RGBRIDGE_CHECK" = 1 ]; then
   if [ "$hold_check" = 1 ]; then
@@ -151,7 +206,18 @@ if [ "$RGBRIDGE_COMPILE_LATE" = 1 ]; then
   if [ "$hold" = 1 ]; then
     held go
   fi
-  python -c 'import compileall, sysconfig; compileall.compile_dir(sysconfig.get_paths()["purelib"], quiet=1, workers=0)' >/dev/null
+  if [ -n "$copying" ]; then
+    wait "$copying"
+    phase bytecode
+  fi
+  # modules that have bytecode already (the store's) are left as they are
+  python -c 'import compileall, functools, os, sysconfig; from importlib.util import cache_from_source as pyc
+from concurrent.futures import ProcessPoolExecutor
+site = sysconfig.get_paths()["purelib"]
+todo = [os.path.join(r, f) for r, _, fs in os.walk(site) for f in fs if f.endswith(".py") and not os.path.exists(pyc(os.path.join(r, f)))]
+if todo:
+    with ProcessPoolExecutor() as pool:
+        list(pool.map(functools.partial(compileall.compile_file, force=True, quiet=1), todo, chunksize=64))' >/dev/null
   phase compiled
 fi
 exit 0

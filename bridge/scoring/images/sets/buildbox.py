@@ -62,13 +62,15 @@ def install_settings(
     compile_late: bool = False,
     hold_compile: bool = False,
     hold_check: bool = False,
+    bytecode_dir: str = "",
 ) -> dict[str, str]:
     """What the install script (``INSTALL_SCRIPT``, whose header says what each setting does)
     is told to do: install ``files`` (names in ``BUILD_DIR``) in ``mode`` (``index``, ``pip``
     or ``local``), print ``ready_mark`` once the environment is final, run pip's check there
     (``check``), compile bytecode after pip's verdict (``compile_late``, sets in volumes) and
-    hold that compile until ``GO_SIGNAL`` (``hold_compile``, ``env_volume.CheckContainer``), and
-    hold pip's check until ``CHECK_SIGNAL`` (``hold_check``)."""
+    hold that compile until ``GO_SIGNAL`` (``hold_compile``, ``env_volume.CheckContainer``),
+    hold pip's check until ``CHECK_SIGNAL`` (``hold_check``), and copy the bytecode store's files
+    mounted at ``bytecode_dir`` into the set (``bytecode.py``; "": none)."""
     if mode not in ("index", "pip", "local"):
         raise ValueError(f"unknown install mode {mode!r}")
     for name in files:
@@ -91,6 +93,7 @@ def install_settings(
         "RGBRIDGE_OUTBOX_DIR": OUTBOX_DIR,
         "RGBRIDGE_TOOLS_DIR": TOOLS_DIR,
         "RGBRIDGE_SCRATCH": "/tmp",
+        "RGBRIDGE_BYTECODE_DIR": bytecode_dir,
     }
 
 
@@ -203,6 +206,7 @@ def start_build_container(
     hold_compile: bool = False,
     hold_check: bool = False,
     verify: Sequence[str] = (),
+    bytecode_dir: str = "",
 ) -> tuple[Container, str]:
     """Create and start one build container FROM ``base`` running the install script over
     ``requirement_files``; returns it (the caller removes it) and its ready mark.
@@ -227,6 +231,7 @@ def start_build_container(
             compile_late=compile_late,
             hold_compile=hold_compile,
             hold_check=hold_check,
+            bytecode_dir=bytecode_dir,
         )
         pip_env = {} if mode == "local" else host_pip_index_settings()
         write_build_files(files_dir, settings, pip_env, verify)

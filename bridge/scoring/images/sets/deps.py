@@ -260,6 +260,7 @@ def _source(
             timeout=remaining(),
             progress=progress,
             on_installed=fill_cache if mode != "local" else None,
+            cached=wait_for_cache_fills,
         )
         built = True
     finally:

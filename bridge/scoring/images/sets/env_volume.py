@@ -22,7 +22,8 @@ import contextlib
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import docker
 import requests
@@ -44,6 +45,7 @@ from bridge.scoring.images.sets.buildbox import (
     start_build_container,
     wait_ready,
 )
+from bridge.scoring.images.sets.bytecode import FILL_SECONDS, STORE_DIR, missing_keys, start_fill, store_mount
 from bridge.scoring.images.sets.closest import (
     CLOSEST_DIR,
     DELTA_DIFFERS,
@@ -51,7 +53,7 @@ from bridge.scoring.images.sets.closest import (
     delta_check,
 )
 from bridge.scoring.images.sets.layer_export import valid_prefix
-from bridge.scoring.images.sets.reaper import compile_done, hand_over, watch_compile
+from bridge.scoring.images.sets.reaper import compile_done, hand_over, starting, watch_compile
 from bridge.scoring.images.sets.store import DepSet, EnvVolume, InstallSource
 from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels
 
@@ -233,22 +235,45 @@ _compiles = Background(daemon=True)
 atexit.register(hand_over)
 
 
-def _reap(container: Container, deadline: float) -> None:
+def _wait_and_remove(container: Container, deadline: float) -> None:
     from bridge.scoring.sandbox.containers import remove_container, wait_with_timeout
 
-    container_id = str(container.id)
-    watch_compile(container_id, deadline)
+    try:
+        with contextlib.suppress(DockerException, requests.RequestException):
+            wait_with_timeout(container, max(5.0, deadline - time.monotonic()))
+        with contextlib.suppress(DockerException, requests.RequestException):
+            remove_container(container)
+    finally:
+        compile_done(str(container.id))
+
+
+def _reap(container: Container, deadline: float) -> None:
+    watch_compile(str(container.id), deadline)
+    _compiles.start(lambda: _wait_and_remove(container, deadline), "set-compile")
+
+
+def fill_bytecode(
+    client: docker.DockerClient, base: str, keys: list[str], *, after: Callable[[], object] | None = None
+) -> None:
+    """Compile the bytecode store's missing ``keys`` in the background (``bytecode.py``): started
+    off the caller's thread (the profile whose set was accepted may be the score's last), waited
+    for and removed as a set's compile is (a process that exits hands it to a reaper). ``after``
+    first: the wheels the build's host fetch brings (the fill reads the package cache)."""
+    if not keys:
+        return
 
     def run() -> None:
-        try:
-            with contextlib.suppress(DockerException, requests.RequestException):
-                wait_with_timeout(container, max(5.0, deadline - time.monotonic()))
-            with contextlib.suppress(DockerException, requests.RequestException):
-                remove_container(container)
-        finally:
-            compile_done(container_id)
+        if after is not None:
+            after()
+        with starting():
+            container = start_fill(client, base, keys)
+            if container is None:
+                return
+            deadline = time.monotonic() + FILL_SECONDS
+            watch_compile(str(container.id), deadline)
+        _wait_and_remove(container, deadline)
 
-    _compiles.start(run, "set-compile")
+    _compiles.start(run, "bytecode-fill")
 
 
 def wait_for_compiles(timeout: float = 600.0) -> bool:
@@ -262,6 +287,8 @@ class VolumeBuild(BuildResult):
     check: CheckContainer | None = None
     #: the finished set this one was started from (``closest.py``), None: from the base's venv
     started_from: SetRecord | None = None
+    #: distributions the build installed that the bytecode store lacks (``bytecode.py``)
+    bytecode_missing: list[str] = field(default_factory=list)
 
 
 def build_in_volume(
@@ -294,6 +321,8 @@ def build_in_volume(
     # pip's check is held only where it is left running beside the score (``CheckContainer``)
     hold_check = source.hold_check and source.allow_pending_check and mode == "index"
     seed = seed_volume(client, want.base, volume.path)
+    # the bytecode store, where the set's bytecode is compiled late (uv builds in volumes)
+    store = store_mount(client, want.base) if mode == "index" else None
     while True:
         remove_volume(client, volume.name)  # an unfinished or rejected build's leftovers
         delta = start_from is not None and mode == "index"
@@ -319,12 +348,14 @@ def build_in_volume(
                 docker.types.Mount(volume.path, volume.name, type="volume", no_copy=True),
                 docker.types.Mount(_SEED, seed, type="volume", read_only=True, no_copy=True),
                 *delta_mounts,
+                *([store] if store is not None and mode == "index" else []),
             ],
             command=["bash", "-c", seeded_start(volume.path, CLOSEST_DIR if delta_mounts else _SEED)],
             compile_late=True,  # bytecode after the ready mark and pip's verdict (assets/install_set.sh)
             hold_compile=source.allow_pending_check,  # until CheckContainer.verdict: the score is over
             hold_check=hold_check,  # until CheckContainer.release
             verify=delta_check([f"{BUILD_DIR}/{name}" for name in want.files], _SEED) if delta_mounts else (),
+            bytecode_dir=STORE_DIR if store is not None and mode == "index" else "",
         )
         if delta_mounts and start_from is not None:
             notes.append(f"started from the closest set {start_from.tag}: only what it lacks is installed\n")
@@ -354,6 +385,7 @@ def build_in_volume(
                         container, started + source.timeout, checked_mark(ready_mark), "".join(notes), held=hold_check
                     ),
                     started_from=start_from if delta_mounts else None,
+                    bytecode_missing=missing_keys(log),
                 )
             outcome = wait_with_timeout(container, remaining())
             log = read_logs(container)
@@ -402,4 +434,5 @@ def build_in_volume(
             installed=pins,
             installer=mode,
             started_from=start_from if delta_mounts else None,
+            bytecode_missing=missing_keys(log),
         )

@@ -17,13 +17,34 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
 import requests
 from docker.errors import DockerException
 
 _guard = threading.Lock()
+_idle = threading.Condition(_guard)
 #: container id -> monotonic deadline of the compiles this process still waits for
 _running: dict[str, float] = {}
+#: containers being started in the background that will be watched (``starting``)
+_starts = 0
+#: how long ``hand_over`` waits for them
+START_WAIT = 15.0
+
+
+@contextlib.contextmanager
+def starting() -> Iterator[None]:
+    """A compile container being started off the caller's thread, to be named to
+    ``watch_compile``: ``hand_over`` waits for it rather than leave it without a reaper."""
+    global _starts
+    with _guard:
+        _starts += 1
+    try:
+        yield
+    finally:
+        with _guard:
+            _starts -= 1
+            _idle.notify_all()
 
 
 def watch_compile(container_id: str, deadline: float) -> None:
@@ -39,6 +60,7 @@ def compile_done(container_id: str) -> None:
 def hand_over() -> list[str]:
     """At exit: a detached reaper for each compile still running; the ids handed over."""
     with _guard:
+        _idle.wait_for(lambda: _starts == 0, timeout=START_WAIT)
         pending = dict(_running)
         _running.clear()
     for container_id, deadline in pending.items():

@@ -103,6 +103,8 @@ class InstallSource:
     allow_pending_check: bool = False
     #: a pending check waits for ``DepsImage.release_check`` (or the verdict) before it starts
     hold_check: bool = False
+    #: waits until the wheels the host fetches after the build (``on_installed``) are cached
+    cached: Callable[[], object] | None = None
 
 
 class DepStore(Protocol):

@@ -20,6 +20,7 @@ from bridge.scoring.images.sets.closest import find_closest, merged_pins, rememb
 from bridge.scoring.images.sets.env_volume import (
     CheckContainer,
     build_in_volume,
+    fill_bytecode,
     mark_complete,
     remove_volume,
     volume_for,
@@ -108,6 +109,8 @@ class VolumeStore:
 
         def accepted() -> None:
             remember(self.client, volume.name, want, pins)
+            # the store learns what this set lacked, off the score's path
+            fill_bytecode(self.client, want.base, res.bytecode_missing, after=source.cached)
 
         if res.check is None:
             mark_complete(self.client, want.base, want.tag)
