@@ -232,34 +232,26 @@ def test_a_pending_check_holds_the_set_until_pip_accepts(docker_client, base_ima
 
 
 @pytest.mark.docker
-def test_a_held_check_starts_only_when_released_and_the_verdict_releases_it(docker_client, base_image, index_needed):
-    """With ``hold_check`` pip's check waits until a profile of the score is over
-    (``DepsImage.release_check``); a caller that never releases it still gets the verdict."""
-    built = []
+def test_a_pending_check_runs_from_the_ready_mark_at_the_lowest_cpu_weight(docker_client, base_image, index_needed):
+    """pip's check runs beside the score at once, on the CPU the score leaves idle (weight 2):
+    nothing releases it, and the verdict is out before anyone asks for it. Held until a profile
+    ended (at weight 64) it ran mostly after the score, whose last second it became."""
+    reqs = _nonce("six==1.16.0\n")
+    deps = ensure_deps_image(docker_client, reqs, env_volume=True, allow_pending_check=True, timeout=300)
     try:
-        for release in (True, False):
-            reqs = _nonce("six==1.16.0\n")
-            deps = ensure_deps_image(
-                docker_client, reqs, env_volume=True, allow_pending_check=True, hold_check=True, timeout=300
-            )
-            built.append((reqs, deps))
-            assert deps.volume is not None and deps.pending_check is not None
-            builds = docker_client.containers.list(all=True, filters={"volume": deps.volume.name})
-            assert len(builds) == 1
-            assert not buildbox.wait_ready(builds[0], "RGBRIDGE_PHASE checked", 4)  # held
-            if release:
-                deps.release_check()
-                deps.release_check()  # once is enough
-                assert buildbox.wait_ready(builds[0], "RGBRIDGE_PHASE checked", 120)
-            assert deps.settle() is True
-            assert "RGBRIDGE_PHASE checked" in deps.build_log()
+        assert deps.volume is not None and deps.pending_check is not None
+        (build,) = docker_client.containers.list(all=True, filters={"volume": deps.volume.name})
+        build.reload()
+        assert build.attrs["HostConfig"]["CpuShares"] == env_mod.CHECK_CPU_SHARES == 2
+        assert buildbox.wait_ready(build, "RGBRIDGE_PHASE checked", 120)  # nobody settled it yet
+        assert deps.settle() is True
+        assert "RGBRIDGE_PHASE checked" in deps.build_log()
     finally:
-        for reqs, deps in built:
-            deps.settle()
-            env_mod.wait_for_compiles(120)
-            _untag(docker_client, deps_image_tag(base_image, reqs, in_volume=True))
-            if deps.volume is not None:
-                env_mod.remove_volume(docker_client, deps.volume.name)
+        deps.settle()
+        env_mod.wait_for_compiles(120)
+        _untag(docker_client, deps_image_tag(base_image, reqs, in_volume=True))
+        if deps.volume is not None:
+            env_mod.remove_volume(docker_client, deps.volume.name)
 
 
 @pytest.mark.docker

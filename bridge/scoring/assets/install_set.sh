@@ -22,9 +22,6 @@
 #   RGBRIDGE_HOLD_COMPILE  1 (with compile late and a ready mark): after the verdict the
 #                          bytecode waits for RGBRIDGE_GO_SIGNAL (the host sends it when the score
 #                          beside it is over) or RGBRIDGE_HOLD_LIMIT seconds
-#   RGBRIDGE_HOLD_CHECK    1 (with a ready mark and pip's check here): after the ready mark, pip's
-#                          check waits for RGBRIDGE_CHECK_SIGNAL (the host sends it once a profile
-#                          of the score beside it is over) or RGBRIDGE_HOLD_LIMIT seconds
 #   RGBRIDGE_UV_REJECTED   exit status of a build whose uv install pip does not accept
 #   RGBRIDGE_CACHE_DIR RGBRIDGE_OUTBOX_DIR RGBRIDGE_TOOLS_DIR
 #                          read-only mounts: the package cache's view, a wheelhouse, the uv binary
@@ -53,13 +50,6 @@ if [ "$RGBRIDGE_COMPILE_LATE" = 1 ] && [ "$RGBRIDGE_HOLD_COMPILE" = 1 ] && [ -n 
   hold=1
   go=0
   trap 'go=1' "$RGBRIDGE_GO_SIGNAL"
-fi
-hold_check=0
-if [ "${RGBRIDGE_HOLD_CHECK:-0}" = 1 ] && [ "$RGBRIDGE_CHECK" = 1 ] && [ -n "$RGBRIDGE_READY_MARK" ]; then
-  # the host may signal as soon as the ready mark is out
-  hold_check=1
-  check_go=0
-  trap 'check_go=1' "$RGBRIDGE_CHECK_SIGNAL"
 fi
 # wait for a trapped signal's flag (named by $1) or the hold limit; `wait` returns as soon as a
 # trapped signal arrives, a signal between the test and `wait` costs one more second at most
@@ -179,10 +169,6 @@ PY
   copying=$!
 fi
 if [ "$RGBRIDGE_CHECK" = 1 ]; then
-  if [ "$hold_check" = 1 ]; then
-    # the score beside it comes first: the check runs once the host releases it
-    held check_go
-  fi
   # pip's own dry run of every file in the environment uv made installs nothing: pip's rules
   # (specifiers, markers, extras, pre-releases) accept what uv chose. --no-index: an installed
   # distribution that satisfies a requirement needs no index, and one that does not makes the

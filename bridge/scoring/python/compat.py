@@ -107,7 +107,6 @@ def run_compat(run: ProfileRun) -> ProfileResult:
                 env_volume=True,
                 allow_pending_check=True,
                 installer=installer,
-                hold_check=ctx.turns.holds_checks,
             )
         finally:
             ctx.turns.done("compat")  # its set is ready (or will not be): strict's build may start
@@ -128,7 +127,6 @@ def run_compat(run: ProfileRun) -> ProfileResult:
         logs=run.logs,
         progress=progress,
         profile="compat",
-        turns=ctx.turns,
     )
 
 

@@ -80,7 +80,6 @@ def run_strict(run: ProfileRun) -> ProfileResult:
             allow_pending_check=True,
             installer=installer,
             before_build=lambda: run.ctx.turns.wait("strict"),
-            hold_check=run.ctx.turns.holds_checks,
         )
 
     # The score runs while pip checks uv's install; a rejection scores again on pip's own set.
@@ -91,7 +90,6 @@ def run_strict(run: ProfileRun) -> ProfileResult:
         logs=run.logs,
         progress=progress,
         profile="strict",
-        turns=run.ctx.turns,
     )
 
 
@@ -156,5 +154,4 @@ def _score_with(run: ProfileRun, deps: DepsImage) -> ProfileResult:
                     logs=run.logs,
                     progress=run.progress,
                     finish=run.finish,
-                    deployed=ctx.turns.release_checks,  # pip's held checks start with the tests
                 )

@@ -30,10 +30,8 @@ def grade_suite(
     logs: LogSink,
     progress: ProgressFn,
     finish: Callable[..., ProfileResult],
-    deployed: Callable[[], None] | None = None,
 ) -> ProfileResult:
-    """Strict's grade of the deployed service by the golden suite; ``deployed`` is called once
-    the service answers, before the tests."""
+    """Strict's grade of the deployed service by the golden suite."""
     white_box = task.white_box
     if white_box:
         collection = Collection()
@@ -66,8 +64,6 @@ def grade_suite(
             ),
         )
 
-    if deployed is not None:
-        deployed()
     progress(f"strict: running {len(collected)} golden tests")
     budget, hard_limit = int(plan.timeouts["suite_budget"]), int(plan.timeouts["tests_hard_limit"])
     run = run_step(tester, plan.step("tests"))

@@ -40,38 +40,6 @@ class SetTurns:
         self.first = "compat" if {"compat", "strict"} <= set(profiles) else None
         self.limit = TURN_LIMIT if limit is None else limit
         self._done = threading.Event()
-        self._guard = threading.Lock()
-        self._held: list[DepsImage] = []
-        self._one_scored = False
-
-    @property
-    def holds_checks(self) -> bool:
-        """Whether pip's checks of the sets built now wait for the score's busiest part to end
-        (``release_checks``): with two profiles scoring at once, the checks ran beside both
-        deployments and cost the score about half a second (docs/measurements.md). A lone
-        profile's check runs beside it, as its verdict would otherwise wait."""
-        return self.first is not None
-
-    def hold(self, deps: DepsImage) -> None:
-        """A profile scores on ``deps``: its held check starts at ``release_checks``."""
-        with self._guard:
-            if not self._one_scored:
-                self._held.append(deps)
-                return
-        deps.release_check()
-
-    def scored(self, profile: str) -> None:
-        """``profile``'s score is over (whatever its outcome): every held check may start."""
-        self.release_checks()
-
-    def release_checks(self) -> None:
-        """The score's busiest part is over (a profile ended, or strict's service answers and its
-        tests, mostly waiting on the network, start): every held check may start."""
-        with self._guard:
-            self._one_scored = True
-            held, self._held = self._held, []
-        for deps in held:
-            deps.release_check()
 
     def wait(self, profile: str) -> None:
         """Called before ``profile`` builds a set: its turn, once the first profile's set is ready."""
@@ -186,7 +154,6 @@ def score_on_accepted_set(
     logs: LogSink,
     progress: ProgressFn,
     profile: str,
-    turns: SetTurns | None = None,
 ) -> ProfileResult:
     """A profile's score on its dependency set, kept only once pip accepts the set.
 
@@ -194,8 +161,7 @@ def score_on_accepted_set(
     be checking uv's install while ``score`` runs); a rejection scores again on pip's own set
     (``installer="pip"``), with the note at the top of ``build.log``. A failed install is
     ``build_failed(error)``. The build log is written before the score (its name is then part
-    of the result) and again with pip's check, unless the score wrote its own build log. With
-    ``turns``, a held check (``SetTurns.holds_checks``) starts once a profile's score is over.
+    of the result) and again with pip's check, unless the score wrote its own build log.
     """
     note = ""
     for installer in (None, "pip"):
@@ -204,15 +170,11 @@ def score_on_accepted_set(
         except DependencyInstallError as exc:
             logs.write("build.log", note + exc.log_tail)
             return build_failed(exc)
-        if turns is not None:
-            turns.hold(deps)
         try:
             if deps.log_tail:
                 logs.write("build.log", note + deps.log_tail)
             result = score(deps)
         finally:
-            if turns is not None:
-                turns.scored(profile)
             accepted = deps.settle()  # also when the score failed: the set is settled either way
         if deps.pending_check is not None and not result.build_error:
             logs.write("build.log", note + deps.build_log())

@@ -41,8 +41,6 @@ TOOLS_DIR = "/run/rgbridge/tools"  # the uv binary
 UV_REJECTED = 3
 #: what a ``hold_compile`` build waits for before compiling bytecode, and for how long at most
 GO_SIGNAL = "SIGUSR1"
-#: what a ``hold_check`` build waits for before pip's check (the same limit)
-CHECK_SIGNAL = "SIGUSR2"
 HOLD_LIMIT = 900
 _PREFIX_MARK = "RGBRIDGE_PREFIX="
 #: the install script, a container-side asset; in the container: ``BUILD_SCRIPT``
@@ -61,7 +59,6 @@ def install_settings(
     check: bool = True,
     compile_late: bool = False,
     hold_compile: bool = False,
-    hold_check: bool = False,
     bytecode_dir: str = "",
 ) -> dict[str, str]:
     """What the install script (``INSTALL_SCRIPT``, whose header says what each setting does)
@@ -69,8 +66,8 @@ def install_settings(
     or ``local``), print ``ready_mark`` once the environment is final, run pip's check there
     (``check``), compile bytecode after pip's verdict (``compile_late``, sets in volumes) and
     hold that compile until ``GO_SIGNAL`` (``hold_compile``, ``env_volume.CheckContainer``),
-    hold pip's check until ``CHECK_SIGNAL`` (``hold_check``), and copy the bytecode store's files
-    mounted at ``bytecode_dir`` into the set (``bytecode.py``; "": none)."""
+    and copy the bytecode store's files mounted at ``bytecode_dir`` into the set
+    (``bytecode.py``; "": none)."""
     if mode not in ("index", "pip", "local"):
         raise ValueError(f"unknown install mode {mode!r}")
     for name in files:
@@ -85,8 +82,6 @@ def install_settings(
         "RGBRIDGE_COMPILE_LATE": "1" if compile_late else "0",
         "RGBRIDGE_HOLD_COMPILE": "1" if hold_compile else "0",
         "RGBRIDGE_GO_SIGNAL": GO_SIGNAL.removeprefix("SIG"),
-        "RGBRIDGE_HOLD_CHECK": "1" if hold_check else "0",
-        "RGBRIDGE_CHECK_SIGNAL": CHECK_SIGNAL.removeprefix("SIG"),
         "RGBRIDGE_HOLD_LIMIT": str(HOLD_LIMIT),
         "RGBRIDGE_UV_REJECTED": str(UV_REJECTED),
         "RGBRIDGE_CACHE_DIR": CACHE_DIR,
@@ -204,7 +199,6 @@ def start_build_container(
     command: list[str] | None = None,
     compile_late: bool = False,
     hold_compile: bool = False,
-    hold_check: bool = False,
     verify: Sequence[str] = (),
     bytecode_dir: str = "",
 ) -> tuple[Container, str]:
@@ -230,7 +224,6 @@ def start_build_container(
             ready_mark=ready_mark,
             compile_late=compile_late,
             hold_compile=hold_compile,
-            hold_check=hold_check,
             bytecode_dir=bytecode_dir,
         )
         pip_env = {} if mode == "local" else host_pip_index_settings()

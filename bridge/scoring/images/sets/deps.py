@@ -108,7 +108,6 @@ def ensure_deps_image(
     allow_pending_check: bool = False,
     installer: str | None = None,
     before_build: Callable[[], None] | None = None,
-    hold_check: bool = False,
 ) -> DepsImage:
     """An image with ``requirements`` (then ``extra_packages``) installed in the active venv.
 
@@ -129,8 +128,7 @@ def ensure_deps_image(
     again with ``installer="pip"``).
 
     ``before_build`` is called when the set is not on disk, before it is built (the scoring
-    context's turn, ``workdir.SetTurns``). ``hold_check``: a pending check starts only at
-    ``DepsImage.release_check`` (or ``settle``), off the busiest part of the score.
+    context's turn, ``workdir.SetTurns``).
     """
     base = base or ensure_base_image(client, progress=progress)
     reqs = reqfile.normalise(requirements)
@@ -157,7 +155,6 @@ def ensure_deps_image(
         allow_pending_check=allow_pending_check,
         installer=installer,
         before_build=before_build,
-        hold_check=hold_check,
     )
 
 
@@ -172,7 +169,6 @@ def ensure(
     allow_pending_check: bool = False,
     installer: str | None = None,
     before_build: Callable[[], None] | None = None,
-    hold_check: bool = False,
 ) -> DepsImage:
     """The one flow over any store: the set ready on disk, else (after ``before_build``) built
     under its lock after room was made for it in the disk budget."""
@@ -196,7 +192,6 @@ def ensure(
         uncached: list[str] = []
         with _source(client, want, uncached, wheelhouse, progress, timeout, installer) as source:
             source.allow_pending_check = allow_pending_check
-            source.hold_check = hold_check
             ready = store.build(want, source, lock)
         return dataclasses.replace(ready, seconds=time.monotonic() - started, uncached=tuple(uncached))
 

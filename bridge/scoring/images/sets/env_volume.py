@@ -20,7 +20,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import secrets
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,7 +34,6 @@ from bridge.scoring.images.disk import LABEL_DEPS_TAG, SEED_KIND, VOLUME_KIND
 from bridge.scoring.images.sets.buildbox import (
     BUILD_DIR,
     BUILD_SCRIPT,
-    CHECK_SIGNAL,
     GO_SIGNAL,
     UV_REJECTED,
     checked_mark,
@@ -142,13 +140,14 @@ def seed_volume(client: docker.DockerClient, base: str, path: str, *, remake: bo
     return name
 
 
-#: the CPU weight of a check left running beside a score (Docker's default weight is 1024)
-CHECK_CPU_SHARES = 64
+#: the CPU weight of a check left running beside a score from the set's ready mark, and of the
+#: bytecode compile after it: the lowest Docker takes (its default is 1024), so they run on what
+#: the score leaves idle. A check held until a profile ended, at 64, ran mostly after the score
+#: and was its last second (docs/measurements.md)
+CHECK_CPU_SHARES = 2
 DEFAULT_CPU_SHARES = 1024
 #: how long a held bytecode compile may run once its score is over before its container goes
 COMPILE_ALLOWANCE = 300.0
-#: how long a held pip check may take once released, whatever time the score took
-CHECK_ALLOWANCE = 300.0
 #: exit status of a build whose seed volume lacks its mark
 SEED_INCOMPLETE = 4
 
@@ -175,24 +174,11 @@ class CheckContainer:
     set's bytecode (held until then: ``hold_compile`` in ``assets/install_set.sh``), which
     finishes in the background; the container is removed when it ends (``wait_for_compiles``)."""
 
-    def __init__(
-        self, container: Container, deadline: float, checked: str = "", notes: str = "", *, held: bool = False
-    ) -> None:
+    def __init__(self, container: Container, deadline: float, checked: str = "", notes: str = "") -> None:
         self._container = container
         self._deadline = deadline
         self._checked = checked
         self._notes = notes  # the build's own notes, kept at the top of the log
-        self._held = held  # pip's check waits for ``release`` (``hold_check``)
-        self._released = threading.Lock()
-
-    def release(self) -> None:
-        """Let a held check start (a profile of the score beside it is over); once is enough.
-        It then has ``CHECK_ALLOWANCE`` of its own, however long the score took."""
-        if not self._held or not self._released.acquire(blocking=False):
-            return
-        self._deadline = max(self._deadline, time.monotonic() + CHECK_ALLOWANCE)
-        with contextlib.suppress(DockerException, requests.RequestException):
-            self._container.kill(signal=CHECK_SIGNAL)
 
     def _weigh(self, shares: int) -> None:
         with contextlib.suppress(DockerException, requests.RequestException):
@@ -205,7 +191,6 @@ class CheckContainer:
         try:
             # the score this check ran beside is over: the rest of the check is now what the
             # caller waits for, at the default CPU weight; the bytecode after it goes back to low
-            self.release()
             self._weigh(DEFAULT_CPU_SHARES)
             remaining = max(5.0, self._deadline - time.monotonic())
             if self._checked and wait_ready(self._container, self._checked, remaining):
@@ -318,8 +303,6 @@ def build_in_volume(
 
     mode = effective_mode(source.mode)
     notes: list[str] = []
-    # pip's check is held only where it is left running beside the score (``CheckContainer``)
-    hold_check = source.hold_check and source.allow_pending_check and mode == "index"
     seed = seed_volume(client, want.base, volume.path)
     # the bytecode store, where the set's bytecode is compiled late (uv builds in volumes)
     store = store_mount(client, want.base) if mode == "index" else None
@@ -353,7 +336,6 @@ def build_in_volume(
             command=["bash", "-c", seeded_start(volume.path, CLOSEST_DIR if delta_mounts else _SEED)],
             compile_late=True,  # bytecode after the ready mark and pip's verdict (assets/install_set.sh)
             hold_compile=source.allow_pending_check,  # until CheckContainer.verdict: the score is over
-            hold_check=hold_check,  # until CheckContainer.release
             verify=delta_check([f"{BUILD_DIR}/{name}" for name in want.files], _SEED) if delta_mounts else (),
             bytecode_dir=STORE_DIR if store is not None and mode == "index" else "",
         )
@@ -381,9 +363,7 @@ def build_in_volume(
                     "".join(notes) + log[-LOG_TAIL_CHARS:],
                     installed=pins,
                     installer=mode,
-                    check=CheckContainer(
-                        container, started + source.timeout, checked_mark(ready_mark), "".join(notes), held=hold_check
-                    ),
+                    check=CheckContainer(container, started + source.timeout, checked_mark(ready_mark), "".join(notes)),
                     started_from=start_from if delta_mounts else None,
                     bytecode_missing=missing_keys(log),
                 )

@@ -33,10 +33,6 @@ class PendingCheck(Protocol):
 
     log_tail: str
 
-    def release(self) -> None:
-        """Let a check held until the score beside it is under way start (``hold_check``)."""
-        ...
-
     def settle(self) -> bool: ...
 
 
@@ -59,11 +55,6 @@ class DepsImage:
     def mounts(self) -> dict[str, str]:
         """Volume name -> path for ``SandboxSpec.volumes``."""
         return {self.volume.name: self.volume.path} if self.volume is not None else {}
-
-    def release_check(self) -> None:
-        """Let the set's held check start now (``ensure_deps_image(hold_check=True)``)."""
-        if self.pending_check is not None:
-            self.pending_check.release()
 
     def settle(self) -> bool:
         """Settle the set's pending check (wait for pip's verdict): True = accepted (the set is
@@ -101,8 +92,6 @@ class InstallSource:
     #: gets the installed ``name==version`` pins as soon as the environment is final
     on_installed: Callable[[list[str]], None] | None = None
     allow_pending_check: bool = False
-    #: a pending check waits for ``DepsImage.release_check`` (or the verdict) before it starts
-    hold_check: bool = False
     #: waits until the wheels the host fetches after the build (``on_installed``) are cached
     cached: Callable[[], object] | None = None
 

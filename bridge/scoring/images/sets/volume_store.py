@@ -50,9 +50,6 @@ class VolumePendingCheck:
         self._verdict: bool | None = None
         self.log_tail = ""
 
-    def release(self) -> None:
-        self._check.release()
-
     def settle(self) -> bool:
         with self._guard:
             if self._verdict is None:
