@@ -275,9 +275,10 @@ def time_evaluate(tasks_dir: Path, preds: Path, out: Path, workers: int, profile
 
 
 def wait_for_reapers(timeout: float = 180.0) -> float:
-    """Wait until no build container is left compiling a set's bytecode (a fresh process hands
-    its compiles to detached reapers, bridge/scoring/images/sets/reaper.py): a score timed while
-    the previous one's compiles still run shares the CPU with them. The seconds waited."""
+    """Wait until no build container is left compiling a set's bytecode or filling the bytecode
+    store (a fresh process hands them to detached reapers, bridge/scoring/images/sets/reaper.py):
+    a score timed while the previous one's compiles still run shares the CPU with them. The
+    seconds waited."""
     client = get_client()
     started = time.monotonic()
     while time.monotonic() - started < timeout:
