@@ -204,17 +204,23 @@ def test_the_install_script_names_the_added_distributions_the_store_lacks_and_co
 # ---------------------------------------------------------------- real engine
 
 
-def _in_store(docker_client, base: str, script_text: str) -> str:
-    name = bytecode.store_name(docker_client, base)
+def _run(docker_client, image: str, command: list[str], volume: str, at: str, mode: str) -> str:
+    """``command``'s output in a throwaway container of ``image`` with ``volume`` at ``at``."""
     out = docker_client.containers.run(
-        base,
-        ["sh", "-c", script_text],
-        volumes={name: {"bind": "/store", "mode": "rw"}},
+        image,
+        command,
+        volumes={volume: {"bind": at, "mode": mode}},
         network_mode="none",
         remove=True,
         labels={"rgbridge.owner": "rgbridge", "rgbridge.kind": "test"},
     )
     return out.decode() if isinstance(out, bytes) else str(out)
+
+
+def _in_store(docker_client, base: str, script_text: str) -> str:
+    return _run(
+        docker_client, base, ["sh", "-c", script_text], bytecode.store_name(docker_client, base), "/store", "rw"
+    )
 
 
 @pytest.mark.docker
@@ -239,7 +245,8 @@ def test_a_never_seen_set_gets_the_stores_bytecode_of_its_cached_packages(docker
         assert second.settle()
         assert wait_for_compiles(300)
         assert second.volume is not None
-        out = docker_client.containers.run(
+        out = _run(
+            docker_client,
             base_image,
             [
                 "python",
@@ -247,11 +254,10 @@ def test_a_never_seen_set_gets_the_stores_bytecode_of_its_cached_packages(docker
                 "import importlib.util, struct, six; p = importlib.util.cache_from_source(six.__file__);"
                 " print('flags', struct.unpack('<I', open(p, 'rb').read()[4:8])[0])",
             ],
-            volumes={second.volume.name: {"bind": "/opt/venv", "mode": "ro"}},
-            network_mode="none",
-            remove=True,
-            labels={"rgbridge.owner": "rgbridge", "rgbridge.kind": "test"},
-        ).decode()
+            second.volume.name,
+            "/opt/venv",
+            "ro",
+        )
         assert "flags 3" in out  # the store's hash-checked file, not a late compile's timestamped one
     finally:
         for deps in made:

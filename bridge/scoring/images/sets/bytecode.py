@@ -44,7 +44,7 @@ STORE_DIR = "/run/rgbridge/bytecode"
 #: the line a build prints with the keys the store lacked
 MISSING_MARK = "RGBRIDGE_BYTECODE_MISSING"
 FILL_SCRIPT = Path(__file__).resolve().parents[2] / "assets" / "compile_wheels.py"
-#: a fill runs beside scores: at the weight of a held compile (Docker's default is 1024)
+#: a fill runs beside scores, at a low CPU weight (Docker's default is 1024)
 FILL_CPU_SHARES = 64
 #: the longest a fill may run
 FILL_SECONDS = 900.0
@@ -68,21 +68,24 @@ def wheel_key(wheel_name: str) -> str | None:
     return key if _KEY.match(key) else None
 
 
+def _store_name(image_id: str, cache: WheelCache | None) -> str:
+    root = str((cache or WheelCache()).root.expanduser().resolve())
+    return f"{STORE_PREFIX}{image_id.split(':')[-1][:12]}-{hashlib.sha256(root.encode()).hexdigest()[:8]}"
+
+
 def store_name(client: docker.DockerClient, base: str, cache: WheelCache | None = None) -> str:
     """The store of ``base``'s interpreter and of one package cache (``RGBRIDGE_WHEEL_CACHE`` may
     name another): each follows its own cache."""
-    image_id: str = client.images.get(base).id
-    root = str((cache or WheelCache()).root.expanduser().resolve())
-    return f"{STORE_PREFIX}{image_id.split(':')[-1][:12]}-{hashlib.sha256(root.encode()).hexdigest()[:8]}"
+    return _store_name(str(client.images.get(base).id), cache)
 
 
 def store_mount(client: docker.DockerClient, base: str) -> docker.types.Mount | None:
     """The store, read-only, for a build on ``base`` (made empty on first use); None when the
     engine refuses it (the build then goes without)."""
     try:
-        name = store_name(client, base)
+        image_id = str(client.images.get(base).id)
+        name = _store_name(image_id, None)
         if not volume_exists(client, name):
-            image_id = client.images.get(base).id
             client.volumes.create(
                 name, labels={LABEL_OWNER: OWNER_VALUE, LABEL_KIND: SEED_KIND, LABEL_DEPS_TAG: image_id}
             )
