@@ -1,7 +1,8 @@
 """Runs the install script of a dependency set (bridge/scoring/assets/install_set.sh) on the host
 with stand-ins for python, pip and uv that record each call in one trace, in order with the
 script's own output (a script the install script gives python on its stdin runs for real; uv's
-stand-in makes the ``.dist-info`` folders ``STUB_NEW_DISTS`` names in ``STUB_SITE``); what the script does in a real build container is covered by the engine
+stand-in makes the ``.dist-info`` folders ``STUB_NEW_DISTS`` names in ``STUB_SITE``, and for a file
+``x.txt`` those ``STUB_DISTS_x_txt`` names); what the script does in a real build container is covered by the engine
 tests (test_env_volume.py, test_layer_export.py, test_closest_set.py)."""
 
 from __future__ import annotations
@@ -40,7 +41,17 @@ echo "STUB uv $*" >> "$TRACE"
 case "$*" in
   "pip install"*)
     mkdir -p "$STUB_PREFIX/.rgbridge-uv-cache"
+    touch "$STUB_PREFIX/.lock"
     for d in ${STUB_NEW_DISTS:-}; do mkdir -p "$STUB_SITE/$d"; done
+    # and those STUB_DISTS_<file name, . as _> names for the file it installs
+    prev=""
+    for a in "$@"; do
+      if [ "$prev" = -r ]; then
+        var="STUB_DISTS_$(basename "$a" | tr '.-' '__')"
+        for d in ${!var:-}; do mkdir -p "$STUB_SITE/$d"; done
+      fi
+      prev="$a"
+    done
     exit "${STUB_UV_EXIT:-0}" ;;
   "pip compile"*) exit "${STUB_UV_COMPILE_EXIT:-0}" ;;
 esac

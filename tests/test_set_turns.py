@@ -10,6 +10,7 @@ import time
 import uuid
 from pathlib import Path
 
+from bridge.scoring.images.sets import twin
 from bridge.scoring.run import workdir
 from bridge.scoring.run.workdir import SetTurns
 
@@ -29,6 +30,7 @@ def test_compat_goes_first_only_when_both_profiles_score() -> None:
     assert SetTurns(["compat"]).first is None
     assert SetTurns(["strict"]).first is None
     assert SetTurns().first is None
+    assert SetTurns(["strict", "compat"]).paired and not SetTurns(["compat"]).paired  # a twin is wanted
     assert _waited(SetTurns(["strict"], limit=LIMIT), "strict") < LIMIT / 2
 
 
@@ -68,6 +70,9 @@ def test_stricts_build_starts_once_compats_set_is_installed(
 
     monkeypatch.setattr(workdir, "TURN_LIMIT", 300.0)  # a slow first download must not end the wait
     monkeypatch.setenv("RGBRIDGE_CLOSEST_SET", "never")
+    # strict builds its own set when compat's build cannot make it as its twin (no room for it
+    # in the disk budget here; tests/test_twin_sets.py has the twin)
+    monkeypatch.setattr(twin, "room_ahead", lambda client, sets: False)
     task = Catalog.from_options(tasks_dir).get("library-api")
     repo = tmp_path / "repo"
     shutil.copytree(task.solution_dir, repo)

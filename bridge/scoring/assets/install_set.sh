@@ -32,6 +32,13 @@
 #                          before the ready mark (a line RGBRIDGE_BYTECODE_MISSING); the store's
 #                          hash-checked .pyc files of the others are copied in after it, beside
 #                          the score, each file whole, none overwritten ("": no store)
+#   RGBRIDGE_TWIN_DIR      (index mode) where a second, empty set's volume is mounted ("": none;
+#                          bridge/scoring/images/sets/twin.py): once the first
+#                          RGBRIDGE_TWIN_AFTER files are installed, the environment is copied
+#                          there (uv's cache and lock left out: what a build of those files
+#                          alone leaves) and RGBRIDGE_TWIN_MARK printed; that set gets its own
+#                          pip check (the mark + _CHECKED, or + _REJECTED with the set emptied),
+#                          the store's bytecode of its distributions and its late compile
 # pip.env (next to this script) holds the host's pip index settings. A file verify.sh there is
 # sourced after the installs in index mode (a delta build's check, closest.py).
 #
@@ -43,7 +50,7 @@ BUILD_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$BUILD_DIR/install.env"
 SCRATCH="$RGBRIDGE_SCRATCH"
 # The build files never reach the layer, whatever way the script ends.
-trap 'rm -rf "$BUILD_DIR" "$SCRATCH/rgbridge-pip" "$SCRATCH/rgbridge-report.json"' EXIT
+trap 'rm -rf "$BUILD_DIR" "$SCRATCH/rgbridge-pip" "$SCRATCH/rgbridge-report.json" "$SCRATCH/rgbridge-twin-report.json"' EXIT
 hold=0
 if [ "$RGBRIDGE_COMPILE_LATE" = 1 ] && [ "$RGBRIDGE_HOLD_COMPILE" = 1 ] && [ -n "$RGBRIDGE_READY_MARK" ]; then
   # set before anything is printed: the host signals only after the verdict's mark
@@ -69,6 +76,10 @@ export PIP_CACHE_DIR="$SCRATCH/rgbridge-pip"
 phase() { echo "RGBRIDGE_PHASE $1 $(date +%s.%N)"; }
 pip_() { python -m pip "$@" --progress-bar off; }
 phase start
+TWIN="${RGBRIDGE_TWIN_DIR:-}"
+[ "$RGBRIDGE_MODE" = index ] || TWIN=""
+TWIN_SITE="$TWIN${SITE#"$PREFIX"}"
+twin_made=0
 reqs=()
 for name in $RGBRIDGE_FILES; do reqs+=("$BUILD_DIR/$name"); done
 
@@ -114,20 +125,34 @@ for r in "${reqs[@]}"; do
     --find-links "$RGBRIDGE_CACHE_DIR/flat" "${compile[@]}" --link-mode hardlink --cache-dir "$UV_CACHE" \
     "${UV_INDEX_ARGS[@]}" -r "$r" || { echo "RGBRIDGE_UV_REJECTED uv could not install $r"; exit "$RGBRIDGE_UV_REJECTED"; }
   phase installed
+  if [ -n "$TWIN" ] && [ "$i" = "$RGBRIDGE_TWIN_AFTER" ]; then
+    # the environment as these files left it is the twin set: copied whole, attributes kept
+    if find "$PREFIX" -mindepth 1 -maxdepth 1 ! -name .rgbridge-uv-cache ! -name .lock -exec cp -a -t "$TWIN" {} +; then
+      twin_made=1
+      phase twin
+      echo "$RGBRIDGE_TWIN_MARK"
+    else
+      echo "RGBRIDGE_TWIN_FAILED the environment could not be copied"
+      find "$TWIN" -mindepth 1 -delete 2>/dev/null
+      TWIN=""
+    fi
+  fi
 done
+[ "$twin_made" = 1 ] || TWIN=""
 if [ -f "$BUILD_DIR/verify.sh" ]; then
   . "$BUILD_DIR/verify.sh"
 fi
 # uv's lock file in the environment folder is not part of what pip would leave there
 rm -rf "$UV_CACHE" "$PREFIX/.lock"
 phase cleaned
-bytecode=()
-if [ -n "${RGBRIDGE_BYTECODE_DIR:-}" ] && [ "$RGBRIDGE_COMPILE_LATE" = 1 ]; then
-  # hash-checked bytecode compiled from the same wheels by a container that only reads them;
-  # Python uses a file only when its source hashes the same, so a copy never changes a module.
-  # A key is the .dist-info folder's name and version, normalised as bytecode.key_of does.
-  missing=()
-  for d in "$SITE"/*.dist-info; do
+# the store's keys of the distributions in site-packages $1 that were not there before the
+# installs: those the store has go to the array named by $2, the others to `missing`.
+# A key is the .dist-info folder's name and version, normalised as bytecode.key_of does.
+missing=()
+store_keys() {
+  local -n have=$2
+  local d folder stem name version key
+  for d in "$1"/*.dist-info; do
     folder="${d##*/}"
     [[ "$dists_before" == *" $folder "* ]] && continue
     stem="${folder%.dist-info}"
@@ -135,18 +160,28 @@ if [ -n "${RGBRIDGE_BYTECODE_DIR:-}" ] && [ "$RGBRIDGE_COMPILE_LATE" = 1 ]; then
     name="${name//[-.]/_}"
     while [[ "$name" == *__* ]]; do name="${name//__/_}"; done
     key="${name,,}-${version,,}"
-    if [ -d "$RGBRIDGE_BYTECODE_DIR/$key" ]; then bytecode+=("$key"); else missing+=("$key"); fi
+    if [ -d "$RGBRIDGE_BYTECODE_DIR/$key" ]; then
+      have+=("$key")
+    elif [[ " ${missing[*]} " != *" $key "* ]]; then
+      missing+=("$key")
+    fi
   done
+}
+bytecode=() twin_bytecode=()
+if [ -n "${RGBRIDGE_BYTECODE_DIR:-}" ] && [ "$RGBRIDGE_COMPILE_LATE" = 1 ]; then
+  # hash-checked bytecode compiled from the same wheels by a container that only reads them;
+  # Python uses a file only when its source hashes the same, so a copy never changes a module.
+  store_keys "$SITE" bytecode
+  [ -n "$TWIN" ] && store_keys "$TWIN_SITE" twin_bytecode
   echo "RGBRIDGE_BYTECODE_MISSING ${missing[*]}"
 fi
 if [ -n "$RGBRIDGE_READY_MARK" ]; then
   echo "$RGBRIDGE_READY_MARK"
 fi
-copying=""
-if [ "${#bytecode[@]}" -gt 0 ]; then
-  # beside the score: each file is written aside and renamed, so an import sees it whole or not
-  # at all (a module imported before its file arrives is compiled in memory, as without it)
-  python - "$RGBRIDGE_BYTECODE_DIR" "$SITE" "${bytecode[@]}" <<'PY' &
+# beside the score: each file is written aside and renamed, so an import sees it whole or not
+# at all (a module imported before its file arrives is compiled in memory, as without it)
+copy_store() {
+  python - "$RGBRIDGE_BYTECODE_DIR" "$@" <<'PY'
 import os, shutil, sys
 store, site, keys = sys.argv[1], os.path.normpath(sys.argv[2]), sys.argv[3:]
 for key in keys:
@@ -166,8 +201,42 @@ for key in keys:
             except OSError:
                 pass
 PY
+}
+copying="" twin_copying=""
+if [ "${#bytecode[@]}" -gt 0 ]; then
+  copy_store "$SITE" "${bytecode[@]}" &
   copying=$!
 fi
+if [ "${#twin_bytecode[@]}" -gt 0 ]; then
+  copy_store "$TWIN_SITE" "${twin_bytecode[@]}" &
+  twin_copying=$!
+fi
+twin_checking=""
+if [ -n "$TWIN" ] && [ "$RGBRIDGE_CHECK" = 1 ]; then
+  # the twin's own check, as its own build would run it (its files, its environment's pip),
+  # beside this set's; its acceptance is printed at once, a rejection by twin_verdict
+  (
+    files=()
+    for r in "${reqs[@]:0:$RGBRIDGE_TWIN_AFTER}"; do files+=(-r "$r"); done
+    report="$SCRATCH/rgbridge-twin-report.json"
+    "$TWIN/bin/python" -m pip install --dry-run --no-index --quiet --progress-bar off --report "$report" "${files[@]}" &&
+      python3 -c 'import json, sys; sys.exit(1 if json.load(open(sys.argv[1])).get("install") else 0)' "$report" &&
+      echo "${RGBRIDGE_TWIN_MARK}_CHECKED"
+  ) &
+  twin_checking=$!
+fi
+# the twin's verdict, before this build ends either way. Rejected, the twin is emptied before
+# its mark (the host builds it again in its volume, which this container may still hold) and
+# gets no bytecode.
+twin_verdict() {
+  if [ -n "$twin_checking" ] && ! wait "$twin_checking"; then
+    [ -n "$twin_copying" ] && wait "$twin_copying"
+    find "$TWIN" -mindepth 1 -delete 2>/dev/null
+    echo "${RGBRIDGE_TWIN_MARK}_REJECTED pip does not accept what uv installed"
+    TWIN="" twin_copying=""
+  fi
+  twin_checking=""
+}
 if [ "$RGBRIDGE_CHECK" = 1 ]; then
   # pip's own dry run of every file in the environment uv made installs nothing: pip's rules
   # (specifiers, markers, extras, pre-releases) accept what uv chose. --no-index: an installed
@@ -180,9 +249,10 @@ if [ "$RGBRIDGE_CHECK" = 1 ]; then
   report="$SCRATCH/rgbridge-report.json"
   { pip_ install --dry-run --no-index --quiet --report "$report" "${files[@]}" &&
     python3 -c 'import json, sys; sys.exit(1 if json.load(open(sys.argv[1])).get("install") else 0)' "$report"; } ||
-    { echo 'RGBRIDGE_UV_REJECTED pip does not accept what uv installed'; exit "$RGBRIDGE_UV_REJECTED"; }
+    { twin_verdict; echo 'RGBRIDGE_UV_REJECTED pip does not accept what uv installed'; exit "$RGBRIDGE_UV_REJECTED"; }
   phase checked
 fi
+twin_verdict
 if [ "$RGBRIDGE_COMPILE_LATE" = 1 ]; then
   # what uv's --compile-bytecode does: every module of the environment's site-packages. What a
   # score imports before its file is written is compiled in memory; each .pyc appears whole.
@@ -192,18 +262,18 @@ if [ "$RGBRIDGE_COMPILE_LATE" = 1 ]; then
   if [ "$hold" = 1 ]; then
     held go
   fi
-  if [ -n "$copying" ]; then
-    wait "$copying"
-    phase bytecode
-  fi
-  # modules that have bytecode already (the store's) are left as they are
-  python -c 'import compileall, functools, os, sysconfig; from importlib.util import cache_from_source as pyc
+  for job in $copying $twin_copying; do
+    wait "$job"
+  done
+  [ -n "$copying$twin_copying" ] && phase bytecode
+  # modules that have bytecode already (the store's) are left as they are; the twin's too (the
+  # path a .pyc records is the one it was compiled at: imports replace it with the module's own)
+  python -c 'import compileall, functools, os, sys; from importlib.util import cache_from_source as pyc
 from concurrent.futures import ProcessPoolExecutor
-site = sysconfig.get_paths()["purelib"]
-todo = [os.path.join(r, f) for r, _, fs in os.walk(site) for f in fs if f.endswith(".py") and not os.path.exists(pyc(os.path.join(r, f)))]
+todo = [os.path.join(r, f) for site in sys.argv[1:] for r, _, fs in os.walk(site) for f in fs if f.endswith(".py") and not os.path.exists(pyc(os.path.join(r, f)))]
 if todo:
     with ProcessPoolExecutor() as pool:
-        list(pool.map(functools.partial(compileall.compile_file, force=True, quiet=1), todo, chunksize=64))' >/dev/null
+        list(pool.map(functools.partial(compileall.compile_file, force=True, quiet=1), todo, chunksize=64))' "$SITE" ${TWIN:+"$TWIN_SITE"} >/dev/null
   phase compiled
 fi
 exit 0

@@ -43,6 +43,8 @@ Image family (every image carries ``rgbridge.owner=rgbridge`` and ``rgbridge.kin
   tag, the check container); ``reaper`` -- the compiles a process leaves running at exit,
   removed by a detached process.
 * ``closest`` -- a never-seen set started from the closest finished set.
+* ``twin`` -- a set made by another set's build from its environment after its first files
+  (strict's set by compat's build).
 * ``bytecode`` -- the bytecode store: cached wheels' compiled modules, copied into new sets
   (filled by ``assets/compile_wheels.py``).
 * ``buildbox`` -- the build container (its install script is ``assets/install_set.sh``).

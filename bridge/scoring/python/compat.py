@@ -107,6 +107,8 @@ def run_compat(run: ProfileRun) -> ProfileResult:
                 env_volume=True,
                 allow_pending_check=True,
                 installer=installer,
+                # strict's set (the requirements alone on our base) from this build's first file
+                twin=ctx.turns.paired and base is None,
             )
         finally:
             ctx.turns.done("compat")  # its set is ready (or will not be): strict's build may start

@@ -165,6 +165,7 @@ class SetsAhead:
                     base=base,
                     timeout=timeout,
                     env_volume=True,
+                    twin="strict" in profiles and base is None,  # strict's set, as the runner's does
                 )
                 record.sets.append(built.tag)
             if "strict" in profiles:

@@ -41,6 +41,12 @@ class SetTurns:
         self.limit = TURN_LIMIT if limit is None else limit
         self._done = threading.Event()
 
+    @property
+    def paired(self) -> bool:
+        """Both profiles score here: compat's build may make strict's set as its twin
+        (``images/sets/twin.py``) when their bases are the same."""
+        return self.first is not None
+
     def wait(self, profile: str) -> None:
         """Called before ``profile`` builds a set: its turn, once the first profile's set is ready."""
         if self.first is not None and profile != self.first:

@@ -23,6 +23,7 @@ from bridge.scoring.images.base.build import (
     layer_diff_id,
     load_layer_image,
     say,
+    try_build_lock,
     volume_exists,
 )
 from bridge.scoring.images.base.host import (
@@ -80,6 +81,7 @@ __all__ = [
     "base_recipe_hash",
     "build_all",
     "build_lock",
+    "try_build_lock",
     "build_rootfs",
     "check_requirements",
     "chroot",

@@ -100,14 +100,37 @@ def build_lock(name: str) -> Iterator[None]:
     with _thread_locks_guard:
         tlock = _thread_locks.setdefault(name, threading.Lock())
     with tlock:
-        lock_dir = cache_dir() / "locks"
-        lock_dir.mkdir(exist_ok=True)
-        with open(lock_dir / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.lock", "w") as fh:
+        with open(_lock_path(name), "w") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
                 yield
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _lock_path(name: str) -> Path:
+    lock_dir = cache_dir() / "locks"
+    lock_dir.mkdir(exist_ok=True)
+    return lock_dir / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.lock"
+
+
+def try_build_lock(name: str) -> contextlib.ExitStack | None:
+    """``build_lock`` taken only when free at once: the held lock (close it to release it, from
+    any thread), or None when a build of ``name`` holds it in this process or another."""
+    with _thread_locks_guard:
+        tlock = _thread_locks.setdefault(name, threading.Lock())
+    if not tlock.acquire(blocking=False):
+        return None
+    held = contextlib.ExitStack()
+    held.callback(tlock.release)
+    try:
+        fh = held.enter_context(open(_lock_path(name), "w"))
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        held.close()
+        return None
+    held.callback(fcntl.flock, fh, fcntl.LOCK_UN)
+    return held
 
 
 def _tar_context(files: dict[str, bytes], dirs: dict[str, Path]) -> tempfile.SpooledTemporaryFile[bytes]:

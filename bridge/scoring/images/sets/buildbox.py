@@ -60,6 +60,8 @@ def install_settings(
     compile_late: bool = False,
     hold_compile: bool = False,
     bytecode_dir: str = "",
+    twin_dir: str = "",
+    twin_after: int = 0,
 ) -> dict[str, str]:
     """What the install script (``INSTALL_SCRIPT``, whose header says what each setting does)
     is told to do: install ``files`` (names in ``BUILD_DIR``) in ``mode`` (``index``, ``pip``
@@ -67,7 +69,8 @@ def install_settings(
     (``check``), compile bytecode after pip's verdict (``compile_late``, sets in volumes) and
     hold that compile until ``GO_SIGNAL`` (``hold_compile``, ``env_volume.CheckContainer``),
     and copy the bytecode store's files mounted at ``bytecode_dir`` into the set
-    (``bytecode.py``; "": none)."""
+    (``bytecode.py``; "": none); with ``twin_dir`` (index mode), the environment after the first
+    ``twin_after`` files is copied into the volume mounted there, a second set (``twin.py``)."""
     if mode not in ("index", "pip", "local"):
         raise ValueError(f"unknown install mode {mode!r}")
     for name in files:
@@ -89,6 +92,9 @@ def install_settings(
         "RGBRIDGE_TOOLS_DIR": TOOLS_DIR,
         "RGBRIDGE_SCRATCH": "/tmp",
         "RGBRIDGE_BYTECODE_DIR": bytecode_dir,
+        "RGBRIDGE_TWIN_DIR": twin_dir,
+        "RGBRIDGE_TWIN_AFTER": str(twin_after),
+        "RGBRIDGE_TWIN_MARK": twin_mark(ready_mark) if ready_mark and twin_dir else "",
     }
 
 
@@ -107,6 +113,13 @@ def write_build_files(
 def checked_mark(ready_mark: str) -> str:
     """What a ``compile_late`` build prints once pip accepted the set, before the bytecode."""
     return f"{ready_mark}_CHECKED"
+
+
+def twin_mark(ready_mark: str) -> str:
+    """What a build prints once its twin set (``twin.py``) is final; ``_CHECKED`` or
+    ``_REJECTED`` follow it with pip's verdict. Not an extension of ``ready_mark``, which a
+    search for that mark would find first."""
+    return ready_mark.replace("RGBRIDGE_READY_", "RGBRIDGE_TWIN_", 1)
 
 
 def effective_mode(mode: str) -> str:
@@ -201,6 +214,8 @@ def start_build_container(
     hold_compile: bool = False,
     verify: Sequence[str] = (),
     bytecode_dir: str = "",
+    twin_dir: str = "",
+    twin_after: int = 0,
 ) -> tuple[Container, str]:
     """Create and start one build container FROM ``base`` running the install script over
     ``requirement_files``; returns it (the caller removes it) and its ready mark.
@@ -225,6 +240,8 @@ def start_build_container(
             compile_late=compile_late,
             hold_compile=hold_compile,
             bytecode_dir=bytecode_dir,
+            twin_dir=twin_dir,
+            twin_after=twin_after,
         )
         pip_env = {} if mode == "local" else host_pip_index_settings()
         write_build_files(files_dir, settings, pip_env, verify)

@@ -32,9 +32,10 @@ from bridge.scoring.images.base import (
     wheelhouse_digest,
 )
 from bridge.scoring.images.disk import DEPS_REPO, WheelCache, lease, make_room
-from bridge.scoring.images.sets.env_volume import venv_path
+from bridge.scoring.images.sets.env_volume import venv_path, volume_for
 from bridge.scoring.images.sets.layer import LayerStore
 from bridge.scoring.images.sets.store import DepSet, DepsImage, DepStore, InstallSource
+from bridge.scoring.images.sets.twin import claim, offered
 from bridge.scoring.images.sets.volume_store import VolumeStore
 from bridge.scoring.types import ProgressFn
 
@@ -108,6 +109,7 @@ def ensure_deps_image(
     allow_pending_check: bool = False,
     installer: str | None = None,
     before_build: Callable[[], None] | None = None,
+    twin: bool = False,
 ) -> DepsImage:
     """An image with ``requirements`` (then ``extra_packages``) installed in the active venv.
 
@@ -129,6 +131,10 @@ def ensure_deps_image(
 
     ``before_build`` is called when the set is not on disk, before it is built (the scoring
     context's turn, ``workdir.SetTurns``).
+
+    ``twin`` (sets in volumes, with extras): the build also makes the set of ``requirements``
+    alone on the same base, from its environment after that file (``twin.py``), when that set
+    is on no disk yet: what strict asks for when compat's base is strict's.
     """
     base = base or ensure_base_image(client, progress=progress)
     reqs = reqfile.normalise(requirements)
@@ -145,6 +151,14 @@ def ensure_deps_image(
         files={name: text for name, text in (("requirements.txt", reqs), ("extras.txt", extras_txt)) if text},
         scope=deps_scope(base, wheelhouse, in_volume=path is not None),
     )
+    alone = None
+    if twin and path is not None and reqs and extras_txt:
+        alone = DepSet(
+            base=base,
+            tag=deps_image_tag(base, requirements, (), wheelhouse, in_volume=True),
+            files={"requirements.txt": reqs},
+            scope=want.scope,
+        )
     return ensure(
         client,
         store,
@@ -155,6 +169,7 @@ def ensure_deps_image(
         allow_pending_check=allow_pending_check,
         installer=installer,
         before_build=before_build,
+        twin=alone,
     )
 
 
@@ -169,9 +184,12 @@ def ensure(
     allow_pending_check: bool = False,
     installer: str | None = None,
     before_build: Callable[[], None] | None = None,
+    twin: DepSet | None = None,
 ) -> DepsImage:
-    """The one flow over any store: the set ready on disk, else (after ``before_build``) built
-    under its lock after room was made for it in the disk budget."""
+    """The one flow over any store: the set ready on disk, else (after ``before_build``) the
+    set another build of this process makes as its twin (``twin.py``), else built under its
+    lock after room was made for it in the disk budget, with ``twin`` (its first files' set)
+    when the store can make it and nobody has it."""
     # In use from here on (an eviction under way finishes first, so ``ready`` then sees the
     # truth); kept until this profile's score ends (usage.holding), never evicted meanwhile.
     kept_as = store.books_name(want.tag)
@@ -182,6 +200,10 @@ def ensure(
     if before_build is not None:
         before_build()
     started = time.monotonic()
+    made = claim(want.tag, allow_pending_check=allow_pending_check)
+    if made is not None:
+        say(progress, f"{want.tag}: made by another set's build from its first files")
+        return dataclasses.replace(made, seconds=time.monotonic() - started)
     with ExitStack() as lock:
         lock.enter_context(build_lock(want.tag))
         found = store.ready(want.tag)
@@ -192,7 +214,13 @@ def ensure(
         uncached: list[str] = []
         with _source(client, want, uncached, wheelhouse, progress, timeout, installer) as source:
             source.allow_pending_check = allow_pending_check
-            ready = store.build(want, source, lock)
+            if not isinstance(store, VolumeStore) or twin is None or source.mode != "index":
+                ready = store.build(want, source, lock)
+            else:
+                twin_volume = volume_for(twin.tag, store.path)
+                twin_ready = store.ready(twin.tag) is not None
+                with offered(client, twin, twin_volume, after=1, ready=twin_ready) as offer:
+                    ready = store.build(want, source, lock, twin=offer)
         return dataclasses.replace(ready, seconds=time.monotonic() - started, uncached=tuple(uncached))
 
 

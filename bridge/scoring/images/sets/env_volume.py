@@ -53,6 +53,7 @@ from bridge.scoring.images.sets.closest import (
 from bridge.scoring.images.sets.layer_export import valid_prefix
 from bridge.scoring.images.sets.reaper import compile_done, hand_over, starting, watch_compile
 from bridge.scoring.images.sets.store import DepSet, EnvVolume, InstallSource
+from bridge.scoring.images.sets.twin import TWIN_DIR, TwinBuilt, TwinOffer, built_twin
 from bridge.scoring.sandbox.docker_client import LABEL_KIND, LABEL_OWNER, OWNER_VALUE, make_labels
 
 VOLUME_PREFIX = "rgbridge-env-"
@@ -274,6 +275,8 @@ class VolumeBuild(BuildResult):
     started_from: SetRecord | None = None
     #: distributions the build installed that the bytecode store lacks (``bytecode.py``)
     bytecode_missing: list[str] = field(default_factory=list)
+    #: the twin set the build made from its first files (``twin.py``), None: not made
+    twin: TwinBuilt | None = None
 
 
 def build_in_volume(
@@ -283,6 +286,7 @@ def build_in_volume(
     volume: EnvVolume,
     *,
     start_from: SetRecord | None = None,
+    twin: TwinOffer | None = None,
 ) -> VolumeBuild:
     """Install ``want.files`` (in turn) into a fresh ``volume`` holding ``want.base``'s venv, or
     a copy of the finished set ``start_from`` (uv mode; ``closest.py``: the caller holds it in
@@ -293,6 +297,10 @@ def build_in_volume(
     running: the result carries it as ``pending`` once the environment is final, and a
     rejection is the caller's to handle (``deps.ensure_deps_image``). A failed build removes
     the volume.
+
+    ``twin``: the set of the first ``twin.after`` files, copied by this build into the offered
+    volume (``twin.py``; uv's install from the base's venv only): ``VolumeBuild.twin`` says
+    what became of it; its volume is removed when it was not made.
     """
     from bridge.scoring.sandbox.containers import read_logs, remove_container, wait_with_timeout
 
@@ -309,6 +317,14 @@ def build_in_volume(
     while True:
         remove_volume(client, volume.name)  # an unfinished or rejected build's leftovers
         delta = start_from is not None and mode == "index"
+        twin_mounts = []
+        if twin is not None and mode == "index" and start_from is None:
+            remove_volume(client, twin.volume.name)
+            client.volumes.create(
+                twin.volume.name,
+                labels={LABEL_OWNER: OWNER_VALUE, LABEL_KIND: VOLUME_KIND, LABEL_DEPS_TAG: twin.want.tag},
+            )
+            twin_mounts = [docker.types.Mount(TWIN_DIR, twin.volume.name, type="volume", no_copy=True)]
         delta_mounts = (
             [docker.types.Mount(CLOSEST_DIR, start_from.volume, type="volume", read_only=True, no_copy=True)]
             if delta and start_from is not None
@@ -332,12 +348,15 @@ def build_in_volume(
                 docker.types.Mount(_SEED, seed, type="volume", read_only=True, no_copy=True),
                 *delta_mounts,
                 *([store] if store is not None and mode == "index" else []),
+                *twin_mounts,
             ],
             command=["bash", "-c", seeded_start(volume.path, CLOSEST_DIR if delta_mounts else _SEED)],
             compile_late=True,  # bytecode after the ready mark and pip's verdict (assets/install_set.sh)
             hold_compile=source.allow_pending_check,  # until CheckContainer.verdict: the score is over
             verify=delta_check([f"{BUILD_DIR}/{name}" for name in want.files], _SEED) if delta_mounts else (),
             bytecode_dir=STORE_DIR if store is not None and mode == "index" else "",
+            twin_dir=TWIN_DIR if twin_mounts else "",
+            twin_after=twin.after if twin is not None else 0,
         )
         if delta_mounts and start_from is not None:
             notes.append(f"started from the closest set {start_from.tag}: only what it lacks is installed\n")
@@ -356,6 +375,9 @@ def build_in_volume(
                 with contextlib.suppress(DockerException):
                     container.update(cpu_shares=CHECK_CPU_SHARES)
                 handed_over = True
+                twin_built = built_twin(log, ready_mark, want, twin, follow=container) if twin_mounts else None
+                if twin_mounts and twin is not None and twin_built is None:
+                    remove_volume(client, twin.volume.name)
                 return VolumeBuild(
                     True,
                     want.tag,
@@ -366,6 +388,7 @@ def build_in_volume(
                     check=CheckContainer(container, started + source.timeout, checked_mark(ready_mark), "".join(notes)),
                     started_from=start_from if delta_mounts else None,
                     bytecode_missing=missing_keys(log),
+                    twin=twin_built,
                 )
             outcome = wait_with_timeout(container, remaining())
             log = read_logs(container)
@@ -373,6 +396,10 @@ def build_in_volume(
             if not handed_over:
                 with contextlib.suppress(DockerException, requests.RequestException):
                     remove_container(container)
+        ended_ok = outcome.exit_code == 0 and not outcome.timed_out
+        twin_built = built_twin(log, ready_mark, want, twin, ended_ok=ended_ok) if twin_mounts else None
+        if twin_mounts and twin is not None and twin_built is None:
+            remove_volume(client, twin.volume.name)
         for line in log.splitlines():
             if line.strip():
                 say(source.progress, line)
@@ -415,4 +442,5 @@ def build_in_volume(
             installer=mode,
             started_from=start_from if delta_mounts else None,
             bytecode_missing=missing_keys(log),
+            twin=twin_built,
         )

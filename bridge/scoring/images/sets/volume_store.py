@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
+from typing import Protocol
 
 import docker
 from docker.errors import DockerException
@@ -18,34 +19,52 @@ from bridge.scoring.images.base import image_exists, volume_exists
 from bridge.scoring.images.disk import hold
 from bridge.scoring.images.sets.closest import find_closest, merged_pins, remember
 from bridge.scoring.images.sets.env_volume import (
-    CheckContainer,
     build_in_volume,
     fill_bytecode,
     mark_complete,
     remove_volume,
     volume_for,
 )
-from bridge.scoring.images.sets.store import DepSet, DepsImage, EnvVolume, InstallSource, raise_unless_ok
+from bridge.scoring.images.sets.store import (
+    DepSet,
+    DepsImage,
+    EnvVolume,
+    InstallSource,
+    PendingCheck,
+    raise_unless_ok,
+)
+from bridge.scoring.images.sets.twin import TwinBuilt, TwinOffer, withdraw
+
+
+class Verdict(Protocol):
+    """pip's check of a set left running: its build container's (``CheckContainer``) or, for a
+    twin, its maker's (``twin.TwinCheck``)."""
+
+    def verdict(self) -> tuple[bool, str]: ...
 
 
 class VolumePendingCheck:
     """A set's pending check in the volume store (``store.PendingCheck``): ``settle`` takes pip's
     verdict, then the tag (accepted) or the volume's removal (rejected), then releases the build
-    lock. ``settle`` is idempotent."""
+    lock. ``settle`` is idempotent. ``twin``: the pending check of the set this build made as
+    its twin, settled after this one's (whoever else was to settle it); ``on_settle`` runs
+    once the verdict is in, whatever it is."""
 
     def __init__(
         self,
         client: docker.DockerClient,
-        check: CheckContainer,
+        check: Verdict,
         *,
         base: str,
         tag: str,
         volume: EnvVolume,
         lock: contextlib.ExitStack,
         on_accept: Callable[[], None] | None = None,
+        twin: PendingCheck | None = None,
+        on_settle: Callable[[], None] | None = None,
     ) -> None:
         self._client, self._check, self._base, self._tag, self._volume = client, check, base, tag, volume
-        self._lock, self._on_accept = lock, on_accept
+        self._lock, self._on_accept, self._twin, self._on_settle = lock, on_accept, twin, on_settle
         self._guard = threading.Lock()
         self._verdict: bool | None = None
         self.log_tail = ""
@@ -67,7 +86,12 @@ class VolumePendingCheck:
                     self._verdict = False
                 finally:
                     self._lock.close()
-            return self._verdict
+                    if self._on_settle is not None:
+                        self._on_settle()
+            accepted = self._verdict
+        if self._twin is not None:
+            self._twin.settle()
+        return accepted
 
 
 class VolumeStore:
@@ -93,15 +117,21 @@ class VolumeStore:
             return None
         return DepsImage(tag=tag, cached=True, seconds=0.0, volume=volume)
 
-    def build(self, want: DepSet, source: InstallSource, lock: contextlib.ExitStack) -> DepsImage:
+    def build(
+        self, want: DepSet, source: InstallSource, lock: contextlib.ExitStack, twin: TwinOffer | None = None
+    ) -> DepsImage:
         volume = volume_for(want.tag, self.path)
         closest = find_closest(self.client, want) if source.mode == "index" else None
         # the closest set stays in use (never evicted) while it is copied
         with hold(self.client, self.books_name(closest.tag)) if closest else contextlib.nullcontext():
             if closest is not None and not volume_exists(self.client, closest.volume):
                 closest = None  # evicted between the choice and the lease
-            res = build_in_volume(self.client, want, source, volume, start_from=closest)
+            # a twin only from the base's venv (``twin.py``): not offered to a delta build
+            res = build_in_volume(
+                self.client, want, source, volume, start_from=closest, twin=twin if closest is None else None
+            )
         raise_unless_ok(res, source.timeout)
+        twin_check = self._hand_over_twin(res.seconds, twin, res.twin) if twin is not None else None
         pins = merged_pins(res.started_from.pins, res.installed) if res.started_from else res.installed
 
         def accepted() -> None:
@@ -113,6 +143,7 @@ class VolumeStore:
             mark_complete(self.client, want.base, want.tag)
             accepted()
             return DepsImage(tag=want.tag, cached=False, seconds=res.seconds, log_tail=res.log_tail, volume=volume)
+        # the twin's check is settled after this set's, should nobody else settle it
         # pip's check still runs: the base + the volume score now; the tag (and the lock, held
         # until then so no other build of this set starts) wait for pip's verdict.
         pending = VolumePendingCheck(
@@ -123,6 +154,7 @@ class VolumeStore:
             volume=volume,
             lock=lock.pop_all(),
             on_accept=accepted,
+            twin=twin_check,
         )
         return DepsImage(
             tag=want.base,
@@ -132,3 +164,36 @@ class VolumeStore:
             volume=volume,
             pending_check=pending,
         )
+
+    def _hand_over_twin(self, seconds: float, offer: TwinOffer, built: TwinBuilt | None) -> PendingCheck | None:
+        """The twin ``built`` by this build, to whoever claims ``offer`` (``twin.claim``):
+        tagged already when pip accepted it before the build ended, else handed out with its
+        pending check (which keeps its build lock until the verdict). Not made: nothing."""
+        if built is None:
+            return None
+        want, volume = offer.want, offer.volume
+
+        def accepted() -> None:
+            remember(self.client, volume.name, want, built.pins)  # the bytecode: the maker's fill
+
+        if built.check is None:
+            mark_complete(self.client, want.base, want.tag)
+            accepted()
+            offer.resolve(DepsImage(tag=want.tag, cached=False, seconds=seconds, log_tail=built.log, volume=volume))
+            return None
+        pending = VolumePendingCheck(
+            self.client,
+            built.check,
+            base=want.base,
+            tag=want.tag,
+            volume=volume,
+            lock=offer.lock,
+            on_accept=accepted,
+            on_settle=lambda: withdraw(want.tag),
+        )
+        offer.resolve(
+            DepsImage(
+                tag=want.base, cached=False, seconds=seconds, log_tail=built.log, volume=volume, pending_check=pending
+            )
+        )
+        return pending
