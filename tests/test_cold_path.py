@@ -21,8 +21,9 @@ from bridge.scoring.images.sets import DepSet, deps
 
 
 @pytest.fixture
-def counted_pip_config(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """`pip config list` replaced by a slow stand-in that counts its calls."""
+def counted_pip_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[float]:
+    """`pip config list` replaced by a slow stand-in that counts its calls; a cache folder of
+    the test's own (where the settings read are remembered)."""
     calls: list[float] = []
     real_run = subprocess.run
 
@@ -36,7 +37,48 @@ def counted_pip_config(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     monkeypatch.setattr(host, "_pip_settings", None)
     monkeypatch.setattr(host.subprocess, "run", fake_run)
     monkeypatch.delenv("PIP_INDEX_URL", raising=False)
+    monkeypatch.setenv("RGBRIDGE_CACHE", str(tmp_path / "cache"))
     return calls
+
+
+def test_a_later_process_takes_the_settings_read_before_until_pips_configuration_changes(
+    counted_pip_config: list[float], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A scoring process starts no `pip config list` when an earlier one read the same
+    configuration (its files and PIP_ settings unchanged) less than an hour ago."""
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nindex-url = http://127.0.0.1:9/simple\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    first = host.host_pip_index_settings()
+    assert len(counted_pip_config) == 1
+    monkeypatch.setattr(host, "_pip_settings", None)  # a new process
+    assert host.host_pip_index_settings() == first and len(counted_pip_config) == 1
+    for change in (
+        lambda: conf.write_text("[global]\nindex-url = http://127.0.0.1:8/simple\n"),  # the file
+        lambda: monkeypatch.setenv("PIP_DEFAULT_TIMEOUT", "5"),  # the environment
+        lambda: monkeypatch.setattr(host, "REMEMBER_SECONDS", 0.0),  # an hour later
+    ):
+        calls = len(counted_pip_config)
+        change()
+        monkeypatch.setattr(host, "_pip_settings", None)
+        host.host_pip_index_settings()
+        assert len(counted_pip_config) == calls + 1
+    # `rgbridge doctor`'s fresh read never takes them from the file
+    monkeypatch.setattr(host, "REMEMBER_SECONDS", 3600.0)
+    calls = len(counted_pip_config)
+    host.host_pip_index_settings(fresh=True)
+    assert len(counted_pip_config) == calls + 1
+
+
+def test_an_index_address_with_credentials_is_never_written_down(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RGBRIDGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(host, "_pip_settings", None)
+    monkeypatch.setenv("PIP_INDEX_URL", "https://user:s3cret@127.0.0.1:9/simple")
+    assert host.host_pip_index_settings()["PIP_INDEX_URL"].startswith("https://user:s3cret@")
+    assert "s3cret" not in "".join(p.read_text() for p in (tmp_path / "cache").rglob("*") if p.is_file())
+    monkeypatch.setattr(host, "_pip_settings", None)
 
 
 def test_a_build_during_the_read_ahead_waits_for_it_instead_of_reading_again(counted_pip_config: list[float]) -> None:

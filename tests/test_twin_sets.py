@@ -132,7 +132,7 @@ def test_the_twin_mark_is_not_found_by_a_search_for_the_ready_mark():
 
 
 def test_a_build_lock_is_taken_only_when_free_and_released_from_any_thread(tmp_path, monkeypatch):
-    monkeypatch.setenv("RGBRIDGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("RGBRIDGE_CACHE", str(tmp_path / "cache"))
     name = f"twin-test-{time.time_ns()}"
     held = threading.Event()
     release = threading.Event()
@@ -168,7 +168,7 @@ class _Pending:
 @pytest.fixture()
 def no_books(monkeypatch, tmp_path):
     """The offer's disk books (lease, hold, budget) as no-ops: what is tested is the hand-off."""
-    monkeypatch.setenv("RGBRIDGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("RGBRIDGE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(twin_mod, "lease", lambda client, name: None)
     monkeypatch.setattr(twin_mod, "hold", lambda client, name: contextlib.nullcontext())
     monkeypatch.setattr(twin_mod, "room_ahead", lambda client, sets: True)

@@ -4,14 +4,19 @@ The Debian mirror comes from the host's apt sources; the CA certificates are the
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import os
 import re
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from bridge.errors import ScoringError
+from bridge.locations import cache_dir
 
 DEFAULT_SUITE = "bookworm"
 HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
@@ -91,7 +96,7 @@ def host_pip_index_settings(*, fresh: bool = False) -> dict[str, str]:
     """
     global _pip_settings
     if fresh:
-        found = _read_pip_index_settings()
+        found = _read_pip_index_settings(remembered=False)
         with _pip_lock:
             if _pip_settings is None:
                 _pip_settings = found
@@ -110,7 +115,76 @@ def read_pip_index_settings_ahead() -> None:
         threading.Thread(target=host_pip_index_settings, daemon=True, name="pip-settings").start()
 
 
-def _read_pip_index_settings() -> dict[str, str]:
+#: how long settings read by `pip config list` are taken from the file that remembers them: a
+#: bound on anything pip reads that ``_pip_config_files`` does not name
+REMEMBER_SECONDS = 3600.0
+_REMEMBERED = "pip-index-settings.json"
+
+
+def _pip_config_files() -> list[Path]:
+    """The files pip reads its configuration from here, as pip's configuration docs list them
+    for Linux: the global ones (``pip/pip.conf`` in each of ``XDG_CONFIG_DIRS``, then
+    ``/etc/pip.conf``), the user ones (``~/.pip/pip.conf``, then ``pip/pip.conf`` in
+    ``XDG_CONFIG_HOME``), the site one (this interpreter's prefix) and ``PIP_CONFIG_FILE``."""
+    files = [Path(d) / "pip" / "pip.conf" for d in os.environ.get("XDG_CONFIG_DIRS", "/etc/xdg").split(":") if d]
+    files.append(Path("/etc/pip.conf"))
+    home = Path(os.path.expanduser("~"))
+    files.append(home / ".pip" / "pip.conf")
+    files.append(Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config") / "pip" / "pip.conf")
+    files.append(Path(sys.prefix) / "pip.conf")
+    if os.environ.get("PIP_CONFIG_FILE"):
+        files.append(Path(os.environ["PIP_CONFIG_FILE"]))
+    return files
+
+
+def _pip_config_key() -> str:
+    """What `pip config list` answers from: the interpreter, its configuration files (each one's
+    identity and size, or absence) and the environment's PIP_ settings."""
+    files: list[object] = []
+    for path in _pip_config_files():
+        try:
+            st = path.stat()
+            files.append([str(path), st.st_mtime_ns, st.st_size, st.st_ino])
+        except OSError:
+            files.append([str(path), None])
+    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("PIP_"))
+    return hashlib.sha256(json.dumps([sys.executable, files, env]).encode()).hexdigest()
+
+
+def _remembered(key: str) -> dict[str, str] | None:
+    """The settings an earlier process read with the same ``key``, not older than
+    ``REMEMBER_SECONDS``: a scoring process then starts no `pip config list` (0.3 s of a
+    never-seen set's build on this 2-core machine, docs/measurements.md)."""
+    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+        data = json.loads((cache_dir() / _REMEMBERED).read_text(encoding="utf-8"))
+        fresh = 0 <= time.time() - float(data["read"]) < REMEMBER_SECONDS
+        settings = data["settings"]
+        if data["key"] == key and fresh and all(isinstance(v, str) for v in settings.values()):
+            return {str(k): v for k, v in settings.items()}
+    return None
+
+
+def _remember(key: str, settings: dict[str, str]) -> None:
+    # an index address with credentials in it is never written down here
+    if any("@" in value for value in settings.values()):
+        return
+    with contextlib.suppress(OSError):
+        path = cache_dir() / _REMEMBERED
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+        tmp.write_text(json.dumps({"key": key, "read": time.time(), "settings": settings}), encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def _read_pip_index_settings(*, remembered: bool = True) -> dict[str, str]:
+    key = _pip_config_key()
+    if remembered and (found := _remembered(key)) is not None:
+        return found
+    found = _read_pip_config()
+    _remember(key, found)
+    return found
+
+
+def _read_pip_config() -> dict[str, str]:
     keys = {"index-url": "PIP_INDEX_URL", "extra-index-url": "PIP_EXTRA_INDEX_URL", "trusted-host": "PIP_TRUSTED_HOST"}
     found: dict[str, str] = {}
     try:
