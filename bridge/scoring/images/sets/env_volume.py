@@ -375,7 +375,11 @@ def build_in_volume(
                 with contextlib.suppress(DockerException):
                     container.update(cpu_shares=CHECK_CPU_SHARES)
                 handed_over = True
-                twin_built = built_twin(log, ready_mark, want, twin, follow=container) if twin_mounts else None
+                twin_built = (
+                    built_twin(log, ready_mark, want, twin, follow=container, deadline=started + source.timeout)
+                    if twin_mounts
+                    else None
+                )
                 if twin_mounts and twin is not None and twin_built is None:
                     remove_volume(client, twin.volume.name)
                 return VolumeBuild(

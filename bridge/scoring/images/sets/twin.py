@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -159,9 +160,10 @@ class TwinCheck:
     the container's log is followed from the moment the twin is handed out, so the verdict is
     known even after the maker's owner removed the container."""
 
-    def __init__(self, container: Container, ready_mark: str, note: str) -> None:
+    def __init__(self, container: Container, ready_mark: str, note: str, deadline: float) -> None:
         self._ready_mark = ready_mark
         self._note = note
+        self._deadline = deadline
         self._log = ""
         self._ended = threading.Event()
         threading.Thread(target=self._follow, args=(container,), daemon=True, name="twin-check").start()
@@ -179,10 +181,11 @@ class TwinCheck:
         finally:
             self._ended.set()
 
-    def verdict(self, timeout: float = CLAIM_LIMIT) -> tuple[bool, str]:
-        """(accepted, the twin's log); a container that ended or went away without the verdict
+    def verdict(self) -> tuple[bool, str]:
+        """(accepted, the twin's log), by the maker's deadline (its build's timeout) at the
+        latest; a container that ended or went away without the verdict, or the deadline,
         means rejected (the twin is then built again by its own build)."""
-        self._ended.wait(timeout)
+        self._ended.wait(max(5.0, self._deadline - time.monotonic()))
         accepted = verdict_in(self._log, self._ready_mark) is True
         return accepted, self._note + twin_log(self._log, twin_mark(self._ready_mark))
 
@@ -211,11 +214,12 @@ def built_twin(
     offer: TwinOffer | None,
     *,
     follow: Container | None = None,
+    deadline: float = 0.0,
     ended_ok: bool = False,
 ) -> TwinBuilt | None:
     """What a build's ``log`` says of the twin it was offered: None when it was not made. Handed
-    out while its maker still runs (``follow``: the maker's container), pip's verdict is
-    pending; else the maker ended (``ended_ok``: successfully) and the twin counts only when
+    out while its maker still runs (``follow``: the maker's container, ``deadline`` its build's
+    ``time.monotonic()`` deadline), pip's verdict is pending; else the maker ended (``ended_ok``: successfully) and the twin counts only when
     pip accepted it."""
     if offer is None or not made(log, ready_mark):
         return None
@@ -223,7 +227,7 @@ def built_twin(
     note = f"made by the build of {maker.tag} from its environment after {files} (the same base and installer)\n"
     own = twin_log(log, twin_mark(ready_mark))
     if follow is not None:
-        return TwinBuilt(installed_pins(own), note + own, check=TwinCheck(follow, ready_mark, note))
+        return TwinBuilt(installed_pins(own), note + own, check=TwinCheck(follow, ready_mark, note, deadline))
     if ended_ok and verdict_in(log, ready_mark) is True:
         return TwinBuilt(installed_pins(own), note + own, accepted=True)
     return None
