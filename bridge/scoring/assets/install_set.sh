@@ -211,6 +211,14 @@ if [ "${#twin_bytecode[@]}" -gt 0 ]; then
   copy_store "$TWIN_SITE" "${twin_bytecode[@]}" &
   twin_copying=$!
 fi
+# pip's own dry run of the files (-r options after $2) with the pip of the interpreter $1 finds
+# nothing to install in that interpreter's environment (its report, $2, lists no install)
+pip_accepts() {
+  local py="$1" report="$2"
+  shift 2
+  "$py" -m pip install --dry-run --no-index --quiet --progress-bar off --report "$report" "$@" &&
+    python3 -c 'import json, sys; sys.exit(1 if json.load(open(sys.argv[1])).get("install") else 0)' "$report"
+}
 twin_checking=""
 if [ -n "$TWIN" ] && [ "$RGBRIDGE_CHECK" = 1 ]; then
   # the twin's own check, as its own build would run it (its files, its environment's pip),
@@ -218,10 +226,7 @@ if [ -n "$TWIN" ] && [ "$RGBRIDGE_CHECK" = 1 ]; then
   (
     files=()
     for r in "${reqs[@]:0:$RGBRIDGE_TWIN_AFTER}"; do files+=(-r "$r"); done
-    report="$SCRATCH/rgbridge-twin-report.json"
-    "$TWIN/bin/python" -m pip install --dry-run --no-index --quiet --progress-bar off --report "$report" "${files[@]}" &&
-      python3 -c 'import json, sys; sys.exit(1 if json.load(open(sys.argv[1])).get("install") else 0)' "$report" &&
-      echo "${RGBRIDGE_TWIN_MARK}_CHECKED"
+    pip_accepts "$TWIN/bin/python" "$SCRATCH/rgbridge-twin-report.json" "${files[@]}" && echo "${RGBRIDGE_TWIN_MARK}_CHECKED"
   ) &
   twin_checking=$!
 fi
@@ -246,9 +251,7 @@ if [ "$RGBRIDGE_CHECK" = 1 ]; then
   # (pip then installs them in turn).
   files=()
   for r in "${reqs[@]}"; do files+=(-r "$r"); done
-  report="$SCRATCH/rgbridge-report.json"
-  { pip_ install --dry-run --no-index --quiet --report "$report" "${files[@]}" &&
-    python3 -c 'import json, sys; sys.exit(1 if json.load(open(sys.argv[1])).get("install") else 0)' "$report"; } ||
+  pip_accepts python "$SCRATCH/rgbridge-report.json" "${files[@]}" ||
     { twin_verdict; echo 'RGBRIDGE_UV_REJECTED pip does not accept what uv installed'; exit "$RGBRIDGE_UV_REJECTED"; }
   phase checked
 fi
