@@ -21,6 +21,7 @@ instead of waiting for the build lock, which the twin keeps until pip's verdict.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import threading
 import time
@@ -54,16 +55,19 @@ class TwinOffer:
     after: int
     lock: contextlib.ExitStack
     image: DepsImage | None = None
-    pending: bool = False
 
     def __post_init__(self) -> None:
         self._resolved = threading.Event()
+
+    @property
+    def pending(self) -> bool:
+        """Handed out with pip's check still running (its lock is then the check's)."""
+        return self.image is not None and self.image.pending_check is not None
 
     def resolve(self, image: DepsImage | None) -> None:
         """The twin is ready (``image``; may carry its pending check) or will not be made (None)."""
         if not self._resolved.is_set():
             self.image = image
-            self.pending = image is not None and image.pending_check is not None
             self._resolved.set()
 
     def wait(self, timeout: float) -> DepsImage | None:
@@ -92,13 +96,13 @@ def claim(tag: str, *, allow_pending_check: bool, timeout: float = CLAIM_LIMIT) 
 
 @contextlib.contextmanager
 def offered(
-    client: docker.DockerClient, want: DepSet | None, volume: EnvVolume | None, *, after: int, ready: bool
+    client: docker.DockerClient, want: DepSet, volume: EnvVolume, *, after: int, ready: bool
 ) -> Iterator[TwinOffer | None]:
     """Offer ``want`` as the twin of the build run inside the block (None when it cannot be
     offered: see the module docstring; ``ready``: it is on disk already). Whatever the block
     does, the offer is resolved on the way out (not made: None) and a twin that was not handed
     over lets go of its build lock."""
-    if want is None or volume is None or ready:
+    if ready:
         yield None
         return
     lease(client, volume.name)  # in use by this profile's score, never evicted under it
@@ -169,12 +173,13 @@ class TwinCheck:
         threading.Thread(target=self._follow, args=(container,), daemon=True, name="twin-check").start()
 
     def _follow(self, container: Container) -> None:
-        seen = b""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         try:
             for chunk in container.logs(stream=True, follow=True):
-                seen += chunk
-                self._log = seen.decode("utf-8", errors="replace")
-                if verdict_in(self._log, self._ready_mark) is not None:
+                text = decoder.decode(chunk)
+                self._log += text
+                # only the lines this chunk ended or began can hold the verdict (as wait_ready)
+                if verdict_in(self._log[-(len(text) + 4096) :], self._ready_mark) is not None:
                     return
         except (DockerException, requests.RequestException):
             pass
